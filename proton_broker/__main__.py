@@ -1,0 +1,80 @@
+"""Command line: ``python -m proton_broker`` / ``proton-broker``.
+
+Flags override the environment, which overrides the config file (see
+:mod:`proton_broker.config`). The line ``listening on HOST:PORT`` is logged once the
+listener is bound, so scripts and tests can wait for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from proton_broker import __version__, config
+from proton_broker.errors import BrokerError, ConfigError
+
+log = logging.getLogger("proton_broker")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="proton-broker",
+        description="An AMQP 1.0 message broker with Qpid queue semantics.",
+    )
+    parser.add_argument("--config", default="conf/broker.yaml",
+                        help="YAML configuration file (default: %(default)s; missing is fine)")
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 5672; 0 = any free)")
+    parser.add_argument("--data-dir", help="directory for the store (default ./data)")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
+    return parser.parse_args(argv)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    broker = {k: v for k, v in (("host", args.host), ("port", args.port),
+                                ("data_dir", args.data_dir)) if v is not None}
+    out: dict[str, dict[str, Any]] = {"broker": broker}
+    if args.log_level:
+        out["logging"] = {"level": args.log_level.upper()}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = config.load(args.config, overrides=_overrides(args))
+    except ConfigError as exc:
+        print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=cfg.logging.level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from proton_broker.amqp.server import Server  # after logging, so import logs show
+    from proton_broker.broker import Broker
+
+    try:
+        broker = Broker(cfg)
+    except BrokerError as exc:
+        print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    server = Server(broker, cfg)
+    try:
+        host, port = server.listen(cfg.broker.host, cfg.broker.port)
+    except OSError as exc:
+        print(f"proton-broker: cannot listen on {cfg.broker.host}:{cfg.broker.port}: {exc}",
+              file=sys.stderr)
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: server.stop())
+    log.info("listening on %s:%d", host, port)
+    server.run()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

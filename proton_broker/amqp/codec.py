@@ -1,0 +1,398 @@
+"""A validating, partial decoder of encoded AMQP 1.0 messages, in plain Python.
+
+The broker forwards each message as the bytes it received, so it must know those bytes are
+a well-formed message before accepting them (``proton.Message.decode`` accepts some garbage
+silently, and python-qpid-proton 0.40 crashes on maps with binary keys). This module walks
+every section once, checking each encoding's widths and counts without building Python
+values, and decodes only what queue semantics need: the header, a few properties fields,
+and (lazily, through :func:`decode_value`) application-properties and message-annotations.
+
+It imports nothing from Proton; it runs once per message on the hot path.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Any, NamedTuple
+
+from proton_broker.message import Message
+
+HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
+APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x76, 0x77, 0x78
+
+_SECTION_SYMBOLS = {
+    b"amqp:header:list": HEADER,
+    b"amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
+    b"amqp:message-annotations:map": MESSAGE_ANNOTATIONS,
+    b"amqp:properties:list": PROPERTIES,
+    b"amqp:application-properties:map": APPLICATION_PROPERTIES,
+    b"amqp:data:binary": DATA,
+    b"amqp:amqp-sequence:list": AMQP_SEQUENCE,
+    b"amqp:amqp-value:*": AMQP_VALUE,
+    b"amqp:footer:map": FOOTER,
+}
+_BODY = (DATA, AMQP_SEQUENCE, AMQP_VALUE)
+# Order rank of each section: sections must appear in this order, body kinds not mixed.
+_RANK = {HEADER: 0, DELIVERY_ANNOTATIONS: 1, MESSAGE_ANNOTATIONS: 2, PROPERTIES: 3,
+         APPLICATION_PROPERTIES: 4, DATA: 5, AMQP_SEQUENCE: 5, AMQP_VALUE: 5, FOOTER: 6}
+
+# Width of the value after a fixed-width constructor.
+_FIXED = {0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0,
+          0x50: 1, 0x51: 1, 0x52: 1, 0x53: 1, 0x54: 1, 0x55: 1, 0x56: 1,
+          0x60: 2, 0x61: 2,
+          0x70: 4, 0x71: 4, 0x72: 4, 0x73: 4, 0x74: 4,
+          0x80: 8, 0x81: 8, 0x82: 8, 0x83: 8, 0x84: 8,
+          0x94: 16, 0x98: 16}
+_VAR8 = frozenset((0xA0, 0xA1, 0xA3))
+_VAR32 = frozenset((0xB0, 0xB1, 0xB3))
+_COMPOUND8 = frozenset((0xC0, 0xC1))
+_COMPOUND32 = frozenset((0xD0, 0xD1))
+_ARRAYS = frozenset((0xE0, 0xF0))
+_MAPS = frozenset((0xC1, 0xD1))
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_F32 = struct.Struct(">f")
+_F64 = struct.Struct(">d")
+
+
+class DecodeError(ValueError):
+    """The bytes are not a well-formed AMQP message (the text says what and where)."""
+
+
+class Described(NamedTuple):
+    """A described value whose descriptor the broker does not interpret."""
+
+    descriptor: Any
+    value: Any
+
+
+# ---- skipping (validation without building values) ------------------------------------
+
+
+def _skip(data: bytes, pos: int, end: int) -> int:
+    """Return the offset just after the value that starts at ``pos``; validate it."""
+    if pos >= end:
+        raise DecodeError(f"value missing at offset {pos}")
+    code = data[pos]
+    if code == 0x00:
+        return _skip(data, _skip(data, pos + 1, end), end)
+    return _skip_body(data, code, pos + 1, end)
+
+
+def _skip_body(data: bytes, code: int, pos: int, end: int) -> int:
+    """Skip the value of constructor ``code`` whose bytes start at ``pos``."""
+    width = _FIXED.get(code)
+    if width is not None:
+        stop = pos + width
+    elif code in _VAR8:
+        stop = pos + 1 + data[pos] if pos < end else end + 1
+    elif code in _VAR32:
+        stop = pos + 4 + _U32.unpack_from(data, pos)[0] if pos + 4 <= end else end + 1
+    elif code in _COMPOUND8 or code in _COMPOUND32:
+        return _skip_compound(data, code, pos, end)
+    elif code in _ARRAYS:
+        return _skip_array(data, code, pos, end)
+    else:
+        raise DecodeError(f"unknown type constructor 0x{code:02x} at offset {pos - 1}")
+    if stop > end:
+        raise DecodeError(f"value of type 0x{code:02x} at offset {pos - 1} is truncated")
+    return stop
+
+
+def _compound_header(data: bytes, code: int, pos: int, end: int) -> tuple[int, int, int]:
+    """(offset of the first element, count, offset just after the compound)."""
+    if code in _COMPOUND8 or code == 0xE0:
+        if pos + 2 > end:
+            raise DecodeError(f"compound at offset {pos - 1} is truncated")
+        size, count, first = data[pos], data[pos + 1], pos + 2
+        stop = pos + 1 + size
+    else:
+        if pos + 8 > end:
+            raise DecodeError(f"compound at offset {pos - 1} is truncated")
+        size, count = _U32.unpack_from(data, pos)[0], _U32.unpack_from(data, pos + 4)[0]
+        first, stop = pos + 8, pos + 4 + size
+    if stop > end or first > stop:
+        raise DecodeError(f"compound at offset {pos - 1} declares {size} bytes past the end")
+    return first, count, stop
+
+
+def _skip_compound(data: bytes, code: int, pos: int, end: int) -> int:
+    first, count, stop = _compound_header(data, code, pos, end)
+    if code in _MAPS and count % 2:
+        raise DecodeError(f"map at offset {pos - 1} has an odd number of elements")
+    at = first
+    for _ in range(count):
+        at = _skip(data, at, stop)
+    if at != stop:
+        raise DecodeError(f"compound at offset {pos - 1}: size does not match its elements")
+    return stop
+
+
+def _element_constructor(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(element type code, offset after the constructor) of an array; descriptors skipped."""
+    if pos >= end:
+        raise DecodeError(f"array constructor missing at offset {pos}")
+    code = data[pos]
+    if code == 0x00:
+        after = _skip(data, pos + 1, end)
+        if after >= end:
+            raise DecodeError(f"array constructor truncated at offset {pos}")
+        return data[after], after + 1
+    return code, pos + 1
+
+
+def _skip_array(data: bytes, code: int, pos: int, end: int) -> int:
+    first, count, stop = _compound_header(data, code, pos, end)
+    element, at = _element_constructor(data, first, stop)
+    for _ in range(count):
+        at = _skip_body(data, element, at, stop)
+    if at != stop:
+        raise DecodeError(f"array at offset {pos - 1}: size does not match its elements")
+    return stop
+
+
+# ---- decoding values ---------------------------------------------------------------------
+
+
+def decode_value(data: bytes, start: int, end: int | None = None) -> Any:
+    """Decode the one AMQP value at ``start`` into Python (symbols become ``str``,
+    timestamps int milliseconds, decimals their raw bytes, described values ``Described``)."""
+    value, _ = _decode(data, start, len(data) if end is None else end)
+    return value
+
+
+def _decode(data: bytes, pos: int, end: int) -> tuple[Any, int]:
+    if pos >= end:
+        raise DecodeError(f"value missing at offset {pos}")
+    code = data[pos]
+    if code == 0x00:
+        descriptor, at = _decode(data, pos + 1, end)
+        value, at = _decode(data, at, end)
+        return Described(descriptor, value), at
+    return _decode_body(data, code, pos + 1, end)
+
+
+def _decode_body(data: bytes, code: int, pos: int, end: int) -> tuple[Any, int]:
+    width = _FIXED.get(code)
+    if width is not None:
+        stop = pos + width
+    elif code in _VAR8:
+        stop = pos + 1 + data[pos] if pos < end else end + 1
+    elif code in _VAR32:
+        stop = pos + 4 + _U32.unpack_from(data, pos)[0] if pos + 4 <= end else end + 1
+    elif code in _COMPOUND8 or code in _COMPOUND32:
+        return _decode_compound(data, code, pos, end)
+    elif code in _ARRAYS:
+        return _decode_array(data, code, pos, end)
+    else:
+        raise DecodeError(f"unknown type constructor 0x{code:02x} at offset {pos - 1}")
+    if stop > end:
+        raise DecodeError(f"value of type 0x{code:02x} at offset {pos - 1} is truncated")
+    return _SIMPLE[code](data, pos, stop), stop
+
+
+def _decode_compound(data: bytes, code: int, pos: int, end: int) -> tuple[Any, int]:
+    first, count, stop = _compound_header(data, code, pos, end)
+    items = []
+    at = first
+    for _ in range(count):
+        item, at = _decode(data, at, stop)
+        items.append(item)
+    if at != stop:
+        raise DecodeError(f"compound at offset {pos - 1}: size does not match its elements")
+    if code in _MAPS:
+        if count % 2:
+            raise DecodeError(f"map at offset {pos - 1} has an odd number of elements")
+        return dict(zip(items[::2], items[1::2], strict=True)), stop
+    return items, stop
+
+
+def _decode_array(data: bytes, code: int, pos: int, end: int) -> tuple[Any, int]:
+    first, count, stop = _compound_header(data, code, pos, end)
+    element, at = _element_constructor(data, first, stop)
+    items = []
+    for _ in range(count):
+        item, at = _decode_body(data, element, at, stop)
+        items.append(item)
+    if at != stop:
+        raise DecodeError(f"array at offset {pos - 1}: size does not match its elements")
+    return items, stop
+
+
+_SIMPLE: dict[int, Any] = {
+    0x40: lambda d, p, s: None,
+    0x41: lambda d, p, s: True,
+    0x42: lambda d, p, s: False,
+    0x43: lambda d, p, s: 0,
+    0x44: lambda d, p, s: 0,
+    0x45: lambda d, p, s: [],
+    0x50: lambda d, p, s: d[p],
+    0x51: lambda d, p, s: _I8.unpack_from(d, p)[0],
+    0x52: lambda d, p, s: d[p],
+    0x53: lambda d, p, s: d[p],
+    0x54: lambda d, p, s: _I8.unpack_from(d, p)[0],
+    0x55: lambda d, p, s: _I8.unpack_from(d, p)[0],
+    0x56: lambda d, p, s: d[p] != 0,
+    0x60: lambda d, p, s: _U16.unpack_from(d, p)[0],
+    0x61: lambda d, p, s: _I16.unpack_from(d, p)[0],
+    0x70: lambda d, p, s: _U32.unpack_from(d, p)[0],
+    0x71: lambda d, p, s: _I32.unpack_from(d, p)[0],
+    0x72: lambda d, p, s: _F32.unpack_from(d, p)[0],
+    0x73: lambda d, p, s: chr(_U32.unpack_from(d, p)[0]),
+    0x74: lambda d, p, s: d[p:s],
+    0x80: lambda d, p, s: _U64.unpack_from(d, p)[0],
+    0x81: lambda d, p, s: _I64.unpack_from(d, p)[0],
+    0x82: lambda d, p, s: _F64.unpack_from(d, p)[0],
+    0x83: lambda d, p, s: _I64.unpack_from(d, p)[0],
+    0x84: lambda d, p, s: d[p:s],
+    0x94: lambda d, p, s: d[p:s],
+    0x98: lambda d, p, s: uuid.UUID(bytes=bytes(d[p:s])),
+    0xA0: lambda d, p, s: bytes(d[p + 1:s]),
+    0xA1: lambda d, p, s: _utf8(d, p + 1, s),
+    0xA3: lambda d, p, s: _ascii(d, p + 1, s),
+    0xB0: lambda d, p, s: bytes(d[p + 4:s]),
+    0xB1: lambda d, p, s: _utf8(d, p + 4, s),
+    0xB3: lambda d, p, s: _ascii(d, p + 4, s),
+}
+
+
+def _utf8(data: bytes, start: int, stop: int) -> str:
+    try:
+        return data[start:stop].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"string at offset {start} is not valid UTF-8") from exc
+
+
+def _ascii(data: bytes, start: int, stop: int) -> str:
+    try:
+        return data[start:stop].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"symbol at offset {start} is not ASCII") from exc
+
+
+# ---- messages ----------------------------------------------------------------------------
+
+
+def _section_code(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(section code, offset of the section's value) for the section starting at ``pos``."""
+    if data[pos] != 0x00 or pos + 2 > end:
+        raise DecodeError(f"expected a message section at offset {pos}")
+    kind = data[pos + 1]
+    if kind == 0x53 and pos + 3 <= end:
+        return data[pos + 2], pos + 3
+    if kind == 0x80 and pos + 10 <= end:
+        code = _U64.unpack_from(data, pos + 2)[0]
+        return (code if code in _RANK else -1), pos + 10
+    if kind in (0xA3, 0xB3):
+        after = _skip_body(data, kind, pos + 2, end)
+        name = data[pos + 3:after] if kind == 0xA3 else data[pos + 6:after]
+        return _SECTION_SYMBOLS.get(bytes(name), -1), after
+    raise DecodeError(f"unreadable section descriptor at offset {pos}")
+
+
+def parse_message(data: bytes) -> Message:
+    """Validate ``data`` as a whole AMQP message and read the fields the broker uses."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    end = len(data)
+    if not end:
+        raise DecodeError("empty message")
+    message = Message(data)
+    pos, rank, body = 0, -1, -1
+    while pos < end:
+        code, value_at = _section_code(data, pos, end)
+        if code < 0:
+            raise DecodeError(f"unknown section descriptor at offset {pos}")
+        new_rank = _RANK[code]
+        if new_rank < rank or (new_rank == rank and (code != body or code == AMQP_VALUE
+                                                     or new_rank != 5)):
+            raise DecodeError(f"section 0x{code:02x} at offset {pos} is out of order")
+        rank = new_rank
+        if new_rank == 5:
+            body = code
+        if code == HEADER:
+            stop = _read_header(message, data, value_at, end)
+            message.header_end = stop
+        elif code == PROPERTIES:
+            stop = _read_properties(message, data, value_at, end)
+        else:
+            stop = _skip(data, value_at, end)
+        if code == APPLICATION_PROPERTIES:
+            message.app_properties_span = (value_at, stop)
+        elif code == MESSAGE_ANNOTATIONS:
+            message.annotations_span = (value_at, stop)
+        pos = stop
+    return message
+
+
+def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[Any], int]:
+    value, stop = _decode(data, pos, end)
+    if not isinstance(value, list):
+        raise DecodeError(f"the {section} section at offset {pos} is not a list")
+    return value, stop
+
+
+def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
+    fields, stop = _list_fields(data, pos, end, "header")
+    fields += [None] * (5 - len(fields))
+    durable, priority, ttl, first_acquirer, delivery_count = fields[:5]
+    message.durable = bool(durable)
+    message.priority = 4 if priority is None else _int_field(priority, "priority")
+    message.ttl = None if ttl is None else _int_field(ttl, "ttl")
+    message.first_acquirer = bool(first_acquirer)
+    message.delivery_count = 0 if delivery_count is None else _int_field(delivery_count,
+                                                                         "delivery-count")
+    return stop
+
+
+def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
+    fields, stop = _list_fields(data, pos, end, "properties")
+    fields += [None] * (11 - len(fields))
+    message.message_id = fields[0]
+    message.to = _str_field(fields[2])
+    message.subject = _str_field(fields[3])
+    message.absolute_expiry_time = fields[8] if isinstance(fields[8], int) else None
+    message.creation_time = fields[9] if isinstance(fields[9], int) else None
+    message.group_id = _str_field(fields[10])
+    return stop
+
+
+def _int_field(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DecodeError(f"header {name} must be an integer, got {value!r}")
+    return value
+
+
+def _str_field(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# ---- encoding the header on redelivery ------------------------------------------------
+
+
+def encode_header(durable: bool, priority: int, ttl: int | None, first_acquirer: bool,
+                  delivery_count: int) -> bytes:
+    """A complete header section carrying these values (trailing defaults omitted)."""
+    fields = [
+        b"\x41" if durable else b"\x42",
+        b"\x50" + bytes((priority & 0xFF,)),
+        b"\x40" if ttl is None else b"\x70" + _U32.pack(ttl),
+        b"\x41" if first_acquirer else b"\x42",
+        b"\x70" + _U32.pack(delivery_count),
+    ]
+    body = b"".join(fields)
+    return b"\x00\x53\x70\xc0" + bytes((len(body) + 1, len(fields))) + body
+
+
+def redelivered(message: Message, delivery_count: int) -> bytes:
+    """The message's bytes with its header re-encoded to carry ``delivery_count``."""
+    header = encode_header(message.durable, message.priority, message.ttl,
+                           message.first_acquirer, delivery_count)
+    return header + message.data[message.header_end:]

@@ -1,0 +1,50 @@
+"""Domain errors of the broker, independent of any protocol.
+
+The AMQP adapter maps each class to an AMQP error condition in one table
+(:mod:`proton_broker.amqp.conditions`), so queue code raises what went wrong and never
+chooses wire symbols itself.
+"""
+
+
+class BrokerError(Exception):
+    """Base class: ``description`` is the readable text sent to the client."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class NotFound(BrokerError):
+    """The addressed node does not exist and may not be created."""
+
+
+class InvalidField(BrokerError):
+    """A setting, filter or field has an unknown name, a wrong type or a bad value."""
+
+    def __init__(self, description: str, field: str | None = None) -> None:
+        super().__init__(description)
+        self.field = field
+
+
+class MalformedMessage(BrokerError):
+    """The bytes of a transfer are not a well-formed AMQP message."""
+
+
+class ResourceLimitExceeded(BrokerError):
+    """A queue limit or store capacity refuses the message."""
+
+
+class Unauthorized(BrokerError):
+    """The peer may not do this."""
+
+
+class PreconditionFailed(BrokerError):
+    """The request conflicts with the node's state (e.g. deleting a busy queue)."""
+
+
+class NotImplementedByBroker(BrokerError):
+    """A recognised request the broker does not support."""
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; the message names the key at fault."""

@@ -1,0 +1,78 @@
+"""The broker's own message record.
+
+Queues never see Proton objects: they hold this record, which keeps the message exactly as
+the producer encoded it (``data``) and only the few fields that queue semantics need,
+extracted once on arrival by :mod:`proton_broker.amqp.codec`. Forwarding ``data`` unchanged
+keeps every AMQP type intact (see shared/reference/client-interop-notes.md) and avoids a
+decode/encode per message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Message:
+    """One message as stored in a queue.
+
+    ``data`` is the full encoded message (all sections, as received). ``header_end`` is the
+    offset where the header section ends (0 when the message has no header section), so a
+    redelivery can re-encode just the header with a new delivery-count and forward the rest
+    unchanged.
+    """
+
+    data: bytes
+    header_end: int = 0
+    durable: bool = False
+    priority: int = 4
+    ttl: int | None = None  # milliseconds, from header.ttl
+    first_acquirer: bool = False
+    delivery_count: int = 0  # from header.delivery-count, incremented by the broker
+    message_id: Any = None
+    to: str | None = None
+    subject: str | None = None
+    group_id: str | None = None
+    absolute_expiry_time: int | None = None  # milliseconds since the epoch
+    creation_time: int | None = None
+    # Where the application-properties and message-annotations sections sit in ``data``
+    # (value start, section end); decoded only when a queue feature asks for them.
+    app_properties_span: tuple[int, int] | None = None
+    annotations_span: tuple[int, int] | None = None
+    # Set by the broker on arrival:
+    expires_at: float | None = None  # seconds since the epoch (time.time() scale)
+    arrival: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def application_properties(self) -> dict[Any, Any]:
+        """The application-properties map, decoded on first use (most messages never need it)."""
+        cached = self.extra.get("app_properties")
+        if cached is None:
+            cached = _decode_span(self.data, self.app_properties_span)
+            self.extra["app_properties"] = cached
+        return cached
+
+    @property
+    def message_annotations(self) -> dict[Any, Any]:
+        """The message-annotations map, decoded on first use."""
+        cached = self.extra.get("annotations")
+        if cached is None:
+            cached = _decode_span(self.data, self.annotations_span)
+            self.extra["annotations"] = cached
+        return cached
+
+    @property
+    def size(self) -> int:
+        """Encoded size in bytes, the figure byte limits and metrics count."""
+        return len(self.data)
+
+
+def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
+    if span is None:
+        return {}
+    from proton_broker.amqp.codec import decode_value  # pure Python, no Proton
+
+    value = decode_value(data, span[0], span[1])
+    return value if isinstance(value, dict) else {}

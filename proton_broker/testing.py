@@ -1,0 +1,100 @@
+"""Start a real broker in a subprocess, for tests, interop suites and benchmarks.
+
+The broker prints ``listening on HOST:PORT`` once its listener is bound; this helper waits
+for that line, so callers can use ``--port 0`` and never race on a fixed port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+_REPO = Path(__file__).resolve().parent.parent
+_LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+class BrokerProcess:
+    """A ``python -m proton_broker`` child process with its own data directory."""
+
+    def __init__(
+        self,
+        *args: str,
+        data_dir: str | None = None,
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="proton-broker-")
+        self.data_dir = data_dir or self._tmp.name  # type: ignore[union-attr]
+        self.args = list(args)
+        self.env = {**os.environ, **(env or {})}
+        self.startup_timeout = startup_timeout
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.output: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "proton_broker", "--host", self.host, "--port", "0",
+               "--data-dir", self.data_dir, *self.args]
+        if "--config" not in self.args:
+            cmd += ["--config", str(_REPO / "conf" / "broker.yaml")]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=self.env)
+        ready = threading.Event()
+        threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
+        if not ready.wait(self.startup_timeout) or not self.port:
+            self.stop()
+            raise RuntimeError("broker did not start:\n" + "".join(self.output))
+        return self
+
+    def _pump(self, ready: threading.Event) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+            match = _LISTENING.search(line)
+            if match and not ready.is_set():
+                self.host, self.port = match.group(1), int(match.group(2))
+                ready.set()
+        ready.set()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """Stop with SIGTERM (a clean shutdown); SIGKILL if it does not exit in time."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        time.sleep(0)  # let the output pump finish its last lines
+        if self._tmp is not None:
+            self._tmp.cleanup()
+        return self.proc.returncode
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

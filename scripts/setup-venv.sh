@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Create ./.venv with Python 3.11 and install proton-broker into it (with the extras given
+# as arguments, e.g. "test"). Installs Debian's python3-venv first when venv is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -c "import ensurepip" >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+  else
+    echo "python3-venv is missing: sudo apt-get install python3-venv" >&2; exit 1
+  fi
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+extras=${1:-}
+if [ -n "$extras" ]; then
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+else
+  .venv/bin/python -m pip install -q -e .
+fi

@@ -1,0 +1,101 @@
+"""Attach: queues on demand, refusals in the shape Qpid clients expect, the echoed terminus."""
+
+from __future__ import annotations
+
+import pytest
+from proton import Disposition, Message, Terminus
+
+from proton_broker.config import Config
+from tests.amqp.test_connection import symbols_of
+from tests.conftest import RunningBroker
+
+
+def closed_config(**broker: object) -> Config:
+    config = Config()
+    for key, value in broker.items():
+        setattr(config.broker, key, value)
+    return config
+
+
+def test_attaching_to_a_new_address_creates_the_queue(broker: RunningBroker) -> None:
+    client = broker.client()
+    client.receiver("qit.test.new", credit=1)
+    assert broker.call(lambda: "qit.test.new" in broker.broker.queues)
+
+
+def test_an_accepted_attach_echoes_address_mode_and_honoured_capabilities(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    link = client.receiver("echo", credit=1, capabilities=["queue", "unknown-cap"])
+    client.wait(lambda: link.remote_source.address)
+    assert link.remote_source.address == "echo"
+    assert link.remote_source.distribution_mode == Terminus.DIST_MODE_MOVE
+    assert symbols_of(link.remote_source.capabilities) == ["queue"]
+
+
+@pytest.mark.parametrize("broker_config", [closed_config(auto_create=False)])
+def test_attach_to_a_missing_queue_without_auto_create_is_refused_with_not_found(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    link = client.receiver("missing", credit=1)
+    client.wait_closed(link)
+    assert link.remote_source.type == Terminus.UNSPECIFIED  # null source in the reply attach
+    assert link.remote_condition.name == "amqp:not-found"
+    assert "missing" in link.remote_condition.description
+    sender = client.sender("missing")
+    client.wait_closed(sender)
+    assert sender.remote_target.type == Terminus.UNSPECIFIED
+    assert sender.remote_condition.name == "amqp:not-found"
+
+
+@pytest.mark.parametrize("broker_config", [closed_config(auto_create_patterns=["qit.*", "test.*"])])
+def test_only_names_matching_the_auto_create_patterns_are_created(broker: RunningBroker) -> None:
+    client = broker.client()
+    ok = client.receiver("qit.allowed", credit=1)
+    refused = client.receiver("other", credit=1)
+    client.wait_closed(refused)
+    assert refused.remote_condition.name == "amqp:not-found"
+    assert ok.remote_source.address == "qit.allowed"
+
+
+def test_the_anonymous_relay_routes_each_message_by_its_to_address(broker: RunningBroker) -> None:
+    client = broker.client()
+    relay = client.sender(None)
+    for address in ("relay-a", "relay-b", "relay-a"):
+        client.wait_settled(client.send(relay, Message(address=address, body=address)))
+    a = client.receiver("relay-a", credit=5)
+    b = client.receiver("relay-b", credit=5)
+    assert [r.message.body for r in client.wait_received(a, 2)] == ["relay-a", "relay-a"]
+    assert [r.message.body for r in client.wait_received(b, 1)] == ["relay-b"]
+
+
+def test_the_connection_offers_anonymous_relay(broker: RunningBroker) -> None:
+    client = broker.client()
+    client.wait(lambda: client.conn.remote_offered_capabilities)
+    assert "ANONYMOUS-RELAY" in [str(c) for c in client.conn.remote_offered_capabilities]
+
+
+@pytest.mark.parametrize("broker_config", [closed_config(auto_create=False)])
+def test_the_anonymous_relay_rejects_a_message_for_an_unknown_address(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    relay = client.sender(None)
+    delivery = client.wait_settled(client.send(relay, Message(address="nowhere", body=1)))
+    assert delivery.remote_state == Disposition.REJECTED
+    assert delivery.remote.condition.name == "amqp:not-found"
+    # the relay link stays usable
+    broker.call(lambda: broker.broker.declare("somewhere"))
+    ok = client.wait_settled(client.send(relay, Message(address="somewhere", body=2)))
+    assert ok.remote_state == Disposition.ACCEPTED
+
+
+def test_a_dynamic_source_gets_a_new_temporary_queue(broker: RunningBroker) -> None:
+    client = broker.client()
+    link = client.receiver(None, credit=1, dynamic=True)
+    client.wait(lambda: link.remote_source.address)
+    address = link.remote_source.address
+    assert address.startswith("TempQueue")
+    assert broker.call(lambda: address in broker.broker.queues)

@@ -1,0 +1,123 @@
+"""Outcomes: accepted, released, modified, rejected, and consumers that go away."""
+
+from __future__ import annotations
+
+from proton import Disposition, Message
+
+from tests.amqp.test_flow import fill
+from tests.conftest import RunningBroker
+
+
+def depth(broker: RunningBroker, name: str) -> int:
+    return broker.call(lambda: broker.broker.queues[name].depth)
+
+
+def test_accepted_removes_the_message(broker: RunningBroker) -> None:
+    fill(broker, "acc", 1)
+    client = broker.client()
+    receiver = client.receiver("acc", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    assert depth(broker, "acc") == 1  # acquired, not yet settled
+    client.settle(got, Disposition.ACCEPTED)
+    client.wait(lambda: depth(broker, "acc") == 0)
+
+
+def test_released_puts_the_message_back_at_its_original_position(broker: RunningBroker) -> None:
+    fill(broker, "rel", 3)
+    client = broker.client()
+    receiver = client.receiver("rel", credit=1)
+    (first,) = client.wait_received(receiver, 1)
+    client.settle(first, Disposition.RELEASED)
+    receiver.flow(3)
+    got = client.wait_received(receiver, 4)
+    assert [r.message.body for r in got[1:]] == [0, 1, 2]
+    assert got[1].message.delivery_count == 0  # released is not a failed delivery
+
+
+def test_modified_delivery_failed_increments_the_delivery_count(broker: RunningBroker) -> None:
+    fill(broker, "mod", 1)
+    client = broker.client()
+    receiver = client.receiver("mod", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    client.settle(got, Disposition.MODIFIED, failed=True)
+    receiver.flow(1)
+    again = client.wait_received(receiver, 2)[1]
+    assert again.message.body == 0
+    assert again.message.delivery_count == 1
+
+
+def test_modified_undeliverable_here_keeps_the_message_from_that_consumer(
+    broker: RunningBroker,
+) -> None:
+    fill(broker, "undeliv", 1)
+    client = broker.client()
+    picky = client.receiver("undeliv", credit=1)
+    (got,) = client.wait_received(picky, 1)
+    client.settle(got, Disposition.MODIFIED, failed=True, undeliverable=True)
+    picky.flow(5)
+    client.pump(0.3)
+    assert len(client.received(picky)) == 1
+    other = client.receiver("undeliv", credit=5)
+    (redelivered,) = client.wait_received(other, 1)
+    assert redelivered.message.body == 0
+    assert redelivered.message.delivery_count == 1
+
+
+def test_rejected_discards_the_message(broker: RunningBroker) -> None:
+    fill(broker, "rej", 2)
+    client = broker.client()
+    receiver = client.receiver("rej", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    client.settle(got, Disposition.REJECTED)
+    client.wait(lambda: depth(broker, "rej") == 1)
+    receiver.flow(5)
+    client.pump(0.2)
+    assert [r.message.body for r in client.wait_received(receiver, 2)] == [0, 1]
+
+
+def test_a_detached_consumers_unsettled_messages_return_in_order_counted(
+    broker: RunningBroker,
+) -> None:
+    fill(broker, "detach", 4)
+    client = broker.client()
+    receiver = client.receiver("detach", credit=3)
+    client.wait_received(receiver, 3)
+    receiver.close()
+    client.wait_closed(receiver)
+    other = broker.client()
+    again = other.receiver("detach", credit=10)
+    got = other.wait_received(again, 4)
+    assert [r.message.body for r in got] == [0, 1, 2, 3]
+    assert [r.message.delivery_count for r in got] == [1, 1, 1, 0]
+
+
+def test_a_dropped_connections_unsettled_messages_return_to_the_queue(
+    broker: RunningBroker,
+) -> None:
+    fill(broker, "dropped", 3)
+    client = broker.client()
+    receiver = client.receiver("dropped", credit=2)
+    client.wait_received(receiver, 2)
+    client.drop()
+    other = broker.client()
+    again = other.receiver("dropped", credit=10)
+    got = other.wait_received(again, 3)
+    assert [r.message.body for r in got] == [0, 1, 2]
+    assert [r.message.delivery_count for r in got] == [1, 1, 0]
+
+
+def test_settling_without_an_outcome_counts_as_accepted(broker: RunningBroker) -> None:
+    fill(broker, "bare-settle", 1)
+    client = broker.client()
+    receiver = client.receiver("bare-settle", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    got.delivery.settle()
+    client.pump()
+    client.wait(lambda: depth(broker, "bare-settle") == 0)
+
+
+def test_a_message_sent_to_a_queue_is_accepted(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("accepted-in")
+    delivery = client.wait_settled(client.send(sender, Message(body=1)))
+    assert delivery.remote_state == Disposition.ACCEPTED

@@ -1,0 +1,57 @@
+"""Message TTL: expired messages are never delivered and are dropped without a scan."""
+
+from __future__ import annotations
+
+import time
+
+from proton import Message
+
+from tests.amqp.test_disposition import depth
+from tests.conftest import RunningBroker
+
+
+def test_a_message_whose_ttl_passed_is_never_delivered(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("ttl")
+    client.wait_settled(client.send(sender, Message(body="short", ttl=0.1)))
+    client.wait_settled(client.send(sender, Message(body="long", ttl=60)))
+    time.sleep(0.3)
+    receiver = client.receiver("ttl", credit=5)
+    got = client.wait_received(receiver, 1)
+    client.pump(0.2)
+    assert [r.message.body for r in got] == ["long"]
+
+
+def test_a_message_past_its_absolute_expiry_time_is_never_delivered(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("abs-expiry")
+    past = Message(body="old")
+    past.expiry_time = time.time() - 1
+    client.wait_settled(client.send(sender, past))
+    client.wait_settled(client.send(sender, Message(body="new")))
+    receiver = client.receiver("abs-expiry", credit=5)
+    got = client.wait_received(receiver, 1)
+    client.pump(0.2)
+    assert [r.message.body for r in got] == ["new"]
+
+
+def test_expired_messages_leave_the_queue_even_with_no_consumer(broker: RunningBroker) -> None:
+    broker.config.broker.expiry_interval = 0.1
+    client = broker.client()
+    sender = client.sender("ttl-sweep")
+    for _ in range(3):
+        client.send(sender, Message(body="x", ttl=0.1))
+    client.wait(lambda: depth(broker, "ttl-sweep") == 0, timeout=5)
+    assert broker.call(lambda: broker.broker.queues["ttl-sweep"].stats.expired) == 3
+
+
+def test_a_browser_does_not_see_expired_messages(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("ttl-browse")
+    client.wait_settled(client.send(sender, Message(body="gone", ttl=0.05)))
+    client.wait_settled(client.send(sender, Message(body="here")))
+    time.sleep(0.2)
+    browser = client.receiver("ttl-browse", credit=5, browse=True)
+    got = client.wait_received(browser, 1)
+    client.pump(0.2)
+    assert [r.message.body for r in got] == ["here"]

@@ -1,0 +1,228 @@
+"""A small, synchronous AMQP client for tests, driving Proton's engine over a real socket.
+
+Tests need exact control that the blocking client hides: the credit granted, drain, which
+outcome to send, raw (even malformed) transfer bytes, and what the broker put in its
+attach, flow and detach frames. This client runs the Proton engine (``Connection``,
+``Transport``, ``Collector``) on a blocking socket in the test's own thread, so a test can
+do one step, pump, and look.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proton import (
+    Collector,
+    Connection,
+    Delivery,
+    Disposition,
+    Endpoint,
+    Event,
+    Link,
+    Message,
+    Terminus,
+    Transport,
+)
+
+
+@dataclass
+class Received:
+    delivery: Delivery
+    data: bytes
+    message: Message
+
+
+@dataclass
+class LinkLog:
+    received: list[Received] = field(default_factory=list)
+    flows: int = 0
+
+
+class EngineClient:
+    def __init__(self, host: str, port: int, sasl: bool = False, container: str = "test") -> None:
+        self.sock = socket.create_connection((host, port), timeout=5)
+        self.sock.setblocking(False)
+        self.conn = Connection()
+        self.conn.container = container
+        self.transport = Transport()
+        if sasl:
+            self.transport.sasl().allowed_mechs("ANONYMOUS")
+        self.collector = Collector()
+        self.conn.collect(self.collector)
+        self.transport.bind(self.conn)
+        self.conn.open()
+        self.session = self.conn.session()
+        self.session.open()
+        self.logs: dict[str, LinkLog] = {}
+        self.closed = False
+        self._tag = 0
+
+    # ---- links --------------------------------------------------------------------------
+
+    def receiver(self, address: str | None, credit: int = 0, browse: bool = False,
+                 name: str | None = None, settled: bool = False,
+                 capabilities: list[str] | None = None, dynamic: bool = False) -> Link:
+        link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
+        link.source.address = address
+        link.source.dynamic = dynamic
+        if browse:
+            link.source.distribution_mode = Terminus.DIST_MODE_COPY
+        if settled:
+            link.snd_settle_mode = Link.SND_SETTLED
+        if capabilities:
+            _put_symbols(link.source, capabilities)
+        link.target.address = address
+        link.open()
+        self.logs[link.name] = LinkLog()
+        if credit:
+            link.flow(credit)
+        self.pump()
+        return link
+
+    def sender(self, address: str | None, name: str | None = None,
+               capabilities: list[str] | None = None) -> Link:
+        link = self.session.sender(name or f"send-{address}-{len(self.logs)}")
+        link.target.address = address
+        if capabilities:
+            _put_symbols(link.target, capabilities)
+        link.source.address = address
+        link.open()
+        self.logs[link.name] = LinkLog()
+        self.pump()
+        return link
+
+    def send(self, link: Link, message: Message | bytes, settled: bool = False) -> Delivery:
+        self._tag += 1
+        delivery = link.delivery(str(self._tag))
+        data = message if isinstance(message, bytes) else message.encode()
+        link.send(data)
+        link.advance()
+        if settled:
+            delivery.settle()
+        self.pump()
+        return delivery
+
+    def received(self, link: Link) -> list[Received]:
+        return self.logs[link.name].received
+
+    def settle(self, received: Received, outcome: int = Disposition.ACCEPTED,
+               failed: bool = False, undeliverable: bool = False) -> None:
+        delivery = received.delivery
+        if outcome == Disposition.MODIFIED:
+            delivery.local.failed = failed
+            delivery.local.undeliverable = undeliverable
+        delivery.update(outcome)
+        delivery.settle()
+        self.pump()
+
+    # ---- the engine loop ------------------------------------------------------------------
+
+    def pump(self, duration: float = 0.05) -> None:
+        """Move bytes both ways and handle events for about ``duration`` seconds."""
+        end = time.monotonic() + duration
+        while True:
+            self._write()
+            self._read()
+            self._events()
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.002)
+
+    def wait(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self.pump(0.01)
+            value = predicate()
+            if value:
+                return value
+        raise TimeoutError("condition not reached in time")
+
+    def wait_received(self, link: Link, count: int, timeout: float = 5.0) -> list[Received]:
+        self.wait(lambda: len(self.received(link)) >= count, timeout)
+        return self.received(link)
+
+    def wait_settled(self, delivery: Delivery, timeout: float = 5.0) -> Delivery:
+        self.wait(lambda: delivery.remote_state or delivery.settled, timeout)
+        return delivery
+
+    def wait_closed(self, link: Link, timeout: float = 5.0) -> Link:
+        self.wait(lambda: link.state & Endpoint.REMOTE_CLOSED, timeout)
+        return link
+
+    def _write(self) -> None:
+        pending = self.transport.pending()
+        if pending > 0:
+            try:
+                sent = self.sock.send(self.transport.peek(pending))
+                self.transport.pop(sent)
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.transport.close_head()
+                self.closed = True
+
+    def _read(self) -> None:
+        capacity = self.transport.capacity()
+        if capacity <= 0:
+            return
+        try:
+            data = self.sock.recv(capacity)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.transport.push(data)
+        else:
+            self.transport.close_tail()
+            self.closed = True
+
+    def _events(self) -> None:
+        while True:
+            event = self.collector.peek()
+            if event is None:
+                return
+            if event.type == Event.DELIVERY:
+                self._on_delivery(event.delivery)
+            elif event.type == Event.LINK_FLOW and event.link.name in self.logs:
+                self.logs[event.link.name].flows += 1
+            self.collector.pop()
+
+    def _on_delivery(self, delivery: Delivery) -> None:
+        link = delivery.link
+        if not link.is_receiver or not delivery.readable or delivery.partial:
+            return
+        data = link.recv(delivery.pending)
+        link.advance()
+        message = Message()
+        message.decode(data)
+        self.logs[link.name].received.append(Received(delivery, bytes(data), message))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.conn.close()
+            try:
+                self.pump(0.05)
+            finally:
+                self.sock.close()
+                self.closed = True
+
+    def drop(self) -> None:
+        """Vanish: close the socket without any AMQP close."""
+        self.sock.close()
+        self.closed = True
+
+
+def _put_symbols(terminus: Terminus, values: list[str]) -> None:
+    from proton import Data, symbol
+
+    caps = terminus.capabilities
+    caps.put_array(False, Data.SYMBOL)
+    caps.enter()
+    for value in values:
+        caps.put_symbol(symbol(value))
+    caps.exit()

@@ -1,0 +1,146 @@
+"""The FIFO queue on its own: ordering, release positions, credit, browsing and expiry."""
+
+from __future__ import annotations
+
+import itertools
+
+from proton_broker.message import Message
+from proton_broker.queues.queue import Entry, Queue
+
+_ids = itertools.count(1)
+
+
+class Taker:
+    """A consumer as the queue sees it: some credit and a list of what it got."""
+
+    def __init__(self, credit: int = 0, browse: bool = False) -> None:
+        self.id = next(_ids)
+        self.credit = credit
+        self.browse = browse
+        self.got: list[Entry] = []
+
+    def deliver(self, entry: Entry) -> None:
+        assert self.credit > 0, "delivered beyond credit"
+        self.credit -= 1
+        self.got.append(entry)
+
+    def bodies(self) -> list[bytes]:
+        return [e.message.data for e in self.got]
+
+
+def msg(n: int, ttl: int | None = None) -> Message:
+    return Message(data=b"%d" % n, ttl=ttl)
+
+
+def test_entries_are_handed_out_in_arrival_order() -> None:
+    q = Queue("q")
+    for i in range(5):
+        q.enqueue(msg(i))
+    t = Taker(credit=10)
+    q.subscribe(t)
+    assert t.bodies() == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_a_released_entry_is_served_before_later_ones() -> None:
+    q = Queue("q")
+    for i in range(4):
+        q.enqueue(msg(i))
+    t = Taker(credit=2)
+    q.subscribe(t)
+    first, second = t.got
+    q.release(second)
+    q.release(first)
+    t.credit = 10
+    q.credit_granted(t)
+    assert t.bodies()[2:] == [b"0", b"1", b"2", b"3"]
+
+
+def test_consumers_with_credit_are_served_round_robin() -> None:
+    q = Queue("q")
+    a, b = Taker(credit=10), Taker(credit=10)
+    q.subscribe(a)
+    q.subscribe(b)
+    for i in range(6):
+        q.enqueue(msg(i))
+    assert a.bodies() == [b"0", b"2", b"4"]
+    assert b.bodies() == [b"1", b"3", b"5"]
+
+
+def test_a_consumer_out_of_credit_is_skipped() -> None:
+    q = Queue("q")
+    a, b = Taker(credit=1), Taker(credit=10)
+    q.subscribe(a)
+    q.subscribe(b)
+    for i in range(4):
+        q.enqueue(msg(i))
+    assert len(a.got) == 1 and len(b.got) == 3
+
+
+def test_settled_entries_leave_the_queue_and_the_front_is_compacted() -> None:
+    q = Queue("q")
+    t = Taker(credit=10**6)
+    q.subscribe(t)
+    for i in range(5000):
+        q.enqueue(msg(i))
+    for entry in t.got:
+        q.settle(entry)
+    assert q.depth == 0 and q.bytes == 0
+    assert len(q._log) < 5000  # cut off in batches, not kept forever
+    q.enqueue(msg(9))
+    assert t.got[-1].message.data == b"9"
+
+
+def test_an_entry_refused_by_one_consumer_goes_to_another() -> None:
+    q = Queue("q")
+    a = Taker(credit=1)
+    q.subscribe(a)
+    q.enqueue(msg(0))
+    q.release(a.got[0], delivery_failed=True, undeliverable_for=a.id)
+    a.credit = 5
+    q.credit_granted(a)
+    assert len(a.got) == 1
+    b = Taker(credit=5)
+    q.subscribe(b)
+    assert b.bodies() == [b"0"] and b.got[0].delivery_count == 1
+
+
+def test_a_browser_sees_live_entries_and_takes_nothing() -> None:
+    q = Queue("q")
+    for i in range(3):
+        q.enqueue(msg(i))
+    c = Taker(credit=1)
+    q.subscribe(c)
+    q.settle(c.got[0])
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser)
+    assert browser.bodies() == [b"1", b"2"]
+    q.enqueue(msg(3))
+    assert browser.bodies() == [b"1", b"2", b"3"]
+    assert q.depth == 3
+
+
+def test_expired_entries_are_dropped_by_the_sweep_without_consumers() -> None:
+    q = Queue("q")
+    q.enqueue(msg(0, ttl=1000), now=100.0)
+    q.enqueue(msg(1), now=100.0)
+    assert q.purge_expired(now=100.5) == 0
+    assert q.purge_expired(now=101.5) == 1
+    assert q.depth == 1 and q.stats.expired == 1
+
+
+def test_an_expired_entry_is_skipped_at_dispatch() -> None:
+    q = Queue("q")
+    q.enqueue(msg(0, ttl=1), now=1.0)  # long expired by the wall clock
+    q.enqueue(msg(1))
+    t = Taker(credit=5)
+    q.subscribe(t)
+    assert t.bodies() == [b"1"]
+
+
+def test_unsubscribed_consumers_get_nothing_more() -> None:
+    q = Queue("q")
+    t = Taker(credit=5)
+    q.subscribe(t)
+    q.unsubscribe(t)
+    q.enqueue(msg(0))
+    assert t.got == []
