@@ -19,7 +19,13 @@ from proton_broker.config import Config
 from proton_broker.errors import InvalidField, NotFound
 from proton_broker.message import Message
 from proton_broker.queues.queue import Queue
-from proton_broker.queues.settings import QueueSettings, parse_settings
+from proton_broker.queues.settings import (
+    ParsedOptions,
+    QueueSettings,
+    differences,
+    parse_options,
+    unknown_options_error,
+)
 
 log = logging.getLogger("proton_broker.broker")
 
@@ -34,21 +40,8 @@ class Broker:
             self.declare(name, options)
 
     def declare(self, name: str, options: Mapping[str, Any] | None = None) -> Queue:
-        """Create ``name`` with ``options`` (refusing unknown ones) or return the existing."""
-        existing = self.queues.get(name)
-        if existing is not None:
-            return existing
-        settings, unknown = parse_settings(options or {})
-        if unknown:
-            keys = ", ".join(sorted(unknown))
-            raise InvalidField(f"unknown queue option(s) for '{name}': {keys}", keys)
-        return self._create(name, settings)
-
-    def _create(self, name: str, settings: QueueSettings) -> Queue:
-        queue = Queue(name, settings)
-        self.queues[name] = queue
-        log.info("QUE-1001 created queue '%s' %s", name, settings)
-        return queue
+        """Create ``name`` with ``options`` or return the existing queue if it matches."""
+        return self._get_or_create(name, options, allowed=True)
 
     def may_create(self, name: str) -> bool:
         broker = self.config.broker
@@ -56,16 +49,36 @@ class Broker:
             fnmatch.fnmatchcase(name, pattern) for pattern in broker.auto_create_patterns
         )
 
-    def resolve(self, name: str | None, create: bool = True) -> Queue:
-        """The queue for ``name``, created on demand when policy allows."""
+    def resolve(self, name: str | None, options: Mapping[str, Any] | None = None,
+                create: bool = True) -> Queue:
+        """The queue for ``name``, created on demand (with ``options``) when policy allows.
+
+        Options are checked even when the queue exists: unknown keys, bad values and
+        settings that differ from the queue's own are refused with :class:`InvalidField`,
+        and nothing is created or changed.
+        """
         if not name:
             raise NotFound("no address given")
+        return self._get_or_create(name, options, allowed=create and self.may_create(name))
+
+    def _get_or_create(self, name: str, options: Mapping[str, Any] | None,
+                       allowed: bool) -> Queue:
+        parsed = parse_options(options) if options else None
+        if parsed is not None and parsed.unknown:
+            raise unknown_options_error(name, parsed.unknown)
         queue = self.queues.get(name)
         if queue is not None:
+            if parsed is not None:
+                _check_same(queue, parsed)
             return queue
-        if create and self.may_create(name):
-            return self._create(name, QueueSettings())
-        raise NotFound(f"Node not found: {name}")
+        if not allowed:
+            raise NotFound(f"Node not found: {name}")
+        settings = parsed.settings if parsed is not None else QueueSettings()
+        queue = Queue(name, settings, parsed.echo if parsed is not None else {})
+        self.queues[name] = queue
+        log.info("QUE-1001 Create : \"%s\" : %s : %s", name, settings.kind,
+                 ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")
+        return queue
 
     def route(self, message: Message, address: str | None) -> Queue:
         """Enqueue ``message`` on the queue named ``address``."""
@@ -77,3 +90,11 @@ class Broker:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+
+def _check_same(queue: Queue, parsed: ParsedOptions) -> None:
+    diffs = differences(queue.settings, parsed)
+    if diffs:
+        first = next(iter(parsed.given.values()))
+        raise InvalidField(f"queue '{queue.name}' exists with different settings: "
+                           + "; ".join(diffs), first)

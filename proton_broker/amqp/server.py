@@ -42,10 +42,12 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 import proton_broker
 from proton_broker.amqp.conditions import INTERNAL_ERROR, condition_for
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
-from proton_broker.amqp.terminus import echo_terminus
+from proton_broker.amqp.terminus import echo_properties, echo_terminus, node_options
 from proton_broker.broker import Broker
 from proton_broker.config import Config
-from proton_broker.errors import BrokerError, NotFound, NotImplementedByBroker
+from proton_broker.errors import BrokerError, InvalidField, NotFound, NotImplementedByBroker
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import parse_options
 
 log = logging.getLogger("proton_broker.amqp")
 
@@ -196,20 +198,19 @@ class Server(Handler):
         target = link.remote_target
         if target.type == Terminus.COORDINATOR:
             raise NotImplementedByBroker("transactions are not supported yet")
-        address = self._node_address(target)
-        queue = None if address is None else self.broker.resolve(address)
-        echo_terminus(link.target, target, address, HONOURED_CAPABILITIES)
+        options = node_options(link, target)
+        queue = self._node(target, options, required=False)
+        self._echo(link.target, target, queue, options)
         link.source.copy(link.remote_source)
         return ProducerLink(link, self.broker, queue, self.config.broker.producer_credit)
 
     def _attach_consumer(self, link: Link) -> ConsumerLink:
         source = link.remote_source
-        address = self._node_address(source)
-        if address is None:
-            raise NotFound("a receiving link needs a source address")
-        queue = self.broker.resolve(address)
-        browse = source.distribution_mode == Terminus.DIST_MODE_COPY
-        echo_terminus(link.source, source, address, HONOURED_CAPABILITIES)
+        options = node_options(link, source)
+        queue = self._node(source, options, required=True)
+        assert queue is not None
+        browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only
+        self._echo(link.source, source, queue, options)
         link.source.distribution_mode = (
             Terminus.DIST_MODE_COPY if browse else Terminus.DIST_MODE_MOVE
         )
@@ -218,13 +219,30 @@ class Server(Handler):
         queue.subscribe(consumer)
         return consumer
 
-    def _node_address(self, terminus: Terminus) -> str | None:
-        """The node a terminus names; a dynamic terminus gets a new temporary queue."""
+    def _node(self, terminus: Terminus, options: dict[str, Any], required: bool) -> Queue | None:
+        """The queue a terminus names, created as policy allows; a dynamic terminus gets a
+        new temporary queue. ``None`` only for an anonymous-relay target."""
         if terminus.dynamic:
-            name = f"TempQueue{_uuid()}"
-            self.broker.resolve(name)
-            return name
-        return terminus.address
+            return self.broker.declare(f"TempQueue{_uuid()}", options)
+        if terminus.address is None and not required:
+            if options:
+                raise InvalidField("queue options need a node address", next(iter(options)))
+            return None
+        if terminus.address is None:
+            raise NotFound("a receiving link needs a source address")
+        return self.broker.resolve(terminus.address, options)
+
+    def _echo(self, local: Terminus, remote: Terminus, queue: Queue | None,
+              options: dict[str, Any]) -> None:
+        """Our half of the attach: the node, the capabilities honoured, the queue's options
+        (as declared, plus the ones this attach gave, which matched them)."""
+        honoured = HONOURED_CAPABILITIES
+        if queue is not None and queue.settings.durable:
+            honoured = honoured | {"durable"}
+        echo_terminus(local, remote, queue.name if queue else None, honoured)
+        if queue is not None:
+            requested = parse_options(options).echo if options else {}
+            echo_properties(local, {**queue.options, **requested})
 
     def _refuse(self, link: Link, exc: BrokerError) -> None:
         """Qpid's refusal shape: an attach with a null terminus, then a detach with the error."""

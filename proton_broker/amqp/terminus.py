@@ -3,14 +3,36 @@
 Capabilities arrive as a bare symbol or as an array of symbols (qpid::messaging sends one
 capability bare); both are read. The reply echoes only the capabilities the broker honours,
 because ``qpid::messaging``'s ``assert`` option checks the echo.
+
+Queue options are read from two places (shared/reference/qpid-wire-mapping.md, 2.2-2.4):
+
+* the terminus ``dynamic-node-properties`` map, where qpid::messaging puts
+  ``node.x-declare.arguments`` (also for a non-dynamic terminus, as the Qpid C++ broker
+  reads them). Every key there is a queue option; unknown ones are refused.
+* the link ``properties`` map. Clients use link properties for other purposes too, so only
+  keys that name queue options are taken from it: known option names, and any key starting
+  with ``qpid.`` or ``x-qpid-`` (an unknown one of those is refused, not ignored).
+
+Both maps are decoded by the broker's own decoder from the bytes Proton re-encodes, never by
+``Data.get_object`` (python-qpid-proton 0.40 crashes on maps with binary keys). The reply
+carries the recognised options as strings, as the C++ broker writes them, since
+qpid::messaging's ``assert`` compares them as strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from proton import Array, Data, Terminus, symbol
+from cproton_ffi import ffi, lib
+from proton import Array, Data, Link, Terminus, symbol
+
+from proton_broker.amqp.codec import DecodeError, decode_value
+from proton_broker.errors import InvalidField
+from proton_broker.queues.settings import option_names
+
+_OPTION_NAMES = frozenset(option_names())
+_OPTION_PREFIXES = ("qpid.", "x-qpid-")
 
 
 def capabilities_of(terminus: Terminus) -> list[str]:
@@ -50,3 +72,45 @@ def echo_terminus(
         for cap in keep:
             local.capabilities.put_symbol(symbol(cap))
         local.capabilities.exit()
+
+
+def node_options(link: Link, terminus: Terminus) -> dict[str, Any]:
+    """The queue options a client put on this attach (see the module rules)."""
+    options = _map_of(terminus.properties, "dynamic-node-properties")
+    impl = lib.pn_link_remote_properties(link._impl)  # NULL when the peer sent none
+    link_props = _map_of(Data(impl), "link properties") if impl != ffi.NULL else {}
+    for key, value in link_props.items():
+        if key not in _OPTION_NAMES and not key.startswith(_OPTION_PREFIXES):
+            continue
+        if key in options and options[key] != value:
+            raise InvalidField(f"queue option '{key}' is {options[key]!r} in the node "
+                               f"properties but {value!r} in the link properties", key)
+        options[key] = value
+    return options
+
+
+def _map_of(data: Data, what: str) -> dict[str, Any]:
+    encoded = bytes(data.encode())
+    if not encoded:
+        return {}
+    try:
+        value = decode_value(encoded, 0)
+    except DecodeError as exc:
+        raise InvalidField(f"{what} could not be read: {exc}", what) from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidField(f"{what} must be a map, got {value!r}", what)
+    return {_key_text(k): v for k, v in value.items()}
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "replace")
+    return str(key)
+
+
+def echo_properties(local: Terminus, echo: Mapping[str, str]) -> None:
+    """Write the recognised queue options into our terminus' node properties."""
+    if echo:
+        local.properties.put_dict({symbol(k): v for k, v in echo.items()})

@@ -1,19 +1,33 @@
-"""A standard (FIFO) queue: acquire, release, settle, browse and expiry.
+"""A queue: acquire, release, settle, browse and expiry, over a pluggable ordering.
+
+The queue composes small parts: an :class:`~proton_broker.queues.entries.ArrivalLog` (every
+live entry in arrival order), an ordering of the available entries (FIFO, priority levels or
+sort key, from :mod:`proton_broker.queues.entries`) and, on a last-value queue, a
+:class:`~proton_broker.queues.lastvalue.LastValueIndex`. The type is chosen from the
+settings, in the order Broker-J's ``QueueFactory`` uses: priorities, then sort key, then
+LVQ key.
 
 Rules this module owns:
 
-* Entries are numbered in arrival order (``seq``) and kept in a list indexed by
-  ``seq - head``; dead entries at the front are cut off in batches, so append, acquire and
-  settle are O(1) amortised however long the queue grows.
-* A released entry goes back to its original position: released sequence numbers wait in a
-  min-heap that is served before the never-acquired tail, which always holds larger numbers.
+* Enqueue, acquire, settle and release are O(1) amortised (O(log n) on a sorted queue),
+  however long the queue grows.
+* A released entry goes back to its original position in the ordering.
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more.
-* Browsers never acquire: each keeps a cursor (the next ``seq`` to look at) and sees every
-  live entry, acquired or not, then new ones as they arrive.
+* Browsers never acquire: each keeps a cursor in arrival order and sees every live entry,
+  acquired or not, then new ones as they arrive. On every queue type browsers see arrival
+  order (as the C++ broker's priority queue does); on an LVQ that is the current value of
+  each key, then each update.
+* Last value: a new message whose key is already present is appended at the tail and the
+  older entry leaves the queue. If a consumer holds the older entry (acquired, not
+  settled) it stays with that consumer: accepting it consumes it as usual, and if it comes
+  back (released, modified, consumer gone) it is discarded, because a newer value exists
+  (Broker-J's ``ConflationQueueEntry`` does the same). So an update is neither lost nor
+  delivered twice, and a browser never sees a superseded value.
 * Expiry is lazy where it is free (an expired entry is dropped when dispatch reaches it)
   and a min-heap of expiry times lets :meth:`Queue.purge_expired` drop the rest without
-  scanning the queue; messages with no TTL cost nothing.
+  scanning the queue; messages with no TTL cost nothing. The queue's minimum and maximum
+  TTL (Broker-J ``minimumMessageTtl``/``maximumMessageTtl``) clamp each message's TTL.
 
 The queue knows nothing about sockets or AMQP: consumers are objects with ``credit`` and a
 ``deliver(entry)`` method supplied by the protocol adapter.
@@ -24,32 +38,26 @@ from __future__ import annotations
 import heapq
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from proton_broker.message import Message
+from proton_broker.queues.entries import (
+    ACQUIRED,
+    AVAILABLE,
+    DEAD,
+    ArrivalLog,
+    Entry,
+    FifoOrder,
+    Ordering,
+    PriorityOrder,
+    SortedOrder,
+)
+from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.settings import QueueSettings
 
-AVAILABLE = 0
-ACQUIRED = 1
-DEAD = 2
-
-_COMPACT_MIN = 1024  # cut dead entries off the front once at least this many
-
-
-class Entry:
-    """A message's place in a queue and its delivery state."""
-
-    __slots__ = ("seq", "message", "state", "delivery_count", "expires_at", "excluded")
-
-    def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
-        self.seq = seq
-        self.message = message
-        self.state = AVAILABLE
-        self.delivery_count = message.delivery_count
-        self.expires_at = expires_at
-        self.excluded: set[int] | None = None  # consumers that said undeliverable-here
+__all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "Consumer", "Entry", "Queue", "QueueStats"]
 
 
 class Consumer(Protocol):
@@ -71,29 +79,47 @@ class QueueStats:
     rejected: int = 0
     released: int = 0
     redelivered: int = 0
+    replaced: int = 0
+
+
+def make_ordering(settings: QueueSettings) -> Ordering:
+    if settings.priorities is not None:
+        return PriorityOrder(settings.priorities)
+    if settings.sort_key is not None:
+        return SortedOrder(settings.sort_key)
+    return FifoOrder()
 
 
 class Queue:
     """One named queue. All methods run on the broker's event-loop thread."""
 
-    def __init__(self, name: str, settings: QueueSettings | None = None) -> None:
+    def __init__(self, name: str, settings: QueueSettings | None = None,
+                 options: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.settings = settings or QueueSettings()
+        self.options = dict(options or {})  # as declared, for the attach echo and management
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
-        self._log: list[Entry] = []
-        self._head = 0  # seq of _log[0]
-        self._start = 0  # index in _log of the first entry that may be live
-        self._next = 0  # seq of the first entry never handed to a consumer
+        self._log = ArrivalLog()
+        self._order = make_ordering(self.settings)
+        self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
         self._next_seq = 0
-        self._released: list[int] = []  # heap of seqs put back by release
-        self._expiry: list[tuple[float, int]] = []
+        self._expiry: list[tuple[float, int, Entry]] = []
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
         self._in_ready: set[int] = set()
-        self._browsers: dict[int, int] = {}  # consumer id -> cursor seq
+        self._browsers: dict[int, list[int]] = {}  # consumer id -> [seq, index, generation]
         self._skipped = False  # the last _take passed over entries the consumer refused
+
+    @property
+    def kind(self) -> str:
+        return self.settings.kind
+
+    @property
+    def browse_only(self) -> bool:
+        """Every consumer browses (Broker-J ``ensureNondestructiveConsumers``)."""
+        return self.settings.ensure_nondestructive
 
     # ---- producers -------------------------------------------------------------------
 
@@ -101,18 +127,30 @@ class Queue:
         """Append ``message`` and hand it out at once if someone is waiting for it."""
         arrival = time.time() if now is None else now
         message.arrival = arrival
-        expires = _expiry_time(message, arrival)
+        expires = _expiry_time(message, arrival, self.settings)
         entry = Entry(self._next_seq, message, expires)
         self._next_seq += 1
         self._log.append(entry)
+        self._order.push(entry)
         self.depth += 1
         self.bytes += len(message.data)
         self.stats.enqueued += 1
         if expires is not None:
-            heapq.heappush(self._expiry, (expires, entry.seq))
+            heapq.heappush(self._expiry, (expires, entry.seq, entry))
+        if self._lvq is not None:
+            self._supersede(self._lvq.replace(entry))
         if self._ready or self._browsers:
             self.dispatch()
         return entry
+
+    def _supersede(self, older: Entry | None) -> None:
+        """A newer value arrived for ``older``'s key (see the module rules)."""
+        if older is None or older.state == DEAD:
+            return
+        older.superseded = True
+        if older.state == AVAILABLE:
+            self._remove(older)
+            self.stats.replaced += 1
 
     # ---- consumers -------------------------------------------------------------------
 
@@ -123,7 +161,7 @@ class Queue:
     def subscribe(self, consumer: Consumer) -> None:
         self._consumers[consumer.id] = consumer
         if consumer.browse:
-            self._browsers[consumer.id] = self._head + self._start
+            self._browsers[consumer.id] = [0, 0, self._log.generation]
         self.credit_granted(consumer)
 
     def unsubscribe(self, consumer: Consumer) -> None:
@@ -171,27 +209,16 @@ class Queue:
                 self._feed_browser(self._consumers[cid])
 
     def _take(self, consumer_id: int) -> Entry | None:
-        """Acquire the next available entry for ``consumer_id``, oldest position first."""
-        log, released = self._log, self._released
-        if self._next < self._head + self._start:
-            self._next = self._head + self._start  # purged entries were cut off the front
-        skipped: list[int] = []
+        """Acquire the next available entry for ``consumer_id`` in the queue's order."""
+        order = self._order
+        refused: list[Entry] = []
         now = 0.0
         found = None
         while found is None:
-            if released:
-                seq = heapq.heappop(released)
-            elif self._next < self._next_seq:
-                seq = self._next
-                self._next += 1
-            else:
+            entry = order.pop()
+            if entry is None:
                 break
-            index = seq - self._head
-            if index < 0:
-                continue
-            entry = log[index]
-            if entry.state != AVAILABLE:
-                continue
+            entry.state = ACQUIRED  # out of the ordering; put back below if not taken
             if entry.expires_at is not None:
                 now = now or time.time()
                 if entry.expires_at <= now:
@@ -199,31 +226,36 @@ class Queue:
                     self.stats.expired += 1
                     continue
             if entry.excluded and consumer_id in entry.excluded:
-                skipped.append(seq)
+                refused.append(entry)
                 continue
             found = entry
-        for seq in skipped:
-            heapq.heappush(released, seq)
-        self._skipped = bool(skipped)
-        if found is not None:
-            found.state = ACQUIRED
+        for entry in refused:
+            entry.state = AVAILABLE
+            order.requeue(entry)
+        self._skipped = bool(refused)
         return found
 
     def _feed_browser(self, consumer: Consumer) -> None:
-        cursor = max(self._browsers[consumer.id], self._head + self._start)
-        log, head = self._log, self._head
+        cursor = self._browsers[consumer.id]
+        log = self._log
+        seq, index = cursor[0], cursor[1]
+        if cursor[2] != log.generation:
+            index = log.index_of(seq)
         now = 0.0
-        while consumer.credit > 0 and cursor < self._next_seq:
-            entry = log[cursor - head]
-            cursor += 1
-            if entry.state == DEAD:
+        while consumer.credit > 0:
+            entry = log.at(index)
+            if entry is None:
+                break
+            index += 1
+            seq = entry.seq + 1
+            if entry.state == DEAD or entry.superseded:
                 continue
             if entry.expires_at is not None:
                 now = now or time.time()
                 if entry.expires_at <= now:
                     continue
             consumer.deliver(entry)
-        self._browsers[consumer.id] = cursor
+        cursor[0], cursor[1], cursor[2] = seq, index, log.generation
 
     # ---- outcomes ----------------------------------------------------------------------
 
@@ -252,6 +284,10 @@ class Queue:
         """
         if entry.state != ACQUIRED:
             return
+        if entry.superseded:  # a newer value for its key is on the queue
+            self._remove(entry)
+            self.stats.replaced += 1
+            return
         entry.state = AVAILABLE
         if delivery_failed:
             entry.delivery_count += 1
@@ -261,7 +297,7 @@ class Queue:
                 entry.excluded = set()
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
-        heapq.heappush(self._released, entry.seq)
+        self._order.requeue(entry)
         if self._ready:
             self.dispatch()
 
@@ -272,11 +308,7 @@ class Queue:
         now = time.time() if now is None else now
         heap, dropped = self._expiry, 0
         while heap and heap[0][0] <= now:
-            _, seq = heapq.heappop(heap)
-            index = seq - self._head
-            if index < 0:
-                continue
-            entry = self._log[index]
+            entry = heapq.heappop(heap)[2]
             if entry.state == AVAILABLE:
                 self._remove(entry)
                 self.stats.expired += 1
@@ -284,38 +316,38 @@ class Queue:
         return dropped
 
     def _remove(self, entry: Entry) -> None:
+        if entry.state == AVAILABLE:
+            self._order.discard(entry)
         entry.state = DEAD
         self.depth -= 1
         self.bytes -= len(entry.message.data)
-        if entry.seq == self._head + self._start:
-            self._advance_start()
-
-    def _advance_start(self) -> None:
-        log, start, end = self._log, self._start, len(self._log)
-        while start < end and log[start].state == DEAD:
-            start += 1
-        if start >= _COMPACT_MIN and start * 2 >= end:
-            del log[:start]
-            self._head += start
-            start = 0
-        self._start = start
+        self._log.removed()
+        if self._lvq is not None:
+            self._lvq.forget(entry)
 
     def entries(self) -> Iterator[Entry]:
-        """Live entries in queue order (for management and tests; O(n))."""
-        for entry in self._log[self._start:]:
-            if entry.state != DEAD:
-                yield entry
+        """Live entries in arrival order (for management and tests; O(n))."""
+        return iter(self._log)
 
     def __repr__(self) -> str:
-        return f"<Queue {self.name} depth={self.depth} consumers={len(self._consumers)}>"
+        return f"<Queue {self.name} {self.kind} depth={self.depth} " \
+               f"consumers={len(self._consumers)}>"
 
 
-def _expiry_time(message: Message, arrival: float) -> float | None:
-    """When the message expires (seconds since the epoch), from ttl and absolute expiry."""
+def _expiry_time(message: Message, arrival: float, settings: QueueSettings) -> float | None:
+    """When the message expires (seconds since the epoch): the earlier of its TTL and its
+    absolute expiry time, then held within the queue's TTL bounds as Broker-J does (a
+    minimum only lengthens messages that expire; a maximum also bounds those that do not;
+    0 means no bound)."""
     expires = None
     if message.ttl:
         expires = arrival + message.ttl / 1000.0
     if message.absolute_expiry_time:
         absolute = message.absolute_expiry_time / 1000.0
         expires = absolute if expires is None else min(expires, absolute)
+    if settings.min_ttl and expires is not None:
+        expires = max(expires, arrival + settings.min_ttl / 1000.0)
+    if settings.max_ttl:
+        bound = arrival + settings.max_ttl / 1000.0
+        expires = bound if expires is None else min(expires, bound)
     return expires

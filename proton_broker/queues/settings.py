@@ -1,20 +1,51 @@
 """Queue settings: one dataclass, one parser for every place settings come from.
 
-Attach properties, the config file and management all call :func:`parse_settings`, so an
-option has the same names, types and checks wherever it is given. The parser returns the
-keys it does not recognise instead of dropping them, so each caller can refuse them in its
-own terms (``amqp:invalid-field`` on an attach, a start-up error for the config file).
-Values may arrive as AMQP longs or strings (qpid::messaging sends ``1`` or ``'1'``), so
-conversion accepts both where the meaning is clear.
+Attach properties, the config file and management all call :func:`parse_options`, so an
+option has the same names, types and checks wherever it is given. Both brokers' names are
+accepted: the Qpid C++ argument names (``qpid.last_value_queue_key``, ``qpid.max_count``,
+...) and the Broker-J attribute names (``lvqKey``, ``maximumQueueDepthMessages``, ...),
+with the aliases listed in shared/reference/qpid-wire-mapping.md section 2.4.
+
+Rules this module owns:
+
+* Values may arrive as AMQP longs or as strings (qpid::messaging sends ``1`` or ``'1'``), so
+  conversion accepts both where the meaning is clear, and nothing else: ``"ten"`` for a
+  count is refused, naming the key and the value.
+* Unknown keys are handed back, not dropped, so each caller refuses them in its own terms.
+* Impossible combinations are refused here, once: at most one of priorities, sort key and
+  LVQ key (the Qpid brokers pick one type per queue), and message groups only on a
+  standard queue (the Qpid documentation rules out groups on LVQ and priority queues).
+* Two aliases of one setting given with different values are a conflict, not a choice.
+* The deprecated ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse`` make a
+  last-value queue keyed by ``qpid.LVQ_key`` (the key the old C++ modes used), with a
+  logged deprecation warning; browsing such a queue works as on any LVQ.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from proton_broker.errors import InvalidField
+from proton_broker.errors import InvalidField, NotImplementedByBroker
+
+log = logging.getLogger("proton_broker.queues")
+
+NONE, RING, REJECT = "none", "ring", "reject"
+PRODUCER_FLOW_CONTROL, FLOW_TO_DISK = "producer_flow_control", "flow_to_disk"
+OVERFLOW_POLICIES = (NONE, RING, REJECT, PRODUCER_FLOW_CONTROL, FLOW_TO_DISK)
+
+GROUPS_NONE, GROUPS_STANDARD, GROUPS_SHARED = "none", "standard", "shared"
+
+PERMANENT, DELETE_ON_CLOSE = "permanent", "delete-on-close"
+DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY = "delete-if-unused", "delete-if-unused-and-empty"
+LIFETIME_POLICIES = (PERMANENT, DELETE_ON_CLOSE, DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY)
+
+LEGACY_LVQ_KEY = "qpid.LVQ_key"
+MAX_PRIORITIES = 10
+# Where JMS puts JMSXGroupID: naming it as the group key means "use properties.group-id".
+_GROUP_ID_ALIASES = ("JMSXGroupID", "JMSXGroupId")
 
 
 @dataclass(frozen=True)
@@ -22,6 +53,65 @@ class QueueSettings:
     """Everything that defines a queue's behaviour; immutable once the queue exists."""
 
     durable: bool = False
+    # queue type (at most one of the three)
+    priorities: int | None = None  # number of priority levels; None: not a priority queue
+    sort_key: str | None = None  # application property giving the sort order
+    lvq_key: str | None = None  # application property giving the last-value key
+    # message groups
+    group_mode: str = GROUPS_NONE
+    group_key: str | None = None  # application property; None: properties.group-id
+    default_group: str | None = None  # None: the broker's default-message-group
+    # limits and overflow
+    max_count: int | None = None
+    max_size: int | None = None
+    overflow_policy: str = NONE
+    flow_stop_count: int | None = None
+    flow_stop_size: int | None = None
+    flow_resume_count: int | None = None
+    flow_resume_size: int | None = None
+    flow_resume_percent: int | None = None
+    # delivery control
+    ensure_nondestructive: bool = False
+    default_filters: Mapping[str, Any] | None = None
+    min_ttl: int | None = None  # milliseconds
+    max_ttl: int | None = None
+    hold_on_publish: bool = False
+    # lifetime
+    lifetime_policy: str = PERMANENT
+    auto_delete_timeout: int | None = None  # seconds
+    exclusive: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The queue type, by Broker-J's names: standard, priority, sorted or lvq."""
+        if self.priorities is not None:
+            return "priority"
+        if self.sort_key is not None:
+            return "sorted"
+        if self.lvq_key is not None:
+            return "lvq"
+        return "standard"
+
+    @property
+    def grouped(self) -> bool:
+        return self.group_mode != GROUPS_NONE
+
+
+@dataclass
+class ParsedOptions:
+    """The result of reading an option map: settings, what was given, what was not known."""
+
+    settings: QueueSettings
+    given: dict[str, str] = field(default_factory=dict)  # settings field -> option name used
+    unknown: dict[str, Any] = field(default_factory=dict)
+    echo: dict[str, str] = field(default_factory=dict)  # recognised option -> value as text
+
+
+# ---- converters: (option name, value) -> setting value; InvalidField names both --------
+
+
+def _bad(name: str, value: Any, expected: str) -> InvalidField:
+    return InvalidField(f"queue option '{name}' must be {expected}, got {value!r}", name)
 
 
 def to_bool(name: str, value: Any) -> bool:
@@ -31,24 +121,280 @@ def to_bool(name: str, value: Any) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in ("1", "0", "true", "false", "yes", "no"):
         return value.strip().lower() in ("1", "true", "yes")
-    raise InvalidField(f"queue option '{name}' must be a boolean, got {value!r}", name)
+    raise _bad(name, value, "a boolean (true/false, 1/0)")
 
 
-# option name (every alias) -> (settings field, converter)
-_OPTIONS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "durable": ("durable", to_bool),
+def _to_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise _bad(name, value, "an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise _bad(name, value, "an integer")
+
+
+def to_limit(name: str, value: Any) -> int | None:
+    """A message or byte limit; a negative value disables it (Broker-J)."""
+    number = _to_int(name, value)
+    return None if number < 0 else number
+
+
+def to_count(name: str, value: Any) -> int:
+    """A non-negative integer (a threshold, a time)."""
+    number = _to_int(name, value)
+    if number < 0:
+        raise _bad(name, value, "a non-negative integer")
+    return number
+
+
+def to_percent(name: str, value: Any) -> int:
+    number = _to_int(name, value)
+    if not 0 <= number <= 100:
+        raise _bad(name, value, "a percentage from 0 to 100")
+    return number
+
+
+def to_priorities(name: str, value: Any) -> int:
+    number = _to_int(name, value)
+    if not 1 <= number <= MAX_PRIORITIES:
+        raise _bad(name, value, f"a number of priority levels from 1 to {MAX_PRIORITIES}")
+    return number
+
+
+def to_key(name: str, value: Any) -> str:
+    """The name of a message property: a non-empty string."""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise _bad(name, value, "a non-empty property name")
+
+
+def to_text(name: str, value: Any) -> str:
+    if isinstance(value, str) and value:
+        return value
+    raise _bad(name, value, "a non-empty string")
+
+
+def to_policy(name: str, value: Any) -> str:
+    text = value.strip().lower().replace("-", "_") if isinstance(value, str) else None
+    if text in OVERFLOW_POLICIES:
+        return text
+    choices = ", ".join(OVERFLOW_POLICIES)
+    raise _bad(name, value, f"one of {choices}")
+
+
+def to_lifetime(name: str, value: Any) -> str:
+    """A lifetime policy, by name or as qpid::messaging's described ``amqp:...:list``."""
+    descriptor = getattr(value, "descriptor", None)
+    text = str(descriptor if descriptor is not None else value).strip().lower()
+    text = text.removeprefix("amqp:").removesuffix(":list").replace("_", "-")
+    text = {"manual": PERMANENT, "delete-on-connection-close": DELETE_ON_CLOSE}.get(text, text)
+    if text in LIFETIME_POLICIES:
+        return text
+    raise _bad(name, value, "one of " + ", ".join(LIFETIME_POLICIES))
+
+
+def to_auto_delete(name: str, value: Any) -> str:
+    return DELETE_IF_UNUSED if to_bool(name, value) else PERMANENT
+
+
+def to_shared_groups(name: str, value: Any) -> str:
+    """qpid.shared_msg_group: 1, "1" or true turn on shared groups (C++ and Broker-J)."""
+    return GROUPS_SHARED if to_bool(name, value) else GROUPS_STANDARD
+
+
+def to_group_type(name: str, value: Any) -> str:
+    text = str(value).strip().upper() if isinstance(value, str) else ""
+    modes = {"NONE": GROUPS_NONE, "STANDARD": GROUPS_STANDARD, "SHARED_GROUPS": GROUPS_SHARED}
+    if text in modes:
+        return modes[text]
+    raise _bad(name, value, "one of NONE, STANDARD, SHARED_GROUPS")
+
+
+def to_filters(name: str, value: Any) -> Mapping[str, Any]:
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return dict(value)
+    raise _bad(name, value, "a map from filter name to its type and arguments")
+
+
+def to_dist_modes(name: str, value: Any) -> str:
+    """supported-dist-modes as qpid::messaging sends it: understood, not a setting."""
+    modes = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
+    if modes and all(str(mode) in ("move", "copy") for mode in modes):
+        return " ".join(str(mode) for mode in modes)
+    raise _bad(name, value, "'move' and/or 'copy'")
+
+
+# ---- the table: every option name (all aliases) -> (settings field, converter) ----------
+
+Converter = Callable[[str, Any], Any]
+_OPTIONS: dict[str, tuple[str, Converter]] = {}
+
+
+def _option(target: str, convert: Converter, *names: str) -> None:
+    for name in names:
+        _OPTIONS[name] = (target, convert)
+
+
+_option("durable", to_bool, "durable")
+_option("priorities", to_priorities, "qpid.priorities", "x-qpid-priorities", "priorities")
+_option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
+_option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
+_option("group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride")
+_option("group_mode", to_shared_groups, "qpid.shared_msg_group")
+_option("group_mode", to_group_type, "messageGroupType")
+_option("default_group", to_text, "qpid.default-message-group", "messageGroupDefaultGroup")
+_option("max_count", to_limit, "qpid.max_count", "maximumQueueDepthMessages")
+_option("max_size", to_limit, "qpid.max_size", "maximumQueueDepthBytes")
+_option("overflow_policy", to_policy, "qpid.policy_type", "overflowPolicy")
+_option("flow_stop_count", to_count, "qpid.flow_stop_count")
+_option("flow_stop_size", to_count, "qpid.flow_stop_size", "x-qpid-capacity")
+_option("flow_resume_count", to_count, "qpid.flow_resume_count")
+_option("flow_resume_size", to_count, "qpid.flow_resume_size", "x-qpid-flow-resume-capacity")
+_option("flow_resume_percent", to_percent, "queueFlowResumeLimit", "qpid.flow_resume_limit")
+_option("ensure_nondestructive", to_bool, "ensureNondestructiveConsumers",
+        "qpid.ensure_nondestructive_consumers", "qpid.browse-only")
+_option("default_filters", to_filters, "defaultFilters", "qpid.default_filters")
+_option("min_ttl", to_count, "minimumMessageTtl", "qpid.minimum_message_ttl")
+_option("max_ttl", to_count, "maximumMessageTtl", "qpid.maximum_message_ttl")
+_option("hold_on_publish", to_bool, "holdOnPublishEnabled", "qpid.hold_on_publish")
+_option("lifetime_policy", to_lifetime, "qpid.lifetime-policy", "qpid.lifetime_policy",
+        "lifetimePolicy", "lifetime-policy")
+_option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
+_option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
+_option("exclusive", to_bool, "exclusive")
+# Understood but not settings of the queue: checked, echoed, otherwise ignored.
+_option("", to_dist_modes, "supported-dist-modes")
+_option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node
+# Deprecated C++ LVQ modes: handled in _legacy_lvq.
+_DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
+# Recognised, but a feature this broker does not have: refused with not-implemented.
+_UNSUPPORTED = {
+    "alternate-exchange": "dead-letter routing (alternate exchanges) is not supported",
+    "exchange-type": "exchanges and topics are not supported; this broker has queues only",
+    "qpid.fairshare": "fair-share scheduling over priorities is not supported",
+    "x-qpid-fairshare": "fair-share scheduling over priorities is not supported",
 }
 
+def option_names() -> list[str]:
+    """Every option name the parser knows (for help texts and management)."""
+    return sorted([*_OPTIONS, *_DEPRECATED_LVQ])
 
-def parse_settings(options: Mapping[str, Any]) -> tuple[QueueSettings, dict[str, Any]]:
-    """Build settings from ``options``; return them with the options not recognised."""
+
+def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
+    """Read an option map into settings; unknown keys are returned, not dropped.
+
+    Raises :class:`InvalidField` for a bad value, a conflict between aliases or an
+    impossible combination, and :class:`NotImplementedByBroker` for a recognised option
+    whose feature the broker does not have.
+    """
     values: dict[str, Any] = {}
-    unknown: dict[str, Any] = {}
-    for key, value in options.items():
-        spec = _OPTIONS.get(str(key))
+    parsed = ParsedOptions(QueueSettings())
+    for raw_key, value in options.items():
+        key = str(raw_key)
+        if key in _UNSUPPORTED:
+            raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED[key]}")
+        if key in _DEPRECATED_LVQ:
+            _legacy_lvq(key, value, values, parsed)
+            continue
+        spec = _OPTIONS.get(key)
         if spec is None:
-            unknown[str(key)] = value
+            parsed.unknown[key] = value
             continue
         target, convert = spec
-        values[target] = convert(str(key), value)
-    return QueueSettings(**values), unknown
+        converted = convert(key, value)
+        parsed.echo[key] = _as_text(value)
+        if target:
+            _assign(values, parsed.given, target, key, converted)
+    _infer_group_mode(values, parsed.given)
+    settings = QueueSettings(**values)
+    validate(settings)
+    parsed.settings = settings
+    return parsed
+
+
+def parse_settings(options: Mapping[Any, Any], where: str = "queue") -> QueueSettings:
+    """Settings from ``options``, refusing unknown keys (config file, management)."""
+    parsed = parse_options(options)
+    if parsed.unknown:
+        raise unknown_options_error(where, parsed.unknown)
+    return parsed.settings
+
+
+def unknown_options_error(where: str, unknown: Mapping[str, Any]) -> InvalidField:
+    listed = ", ".join(f"'{k}'={v!r}" for k, v in sorted(unknown.items()))
+    first = sorted(unknown)[0]
+    return InvalidField(f"unknown queue option(s) for '{where}': {listed}", first)
+
+
+def _assign(values: dict[str, Any], given: dict[str, str], target: str, key: str,
+            value: Any) -> None:
+    if target in values and values[target] != value:
+        raise InvalidField(
+            f"queue options '{given[target]}' and '{key}' conflict: "
+            f"{values[target]!r} versus {value!r}", key)
+    values[target] = value
+    given[target] = key
+
+
+def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOptions) -> None:
+    if not to_bool(key, value):
+        return
+    log.warning("queue option '%s' is deprecated; using a last-value queue keyed by '%s' "
+                "(use qpid.last_value_queue_key)", key, LEGACY_LVQ_KEY)
+    parsed.echo[key] = _as_text(value)
+    _assign(values, parsed.given, "lvq_key", key, LEGACY_LVQ_KEY)
+
+
+def _infer_group_mode(values: dict[str, Any], given: dict[str, str]) -> None:
+    """A group key alone means Broker-J's standard groups; JMSXGroupID means group-id."""
+    key = values.get("group_key")
+    if key is not None and "group_mode" not in values:
+        values["group_mode"] = GROUPS_STANDARD
+    if key in _GROUP_ID_ALIASES:
+        values["group_key"] = None
+
+
+def validate(settings: QueueSettings) -> None:
+    """Refuse combinations the Qpid brokers rule out."""
+    kinds = [(name, getattr(settings, attr)) for name, attr in
+             (("priorities", "priorities"), ("sort key", "sort_key"), ("LVQ key", "lvq_key"))
+             if getattr(settings, attr) is not None]
+    if len(kinds) > 1:
+        (a, va), (b, vb) = kinds[:2]
+        raise InvalidField(f"a queue cannot have both a {a} ({va!r}) and a {b} ({vb!r})",
+                           "qpid.queue_sort_key" if "sort key" in (a, b) else "qpid.priorities")
+    if settings.grouped and settings.kind != "standard":
+        raise InvalidField(
+            f"message groups are not supported on a {settings.kind} queue "
+            f"(group key {settings.group_key or 'group-id'!r})", "qpid.group_header_key")
+    if settings.min_ttl is not None and settings.max_ttl is not None \
+            and settings.min_ttl > settings.max_ttl:
+        raise InvalidField(f"minimumMessageTtl {settings.min_ttl} is greater than "
+                           f"maximumMessageTtl {settings.max_ttl}", "minimumMessageTtl")
+
+
+def differences(settings: QueueSettings, parsed: ParsedOptions) -> list[str]:
+    """The settings a request gives that differ from an existing queue's, described."""
+    out = []
+    for target, key in parsed.given.items():
+        wanted, actual = getattr(parsed.settings, target), getattr(settings, target)
+        if wanted != actual:
+            out.append(f"'{key}' is {actual!r} on the queue, not {wanted!r}")
+    return out
+
+
+def _as_text(value: Any) -> str:
+    """How a recognised option is echoed: as a string, as the Qpid C++ broker does."""
+    descriptor = getattr(value, "descriptor", None)
+    if descriptor is not None:
+        return str(descriptor)
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return str(value)
+

@@ -35,10 +35,10 @@ def test_a_fault_while_attaching_closes_the_link_and_others_keep_working(
 ) -> None:
     real = Broker.resolve
 
-    def resolve(self: Broker, name: str | None, create: bool = True):  # type: ignore[no-untyped-def]
+    def resolve(self: Broker, name: str | None, *args, **kwargs):  # type: ignore[no-untyped-def]
         if name == "boom":
             raise RuntimeError("injected attach fault")
-        return real(self, name, create)
+        return real(self, name, *args, **kwargs)
 
     monkeypatch.setattr(Broker, "resolve", resolve)
     client = broker.client()

@@ -1,0 +1,234 @@
+"""Queue entries and the orderings that decide which available entry is handed out next.
+
+A queue keeps every live entry twice: once in its :class:`ArrivalLog` (arrival order, for
+browsers, expiry and management) and, while the entry is *available*, in an ordering (FIFO,
+priority levels or sort key). An ordering knows nothing about consumers or outcomes; it
+only answers "which available entry comes first" in O(1) or O(log n).
+
+Rules owned here:
+
+* An entry is in its ordering exactly while it is available: :meth:`push` on arrival,
+  :meth:`requeue` when released (back at its original position, ahead of anything that
+  arrived later), out again when :meth:`pop` hands it out.
+* Removing an available entry (expiry, replacement, eviction) calls :meth:`discard`. The
+  FIFO-based orderings drop it lazily when it reaches the front, and rebuild themselves once
+  stale entries outnumber live ones, so removal is O(1) amortised and memory stays bounded
+  even when nobody consumes.
+* Priority: ``levels`` levels; a message's priority (0-9, default 4) maps onto a level the
+  way both Qpid brokers do it (AMQP 0-10 rule "priority-level-implementation"): priorities at
+  or below ``5 - ceil(levels / 2)`` share the lowest level, each priority above that gets the
+  next level, and the rest share the highest. Higher levels first; FIFO within a level.
+* Sorted: ascending by the text of the sort-key application property ("alphanumeric");
+  messages without the property come first; arrival order breaks ties.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterator
+from operator import attrgetter
+from typing import Any, Protocol
+
+from sortedcontainers import SortedList
+
+from proton_broker.message import Message
+
+AVAILABLE = 0
+ACQUIRED = 1
+DEAD = 2
+
+_COMPACT_MIN = 1024  # rebuild a structure once it holds at least this many stale entries
+
+
+class Entry:
+    """A message's place in a queue and its delivery state."""
+
+    __slots__ = ("seq", "message", "state", "delivery_count", "expires_at", "excluded",
+                 "rank", "key", "superseded")
+
+    def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
+        self.seq = seq
+        self.message = message
+        self.state = AVAILABLE
+        self.delivery_count = message.delivery_count
+        self.expires_at = expires_at
+        self.excluded: set[int] | None = None  # consumers that said undeliverable-here
+        self.rank: Any = None  # the ordering's sort position (priority level, sort key)
+        self.key: str | None = None  # the last-value key, when the queue has one
+        self.superseded = False  # a newer value for the same key has arrived
+
+    def __repr__(self) -> str:
+        return f"<Entry {self.seq} state={self.state}>"
+
+
+class Ordering(Protocol):
+    """Which available entry is handed out next."""
+
+    def push(self, entry: Entry) -> None:
+        """A new entry arrived and is available."""
+
+    def requeue(self, entry: Entry) -> None:
+        """A released entry is available again, at its original position."""
+
+    def pop(self) -> Entry | None:
+        """Remove and return the first available entry (None when there is none)."""
+
+    def discard(self, entry: Entry) -> None:
+        """An available entry left the queue (expired, replaced, evicted)."""
+
+    def __len__(self) -> int:
+        """How many available entries (an upper bound while stale ones wait)."""
+
+
+class FifoOrder:
+    """Arrival order; released entries go back ahead of everything that arrived later."""
+
+    __slots__ = ("_tail", "_back", "_stale")
+
+    def __init__(self) -> None:
+        self._tail: deque[Entry] = deque()  # never handed out, in arrival order
+        self._back: list[tuple[int, Entry]] = []  # released: a min-heap by position
+        self._stale = 0  # entries in the structures that are no longer available
+
+    def __len__(self) -> int:
+        return len(self._tail) + len(self._back) - self._stale
+
+    def push(self, entry: Entry) -> None:
+        self._tail.append(entry)
+
+    def requeue(self, entry: Entry) -> None:
+        # Every released entry was handed out before any entry still in _tail, so the
+        # heap of released positions is always served first.
+        heapq.heappush(self._back, (entry.seq, entry))
+
+    def pop(self) -> Entry | None:
+        back, tail = self._back, self._tail
+        while True:
+            if back:
+                entry = heapq.heappop(back)[1]
+            elif tail:
+                entry = tail.popleft()
+            else:
+                return None
+            if entry.state == AVAILABLE:
+                return entry
+            self._stale -= 1
+
+    def discard(self, entry: Entry) -> None:
+        self._stale += 1
+        if self._stale >= _COMPACT_MIN and self._stale * 2 > len(self._tail) + len(self._back):
+            self._tail = deque(e for e in self._tail if e.state == AVAILABLE)
+            self._back = [item for item in self._back if item[1].state == AVAILABLE]
+            heapq.heapify(self._back)
+            self._stale = 0
+
+def priority_level(priority: int, levels: int) -> int:
+    """The level (0 = lowest) a message priority falls into; see the module rules."""
+    first = 5 - min(5, math.ceil(levels / 2))
+    if priority <= first:
+        return 0
+    return min(priority - first, levels - 1)
+
+
+class PriorityOrder:
+    """One FIFO per priority level; the highest non-empty level is served first."""
+
+    __slots__ = ("levels", "_fifos")
+
+    def __init__(self, levels: int) -> None:
+        self.levels = levels
+        self._fifos = [FifoOrder() for _ in range(levels)]  # index = level
+
+    def __len__(self) -> int:
+        return sum(len(f) for f in self._fifos)
+
+    def push(self, entry: Entry) -> None:
+        entry.rank = priority_level(entry.message.priority, self.levels)
+        self._fifos[entry.rank].push(entry)
+
+    def requeue(self, entry: Entry) -> None:
+        self._fifos[entry.rank].requeue(entry)
+
+    def pop(self) -> Entry | None:
+        for fifo in reversed(self._fifos):
+            entry = fifo.pop()
+            if entry is not None:
+                return entry
+        return None
+
+    def discard(self, entry: Entry) -> None:
+        self._fifos[entry.rank].discard(entry)
+
+class SortedOrder:
+    """Ascending by the sort key's text; entries without the key first."""
+
+    __slots__ = ("key", "_sorted")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._sorted: SortedList = SortedList()  # of (rank, seq, entry)
+
+    def __len__(self) -> int:
+        return len(self._sorted)
+
+    def push(self, entry: Entry) -> None:
+        value = entry.message.application_properties.get(self.key)
+        entry.rank = (0, "") if value is None else (1, value if isinstance(value, str)
+                                                    else str(value))
+        self._sorted.add((entry.rank, entry.seq, entry))
+
+    def requeue(self, entry: Entry) -> None:
+        self._sorted.add((entry.rank, entry.seq, entry))
+
+    def pop(self) -> Entry | None:
+        return self._sorted.pop(0)[2] if self._sorted else None
+
+    def discard(self, entry: Entry) -> None:
+        self._sorted.remove((entry.rank, entry.seq, entry))
+
+
+class ArrivalLog:
+    """Every live entry in arrival order: what browsers walk and management lists.
+
+    Removed entries stay as tombstones until they outnumber the live ones; then the list is
+    rebuilt (O(1) amortised per removal) and ``generation`` changes, which tells cursors
+    holding a list index to find their place again by position (O(log n)).
+    """
+
+    __slots__ = ("_entries", "_dead", "generation")
+
+    def __init__(self) -> None:
+        self._entries: list[Entry] = []
+        self._dead = 0
+        self.generation = 0
+
+    def __len__(self) -> int:
+        """Entries held, tombstones included (what memory the log takes)."""
+        return len(self._entries)
+
+    def append(self, entry: Entry) -> None:
+        self._entries.append(entry)
+
+    def removed(self) -> None:
+        """One entry in the log became dead."""
+        self._dead += 1
+        entries = self._entries
+        if self._dead >= _COMPACT_MIN and self._dead * 2 > len(entries):
+            self._entries = [e for e in entries if e.state != DEAD]
+            self._dead = 0
+            self.generation += 1
+
+    def index_of(self, seq: int) -> int:
+        """The list index of the first entry at or after position ``seq``."""
+        return bisect_left(self._entries, seq, key=attrgetter("seq"))
+
+    def at(self, index: int) -> Entry | None:
+        entries = self._entries
+        return entries[index] if index < len(entries) else None
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Live entries, oldest first (O(n): management and tests)."""
+        return (e for e in list(self._entries) if e.state != DEAD)
