@@ -18,6 +18,7 @@ from typing import Any
 from proton import (
     Collector,
     Connection,
+    Data,
     Delivery,
     Disposition,
     Endpoint,
@@ -26,6 +27,7 @@ from proton import (
     Message,
     Terminus,
     Transport,
+    symbol,
 )
 
 
@@ -65,7 +67,11 @@ class EngineClient:
 
     def receiver(self, address: str | None, credit: int = 0, browse: bool = False,
                  name: str | None = None, settled: bool = False,
-                 capabilities: list[str] | None = None, dynamic: bool = False) -> Link:
+                 capabilities: list[str] | None = None, dynamic: bool = False,
+                 node_properties: dict[str, Any] | None = None,
+                 link_properties: dict[str, Any] | None = None) -> Link:
+        """Attach a receiving link. ``node_properties`` go into the source's
+        dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there."""
         link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
         link.source.address = address
         link.source.dynamic = dynamic
@@ -75,6 +81,9 @@ class EngineClient:
             link.snd_settle_mode = Link.SND_SETTLED
         if capabilities:
             _put_symbols(link.source, capabilities)
+        _put_map(link.source.properties, node_properties)
+        if link_properties:
+            link.properties = {symbol(k): v for k, v in link_properties.items()}
         link.target.address = address
         link.open()
         self.logs[link.name] = LinkLog()
@@ -84,11 +93,16 @@ class EngineClient:
         return link
 
     def sender(self, address: str | None, name: str | None = None,
-               capabilities: list[str] | None = None) -> Link:
+               capabilities: list[str] | None = None,
+               node_properties: dict[str, Any] | None = None,
+               link_properties: dict[str, Any] | None = None) -> Link:
         link = self.session.sender(name or f"send-{address}-{len(self.logs)}")
         link.target.address = address
         if capabilities:
             _put_symbols(link.target, capabilities)
+        _put_map(link.target.properties, node_properties)
+        if link_properties:
+            link.properties = {symbol(k): v for k, v in link_properties.items()}
         link.source.address = address
         link.open()
         self.logs[link.name] = LinkLog()
@@ -218,11 +232,27 @@ class EngineClient:
 
 
 def _put_symbols(terminus: Terminus, values: list[str]) -> None:
-    from proton import Data, symbol
-
+    """Capabilities as qpid::messaging sends them: one bare symbol, or an array of two+."""
     caps = terminus.capabilities
+    if len(values) == 1:
+        caps.put_symbol(symbol(values[0]))
+        return
     caps.put_array(False, Data.SYMBOL)
     caps.enter()
     for value in values:
         caps.put_symbol(symbol(value))
     caps.exit()
+
+
+def _put_map(data: Data, values: dict[str, Any] | None) -> None:
+    """A map with symbol keys (node properties), values as given (str, int, ...)."""
+    if values:
+        data.put_dict({symbol(k): v for k, v in values.items()})
+
+
+def terminus_map(data: Data) -> dict[str, Any]:
+    """The map in a terminus field of the broker's reply (e.g. its node properties)."""
+    data.rewind()
+    if not data.next():
+        return {}
+    return {str(k): v for k, v in data.get_dict().items()}
