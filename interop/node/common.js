@@ -1,0 +1,96 @@
+'use strict';
+// What send.js and receive.js share: the command line, the connection, and "typed JSON".
+//
+// Typed JSON is the value contract shared with the Proton C++ and Python clients: null,
+// booleans, strings, lists and string-keyed maps are themselves; {"$binary": "<hex>"} is
+// binary and {"$symbol": "s"} a symbol. Numbers are JavaScript numbers: rhea sends a whole
+// number as an AMQP integer and anything else as a double, and every AMQP number arrives as
+// a number, so 2.0 and 2 look alike here (the tests use doubles with a fraction).
+
+const rhea = require('rhea');
+
+const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
+       node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--browse] [--credit N] [options]
+options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach`;
+
+function parseArgs(argv) {
+  const [url, address, count, ...rest] = argv;
+  if (count === undefined || isNaN(Number(count))) fail(USAGE, 2);
+  const opts = { url, address, count: Number(count), timeout: 10, credit: 100 };
+  for (let i = 0; i < rest.length; i++) {
+    const name = rest[i];
+    const next = () => {
+      if (i + 1 >= rest.length) fail(`${name} needs a value`, 2);
+      return rest[++i];
+    };
+    if (name === '--spec') opts.spec = JSON.parse(require('fs').readFileSync(next(), 'utf8'));
+    else if (name === '--timeout') opts.timeout = Number(next());
+    else if (name === '--credit') opts.credit = Number(next());
+    else if (name === '--browse') opts.browse = true;
+    else if (name === '--capabilities') opts.capabilities = next().split(',');
+    else if (name === '--dynamic-node-properties') opts.dynamicNodeProperties = JSON.parse(next());
+    else if (name === '--print-attach') opts.printAttach = true;
+    else fail(`unknown option ${name}\n${USAGE}`, 2);
+  }
+  return opts;
+}
+
+function fail(text, status = 1) {
+  process.stderr.write(text + '\n');
+  process.exit(status);
+}
+
+// The terminus fields a Qpid user sets to create a queue of a given kind on demand.
+function terminus(opts) {
+  const t = { address: opts.address };
+  if (opts.capabilities) t.capabilities = opts.capabilities;
+  if (opts.dynamicNodeProperties) t.dynamic_node_properties = opts.dynamicNodeProperties;
+  return t;
+}
+
+function connect(opts, handlers) {
+  const url = new URL(opts.url);
+  const container = rhea.create_container();
+  for (const [event, handler] of Object.entries(handlers)) container.on(event, handler);
+  container.on('error', (context) => fail(`error: ${context.error}`));
+  container.on('disconnected', (context) => {
+    if (context.error) fail(`disconnected: ${context.error}`);
+  });
+  return container.connect({ host: url.hostname, port: Number(url.port || 5672),
+                             reconnect: false });
+}
+
+function isTag(value, tag) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) &&
+    !Buffer.isBuffer(value) && Object.keys(value).length === 1 && tag in value;
+}
+
+function toAmqp(value) {
+  if (Array.isArray(value)) return value.map(toAmqp);
+  if (isTag(value, '$binary')) return Buffer.from(value.$binary, 'hex');
+  if (isTag(value, '$symbol')) return rhea.types.wrap_symbol(value.$symbol);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toAmqp(v)]));
+  }
+  return value;
+}
+
+function fromAmqp(value) {
+  if (value === undefined) return null;
+  if (Buffer.isBuffer(value)) return { $binary: value.toString('hex') };
+  if (Array.isArray(value)) return value.map(fromAmqp);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fromAmqp(v)]));
+  }
+  return value;
+}
+
+function attachInfo(terminusFrame) {
+  const t = terminusFrame || {};
+  return { address: t.address === undefined ? null : t.address,
+           capabilities: t.capabilities || [],
+           distribution_mode: t.distribution_mode || null,
+           dynamic_node_properties: t.dynamic_node_properties || null };
+}
+
+module.exports = { parseArgs, fail, terminus, connect, toAmqp, fromAmqp, attachInfo };

@@ -1,0 +1,46 @@
+'use strict';
+// rhea receiver: node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--browse]
+//   [--credit N] [--capabilities a,b] [--dynamic-node-properties JSON] [--print-attach]
+// Prints each message as one JSON line {id, subject, body, properties} in typed JSON and
+// accepts it. Exits 0 after COUNT messages, 1 on timeout (default 10 s) or error.
+// --browse sets source distribution_mode 'copy'; --credit is the prefetch window;
+// --print-attach first prints {"attach": {...}}, the source the broker answered with.
+
+const { parseArgs, fail, terminus, connect, fromAmqp, attachInfo } = require('./common.js');
+
+const opts = parseArgs(process.argv.slice(2));
+let received = 0;
+
+const timer = setTimeout(
+  () => fail(`receive: timed out after ${received} of ${opts.count} messages`),
+  opts.timeout * 1000);
+
+const source = terminus(opts);
+if (opts.browse) source.distribution_mode = 'copy';
+
+const connection = connect(opts, {
+  receiver_open: (context) => {
+    if (opts.printAttach) console.log(JSON.stringify({ attach: attachInfo(context.receiver.remote.attach.source) }));
+    if (opts.count === 0) finish();
+  },
+  message: (context) => {
+    if (received >= opts.count) return;  // prefetched beyond COUNT: left unsettled
+    const m = context.message;
+    console.log(JSON.stringify({
+      id: m.message_id === undefined ? null : m.message_id,
+      subject: m.subject === undefined ? '' : m.subject,
+      body: fromAmqp(m.body),
+      properties: fromAmqp(m.application_properties || {}),
+    }));
+    context.delivery.accept();
+    if (++received === opts.count) finish();
+  },
+  receiver_error: (context) => fail(`receive: link error: ${context.receiver.error}`),
+});
+
+function finish() {
+  clearTimeout(timer);
+  connection.close();
+}
+
+connection.open_receiver({ source, credit_window: opts.credit, autoaccept: false });

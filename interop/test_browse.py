@@ -1,0 +1,45 @@
+"""Browsing (source distribution-mode ``copy``) from rhea and Proton C++ removes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from interop.clients import CPP, PYTHON, RHEA, Client, run
+
+COUNT = 5
+
+
+def messages(n: int) -> list[dict]:
+    return [{"id": f"b{i}", "body": {"n": i}, "properties": {"i": i}} for i in range(n)]
+
+
+@pytest.mark.parametrize("browser", [RHEA, CPP], ids=lambda c: c.name)
+def test_a_browser_sees_every_message_and_a_later_consumer_still_gets_them_all(
+        broker, queue, browser: Client) -> None:
+    PYTHON.send(broker.url, queue, messages(COUNT))
+
+    first = browser.receive(broker.url, queue, COUNT, browse=True)
+    second = browser.receive(broker.url, queue, COUNT, browse=True)
+    consumed = RHEA.receive(broker.url, queue, COUNT)
+
+    ids = [f"b{i}" for i in range(COUNT)]
+    assert [m["id"] for m in first] == ids
+    assert [m["id"] for m in second] == ids, "a browser accepting must not remove messages"
+    assert [m["body"] for m in consumed] == [{"n": i} for i in range(COUNT)]
+
+
+def test_a_rhea_browse_attach_is_answered_with_distribution_mode_copy(broker, queue) -> None:
+    PYTHON.send(broker.url, queue, messages(1))
+    lines = RHEA.receive(broker.url, queue, 1, browse=True, options=["--print-attach"])
+    attach = lines[0]["attach"]
+    assert attach["address"] == queue
+    assert attach["distribution_mode"] == "copy"
+    assert lines[1]["id"] == "b0"
+
+
+def test_a_rhea_browser_cannot_see_more_messages_than_the_queue_holds(broker, queue) -> None:
+    PYTHON.send(broker.url, queue, messages(2))
+    cmd = RHEA.command("receive") + [broker.url, queue, "3", "--browse", "--timeout", "1"]
+    with pytest.raises(AssertionError, match="timed out after 2 of 3"):
+        run(cmd, timeout=15)
+    assert [m["id"] for m in RHEA.receive(broker.url, queue, 2)] == ["b0", "b1"]

@@ -1,0 +1,38 @@
+"""The terminus options a Qpid user sets from rhea: capabilities, dynamic node properties,
+and the receiver's prefetch window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interop.clients import PYTHON, RHEA
+
+
+def test_the_broker_echoes_the_capabilities_it_honours_and_leaves_out_unknown_ones(
+        broker, queue) -> None:
+    options = ["--capabilities", "queue,create-on-demand,x-unknown", "--print-attach"]
+    sent = RHEA.send(broker.url, queue, [{"body": "one"}], *options)
+    got = RHEA.receive(broker.url, queue, 1, options=options)
+    assert sorted(sent[0]["attach"]["capabilities"]) == ["create-on-demand", "queue"]
+    assert sorted(got[0]["attach"]["capabilities"]) == ["create-on-demand", "queue"]
+    assert got[1]["body"] == "one"
+
+
+def test_a_rhea_receiver_with_a_prefetch_of_one_still_gets_every_message_in_order(
+        broker, queue) -> None:
+    PYTHON.send(broker.url, queue, [{"body": i} for i in range(20)])
+    got = RHEA.receive(broker.url, queue, 20, options=["--credit", "1"])
+    assert [m["body"] for m in got] == list(range(20))
+
+
+@pytest.mark.xfail(strict=True, reason="last-value queues are not implemented yet")
+def test_rhea_creates_a_last_value_queue_from_dynamic_node_properties(broker, queue) -> None:
+    options = ["--capabilities", "create-on-demand",
+               "--dynamic-node-properties", json.dumps({"qpid.last_value_queue_key": "ticker"})]
+    RHEA.send(broker.url, queue, [{"body": price, "properties": {"ticker": "ACME"}}
+                                  for price in (1.5, 2.5, 3.5)], *options)
+    got = RHEA.receive(broker.url, queue, 1, browse=True)
+    assert got[0]["body"] == 3.5
+    RHEA.receive(broker.url, queue, 2, browse=True, timeout=1)  # only one value is kept
