@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from interop.clients import PYTHON, RHEA
+from interop.clients import PYTHON, RHEA, ClientError
 
 
 def test_the_broker_echoes_the_capabilities_it_honours_and_leaves_out_unknown_ones(
@@ -27,12 +27,14 @@ def test_a_rhea_receiver_with_a_prefetch_of_one_still_gets_every_message_in_orde
     assert [m["body"] for m in got] == list(range(20))
 
 
-@pytest.mark.xfail(strict=True, reason="last-value queues are not implemented yet")
-def test_rhea_creates_a_last_value_queue_from_dynamic_node_properties(broker, queue) -> None:
-    options = ["--capabilities", "create-on-demand",
+def test_rhea_creates_and_browses_a_last_value_queue(broker, queue) -> None:
+    options = ["--capabilities", "create-on-demand", "--print-attach",
                "--dynamic-node-properties", json.dumps({"qpid.last_value_queue_key": "ticker"})]
-    RHEA.send(broker.url, queue, [{"body": price, "properties": {"ticker": "ACME"}}
-                                  for price in (1.5, 2.5, 3.5)], *options)
-    got = RHEA.receive(broker.url, queue, 1, browse=True)
-    assert got[0]["body"] == 3.5
-    RHEA.receive(broker.url, queue, 2, browse=True, timeout=1)  # only one value is kept
+    updates = [("ACME", 1.5), ("BETA", 9.5), ("ACME", 2.5), ("ACME", 3.5)]
+    sent = RHEA.send(broker.url, queue, [{"body": price, "properties": {"ticker": ticker}}
+                                         for ticker, price in updates], *options)
+    assert sent[0]["attach"]["dynamic_node_properties"] == {"qpid.last_value_queue_key": "ticker"}
+    got = RHEA.receive(broker.url, queue, 2, browse=True)
+    assert [(m["properties"]["ticker"], m["body"]) for m in got] == [("BETA", 9.5), ("ACME", 3.5)]
+    with pytest.raises(ClientError):  # only the two current values are kept
+        RHEA.receive(broker.url, queue, 3, browse=True, timeout=1)
