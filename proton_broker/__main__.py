@@ -30,6 +30,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 5672; 0 = any free)")
     parser.add_argument("--data-dir", help="directory for the store (default ./data)")
+    parser.add_argument("--default-msg-group", dest="default_message_group",
+                        help="group of messages without a group id on shared-groups queues "
+                             "(default qpid.no-group)")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
     return parser.parse_args(argv)
@@ -37,7 +40,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     broker = {k: v for k, v in (("host", args.host), ("port", args.port),
-                                ("data_dir", args.data_dir)) if v is not None}
+                                ("data_dir", args.data_dir),
+                                ("default_message_group", args.default_message_group))
+              if v is not None}
     out: dict[str, dict[str, Any]] = {"broker": broker}
     if args.log_level:
         out["logging"] = {"level": args.log_level.upper()}

@@ -74,7 +74,8 @@ class Broker:
         if not allowed:
             raise NotFound(f"Node not found: {name}")
         settings = parsed.settings if parsed is not None else QueueSettings()
-        queue = Queue(name, settings, parsed.echo if parsed is not None else {})
+        queue = Queue(name, settings, parsed.echo if parsed is not None else {},
+                      default_group=self.config.broker.default_message_group)
         self.queues[name] = queue
         log.info("QUE-1001 Create : \"%s\" : %s : %s", name, settings.kind,
                  ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")

@@ -36,6 +36,7 @@ class BrokerSection:
     auto_create_patterns: list[str] = field(default_factory=lambda: ["*"])
     producer_credit: int = 1000
     expiry_interval: float = 1.0
+    default_message_group: str = "qpid.no-group"
 
 
 @dataclass

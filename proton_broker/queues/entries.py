@@ -117,6 +117,19 @@ class FifoOrder:
                 return entry
             self._stale -= 1
 
+    def peek(self) -> Entry | None:
+        """The entry :meth:`pop` would return, left in place (stale ones are dropped)."""
+        back, tail = self._back, self._tail
+        while back and back[0][1].state != AVAILABLE:
+            heapq.heappop(back)
+            self._stale -= 1
+        if back:
+            return back[0][1]
+        while tail and tail[0].state != AVAILABLE:
+            tail.popleft()
+            self._stale -= 1
+        return tail[0] if tail else None
+
     def discard(self, entry: Entry) -> None:
         self._stale += 1
         if self._stale >= _COMPACT_MIN and self._stale * 2 > len(self._tail) + len(self._back):

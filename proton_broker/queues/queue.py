@@ -2,7 +2,9 @@
 
 The queue composes small parts: an :class:`~proton_broker.queues.entries.ArrivalLog` (every
 live entry in arrival order), an ordering of the available entries (FIFO, priority levels or
-sort key, from :mod:`proton_broker.queues.entries`) and, on a last-value queue, a
+sort key, from :mod:`proton_broker.queues.entries`), on a grouped queue a
+:class:`~proton_broker.queues.groups.GroupDistributor` in place of the ordering (it decides
+which consumer may take which entry), and on a last-value queue a
 :class:`~proton_broker.queues.lastvalue.LastValueIndex`. The type is chosen from the
 settings, in the order Broker-J's ``QueueFactory`` uses: priorities, then sort key, then
 LVQ key.
@@ -54,6 +56,7 @@ from proton_broker.queues.entries import (
     PriorityOrder,
     SortedOrder,
 )
+from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
 from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.settings import QueueSettings
 
@@ -94,7 +97,8 @@ class Queue:
     """One named queue. All methods run on the broker's event-loop thread."""
 
     def __init__(self, name: str, settings: QueueSettings | None = None,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None,
+                 default_group: str = DEFAULT_GROUP) -> None:
         self.name = name
         self.settings = settings or QueueSettings()
         self.options = dict(options or {})  # as declared, for the attach echo and management
@@ -102,7 +106,10 @@ class Queue:
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
         self._log = ArrivalLog()
-        self._order = make_ordering(self.settings)
+        self._groups = (GroupDistributor(self.settings, default_group)
+                        if self.settings.grouped else None)
+        self._order: Ordering = (self._groups if self._groups is not None
+                                 else make_ordering(self.settings))
         self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
         self._next_seq = 0
         self._expiry: list[tuple[float, int, Entry]] = []
@@ -170,6 +177,9 @@ class Queue:
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
             self._ready.remove(consumer)
+        if self._groups is not None:
+            self._groups.consumer_gone(consumer.id)
+            self._group_freed()
 
     def credit_granted(self, consumer: Consumer) -> None:
         """The consumer has (more) credit: put it in line and dispatch."""
@@ -210,6 +220,8 @@ class Queue:
 
     def _take(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
+        if self._groups is not None:
+            return self._take_grouped(consumer_id)
         order = self._order
         refused: list[Entry] = []
         now = 0.0
@@ -234,6 +246,23 @@ class Queue:
             order.requeue(entry)
         self._skipped = bool(refused)
         return found
+
+    def _take_grouped(self, consumer_id: int) -> Entry | None:
+        groups, now = self._groups, 0.0
+        assert groups is not None
+        self._skipped = True  # other consumers may own other groups: let them all try
+        while True:
+            entry = groups.acquire(consumer_id)
+            if entry is None:
+                return None
+            entry.state = ACQUIRED
+            if entry.expires_at is not None:
+                now = now or time.time()
+                if entry.expires_at <= now:
+                    self._remove(entry)
+                    self.stats.expired += 1
+                    continue
+            return entry
 
     def _feed_browser(self, consumer: Consumer) -> None:
         cursor = self._browsers[consumer.id]
@@ -264,12 +293,19 @@ class Queue:
         if entry.state == ACQUIRED:
             self._remove(entry)
             self.stats.dequeued += 1
+            self._group_freed()
 
     def reject(self, entry: Entry) -> None:
         """The consumer rejected the entry: it is discarded (no dead-letter queue yet)."""
         if entry.state == ACQUIRED:
             self._remove(entry)
             self.stats.rejected += 1
+            self._group_freed()
+
+    def _group_freed(self) -> None:
+        """Settling may have freed a group: waiting consumers may now take its messages."""
+        if self._groups is not None and self._ready:
+            self.dispatch()
 
     def release(
         self,
@@ -297,6 +333,8 @@ class Queue:
                 entry.excluded = set()
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
+        if self._groups is not None:
+            self._groups.done(entry)
         self._order.requeue(entry)
         if self._ready:
             self.dispatch()
@@ -318,6 +356,8 @@ class Queue:
     def _remove(self, entry: Entry) -> None:
         if entry.state == AVAILABLE:
             self._order.discard(entry)
+        elif entry.state == ACQUIRED and self._groups is not None:
+            self._groups.done(entry)
         entry.state = DEAD
         self.depth -= 1
         self.bytes -= len(entry.message.data)

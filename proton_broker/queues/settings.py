@@ -40,7 +40,16 @@ GROUPS_NONE, GROUPS_STANDARD, GROUPS_SHARED = "none", "standard", "shared"
 
 PERMANENT, DELETE_ON_CLOSE = "permanent", "delete-on-close"
 DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY = "delete-if-unused", "delete-if-unused-and-empty"
-LIFETIME_POLICIES = (PERMANENT, DELETE_ON_CLOSE, DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY)
+DELETE_IF_EMPTY = "delete-if-empty"
+LIFETIME_POLICIES = (PERMANENT, DELETE_ON_CLOSE, DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY,
+                     DELETE_IF_EMPTY)
+# The AMQP 1.0 lifetime policies (section 3.5.10), by descriptor code and name.
+_AMQP_LIFETIMES = {
+    0x2B: DELETE_ON_CLOSE, "delete-on-close": DELETE_ON_CLOSE,
+    0x2C: DELETE_IF_UNUSED, "delete-on-no-links": DELETE_IF_UNUSED,
+    0x2D: DELETE_IF_EMPTY, "delete-on-no-messages": DELETE_IF_EMPTY,
+    0x2E: DELETE_IF_UNUSED_AND_EMPTY, "delete-on-no-links-or-messages": DELETE_IF_UNUSED_AND_EMPTY,
+}
 
 LEGACY_LVQ_KEY = "qpid.LVQ_key"
 MAX_PRIORITIES = 10
@@ -189,11 +198,15 @@ def to_policy(name: str, value: Any) -> str:
 
 
 def to_lifetime(name: str, value: Any) -> str:
-    """A lifetime policy, by name or as qpid::messaging's described ``amqp:...:list``."""
+    """A lifetime policy: a Qpid name, or an AMQP 1.0 policy as a described value (by
+    symbol, as qpid::messaging sends it, or by code, as Qpid JMS does)."""
     descriptor = getattr(value, "descriptor", None)
+    if isinstance(descriptor, int) and descriptor in _AMQP_LIFETIMES:
+        return _AMQP_LIFETIMES[descriptor]
     text = str(descriptor if descriptor is not None else value).strip().lower()
     text = text.removeprefix("amqp:").removesuffix(":list").replace("_", "-")
     text = {"manual": PERMANENT, "delete-on-connection-close": DELETE_ON_CLOSE}.get(text, text)
+    text = _AMQP_LIFETIMES.get(text, text)
     if text in LIFETIME_POLICIES:
         return text
     raise _bad(name, value, "one of " + ", ".join(LIFETIME_POLICIES))
@@ -204,8 +217,9 @@ def to_auto_delete(name: str, value: Any) -> str:
 
 
 def to_shared_groups(name: str, value: Any) -> str:
-    """qpid.shared_msg_group: 1, "1" or true turn on shared groups (C++ and Broker-J)."""
-    return GROUPS_SHARED if to_bool(name, value) else GROUPS_STANDARD
+    """qpid.shared_msg_group: 1, "1" or true turn on shared groups (C++ and Broker-J); 0
+    asks for nothing (a group key alone then means standard groups)."""
+    return GROUPS_SHARED if to_bool(name, value) else GROUPS_NONE
 
 
 def to_group_type(name: str, value: Any) -> str:
@@ -352,9 +366,10 @@ def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOpti
 
 
 def _infer_group_mode(values: dict[str, Any], given: dict[str, str]) -> None:
-    """A group key alone means Broker-J's standard groups; JMSXGroupID means group-id."""
+    """A group key turns groups on (standard unless shared was asked for); JMSXGroupID as
+    the key means properties.group-id."""
     key = values.get("group_key")
-    if key is not None and "group_mode" not in values:
+    if key is not None and values.get("group_mode", GROUPS_NONE) == GROUPS_NONE:
         values["group_mode"] = GROUPS_STANDARD
     if key in _GROUP_ID_ALIASES:
         values["group_key"] = None

@@ -1,0 +1,307 @@
+"""The last-value queue: replacement by key, keyless messages, browsing, held entries, memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import proton
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.message import Message
+from proton_broker.queues.entries import FifoOrder
+from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.settings import parse_settings
+
+_ids = itertools.count(1)
+_MISSING = object()
+
+
+class Taker:
+    """A consumer as the queue sees it: some credit and a list of what it got."""
+
+    def __init__(self, credit: int = 0, browse: bool = False) -> None:
+        self.id = next(_ids)
+        self.credit = credit
+        self.browse = browse
+        self.got: list[Entry] = []
+
+    def deliver(self, entry: Entry) -> None:
+        assert self.credit > 0, "delivered beyond credit"
+        self.credit -= 1
+        self.got.append(entry)
+
+    def more(self, queue: Queue, credit: int) -> None:
+        self.credit += credit
+        queue.credit_granted(self)
+
+    def keys(self) -> list[Any]:
+        return [e.message.application_properties.get("ticker") for e in self.got]
+
+    def values(self) -> list[str]:
+        return [e.message.application_properties["value"] for e in self.got]
+
+
+def msg(key: Any = _MISSING, value: str = "", ttl: float | None = None) -> Message:
+    """A message keyed by application property 'ticker' (absent when no key is given)."""
+    properties: dict[str, Any] = {"value": value}
+    if key is not _MISSING:
+        properties["ticker"] = key
+    kwargs = {} if ttl is None else {"ttl": ttl}
+    return parse_message(proton.Message(body=value, properties=properties, **kwargs).encode())
+
+
+def copy_of(template: Message) -> Message:
+    """A new record of the same encoded message, its properties already decoded (fast)."""
+    template.application_properties  # noqa: B018 - decode once, into the template's cache
+    return dataclasses.replace(template, extra=dict(template.extra))
+
+
+def lvq() -> Queue:
+    return Queue("prices", parse_settings({"qpid.last_value_queue_key": "ticker"}))
+
+
+def live(q: Queue) -> list[str]:
+    return [e.message.application_properties["value"] for e in q.entries()]
+
+
+def check_accounting(q: Queue) -> None:
+    entries = list(q.entries())
+    assert q.depth == len(entries)
+    assert q.bytes == sum(len(e.message.data) for e in entries)
+
+
+def test_the_seed_example_keeps_the_newest_value_of_each_key_at_the_tail() -> None:
+    q = lvq()
+    for key in ["1", "2", "3", "4", "2", "1"]:
+        q.enqueue(msg(key, value=f"v{key}"))
+    assert q.depth == 4
+    check_accounting(q)
+    t = Taker(credit=10)
+    q.subscribe(t)
+    assert t.keys() == ["3", "4", "2", "1"]
+    assert q.stats.replaced == 2
+
+
+def test_each_intermediate_state_of_the_seed_example_matches() -> None:
+    q = lvq()
+    expected = [["1"], ["1", "2"], ["1", "2", "3"], ["1", "2", "3", "4"],
+                ["1", "3", "4", "2"], ["3", "4", "2", "1"]]
+    for key, state in zip(["1", "2", "3", "4", "2", "1"], expected, strict=True):
+        q.enqueue(msg(key, value=key))
+        assert live(q) == state
+
+
+def test_the_newest_value_replaces_the_older_one() -> None:
+    q = lvq()
+    q.enqueue(msg("IBM", "100"))
+    q.enqueue(msg("IBM", "101"))
+    q.enqueue(msg("IBM", "102"))
+    t = Taker(credit=10)
+    q.subscribe(t)
+    assert t.values() == ["102"]
+
+
+def test_messages_without_the_key_are_never_replaced_nor_replace() -> None:
+    q = lvq()
+    q.enqueue(msg(value="plain1"))
+    q.enqueue(msg("k", "k1"))
+    q.enqueue(msg(value="plain2"))
+    q.enqueue(msg("k", "k2"))
+    q.enqueue(msg(value="plain3"))
+    assert live(q) == ["plain1", "plain2", "k2", "plain3"]
+    assert q.depth == 4 and q.stats.replaced == 1
+    check_accounting(q)
+
+
+def test_keys_are_compared_whole() -> None:
+    q = lvq()
+    for key, value in [("1", "a"), ("10", "b"), ("1", "c"), ("", "d"), ("01", "e")]:
+        q.enqueue(msg(key, value))
+    assert live(q) == ["b", "c", "d", "e"]
+
+
+def test_a_browser_sees_the_current_values_then_the_updates() -> None:
+    q = lvq()
+    for key, value in [("A", "a1"), ("B", "b1"), ("A", "a2"), ("C", "c1")]:
+        q.enqueue(msg(key, value))
+    browser = Taker(credit=100, browse=True)
+    q.subscribe(browser)
+    assert browser.values() == ["b1", "a2", "c1"]
+    q.enqueue(msg("B", "b2"))
+    q.enqueue(msg("A", "a3"))
+    assert browser.values() == ["b1", "a2", "c1", "b2", "a3"]
+    assert q.depth == 3
+
+
+def test_a_browser_out_of_credit_never_sees_a_value_superseded_meanwhile() -> None:
+    q = lvq()
+    for key in "ABC":
+        q.enqueue(msg(key, f"{key}1"))
+    browser = Taker(credit=1, browse=True)
+    q.subscribe(browser)
+    assert browser.values() == ["A1"]
+    q.enqueue(msg("B", "B2"))
+    q.enqueue(msg("A", "A2"))
+    q.enqueue(msg("B", "B3"))
+    browser.more(q, 100)
+    assert browser.values() == ["A1", "C1", "A2", "B3"]
+
+
+def test_a_browser_skips_a_value_a_consumer_holds_once_it_is_superseded() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1"))
+    consumer = Taker(credit=1)
+    q.subscribe(consumer)
+    q.enqueue(msg("A", "A2"))  # A1 is held by the consumer, but no longer current
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser)
+    assert browser.values() == ["A2"]
+
+
+def test_many_browsers_each_see_every_current_value() -> None:
+    q = lvq()
+    browsers = [Taker(credit=100, browse=True) for _ in range(3)]
+    q.enqueue(msg("A", "A1"))
+    q.subscribe(browsers[0])
+    q.enqueue(msg("A", "A2"))
+    q.subscribe(browsers[1])
+    q.enqueue(msg("B", "B1"))
+    q.subscribe(browsers[2])
+    assert browsers[0].values() == ["A1", "A2", "B1"]
+    assert browsers[1].values() == ["A2", "B1"]
+    assert browsers[2].values() == ["A2", "B1"]
+    assert q.depth == 2
+
+
+def test_a_held_replaced_message_that_is_accepted_leaves_and_the_newer_one_follows() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1"))
+    t = Taker(credit=1)
+    q.subscribe(t)
+    q.enqueue(msg("A", "A2"))
+    assert q.depth == 2  # A1 is still out with the consumer
+    check_accounting(q)
+    q.settle(t.got[0])
+    assert q.depth == 1 and q.stats.dequeued == 1
+    check_accounting(q)
+    t.more(q, 10)
+    assert t.values() == ["A1", "A2"]
+    q.settle(t.got[1])
+    assert q.depth == 0 and q.bytes == 0
+
+
+def test_a_held_replaced_message_that_is_released_is_discarded_not_redelivered() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1"))
+    q.enqueue(msg("B", "B1"))
+    t = Taker(credit=1)
+    q.subscribe(t)
+    q.enqueue(msg("A", "A2"))
+    replaced_before = q.stats.replaced
+    q.release(t.got[0])
+    assert q.stats.replaced == replaced_before + 1
+    assert q.stats.released == 0
+    assert q.depth == 2
+    check_accounting(q)
+    t.more(q, 10)
+    assert t.values() == ["A1", "B1", "A2"]  # A2 exactly once, A1 never again
+
+
+def test_a_held_replaced_message_that_fails_delivery_is_discarded_too() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1"))
+    t = Taker(credit=1)
+    q.subscribe(t)
+    q.enqueue(msg("A", "A2"))
+    q.release(t.got[0], delivery_failed=True)
+    assert q.stats.redelivered == 0 and q.stats.replaced == 1
+    other = Taker(credit=10)
+    q.subscribe(other)
+    t.more(q, 10)
+    assert other.values() + t.values()[1:] == ["A2"]
+
+
+def test_a_released_message_still_current_goes_back_to_its_position() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1"))
+    q.enqueue(msg("B", "B1"))
+    t = Taker(credit=1)
+    q.subscribe(t)
+    q.release(t.got[0])
+    assert q.stats.released == 1
+    t.more(q, 10)
+    assert t.values() == ["A1", "A1", "B1"]
+
+
+def test_a_key_whose_value_was_consumed_starts_afresh() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1"))
+    t = Taker(credit=1)
+    q.subscribe(t)
+    q.settle(t.got[0])
+    q.enqueue(msg("A", "A2"))
+    assert q.stats.replaced == 0 and q.depth == 1
+    t.more(q, 1)
+    assert t.values() == ["A1", "A2"]
+
+
+def test_chains_of_held_and_replaced_values_keep_depth_and_bytes_right() -> None:
+    q = lvq()
+    a, b = Taker(credit=1), Taker(credit=1)
+    q.enqueue(msg("K", "v1"))
+    q.subscribe(a)  # a holds v1
+    q.enqueue(msg("K", "v2"))
+    q.subscribe(b)  # b holds v2 (current when taken)
+    q.enqueue(msg("K", "v3"))  # v2 is superseded while b holds it
+    assert q.depth == 3
+    check_accounting(q)
+    q.release(b.got[0])
+    q.release(a.got[0])
+    assert q.depth == 1 and q.stats.replaced == 2
+    check_accounting(q)
+    c = Taker(credit=10)
+    q.subscribe(c)
+    assert c.values() == ["v3"]
+    q.settle(c.got[0])
+    assert q.depth == 0 and q.bytes == 0
+
+
+def test_an_expired_value_leaves_and_its_key_is_free() -> None:
+    q = lvq()
+    q.enqueue(msg("A", "A1", ttl=1.0), now=100.0)
+    assert q.purge_expired(now=200.0) == 1
+    q.enqueue(msg("A", "A2"))
+    assert q.stats.replaced == 0 and live(q) == ["A2"]
+    check_accounting(q)
+
+
+def test_memory_stays_bounded_under_many_updates_without_a_consumer() -> None:
+    q = lvq()
+    templates = [msg(f"k{i}", str(i)) for i in range(10)]
+    for n in range(100_000):
+        q.enqueue(copy_of(templates[n % 10]))
+    assert q.depth == 10
+    assert q.stats.replaced == 100_000 - 10
+    check_accounting(q)
+    order = q._order
+    assert isinstance(order, FifoOrder)
+    assert len(q._log) < 3000  # tombstones compacted, not 100k
+    assert len(order._tail) + len(order._back) < 3000
+    assert len(q._lvq) == 10
+    t = Taker(credit=100)
+    q.subscribe(t)
+    assert sorted(t.keys()) == sorted(f"k{i}" for i in range(10))
+
+
+def test_memory_stays_bounded_with_a_browser_following_the_updates() -> None:
+    q = lvq()
+    browser = Taker(credit=10**6, browse=True)
+    q.subscribe(browser)
+    templates = [msg(f"k{i}", str(i)) for i in range(10)]
+    for n in range(20_000):
+        q.enqueue(copy_of(templates[n % 10]))
+    assert len(browser.got) == 20_000  # every update, each once
+    assert len(q._log) < 3000
+    assert q.depth == 10

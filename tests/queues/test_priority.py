@@ -1,0 +1,194 @@
+"""The priority queue: level mapping, order across and within levels, release, browsing."""
+
+from __future__ import annotations
+
+import itertools
+
+import proton
+import pytest
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.message import Message
+from proton_broker.queues.entries import priority_level
+from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.settings import QueueSettings, parse_settings
+
+_ids = itertools.count(1)
+
+
+class Taker:
+    """A consumer as the queue sees it: some credit and a list of what it got."""
+
+    def __init__(self, credit: int = 0, browse: bool = False) -> None:
+        self.id = next(_ids)
+        self.credit = credit
+        self.browse = browse
+        self.got: list[Entry] = []
+
+    def deliver(self, entry: Entry) -> None:
+        assert self.credit > 0, "delivered beyond credit"
+        self.credit -= 1
+        self.got.append(entry)
+
+    def names(self) -> list[str]:
+        return [e.message.application_properties["name"] for e in self.got]
+
+
+def msg(name: str, priority: int | None = None, ttl: float | None = None) -> Message:
+    """A message encoded by Proton and parsed as the broker parses it."""
+    kwargs = {} if priority is None else {"priority": priority}
+    if ttl is not None:
+        kwargs["ttl"] = ttl
+    return parse_message(proton.Message(body=name, properties={"name": name}, **kwargs).encode())
+
+
+def priority_queue(levels: int = 10) -> Queue:
+    return Queue("p", parse_settings({"qpid.priorities": levels}))
+
+
+def drain(q: Queue, credit: int = 1000) -> Taker:
+    t = Taker(credit=credit)
+    q.subscribe(t)
+    return t
+
+
+def test_higher_priority_messages_are_delivered_first() -> None:
+    q = priority_queue()
+    for name, prio in [("low", 1), ("high", 9), ("mid", 5), ("zero", 0)]:
+        q.enqueue(msg(name, prio))
+    assert drain(q).names() == ["high", "mid", "low", "zero"]
+
+
+def test_messages_of_one_priority_are_delivered_in_arrival_order() -> None:
+    q = priority_queue()
+    for i in range(5):
+        q.enqueue(msg(f"a{i}", 7))
+        q.enqueue(msg(f"b{i}", 3))
+    assert drain(q).names() == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(5)]
+
+
+def test_a_message_without_a_priority_counts_as_priority_4() -> None:
+    message = msg("none")
+    assert message.priority == 4
+    q = priority_queue()
+    q.enqueue(msg("three", 3))
+    q.enqueue(msg("none"))
+    q.enqueue(msg("five", 5))
+    q.enqueue(msg("four", 4))
+    assert drain(q).names() == ["five", "none", "four", "three"]
+
+
+# Expected levels for priorities 0..9, worked out by hand from the Qpid rule:
+# first = 5 - ceil(levels / 2); priority <= first -> 0; else min(priority - first, levels - 1)
+LEVEL_TABLE = {
+    10: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],  # first = 0
+    5: [0, 0, 0, 1, 2, 3, 4, 4, 4, 4],  # first = 2
+    2: [0, 0, 0, 0, 0, 1, 1, 1, 1, 1],  # first = 4
+    1: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],  # first = 4, capped at level 0
+    3: [0, 0, 0, 0, 1, 2, 2, 2, 2, 2],  # first = 3
+}
+
+
+@pytest.mark.parametrize("levels", sorted(LEVEL_TABLE))
+def test_priorities_map_to_levels_by_the_qpid_rule(levels: int) -> None:
+    assert [priority_level(p, levels) for p in range(10)] == LEVEL_TABLE[levels]
+
+
+def test_priorities_above_9_fall_into_the_top_level() -> None:
+    assert priority_level(200, 10) == 9
+    assert priority_level(255, 2) == 1
+
+
+def test_with_two_levels_priorities_above_4_share_the_top_level_in_arrival_order() -> None:
+    q = priority_queue(2)
+    for name, prio in [("p5", 5), ("p0", 0), ("p9", 9), ("p4", 4), ("p6", 6)]:
+        q.enqueue(msg(name, prio))
+    assert drain(q).names() == ["p5", "p9", "p6", "p0", "p4"]
+
+
+def test_with_five_levels_priorities_7_to_9_share_a_level() -> None:
+    q = priority_queue(5)
+    for name, prio in [("p9", 9), ("p1", 1), ("p7", 7), ("p3", 3), ("p8", 8), ("p6", 6)]:
+        q.enqueue(msg(name, prio))
+    assert drain(q).names() == ["p9", "p7", "p8", "p6", "p3", "p1"]
+
+
+def test_a_single_level_queue_is_fifo() -> None:
+    q = priority_queue(1)
+    for name, prio in [("a", 9), ("b", 0), ("c", 5)]:
+        q.enqueue(msg(name, prio))
+    assert drain(q).names() == ["a", "b", "c"]
+
+
+def test_a_released_message_goes_back_to_its_place_within_its_level() -> None:
+    q = priority_queue()
+    for name, prio in [("h1", 8), ("h2", 8), ("h3", 8), ("l1", 2)]:
+        q.enqueue(msg(name, prio))
+    t = drain(q, credit=2)
+    assert t.names() == ["h1", "h2"]
+    q.release(t.got[1])
+    q.release(t.got[0])
+    q.enqueue(msg("h4", 8))
+    t.credit = 10
+    q.credit_granted(t)
+    assert t.names()[2:] == ["h1", "h2", "h3", "h4", "l1"]
+
+
+def test_a_released_low_message_waits_behind_higher_ones_that_arrived_later() -> None:
+    q = priority_queue()
+    q.enqueue(msg("low", 1))
+    t = drain(q, credit=1)
+    q.enqueue(msg("high", 9))
+    q.release(t.got[0])
+    t.credit = 10
+    q.credit_granted(t)
+    assert t.names() == ["low", "high", "low"]
+    assert q.stats.released == 1
+
+
+def test_expired_messages_are_skipped() -> None:
+    q = priority_queue()
+    q.enqueue(msg("old-high", 9, ttl=0.001), now=1.0)  # long expired by the wall clock
+    q.enqueue(msg("mid", 5))
+    q.enqueue(msg("old-low", 1, ttl=0.001), now=1.0)
+    t = drain(q)
+    assert t.names() == ["mid"]
+    assert q.stats.expired == 2 and q.depth == 1
+
+
+def test_the_expiry_sweep_removes_messages_from_their_level() -> None:
+    q = priority_queue()
+    q.enqueue(msg("short", 9, ttl=1.0), now=100.0)
+    q.enqueue(msg("long", 9), now=100.0)
+    assert q.purge_expired(now=102.0) == 1
+    assert drain(q).names() == ["long"]
+    assert q.depth == 1 and q.bytes == len(next(q.entries()).message.data)
+
+
+def test_browsers_see_arrival_order_and_take_nothing() -> None:
+    q = priority_queue()
+    for name, prio in [("a", 1), ("b", 9), ("c", 5)]:
+        q.enqueue(msg(name, prio))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser)
+    assert browser.names() == ["a", "b", "c"]
+    q.enqueue(msg("d", 9))
+    assert browser.names() == ["a", "b", "c", "d"]
+    assert drain(q).names() == ["b", "d", "c", "a"]
+
+
+def test_depth_and_bytes_follow_enqueue_and_settle() -> None:
+    q = priority_queue()
+    messages = [msg(f"m{i}", i % 10) for i in range(20)]
+    for m in messages:
+        q.enqueue(m)
+    assert q.depth == 20 and q.bytes == sum(len(m.data) for m in messages)
+    t = drain(q, credit=20)
+    for entry in t.got:
+        q.settle(entry)
+    assert q.depth == 0 and q.bytes == 0 and q.stats.dequeued == 20
+
+
+def test_the_queue_kind_is_priority() -> None:
+    assert priority_queue().kind == "priority"
+    assert Queue("q", QueueSettings(priorities=3))._order.levels == 3
