@@ -10,7 +10,7 @@
 const rhea = require('rhea');
 
 const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
-       node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--browse] [--credit N] [options]
+       node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
 options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach`;
 
 function parseArgs(argv) {
@@ -26,6 +26,7 @@ function parseArgs(argv) {
     if (name === '--spec') opts.spec = JSON.parse(require('fs').readFileSync(next(), 'utf8'));
     else if (name === '--timeout') opts.timeout = Number(next());
     else if (name === '--credit') opts.credit = Number(next());
+    else if (name === '--idle') opts.idle = Number(next());
     else if (name === '--browse') opts.browse = true;
     else if (name === '--capabilities') opts.capabilities = next().split(',');
     else if (name === '--dynamic-node-properties') opts.dynamicNodeProperties = JSON.parse(next());

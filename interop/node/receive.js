@@ -5,6 +5,8 @@
 // accepts it. Exits 0 after COUNT messages, 1 on timeout (default 10 s) or error.
 // --browse sets source distribution_mode 'copy'; --credit is the prefetch window;
 // --print-attach first prints {"attach": {...}}, the source the broker answered with.
+// --idle S: exit 0 once no message has come for S seconds (COUNT is then an upper bound),
+// for competing consumers that cannot know their share in advance.
 
 const { parseArgs, fail, terminus, connect, fromAmqp, attachInfo } = require('./common.js');
 
@@ -15,6 +17,13 @@ const timer = setTimeout(
   () => fail(`receive: timed out after ${received} of ${opts.count} messages`),
   opts.timeout * 1000);
 
+let idleTimer = null;
+function stillBusy() {
+  if (!opts.idle) return;
+  clearTimeout(idleTimer);
+  idleTimer = setTimeout(finish, opts.idle * 1000);
+}
+
 const source = terminus(opts);
 if (opts.browse) source.distribution_mode = 'copy';
 
@@ -22,6 +31,7 @@ const connection = connect(opts, {
   receiver_open: (context) => {
     if (opts.printAttach) console.log(JSON.stringify({ attach: attachInfo(context.receiver.remote.attach.source) }));
     if (opts.count === 0) finish();
+    stillBusy();
   },
   message: (context) => {
     if (received >= opts.count) return;  // prefetched beyond COUNT: left unsettled
@@ -33,6 +43,7 @@ const connection = connect(opts, {
       properties: fromAmqp(m.application_properties || {}),
     }));
     context.delivery.accept();
+    stillBusy();
     if (++received === opts.count) finish();
   },
   receiver_error: (context) => fail(`receive: link error: ${context.receiver.error}`),
@@ -40,6 +51,7 @@ const connection = connect(opts, {
 
 function finish() {
   clearTimeout(timer);
+  clearTimeout(idleTimer);
   connection.close();
 }
 
