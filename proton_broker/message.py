@@ -76,3 +76,13 @@ def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
 
     value = decode_value(data, span[0], span[1])
     return value if isinstance(value, dict) else {}
+
+
+def property_text(value: Any) -> str | None:
+    """A property value as the text queues compare (LVQ keys, group ids, sort keys):
+    strings as they are, binary as UTF-8, other values as their text."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)

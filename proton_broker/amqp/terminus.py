@@ -29,6 +29,7 @@ from proton import Array, Data, Link, Terminus, symbol
 
 from proton_broker.amqp.codec import DecodeError, decode_value
 from proton_broker.errors import InvalidField
+from proton_broker.message import property_text
 from proton_broker.queues.settings import option_names
 
 _OPTION_NAMES = frozenset(option_names())
@@ -101,13 +102,7 @@ def _map_of(data: Data, what: str) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidField(f"{what} must be a map, got {value!r}", what)
-    return {_key_text(k): v for k, v in value.items()}
-
-
-def _key_text(key: Any) -> str:
-    if isinstance(key, bytes):
-        return key.decode("utf-8", "replace")
-    return str(key)
+    return {str(property_text(k)): v for k, v in value.items()}
 
 
 def echo_properties(local: Terminus, echo: Mapping[str, str]) -> None:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
-from proton_broker.message import Message
+from proton_broker.message import Message, property_text
 
 AVAILABLE = 0
 ACQUIRED = 1
@@ -188,9 +188,8 @@ class SortedOrder:
         return len(self._sorted)
 
     def push(self, entry: Entry) -> None:
-        value = entry.message.application_properties.get(self.key)
-        entry.rank = (0, "") if value is None else (1, value if isinstance(value, str)
-                                                    else str(value))
+        value = property_text(entry.message.application_properties.get(self.key))
+        entry.rank = (0, "") if value is None else (1, value)
         self._sorted.add((entry.rank, entry.seq, entry))
 
     def requeue(self, entry: Entry) -> None:

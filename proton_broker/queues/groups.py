@@ -31,8 +31,8 @@ from collections.abc import Iterator
 
 from sortedcontainers import SortedList
 
+from proton_broker.message import property_text
 from proton_broker.queues.entries import Entry, FifoOrder
-from proton_broker.queues.lastvalue import key_text
 from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
@@ -131,7 +131,7 @@ class GroupDistributor:
         if self.key is None:
             name = message.group_id
         else:
-            name = key_text(message.application_properties.get(self.key))
+            name = property_text(message.application_properties.get(self.key))
         if name is None and self.shared:
             name = self.default_group
         group = self._groups.get(name)

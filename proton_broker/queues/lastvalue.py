@@ -12,18 +12,8 @@ Rules owned here (after Qpid Broker-J's ``LastValueQueueList`` and the Qpid C++ 
 
 from __future__ import annotations
 
-from typing import Any
-
+from proton_broker.message import property_text
 from proton_broker.queues.entries import Entry
-
-
-def key_text(value: Any) -> str | None:
-    """The key of a property value: strings as they are, other values as their text."""
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else str(value)
 
 
 class LastValueIndex:
@@ -40,7 +30,7 @@ class LastValueIndex:
 
     def replace(self, entry: Entry) -> Entry | None:
         """Record ``entry`` as its key's newest; return the entry it supersedes, if any."""
-        key = key_text(entry.message.application_properties.get(self.property))
+        key = property_text(entry.message.application_properties.get(self.property))
         if key is None:
             return None
         entry.key = key

@@ -118,6 +118,8 @@ class ParsedOptions:
 
 # ---- converters: (option name, value) -> setting value; InvalidField names both --------
 
+NOTHING = object()  # what a converter returns for a value that asks for nothing (echoed only)
+
 
 def _bad(name: str, value: Any, expected: str) -> InvalidField:
     return InvalidField(f"queue option '{name}' must be {expected}, got {value!r}", name)
@@ -216,10 +218,10 @@ def to_auto_delete(name: str, value: Any) -> str:
     return DELETE_IF_UNUSED if to_bool(name, value) else PERMANENT
 
 
-def to_shared_groups(name: str, value: Any) -> str:
+def to_shared_groups(name: str, value: Any) -> Any:
     """qpid.shared_msg_group: 1, "1" or true turn on shared groups (C++ and Broker-J); 0
     asks for nothing (a group key alone then means standard groups)."""
-    return GROUPS_SHARED if to_bool(name, value) else GROUPS_NONE
+    return GROUPS_SHARED if to_bool(name, value) else NOTHING
 
 
 def to_group_type(name: str, value: Any) -> str:
@@ -323,7 +325,7 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
         target, convert = spec
         converted = convert(key, value)
         parsed.echo[key] = _as_text(value)
-        if target:
+        if target and converted is not NOTHING:
             _assign(values, parsed.given, target, key, converted)
     _infer_group_mode(values, parsed.given)
     settings = QueueSettings(**values)
@@ -369,7 +371,7 @@ def _infer_group_mode(values: dict[str, Any], given: dict[str, str]) -> None:
     """A group key turns groups on (standard unless shared was asked for); JMSXGroupID as
     the key means properties.group-id."""
     key = values.get("group_key")
-    if key is not None and values.get("group_mode", GROUPS_NONE) == GROUPS_NONE:
+    if key is not None and "group_mode" not in values:
         values["group_mode"] = GROUPS_STANDARD
     if key in _GROUP_ID_ALIASES:
         values["group_key"] = None

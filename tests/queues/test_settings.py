@@ -113,6 +113,19 @@ def test_shared_msg_group_off_is_allowed_on_a_priority_queue() -> None:
     assert settings.kind == "priority" and not settings.grouped
 
 
+def test_shared_msg_group_off_does_not_conflict_with_standard_groups() -> None:
+    # 0 asks for nothing, so it cannot contradict an explicit STANDARD.
+    settings = parse_settings({"qpid.shared_msg_group": 0, "messageGroupType": "STANDARD",
+                               "messageGroupKeyOverride": "g"})
+    assert settings.group_mode == GROUPS_STANDARD and settings.group_key == "g"
+
+
+def test_an_explicit_message_group_type_none_keeps_groups_off_even_with_a_key() -> None:
+    # Broker-J: messageGroupType NONE means no grouping, whatever the key override says.
+    settings = parse_settings({"messageGroupKeyOverride": "g", "messageGroupType": "NONE"})
+    assert not settings.grouped
+
+
 @pytest.mark.parametrize("alias", ["JMSXGroupID", "JMSXGroupId"])
 def test_jmsx_group_id_as_the_group_key_means_the_group_id_property(alias: str) -> None:
     settings = parse_settings({"qpid.group_header_key": alias})
