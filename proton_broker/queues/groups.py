@@ -41,7 +41,7 @@ DEFAULT_GROUP = "qpid.no-group"
 class Group:
     """One group's available entries and who holds it."""
 
-    __slots__ = ("name", "fifo", "owner", "acquired", "indexed_in", "indexed_at")
+    __slots__ = ("name", "fifo", "owner", "acquired", "indexed_in", "indexed_at", "orphaned")
 
     def __init__(self, name: str | None) -> None:
         self.name = name  # None: the ungrouped messages of a standard-groups queue
@@ -50,6 +50,7 @@ class Group:
         self.acquired = 0  # entries of this group acquired and not yet settled
         self.indexed_in: SortedList | None = None  # where the group's head is listed
         self.indexed_at = -1  # the position it is listed under
+        self.orphaned = False  # its consumer left while still holding some of its messages
 
     def __repr__(self) -> str:
         return f"<Group {self.name!r} owner={self.owner} acquired={self.acquired}>"
@@ -108,13 +109,18 @@ class GroupDistributor:
         if group.name is None:
             return
         group.acquired -= 1
-        if self.shared and group.acquired == 0:
-            group.owner = None
+        if group.acquired == 0 and (self.shared or group.orphaned):
+            group.owner, group.orphaned = None, False
         self._index(group)
 
     def consumer_gone(self, consumer_id: int) -> None:
-        """Standard mode frees the groups assigned to a consumer that went away."""
+        """Standard mode frees the groups assigned to a consumer that went away; a group
+        whose messages it still holds is freed when the last of them comes back, so the
+        group's next consumer cannot overtake them."""
         for group in self._assigned.pop(consumer_id, ()):
+            if group.acquired:
+                group.orphaned = True
+                continue
             group.owner = None
             self._index(group)
         if consumer_id in self._owned and not self._owned[consumer_id]:
@@ -158,14 +164,14 @@ class GroupDistributor:
         else:
             target, at = self._owned.setdefault(group.owner, SortedList(key=_position)), \
                 head.seq
-        if target is group.indexed_in and at == group.indexed_at:
-            return
-        if group.indexed_in is not None:
-            group.indexed_in.remove((group.indexed_at, group))
-        if target is not None:
-            target.add((at, group))
-        group.indexed_in, group.indexed_at = target, at
-        if target is None and group.owner is None and group.acquired == 0:
+        if target is not group.indexed_in or at != group.indexed_at:
+            if group.indexed_in is not None:
+                group.indexed_in.remove((group.indexed_at, group))
+            if target is not None:
+                target.add((at, group))
+            group.indexed_in, group.indexed_at = target, at
+        if target is None and group.owner is None and group.acquired == 0 \
+                and self._groups.get(group.name) is group:
             del self._groups[group.name]  # nothing left to remember about it
 
 

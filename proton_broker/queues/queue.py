@@ -204,6 +204,7 @@ class Queue:
                 # Only entries this consumer refused are left: let the others try them.
                 misses += 1
                 if not self._skipped or misses >= len(ready):
+                    ready.rotate(misses - 1)  # undo this fruitless round: keep the turn order
                     break
                 ready.rotate(-1)
                 continue
@@ -333,9 +334,9 @@ class Queue:
                 entry.excluded = set()
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
-        if self._groups is not None:
-            self._groups.done(entry)
         self._order.requeue(entry)
+        if self._groups is not None:  # after the requeue, so the group is not forgotten
+            self._groups.done(entry)
         if self._ready:
             self.dispatch()
 
