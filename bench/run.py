@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 HERE = Path(__file__).resolve().parent
@@ -109,23 +110,34 @@ def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
     return samples
 
 
-def measure(loadgen: Path, hostport: str, pid: int | None, args: argparse.Namespace,
-            label: str) -> Results:
-    results = Results()
+@dataclass
+class Target:
+    """Something to measure: a broker (ours, a baseline checkout, --url) or the peer."""
+
+    label: str
+    hostport: str
+    pid: int | None
+    results: Results = field(default_factory=Results)
+
+
+def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> None:
+    """Run every scenario against every target, interleaved so drift hits all alike."""
     if args.warmup:
-        run_scenario(loadgen, "a", hostport, pid, args, f"bench-warmup-{os.getpid()}",
-                     args.warmup)
+        for target in targets:
+            run_scenario(loadgen, "a", target.hostport, target.pid, args,
+                         f"bench-warmup-{os.getpid()}", args.warmup)
     for rep in range(args.repeat):
         for scenario in args.scenarios:
-            queue = f"bench-{scenario}-{os.getpid()}-{rep}"
-            for name, sample in run_scenario(loadgen, scenario, hostport, pid, args, queue,
-                                             args.count).items():
-                results.add(name, sample)
-                if args.verbose:
-                    print(f"  [{label}] {name} run {rep + 1}: {sample.rate:,.0f} msgs/s "
-                          f"broker {fmt(sample.broker_cpu)} gen {fmt(sample.gen_cpu)} "
-                          "CPU-s/100k", file=sys.stderr)
-    return results
+            for target in targets:
+                queue = f"bench-{scenario}-{os.getpid()}-{rep}"
+                for name, sample in run_scenario(loadgen, scenario, target.hostport,
+                                                 target.pid, args, queue,
+                                                 args.count).items():
+                    target.results.add(name, sample)
+                    if args.verbose:
+                        print(f"  [{target.label}] {name} run {rep + 1}: "
+                              f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)}, "
+                              f"generator {fmt(sample.gen_cpu)} CPU-s/100k", file=sys.stderr)
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -143,18 +155,24 @@ def start_peer(loadgen: Path) -> tuple[subprocess.Popen[str], str]:
     return peer, line.split()[-1]
 
 
-def print_table(title: str, ours: Results, ceiling: Results | None) -> None:
-    print(f"\n{title}")
+def print_table(target: Target, others: list[Target]) -> None:
+    """Our figures, then each other target's rate and CPU as ratios (ours / theirs)."""
+    print(f"\n{target.label}")
     head = f"{'scenario':<10} {'msgs/s':>10} {'broker CPU-s/100k':>18} {'gen CPU-s/100k':>15}"
-    if ceiling:
-        head += f" {'peer msgs/s':>12} {'ours/peer':>10} {'peer CPU-s/100k':>16}"
+    for other in others:
+        head += f" | {other.label + ' msgs/s':>22} {'rate ratio':>10} {'CPU ratio':>9}"
     print(head)
+    ours = target.results
     for name in ours.samples:
         s = ours.median(name)
         row = f"{name:<10} {s.rate:>10,.0f} {fmt(s.broker_cpu):>18} {fmt(s.gen_cpu):>15}"
-        if ceiling and name in ceiling.samples:
-            c = ceiling.median(name)
-            row += f" {c.rate:>12,.0f} {s.rate / c.rate:>10.2f} {fmt(c.broker_cpu):>16}"
+        for other in others:
+            if name not in other.results.samples:
+                continue
+            o = other.results.median(name)
+            cpu = (s.broker_cpu / o.broker_cpu
+                   if s.broker_cpu is not None and o.broker_cpu else None)
+            row += f" | {o.rate:>22,.0f} {s.rate / o.rate:>10.2f} {fmt(cpu):>9}"
         print(row)
 
 
@@ -178,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
     parser.add_argument("--no-ceiling", action="store_true",
                         help="skip the generator-ceiling run against the trivial peer")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also measure the broker of another checkout (e.g. /work/main) "
+                        "in the same invocation and print our figures as ratios of it")
     parser.add_argument("--broker-arg", action="append", default=[],
                         help="extra argument for our broker's command line (repeatable)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every run")
@@ -188,42 +209,53 @@ def main(argv: list[str] | None = None) -> int:
     args.user = args.password = None
 
     loadgen = build_loadgen()
-    broker = None
-    if args.url:
-        url = urlparse(args.url if "//" in args.url else f"amqp://{args.url}")
-        hostport = f"{url.hostname or '127.0.0.1'}:{url.port or 5672}"
-        args.user, args.password = url.username, url.password
-        pid, title = args.pid, f"broker at {hostport}"
-    else:
-        sys.path.insert(0, str(REPO))
-        from proton_broker.testing import BrokerProcess
-
-        broker = BrokerProcess(*args.broker_arg).start()
-        hostport, pid, title = f"{broker.host}:{broker.port}", broker.pid, "proton-broker"
-
+    targets: list[Target] = []
+    processes: list[Any] = []
+    started = time.monotonic()
     try:
-        started = time.monotonic()
-        ours = measure(loadgen, hostport, pid, args, "broker")
+        if args.url:
+            url = urlparse(args.url if "//" in args.url else f"amqp://{args.url}")
+            args.user, args.password = url.username, url.password
+            hostport = f"{url.hostname or '127.0.0.1'}:{url.port or 5672}"
+            targets.append(Target(f"broker at {hostport}", hostport, args.pid))
+        else:
+            targets.append(start_broker("proton-broker", REPO, args, processes))
+        if args.baseline:
+            targets.append(start_broker("baseline", Path(args.baseline).resolve(), args,
+                                        processes))
+        if not args.no_ceiling:
+            peer, peer_addr = start_peer(loadgen)
+            processes.append(peer)
+            targets.append(Target("peer", peer_addr, peer.pid))
+        measure(loadgen, targets, args)
     finally:
-        if broker is not None:
-            broker.stop()
-    ceiling = None
-    if not args.no_ceiling:
-        peer, peer_addr = start_peer(loadgen)
-        try:
-            ceiling = measure(loadgen, peer_addr, peer.pid, args, "peer")
-        finally:
-            peer.kill()
-            peer.wait()
+        for proc in processes:
+            proc.stop() if hasattr(proc, "stop") else (proc.kill(), proc.wait())
 
     print(f"\n{os.cpu_count()} CPUs, {cpu_model()}; {args.count:,} messages of "
           f"{args.body} bytes per run, median of {args.repeat}; "
           f"{time.monotonic() - started:.0f} s")
-    print_table(title, ours, ceiling)
-    if ceiling:
-        print("\npeer: the generator against its trivial fast peer (bench/loadgen.c 'peer'), "
-              "its ceiling; 'peer CPU-s/100k' is the peer's own CPU.")
+    print_table(targets[0], targets[1:])
+    if not args.no_ceiling:
+        print("\npeer: the generator against its trivial fast peer (bench/loadgen.c 'peer'): "
+              "the generator's ceiling. Ratios are ours / theirs, CPU ratio compares the "
+              "broker's CPU-s/100k with theirs.")
     return 0
+
+
+def start_broker(label: str, checkout: Path, args: argparse.Namespace,
+                 processes: list[Any]) -> Target:
+    """Start ``python -m proton_broker`` from ``checkout`` (its package first on the path)."""
+    sys.path.insert(0, str(REPO))
+    from proton_broker.testing import BrokerProcess
+
+    # PYTHONSAFEPATH: "python -m" must not put the current directory first on the path,
+    # or every broker would run the package of whatever checkout we were started in.
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(
+        [str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    broker = BrokerProcess(*args.broker_arg, env=env).start()
+    processes.append(broker)
+    return Target(label, f"{broker.host}:{broker.port}", broker.pid)
 
 
 def cpu_model() -> str:
