@@ -9,7 +9,7 @@ decode/encode per message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -43,24 +43,28 @@ class Message:
     # Set by the broker on arrival:
     expires_at: float | None = None  # seconds since the epoch (time.time() scale)
     arrival: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Decoded sections, cached on first use; None until then, so most messages (which
+    # never need them) cost no dict on the hot path.
+    extra: dict[str, Any] | None = None
 
     @property
     def application_properties(self) -> dict[Any, Any]:
         """The application-properties map, decoded on first use (most messages never need it)."""
-        cached = self.extra.get("app_properties")
+        extra = self.extra if self.extra is not None else {}
+        cached = extra.get("app_properties")
         if cached is None:
-            cached = _decode_span(self.data, self.app_properties_span)
-            self.extra["app_properties"] = cached
+            cached = extra["app_properties"] = _decode_span(self.data, self.app_properties_span)
+            self.extra = extra
         return cached
 
     @property
     def message_annotations(self) -> dict[Any, Any]:
         """The message-annotations map, decoded on first use."""
-        cached = self.extra.get("annotations")
+        extra = self.extra if self.extra is not None else {}
+        cached = extra.get("annotations")
         if cached is None:
-            cached = _decode_span(self.data, self.annotations_span)
-            self.extra["annotations"] = cached
+            cached = extra["annotations"] = _decode_span(self.data, self.annotations_span)
+            self.extra = extra
         return cached
 
     @property

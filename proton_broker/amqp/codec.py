@@ -298,7 +298,13 @@ def _section_code(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def parse_message(data: bytes) -> Message:
-    """Validate ``data`` as a whole AMQP message and read the fields the broker uses."""
+    """Validate ``data`` as a whole AMQP message and read the fields the broker uses.
+
+    Runs once per message on the hot path, so the encodings every client we know sends
+    (a section descriptor as a small ulong, an empty header or properties list, a data
+    body of up to 255 bytes) are handled inline; anything else goes through the general
+    helpers, which also produce every error message. Both ways check the same rules.
+    """
     if not isinstance(data, bytes):
         data = bytes(data)
     end = len(data)
@@ -307,7 +313,12 @@ def parse_message(data: bytes) -> Message:
     message = Message(data)
     pos, rank, body = 0, -1, -1
     while pos < end:
-        code, value_at = _section_code(data, pos, end)
+        if data[pos] == 0x00 and pos + 3 <= end and data[pos + 1] == 0x53:
+            code, value_at = data[pos + 2], pos + 3  # 00 53 xx: descriptor as a smallulong
+            if code not in _RANK:
+                code = -1
+        else:
+            code, value_at = _section_code(data, pos, end)
         if code < 0:
             raise DecodeError(f"unknown section descriptor at offset {pos}")
         new_rank = _RANK[code]
@@ -317,26 +328,78 @@ def parse_message(data: bytes) -> Message:
         rank = new_rank
         if new_rank == 5:
             body = code
-        if code == HEADER:
-            stop = _read_header(message, data, value_at, end)
+        kind = data[value_at] if value_at < end else -1
+        if code == DATA and kind == 0xA0 and value_at + 1 < end \
+                and value_at + 2 + data[value_at + 1] <= end:
+            stop = value_at + 2 + data[value_at + 1]  # a vbin8 that fits: nothing to check
+        elif code == HEADER:
+            # list0 is an all-defaults header, which the Message defaults already say.
+            stop = value_at + 1 if kind == 0x45 else _read_header(message, data, value_at, end)
             message.header_end = stop
         elif code == PROPERTIES:
-            stop = _read_properties(message, data, value_at, end)
+            stop = value_at + 1 if kind == 0x45 else _read_properties(message, data, value_at,
+                                                                      end)
         else:
             stop = _skip(data, value_at, end)
-        if code == APPLICATION_PROPERTIES:
-            message.app_properties_span = (value_at, stop)
-        elif code == MESSAGE_ANNOTATIONS:
-            message.annotations_span = (value_at, stop)
+            if code == APPLICATION_PROPERTIES:
+                message.app_properties_span = (value_at, stop)
+            elif code == MESSAGE_ANNOTATIONS:
+                message.annotations_span = (value_at, stop)
         pos = stop
     return message
 
 
 def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[Any], int]:
-    value, stop = _decode(data, pos, end)
-    if not isinstance(value, list):
-        raise DecodeError(f"the {section} section at offset {pos} is not a list")
-    return value, stop
+    """The elements of the list at ``pos`` (header, properties), decoded.
+
+    Elements of the common simple types are decoded inline; any other element, and any
+    element whose bytes do not check out here, goes through :func:`_decode`, which decodes
+    it the same way or raises the error.
+    """
+    code = data[pos] if pos < end else -1
+    if code != 0xC0 and code != 0xD0:
+        value, stop = _decode(data, pos, end)
+        if not isinstance(value, list):
+            raise DecodeError(f"the {section} section at offset {pos} is not a list")
+        return value, stop
+    if code == 0xC0 and pos + 3 <= end and pos + 3 <= pos + 2 + data[pos + 1] <= end:
+        at, count, stop = pos + 3, data[pos + 2], pos + 2 + data[pos + 1]  # list8 that fits
+    else:
+        at, count, stop = _compound_header(data, code, pos + 1, end)
+    fields: list[Any] = []
+    append = fields.append
+    for _ in range(count):
+        c = data[at] if at < stop else -1
+        if c == 0x40:
+            append(None)
+            at += 1
+            continue
+        if c == 0x41 or c == 0x42:
+            append(c == 0x41)
+            at += 1
+            continue
+        if (c == 0x50 or c == 0x52 or c == 0x53) and at + 2 <= stop:
+            append(data[at + 1])
+            at += 2
+            continue
+        if c == 0x70 and at + 5 <= stop:
+            append(_U32.unpack_from(data, at + 1)[0])
+            at += 5
+            continue
+        if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
+            after = at + 2 + data[at + 1]
+            try:
+                append(data[at + 2:after].decode("utf-8" if c == 0xA1 else "ascii"))
+            except UnicodeDecodeError:
+                pass  # _decode below raises the error
+            else:
+                at = after
+                continue
+        value, at = _decode(data, at, stop)
+        append(value)
+    if at != stop:
+        raise DecodeError(f"compound at offset {pos}: size does not match its elements")
+    return fields, stop
 
 
 def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
@@ -354,6 +417,9 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
 
 def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
     fields, stop = _list_fields(data, pos, end, "properties")
+    if len(fields) <= 2:  # often only a message-id: the rest stay at their defaults
+        message.message_id = fields[0] if fields else None
+        return stop
     fields += [None] * (11 - len(fields))
     message.message_id = fields[0]
     message.to = _str_field(fields[2])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import struct
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
@@ -40,6 +41,25 @@ PN_REJECTED = lib.PN_REJECTED
 PN_RELEASED = lib.PN_RELEASED
 PN_MODIFIED = lib.PN_MODIFIED
 
+# The engine functions the hot path calls, bound once (a module global is cheaper to reach
+# than an attribute of the cffi ``lib``).
+_readable = lib.pn_delivery_readable
+_partial = lib.pn_delivery_partial
+_aborted = lib.pn_delivery_aborted
+_pending = lib.pn_delivery_pending
+_recv = lib.pn_link_recv
+_advance = lib.pn_link_advance
+_send = lib.pn_link_send
+_new_delivery = lib.pn_delivery
+_settled = lib.pn_delivery_settled
+_update = lib.pn_delivery_update
+_settle = lib.pn_delivery_settle
+_remote_state = lib.pn_delivery_remote_state
+_link_credit = lib.pn_link_credit
+_link_flow = lib.pn_link_flow
+_unpack = ffi.unpack
+_U64 = struct.Struct(">Q")
+
 _ids = itertools.count(1)
 
 
@@ -59,25 +79,28 @@ class ProducerLink:
         self.queue = queue  # None: anonymous relay, route each message by its 'to'
         self.window = window
         self.closed = False
+        self._used = 0  # transfers since the last credit top-up
+        self._buf = ffi.new("char[]", 4096)  # reused for every transfer's bytes
 
     def start(self) -> None:
-        lib.pn_link_flow(self.impl, self.window)
+        _link_flow(self.impl, self.window)
 
     def on_delivery(self, dlv: Any) -> None:
         """A transfer arrived (or progressed): store complete messages and settle them."""
-        if not lib.pn_delivery_readable(dlv) or lib.pn_delivery_partial(dlv):
+        if not _readable(dlv) or _partial(dlv):
             return  # wait for the last frame; Proton buffers the partial message
         impl = self.impl
-        if lib.pn_delivery_aborted(dlv):
-            lib.pn_delivery_settle(dlv)
+        if _aborted(dlv):
+            _settle(dlv)
             return
-        size = lib.pn_delivery_pending(dlv)
-        buf = ffi.new("char[]", size)
-        lib.pn_link_recv(impl, buf, size)
-        data = ffi.buffer(buf, size)[:]
-        lib.pn_link_advance(impl)
+        size = _pending(dlv)
+        buf = self._buf
+        if size > len(buf):
+            buf = self._buf = ffi.new("char[]", size * 2)
+        _recv(impl, buf, size)
+        _advance(impl)
         try:
-            message = parse_message(data)
+            message = parse_message(_unpack(buf, size))  # one copy: C buffer -> bytes
         except DecodeError as exc:
             self._refuse_malformed(dlv, str(exc))
             return
@@ -90,11 +113,16 @@ class ProducerLink:
         except BrokerError as exc:
             self._reject(dlv, exc)
         else:
-            if not lib.pn_delivery_settled(dlv):
-                lib.pn_delivery_update(dlv, PN_ACCEPTED)
-            lib.pn_delivery_settle(dlv)
-        if lib.pn_link_credit(impl) < self.window >> 1:
-            lib.pn_link_flow(impl, self.window - lib.pn_link_credit(impl))
+            if not _settled(dlv):
+                _update(dlv, PN_ACCEPTED)
+            _settle(dlv)
+        # Credit in batches: top the window up once half of it has been used.
+        self._used += 1
+        if self._used >= self.window >> 1:
+            self._used = 0
+            top_up = self.window - _link_credit(impl)
+            if top_up > 0:
+                _link_flow(impl, top_up)
 
     def _reject(self, dlv: Any, exc: BrokerError) -> None:
         """Settle the transfer as rejected, carrying the error (e.g. an unknown 'to')."""
@@ -133,7 +161,11 @@ class ConsumerLink:
         self.presettled = link.remote_snd_settle_mode == Link.SND_SETTLED
         self.credit = 0
         self.unsettled: dict[Any, Entry] = {}
-        self._tags = itertools.count()
+        self._sent = 0
+        self._tag_bytes = bytearray(8)
+        self._tag = ffi.new("pn_delivery_tag_t *")
+        self._tag.start = self._tag_cdata = ffi.from_buffer(self._tag_bytes)
+        self._tag.size = 8
         self.closed = False
 
     def deliver(self, entry: Entry) -> None:
@@ -142,15 +174,17 @@ class ConsumerLink:
         if entry.delivery_count != message.delivery_count:
             data = redelivered(message, entry.delivery_count)
         impl = self.impl
-        tag = b"%x" % next(self._tags)
-        dlv = lib.pn_delivery(impl, (len(tag), ffi.from_buffer(tag)))
-        lib.pn_link_send(impl, data, len(data))
-        lib.pn_link_advance(impl)
+        # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
+        self._sent += 1
+        _U64.pack_into(self._tag_bytes, 0, self._sent)
+        dlv = _new_delivery(impl, self._tag[0])
+        _send(impl, data, len(data))
+        _advance(impl)
         self.credit -= 1
         if self.browse:
-            lib.pn_delivery_settle(dlv)
+            _settle(dlv)
         elif self.presettled:
-            lib.pn_delivery_settle(dlv)
+            _settle(dlv)
             self.queue.settle(entry)  # at-most-once: sent settled counts as consumed
         else:
             self.unsettled[dlv] = entry
@@ -170,7 +204,7 @@ class ConsumerLink:
         entry = self.unsettled.get(dlv)
         if entry is None:
             return
-        state = lib.pn_delivery_remote_state(dlv)
+        state = _remote_state(dlv)
         queue = self.queue
         if state == PN_ACCEPTED:
             queue.settle(entry)
@@ -184,12 +218,12 @@ class ConsumerLink:
                           undeliverable_for=self.id if here else None)
         elif state == PN_REJECTED:
             queue.reject(entry)
-        elif lib.pn_delivery_settled(dlv):
+        elif _settled(dlv):
             queue.settle(entry)  # settled with no outcome: treated as accepted, as Qpid does
         else:
             return  # a non-terminal state (received): keep waiting
         del self.unsettled[dlv]
-        lib.pn_delivery_settle(dlv)
+        _settle(dlv)
 
     def detach(self) -> None:
         """Return unsettled messages to the queue (in order, delivery count +1)."""

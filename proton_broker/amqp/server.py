@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from cproton_ffi import lib
+from cproton_ffi import ffi, lib
 from proton import (
     Condition,
     Connection,
@@ -36,6 +36,7 @@ from proton import (
     Transport,
     symbol,
 )
+from proton._selectable import Selectable
 from proton.handlers import IOHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -54,6 +55,7 @@ log = logging.getLogger("proton_broker.amqp")
 PN_DELIVERY = lib.PN_DELIVERY
 PN_LINK_FLOW = lib.PN_LINK_FLOW
 PN_TRANSPORT = lib.PN_TRANSPORT
+PN_EOS = lib.PN_EOS
 
 OFFERED_CAPABILITIES = [symbol("ANONYMOUS-RELAY")]
 HONOURED_CAPABILITIES = {"queue", "create-on-demand"}
@@ -269,10 +271,8 @@ class Server(Handler):
 
     # ---- hot path: raw engine events --------------------------------------------------------
 
-    def on_raw_delivery(self, event: Any) -> None:
-        state = self.links.get(lib.pn_event_link(event))
-        if state is not None:
-            state.on_delivery(lib.pn_event_delivery(event))
+    # PN_DELIVERY (a transfer, or a consumer's disposition) is handled inline in
+    # _BrokerContainer.process, which calls the link state's on_delivery directly.
 
     def on_raw_link_flow(self, event: Any) -> None:
         state = self.links.get(lib.pn_event_link(event))
@@ -318,41 +318,151 @@ class _BrokerContainer(Container):
         self._server = server
         self._dirty_transports: dict[Any, None] = {}
         self._fast = {
-            PN_DELIVERY: server.on_raw_delivery,
             PN_LINK_FLOW: server.on_raw_link_flow,
-            PN_TRANSPORT: self._transport_dirty,
         }
+        self._out = ffi.new("char[]", 65536)  # reused to copy transport output to sockets
 
-    def _transport_dirty(self, event: Any) -> None:
-        impl = lib.pn_event_transport(event)
-        if impl not in self._dirty_transports:
-            lib.pn_incref(impl)  # the event's reference ends when it is popped
-            self._dirty_transports[impl] = None
+    # ---- socket I/O for AMQP connections --------------------------------------------------
+    # The stock loop reaches the sockets through Python events: REACTOR_QUIESCED runs the
+    # select, each ready socket gets a SELECTABLE_READABLE/WRITABLE event, and every change
+    # of interest a SELECTABLE_UPDATED event, each wrapped and dispatched through the handler
+    # chain to ``IOHandler``. Here the select runs when the collector is empty, the sockets
+    # of connections are read and written directly (the same steps as ``IOHandler``), and
+    # the selector's interest is updated only when it changes. Output is written through
+    # once per pass instead of waiting for the next select. Other selectables (the
+    # listener, the injector, timers) and every error or closing case keep the stock path.
+
+    def _io_cycle(self) -> None:
+        """One select and the I/O it allows (``IOHandler.on_reactor_quiesced``)."""
+        self.timer_deadline  # noqa: B018 - drops cancelled timers, as the stock loop does
+        io: IOHandler = self.global_handler.base  # type: ignore[attr-defined]
+        readable, writable, expired = io._selector.select(self.timeout)
+        now = self.mark()
+        for s in readable:
+            transport = getattr(s, "_transport", None)
+            if transport is None or type(s) is not Selectable:
+                s.readable()
+            else:
+                self._read(s, transport, now)
+        for s in writable:
+            transport = getattr(s, "_transport", None)
+            if transport is None or type(s) is not Selectable:
+                s.writable()
+            else:
+                self._write(s, transport, now)
+        for s in expired:
+            s.expired()
+
+    def _read(self, s: Selectable, transport: Transport, now: float) -> None:
+        """``IOHandler.on_selectable_readable`` for a connection's socket."""
+        impl = transport._impl
+        capacity = lib.pn_transport_capacity(impl)
+        if capacity > 0:
+            try:
+                data = s._delegate.recv(capacity)
+            except OSError as exc:
+                log.error("Couldn't recv: %r", exc)
+                transport.close_tail()
+            else:
+                if not data:  # EOF: the stock handler's on_selectable_error
+                    transport.close_head()
+                    transport.close_tail()
+                    s.terminate()
+                    s._transport = None
+                    transport._selectable = None
+                    s.update()
+                    IOHandler.update(transport, s, now)
+                    return
+                transport.push(data)
+        self._update_interest(s, transport, now)
+
+    def _write(self, s: Selectable, transport: Transport, now: float) -> None:
+        """``IOHandler.on_selectable_writable`` for a connection's socket."""
+        impl = transport._impl
+        pending = lib.pn_transport_pending(impl)
+        if pending > 0:
+            out = self._out
+            if pending > len(out):
+                out = self._out = ffi.new("char[]", pending)
+            lib.pn_transport_peek(impl, out, pending)
+            try:
+                sent = s._delegate.send(ffi.buffer(out, pending))
+            except BlockingIOError:
+                pass  # the socket is full: the select will say when it drains
+            except OSError as exc:
+                log.error("Couldn't send: %r", exc)
+                transport.close_head()
+            else:
+                lib.pn_transport_pop(impl, sent)
+        self._update_interest(s, transport, now)
+
+    def _update_interest(self, s: Selectable, transport: Transport, now: float) -> None:
+        """``IOHandler.update`` without the SELECTABLE_UPDATED event, and only on change."""
+        impl = transport._impl
+        capacity = lib.pn_transport_capacity(impl)
+        pending = lib.pn_transport_pending(impl)
+        if capacity < PN_EOS or pending < PN_EOS or s._terminal:
+            IOHandler.update(transport, s, now)  # errors and closing: the stock path
+            return
+        reading, writing = capacity > 0, pending > 0
+        deadline = lib.pn_transport_tick(impl, int(now * 1000)) / 1000.0
+        if reading is not s.reading or writing is not s.writing or deadline != s._deadline:
+            s.reading, s.writing, s.deadline = reading, writing, deadline
+            self.global_handler.base._selector.update(s)  # type: ignore[attr-defined]
 
     def _flush_transports(self) -> None:
-        """Update socket interest once per connection that produced output this pass."""
+        """Write each connection that produced output this pass, then update its interest."""
         dirty, self._dirty_transports = self._dirty_transports, {}
-        update = IOHandler.update
+        now = self.now
         for impl in dirty:
             transport = Transport.wrap(impl)
             selectable = getattr(transport, "_selectable", None)
             if selectable is not None and not selectable.is_terminal:
-                update(transport, selectable, self.now)
+                if type(selectable) is Selectable:
+                    self._write(selectable, transport, now)  # write through, no select first
+                else:
+                    IOHandler.update(transport, selectable, now)
             lib.pn_decref(impl)
+
+    # ---- the loop ----------------------------------------------------------------------------
 
     def process(self) -> bool:  # noqa: C901 - mirrors Reactor.process, plus the fast lane
         self.mark()
         collector = self._collector._impl
         peek, pop, event_type = lib.pn_collector_peek, lib.pn_collector_pop, lib.pn_event_type
+        event_link, event_delivery = lib.pn_event_link, lib.pn_event_delivery
+        event_transport, incref = lib.pn_event_transport, lib.pn_incref
+        links = self._server.links
+        dirty = self._dirty_transports
         fast = self._fast
-        previous: Any = None
         while True:
             if self._yield:
                 self._yield = False
                 return True
             raw = peek(collector)
             if raw:
-                handler = fast.get(event_type(raw))
+                etype = event_type(raw)
+                if etype == PN_DELIVERY:
+                    # A transfer arrived or a consumer's disposition changed: straight to
+                    # the link's state object (links.py), no wrappers.
+                    state = links.get(event_link(raw))
+                    if state is not None:
+                        try:
+                            state.on_delivery(event_delivery(raw))
+                        except Exception as exc:  # noqa: BLE001 - contained
+                            self._server.contain_fault(exc, event_link(raw),
+                                                       lib.pn_event_connection(raw))
+                    pop(collector)
+                    continue
+                if etype == PN_TRANSPORT:
+                    # The engine has output: note the connection, write it once per pass.
+                    impl = event_transport(raw)
+                    if impl not in dirty:
+                        incref(impl)  # the event's reference ends when it is popped
+                        dirty[impl] = None
+                    pop(collector)
+                    continue
+                handler = fast.get(etype)
                 if handler is not None:
                     try:
                         handler(raw)
@@ -360,20 +470,17 @@ class _BrokerContainer(Container):
                         self._server.contain_fault(exc, lib.pn_event_link(raw),
                                                    lib.pn_event_connection(raw))
                     pop(collector)
-                    previous = None
                     continue
                 event = Event.wrap(raw)
                 self._dispatch(event, raw)
-                previous = event.type
-                self._previous = previous
+                self._previous = event.type
                 pop(collector)
-            elif self._dirty_transports:
+            elif dirty:
                 self._flush_transports()
+                dirty = self._dirty_transports
             elif not self._stop and (self._timers > 0 or self._selectables > 1):
-                if previous is not Event.REACTOR_QUIESCED and \
-                        self._previous is not Event.REACTOR_FINAL:
-                    self.push_event(self, Event.REACTOR_QUIESCED)
-                self.yield_()
+                self._io_cycle()  # instead of REACTOR_QUIESCED and IOHandler's select
+                dirty = self._dirty_transports
             elif self._selectable:
                 self._selectable.terminate()
                 self._selectable.update()

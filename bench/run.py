@@ -1,0 +1,273 @@
+"""Benchmark a broker with the C load generator (bench/loadgen.c).
+
+Scenarios (see bench/README.md):
+  a  one producer and one consumer at once, unsettled sends (window 1000), credit 1000
+  b  the same, pre-settled both ways
+  c  fill COUNT messages with no consumer, then drain them (reported as c-fill and c-drain)
+
+By default it starts our broker (``python -m proton_broker --port 0``) as a subprocess; with
+``--url`` it measures any AMQP 1.0 broker (give ``--pid`` to get that broker's CPU time).
+In the same invocation it runs the same scenarios against the generator's trivial fast peer
+(``loadgen peer``), the generator's ceiling, and prints our figures as ratios of it.
+
+Broker CPU is read from /proc/PID/stat (utime + stime) before and after each run; on a
+2-core machine where the generator competes for the CPU it is the fairer figure.
+
+Usage: PYTHONPATH=. .venv/bin/python bench/run.py [--scenarios a,b,c] [--count N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Sample:
+    """One measured phase: rate, and CPU seconds per 100k messages."""
+
+    rate: float
+    broker_cpu: float | None  # broker CPU-s per 100k messages (None: unknown PID)
+    gen_cpu: float  # generator CPU-s per 100k messages
+
+
+@dataclass
+class Results:
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+
+    def add(self, name: str, sample: Sample) -> None:
+        self.samples.setdefault(name, []).append(sample)
+
+    def median(self, name: str) -> Sample:
+        got = self.samples[name]
+        cpus = [s.broker_cpu for s in got if s.broker_cpu is not None]
+        return Sample(statistics.median(s.rate for s in got),
+                      statistics.median(cpus) if cpus else None,
+                      statistics.median(s.gen_cpu for s in got))
+
+
+def build_loadgen() -> Path:
+    out = subprocess.run([str(HERE / "build.sh")], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def proc_cpu(pid: int | None) -> float | None:
+    """utime + stime of ``pid`` in seconds (children not included)."""
+    if pid is None:
+        return None
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()  # skip "pid (comm) "; fields[0] is state
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def per_100k(seconds: float | None, count: int) -> float | None:
+    return None if seconds is None else seconds * 100_000 / count
+
+
+def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
+                 args: argparse.Namespace, queue: str, count: int) -> dict[str, Sample]:
+    """Run one generator process; returns the samples by phase name (a, b, c-fill, c-drain)."""
+    cmd = [str(loadgen), scenario, "-H", hostport, "-q", queue, "-n", str(count),
+           "-w", str(args.window), "-c", str(args.credit), "-s", str(args.body),
+           "-t", str(args.timeout)]
+    if args.sasl:
+        cmd.append("-S")
+    if args.user:
+        cmd += ["-u", args.user, "-p", args.password or ""]
+    marks = [proc_cpu(pid)]
+    results: list[tuple[str, float, float]] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as gen:
+        assert gen.stdout is not None
+        for line in gen.stdout:
+            if line.startswith("PHASE"):
+                marks.append(proc_cpu(pid))
+            elif line.startswith("RESULT"):
+                kv = dict(item.split("=", 1) for item in line.split()[1:])
+                results.append((kv["phase"], float(kv["rate"]), float(kv["cpu"])))
+        status = gen.wait()
+    marks.append(proc_cpu(pid))
+    if status != 0 or not results:
+        raise SystemExit(f"load generator failed (status {status}): {' '.join(cmd)}")
+    samples = {}
+    for i, (phase, rate, gen_cpu) in enumerate(results):
+        before, after = marks[i], marks[i + 1] if i + 1 < len(marks) else marks[-1]
+        broker = None if before is None or after is None else after - before
+        name = scenario if phase == "all" else f"{scenario}-{phase}"
+        samples[name] = Sample(rate, per_100k(broker, count), per_100k(gen_cpu, count) or 0.0)
+    return samples
+
+
+@dataclass
+class Target:
+    """Something to measure: a broker (ours, a baseline checkout, --url) or the peer."""
+
+    label: str
+    hostport: str
+    pid: int | None
+    results: Results = field(default_factory=Results)
+
+
+def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> None:
+    """Run every scenario against every target, interleaved so drift hits all alike."""
+    if args.warmup:
+        for target in targets:
+            run_scenario(loadgen, "a", target.hostport, target.pid, args,
+                         f"bench-warmup-{os.getpid()}", args.warmup)
+    for rep in range(args.repeat):
+        for scenario in args.scenarios:
+            for target in targets:
+                queue = f"bench-{scenario}-{os.getpid()}-{rep}"
+                for name, sample in run_scenario(loadgen, scenario, target.hostport,
+                                                 target.pid, args, queue,
+                                                 args.count).items():
+                    target.results.add(name, sample)
+                    if args.verbose:
+                        print(f"  [{target.label}] {name} run {rep + 1}: "
+                              f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)}, "
+                              f"generator {fmt(sample.gen_cpu)} CPU-s/100k", file=sys.stderr)
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def start_peer(loadgen: Path) -> tuple[subprocess.Popen[str], str]:
+    peer = subprocess.Popen([str(loadgen), "peer", "-H", "127.0.0.1:0", "-w",
+                             "1000"], stdout=subprocess.PIPE, text=True)
+    assert peer.stdout is not None
+    line = peer.stdout.readline()
+    if not line.startswith("listening on "):
+        peer.kill()
+        raise SystemExit(f"peer did not start: {line!r}")
+    return peer, line.split()[-1]
+
+
+def print_table(target: Target, others: list[Target]) -> None:
+    """Our figures, then each other target's rate and CPU as ratios (ours / theirs)."""
+    print(f"\n{target.label}")
+    head = f"{'scenario':<10} {'msgs/s':>10} {'broker CPU-s/100k':>18} {'gen CPU-s/100k':>15}"
+    for other in others:
+        head += f" | {other.label + ' msgs/s':>22} {'rate ratio':>10} {'CPU ratio':>9}"
+    print(head)
+    ours = target.results
+    for name in ours.samples:
+        s = ours.median(name)
+        row = f"{name:<10} {s.rate:>10,.0f} {fmt(s.broker_cpu):>18} {fmt(s.gen_cpu):>15}"
+        for other in others:
+            if name not in other.results.samples:
+                continue
+            o = other.results.median(name)
+            cpu = (s.broker_cpu / o.broker_cpu
+                   if s.broker_cpu is not None and o.broker_cpu else None)
+            row += f" | {o.rate:>22,.0f} {s.rate / o.rate:>10.2f} {fmt(cpu):>9}"
+        print(row)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Measure msgs/s and broker CPU per 100k messages with bench/loadgen.c.")
+    parser.add_argument("--url", help="broker to measure, amqp://[user:pass@]host:port "
+                        "(default: start ours as a subprocess)")
+    parser.add_argument("--pid", type=int, help="PID of the --url broker, for its CPU time")
+    parser.add_argument("--scenarios", default="a,b,c",
+                        help="comma-separated subset of a,b,c (default: a,b,c)")
+    parser.add_argument("--count", type=int, default=100_000, help="messages per run")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per scenario; the median is reported")
+    parser.add_argument("--window", type=int, default=1000, help="producer unsettled window")
+    parser.add_argument("--credit", type=int, default=1000, help="consumer credit")
+    parser.add_argument("--body", type=int, default=100, help="body size in bytes")
+    parser.add_argument("--warmup", type=int, default=2000,
+                        help="messages of scenario a sent first, not measured (0: none)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per run")
+    parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="skip the generator-ceiling run against the trivial peer")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also measure the broker of another checkout (e.g. /work/main) "
+                        "in the same invocation and print our figures as ratios of it")
+    parser.add_argument("--broker-arg", action="append", default=[],
+                        help="extra argument for our broker's command line (repeatable)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every run")
+    args = parser.parse_args(argv)
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if not args.scenarios or set(args.scenarios) - {"a", "b", "c"}:
+        parser.error("--scenarios takes a comma-separated subset of a,b,c")
+    args.user = args.password = None
+
+    loadgen = build_loadgen()
+    targets: list[Target] = []
+    processes: list[Any] = []
+    started = time.monotonic()
+    try:
+        if args.url:
+            url = urlparse(args.url if "//" in args.url else f"amqp://{args.url}")
+            args.user, args.password = url.username, url.password
+            hostport = f"{url.hostname or '127.0.0.1'}:{url.port or 5672}"
+            targets.append(Target(f"broker at {hostport}", hostport, args.pid))
+        else:
+            targets.append(start_broker("proton-broker", REPO, args, processes))
+        if args.baseline:
+            targets.append(start_broker("baseline", Path(args.baseline).resolve(), args,
+                                        processes))
+        if not args.no_ceiling:
+            peer, peer_addr = start_peer(loadgen)
+            processes.append(peer)
+            targets.append(Target("peer", peer_addr, peer.pid))
+        measure(loadgen, targets, args)
+    finally:
+        for proc in processes:
+            proc.stop() if hasattr(proc, "stop") else (proc.kill(), proc.wait())
+
+    print(f"\n{os.cpu_count()} CPUs, {cpu_model()}; {args.count:,} messages of "
+          f"{args.body} bytes per run, median of {args.repeat}; "
+          f"{time.monotonic() - started:.0f} s")
+    print_table(targets[0], targets[1:])
+    if not args.no_ceiling:
+        print("\npeer: the generator against its trivial fast peer (bench/loadgen.c 'peer'): "
+              "the generator's ceiling. Ratios are ours / theirs, CPU ratio compares the "
+              "broker's CPU-s/100k with theirs.")
+    return 0
+
+
+def start_broker(label: str, checkout: Path, args: argparse.Namespace,
+                 processes: list[Any]) -> Target:
+    """Start ``python -m proton_broker`` from ``checkout`` (its package first on the path)."""
+    sys.path.insert(0, str(REPO))
+    from proton_broker.testing import BrokerProcess
+
+    # PYTHONSAFEPATH: "python -m" must not put the current directory first on the path,
+    # or every broker would run the package of whatever checkout we were started in.
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(
+        [str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    broker = BrokerProcess(*args.broker_arg, env=env).start()
+    processes.append(broker)
+    return Target(label, f"{broker.host}:{broker.port}", broker.pid)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
