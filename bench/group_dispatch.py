@@ -38,18 +38,16 @@ Usage: ``python bench/group_dispatch.py`` (about a minute) or ``--quick`` (about
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import dataclasses
-import gc
 import pstats
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import proton
+from records import clone, gc_paused
 
 from proton_broker.amqp.codec import parse_message
 from proton_broker.message import Message
@@ -85,16 +83,6 @@ def template(grouped: bool) -> Message:
     return parse_message(proton.Message(body="x" * 64, properties=properties).encode())
 
 
-def clone(base: Message, data: bytes | None = None,
-          extra: dict[str, Any] | None = None) -> Message:
-    """A new record of ``base``, its application properties not decoded unless ``extra``."""
-    return Message(base.data if data is None else data, base.header_end, base.durable,
-                   base.priority, base.ttl, base.first_acquirer, base.delivery_count,
-                   base.message_id, base.to, base.subject, base.group_id,
-                   base.absolute_expiry_time, base.creation_time, base.app_properties_span,
-                   base.annotations_span, None, 0.0, {} if extra is None else extra)
-
-
 def group_name(n: int) -> str:
     return f"g{n:07d}"
 
@@ -116,10 +104,10 @@ class Source:
         for _ in range(n):
             i = self.next % len(self.encoded)
             self.next += 1
-            extra = None
+            properties = None
             if decoded:  # set-up only: skip the decoding to keep pre-filling short
-                extra = {"app_properties": {KEY: group_name(i)} if self.groups else {"n": 1}}
-            out.append(clone(self.base, self.encoded[i], extra))
+                properties = {KEY: group_name(i)} if self.groups else {"n": 1}
+            out.append(clone(self.base, self.encoded[i], properties))
         return out
 
 
@@ -180,7 +168,7 @@ def backlog_case(kind: str, groups: int, blocked: int) -> Case:
             holders, workers = consumers[:-1], consumers[-1:]
             for h in range(len(holders)):
                 for message in Source(1).take(blocked, decoded=True):
-                    message.extra["app_properties"] = {KEY: f"held-{h}"}
+                    message.app_properties_cache = {KEY: f"held-{h}"}
                     queue.enqueue(message, now=0.0)
             for holder in holders:  # each takes the head of its own group, never settles
                 holder.credit = 1
@@ -212,16 +200,6 @@ def trickle_case(kind: str, groups: int) -> Case:
 
 
 # ---- timing --------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic GC while building messages or pre-filling (set-up only, never timed)."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def measure(cases: Sequence[Case], ops: int, repeat: int) -> None:

@@ -43,28 +43,25 @@ class Message:
     # Set by the broker on arrival:
     expires_at: float | None = None  # seconds since the epoch (time.time() scale)
     arrival: float = 0.0
-    # Decoded sections, cached on first use; None until then, so most messages (which
-    # never need them) cost no dict on the hot path.
-    extra: dict[str, Any] | None = None
+    # Decoded sections, cached on first use (None until then: most messages never need them).
+    app_properties_cache: dict[Any, Any] | None = None
+    annotations_cache: dict[Any, Any] | None = None
 
     @property
     def application_properties(self) -> dict[Any, Any]:
-        """The application-properties map, decoded on first use (most messages never need it)."""
-        extra = self.extra if self.extra is not None else {}
-        cached = extra.get("app_properties")
+        """The application-properties map, decoded on first use."""
+        cached = self.app_properties_cache
         if cached is None:
-            cached = extra["app_properties"] = _decode_span(self.data, self.app_properties_span)
-            self.extra = extra
+            cached = self.app_properties_cache = _decode_span(self.data,
+                                                              self.app_properties_span)
         return cached
 
     @property
     def message_annotations(self) -> dict[Any, Any]:
         """The message-annotations map, decoded on first use."""
-        extra = self.extra if self.extra is not None else {}
-        cached = extra.get("annotations")
+        cached = self.annotations_cache
         if cached is None:
-            cached = extra["annotations"] = _decode_span(self.data, self.annotations_span)
-            self.extra = extra
+            cached = self.annotations_cache = _decode_span(self.data, self.annotations_span)
         return cached
 
     @property

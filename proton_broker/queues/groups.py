@@ -162,8 +162,9 @@ class GroupDistributor:
         elif group.owner is None:
             target, at = self._free, head.seq
         else:
-            target, at = self._owned.setdefault(group.owner, SortedList(key=_position)), \
-                head.seq
+            target, at = self._owned.get(group.owner), head.seq
+            if target is None:
+                target = self._owned[group.owner] = SortedList(key=_position)
         if target is not group.indexed_in or at != group.indexed_at:
             if group.indexed_in is not None:
                 group.indexed_in.remove((group.indexed_at, group))

@@ -8,7 +8,6 @@ as summarised in the docstring of proton_broker.queues.groups. No sockets: consu
 from __future__ import annotations
 
 import copy
-import itertools
 import random
 from typing import Any
 
@@ -19,34 +18,16 @@ from proton_broker.amqp.codec import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.queue import ACQUIRED, AVAILABLE, Entry, Queue
 from proton_broker.queues.settings import GROUPS_SHARED, GROUPS_STANDARD, parse_settings
-
-_ids = itertools.count(1)
+from tests.queues import consumers
 
 KEY = "GROUP_KEY"
 SHARED = {"qpid.group_header_key": KEY, "qpid.shared_msg_group": 1}
 STANDARD = {"qpid.group_header_key": KEY}
 
 
-class Taker:
-    """A consumer as the queue sees it: some credit and a list of what it got."""
-
-    def __init__(self, credit: int = 0, browse: bool = False) -> None:
-        self.id = next(_ids)
-        self.credit = credit
-        self.browse = browse
-        self.got: list[Entry] = []
-
-    def deliver(self, entry: Entry) -> None:
-        assert self.credit > 0, "delivered beyond credit"
-        self.credit -= 1
-        self.got.append(entry)
-
+class Taker(consumers.Taker):
     def labels(self) -> list[str]:
         return [label(e) for e in self.got]
-
-    def grant(self, queue: Queue, credit: int) -> None:
-        self.credit += credit
-        queue.credit_granted(self)
 
 
 def msg(text: str, group: str | None = None, *, group_id: str | None = None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import Any
 
 import proton
@@ -11,36 +10,19 @@ import proton
 from proton_broker.amqp.codec import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.entries import FifoOrder
-from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from tests.queues import consumers
 
-_ids = itertools.count(1)
 _MISSING = object()
 
 
-class Taker:
-    """A consumer as the queue sees it: some credit and a list of what it got."""
-
-    def __init__(self, credit: int = 0, browse: bool = False) -> None:
-        self.id = next(_ids)
-        self.credit = credit
-        self.browse = browse
-        self.got: list[Entry] = []
-
-    def deliver(self, entry: Entry) -> None:
-        assert self.credit > 0, "delivered beyond credit"
-        self.credit -= 1
-        self.got.append(entry)
-
-    def more(self, queue: Queue, credit: int) -> None:
-        self.credit += credit
-        queue.credit_granted(self)
-
+class Taker(consumers.Taker):
     def keys(self) -> list[Any]:
-        return [e.message.application_properties.get("ticker") for e in self.got]
+        return self.property_values("ticker")
 
     def values(self) -> list[str]:
-        return [e.message.application_properties["value"] for e in self.got]
+        return self.property_values("value")
 
 
 def msg(key: Any = _MISSING, value: str = "", ttl: float | None = None) -> Message:
@@ -55,7 +37,7 @@ def msg(key: Any = _MISSING, value: str = "", ttl: float | None = None) -> Messa
 def copy_of(template: Message) -> Message:
     """A new record of the same encoded message, its properties already decoded (fast)."""
     template.application_properties  # noqa: B018 - decode once, into the template's cache
-    return dataclasses.replace(template, extra=dict(template.extra))
+    return dataclasses.replace(template)  # shares the decoded (read-only) properties
 
 
 def lvq() -> Queue:
@@ -145,7 +127,7 @@ def test_a_browser_out_of_credit_never_sees_a_value_superseded_meanwhile() -> No
     q.enqueue(msg("B", "B2"))
     q.enqueue(msg("A", "A2"))
     q.enqueue(msg("B", "B3"))
-    browser.more(q, 100)
+    browser.grant(q, 100)
     assert browser.values() == ["A1", "C1", "A2", "B3"]
 
 
@@ -186,7 +168,7 @@ def test_a_held_replaced_message_that_is_accepted_leaves_and_the_newer_one_follo
     q.settle(t.got[0])
     assert q.depth == 1 and q.stats.dequeued == 1
     check_accounting(q)
-    t.more(q, 10)
+    t.grant(q, 10)
     assert t.values() == ["A1", "A2"]
     q.settle(t.got[1])
     assert q.depth == 0 and q.bytes == 0
@@ -205,7 +187,7 @@ def test_a_held_replaced_message_that_is_released_is_discarded_not_redelivered()
     assert q.stats.released == 0
     assert q.depth == 2
     check_accounting(q)
-    t.more(q, 10)
+    t.grant(q, 10)
     assert t.values() == ["A1", "B1", "A2"]  # A2 exactly once, A1 never again
 
 
@@ -219,7 +201,7 @@ def test_a_held_replaced_message_that_fails_delivery_is_discarded_too() -> None:
     assert q.stats.redelivered == 0 and q.stats.replaced == 1
     other = Taker(credit=10)
     q.subscribe(other)
-    t.more(q, 10)
+    t.grant(q, 10)
     assert other.values() + t.values()[1:] == ["A2"]
 
 
@@ -231,7 +213,7 @@ def test_a_released_message_still_current_goes_back_to_its_position() -> None:
     q.subscribe(t)
     q.release(t.got[0])
     assert q.stats.released == 1
-    t.more(q, 10)
+    t.grant(q, 10)
     assert t.values() == ["A1", "A1", "B1"]
 
 
@@ -243,7 +225,7 @@ def test_a_key_whose_value_was_consumed_starts_afresh() -> None:
     q.settle(t.got[0])
     q.enqueue(msg("A", "A2"))
     assert q.stats.replaced == 0 and q.depth == 1
-    t.more(q, 1)
+    t.grant(q, 1)
     assert t.values() == ["A1", "A2"]
 
 

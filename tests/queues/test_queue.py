@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-
 from proton_broker.message import Message
-from proton_broker.queues.queue import Entry, Queue
-
-_ids = itertools.count(1)
-
-
-class Taker:
-    """A consumer as the queue sees it: some credit and a list of what it got."""
-
-    def __init__(self, credit: int = 0, browse: bool = False) -> None:
-        self.id = next(_ids)
-        self.credit = credit
-        self.browse = browse
-        self.got: list[Entry] = []
-
-    def deliver(self, entry: Entry) -> None:
-        assert self.credit > 0, "delivered beyond credit"
-        self.credit -= 1
-        self.got.append(entry)
-
-    def bodies(self) -> list[bytes]:
-        return [e.message.data for e in self.got]
+from proton_broker.queues.queue import Queue
+from tests.queues.consumers import Taker
 
 
 def msg(n: int, ttl: int | None = None) -> Message:

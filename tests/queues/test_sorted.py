@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import proton
 
 from proton_broker.amqp.codec import parse_message
 from proton_broker.message import Message
-from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from tests.queues import consumers
 
-_ids = itertools.count(1)
 _MISSING = object()
 
 
-class Taker:
-    """A consumer as the queue sees it: some credit and a list of what it got."""
-
-    def __init__(self, credit: int = 0, browse: bool = False) -> None:
-        self.id = next(_ids)
-        self.credit = credit
-        self.browse = browse
-        self.got: list[Entry] = []
-
-    def deliver(self, entry: Entry) -> None:
-        assert self.credit > 0, "delivered beyond credit"
-        self.credit -= 1
-        self.got.append(entry)
-
+class Taker(consumers.Taker):
     def names(self) -> list[str]:
-        return [e.message.application_properties["name"] for e in self.got]
+        return self.property_values("name")
 
 
 def msg(name: str, rank: Any = _MISSING, ttl: float | None = None) -> Message:

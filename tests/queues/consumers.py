@@ -1,0 +1,38 @@
+"""The consumer the queue unit tests use: what a queue sees of a subscriber, and a record of
+what it was given."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from proton_broker.queues.queue import Entry, Queue
+
+_ids = itertools.count(1)
+
+
+class Taker:
+    """A consumer as the queue sees it: some credit and a list of what it got."""
+
+    def __init__(self, credit: int = 0, browse: bool = False) -> None:
+        self.id = next(_ids)
+        self.credit = credit
+        self.browse = browse
+        self.got: list[Entry] = []
+
+    def deliver(self, entry: Entry) -> None:
+        assert self.credit > 0, "delivered beyond credit"
+        self.credit -= 1
+        self.got.append(entry)
+
+    def grant(self, queue: Queue, credit: int) -> None:
+        """More credit, as a flow frame would give it."""
+        self.credit += credit
+        queue.credit_granted(self)
+
+    def bodies(self) -> list[bytes]:
+        return [e.message.data for e in self.got]
+
+    def property_values(self, name: str) -> list[Any]:
+        """The application property ``name`` of each message got (None where absent)."""
+        return [e.message.application_properties.get(name) for e in self.got]
