@@ -225,19 +225,14 @@ class Queue:
             return self._take_grouped(consumer_id)
         order = self._order
         refused: list[Entry] = []
-        now = 0.0
         found = None
         while found is None:
             entry = order.pop()
             if entry is None:
                 break
             entry.state = ACQUIRED  # out of the ordering; put back below if not taken
-            if entry.expires_at is not None:
-                now = now or time.time()
-                if entry.expires_at <= now:
-                    self._remove(entry)
-                    self.stats.expired += 1
-                    continue
+            if entry.expires_at is not None and self._drop_if_expired(entry):
+                continue
             if entry.excluded and consumer_id in entry.excluded:
                 refused.append(entry)
                 continue
@@ -249,7 +244,7 @@ class Queue:
         return found
 
     def _take_grouped(self, consumer_id: int) -> Entry | None:
-        groups, now = self._groups, 0.0
+        groups = self._groups
         assert groups is not None
         self._skipped = True  # other consumers may own other groups: let them all try
         while True:
@@ -257,13 +252,17 @@ class Queue:
             if entry is None:
                 return None
             entry.state = ACQUIRED
-            if entry.expires_at is not None:
-                now = now or time.time()
-                if entry.expires_at <= now:
-                    self._remove(entry)
-                    self.stats.expired += 1
-                    continue
+            if entry.expires_at is not None and self._drop_if_expired(entry):
+                continue
             return entry
+
+    def _drop_if_expired(self, entry: Entry) -> bool:
+        """An entry just acquired whose time has passed leaves the queue instead."""
+        if entry.expires_at is None or entry.expires_at > time.time():
+            return False
+        self._remove(entry)
+        self.stats.expired += 1
+        return True
 
     def _feed_browser(self, consumer: Consumer) -> None:
         cursor = self._browsers[consumer.id]
