@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from proton_broker.config import Config
@@ -36,8 +36,16 @@ class Broker:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.queues: dict[str, Queue] = {}
+        self._defer: Callable[[Queue], object] | None = None
         for name, options in self.config.queues.items():
             self.declare(name, options)
+
+    def defer_dispatch(self, defer: Callable[[Queue], object]) -> None:
+        """Have every queue, present and future, ask ``defer`` to dispatch it later instead
+        of dispatching inside ``enqueue`` (see :attr:`Queue.defer`)."""
+        self._defer = defer
+        for queue in self.queues.values():
+            queue.defer = defer
 
     def declare(self, name: str, options: Mapping[str, Any] | None = None) -> Queue:
         """Create ``name`` with ``options`` or return the existing queue if it matches."""
@@ -76,6 +84,7 @@ class Broker:
         settings = parsed.settings if parsed is not None else QueueSettings()
         queue = Queue(name, settings, parsed.echo if parsed is not None else {},
                       default_group=self.config.broker.default_message_group)
+        queue.defer = self._defer
         self.queues[name] = queue
         log.info("QUE-1001 Create : \"%s\" : %s : %s", name, settings.kind,
                  ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")

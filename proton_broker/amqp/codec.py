@@ -245,7 +245,7 @@ _SIMPLE: dict[int, Any] = {
     0x70: lambda d, p, s: _U32.unpack_from(d, p)[0],
     0x71: lambda d, p, s: _I32.unpack_from(d, p)[0],
     0x72: lambda d, p, s: _F32.unpack_from(d, p)[0],
-    0x73: lambda d, p, s: chr(_U32.unpack_from(d, p)[0]),
+    0x73: lambda d, p, s: _char(d, p),
     0x74: lambda d, p, s: d[p:s],
     0x80: lambda d, p, s: _U64.unpack_from(d, p)[0],
     0x81: lambda d, p, s: _I64.unpack_from(d, p)[0],
@@ -263,6 +263,13 @@ _SIMPLE: dict[int, Any] = {
 }
 
 
+def _char(data: bytes, start: int) -> str:
+    code = _U32.unpack_from(data, start)[0]
+    if code > 0x10FFFF:
+        raise DecodeError(f"char at offset {start - 1} is not a Unicode code point")
+    return chr(code)
+
+
 def _utf8(data: bytes, start: int, stop: int) -> str:
     try:
         return data[start:stop].decode("utf-8")
@@ -277,7 +284,110 @@ def _ascii(data: bytes, start: int, stop: int) -> str:
         raise DecodeError(f"symbol at offset {start} is not ASCII") from exc
 
 
+def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
+    """The value under the string ``key`` in the (already validated) map at ``start``, or
+    None; only that value is decoded. Keys are compared as their UTF-8 bytes, so a key
+    sent as a symbol matches too, as it does in the decoded map. Map keys are unique in
+    AMQP; if a malformed map repeats one, the first wins here. A value that cannot be
+    decoded (invalid UTF-8) reads as absent."""
+    code = data[start]
+    if code == 0xC1:
+        pairs, at = data[start + 2] >> 1, start + 3
+    elif code == 0xD1:
+        pairs, at = _U32.unpack_from(data, start + 5)[0] >> 1, start + 9
+    else:
+        value = decode_value(data, start, stop)
+        return value.get(key) if isinstance(value, dict) else None
+    want = key.encode("utf-8")
+    size = len(want)
+    for _ in range(pairs):
+        c = data[at]
+        if c == 0xA1 or c == 0xA3:
+            found = data[at + 1] == size and data[at + 2:at + 2 + size] == want
+            at += 2 + data[at + 1]
+        elif c == 0xB1 or c == 0xB3:
+            length = _U32.unpack_from(data, at + 1)[0]
+            found = length == size and data[at + 5:at + 5 + size] == want
+            at += 5 + length
+        else:
+            found = False
+            at = _skip_values(data, at, 1)
+        if found:
+            try:
+                return _decode(data, at, stop)[0]
+            except (DecodeError, ValueError):
+                return None
+        at = _skip_values(data, at, 1)
+    return None
+
+
 # ---- messages ----------------------------------------------------------------------------
+
+# How the fast skipper steps over the value a constructor byte starts: > 0 is the value's
+# whole size (constructor included); the negative kinds are read from the bytes; 0 is not a
+# constructor at all.
+_STEP_VAR8, _STEP_VAR32, _STEP_NESTED = -1, -2, -3
+
+
+def _step_table() -> list[int]:
+    table = [0] * 256
+    for code, width in _FIXED.items():
+        table[code] = 1 + width
+    for code in _VAR8:
+        table[code] = _STEP_VAR8
+    for code in _VAR32:
+        table[code] = _STEP_VAR32
+    for code in (0x00, *_COMPOUND8, *_COMPOUND32, *_ARRAYS):
+        table[code] = _STEP_NESTED
+    return table
+
+
+_STEP = _step_table()
+_SECTION_RANK = [_RANK.get(code, -1) for code in range(256)]
+
+
+def _skip_values(data: bytes, at: int, count: int) -> int:
+    """The offset just after ``count`` consecutive values starting at ``at``.
+
+    The hot path's skipper: a table lookup per value, no bounds checks. It may run past the
+    enclosing compound (every caller checks that the result lands exactly on the compound's
+    end, which no overrun can) and raises IndexError or struct.error past the end of the
+    data, which :func:`parse_message` turns into a precise error. Nested compounds and
+    described values go through the checking :func:`_skip`.
+    """
+    step = _STEP
+    for _ in range(count):
+        width = step[data[at]]
+        if width > 0:
+            at += width
+        elif width == _STEP_VAR8:
+            at += 2 + data[at + 1]
+        elif width == _STEP_VAR32:
+            at += 5 + _U32.unpack_from(data, at + 1)[0]
+        elif width == _STEP_NESTED:
+            at = _skip(data, at, len(data))
+        else:
+            raise DecodeError(f"unknown type constructor 0x{data[at]:02x} at offset {at}")
+    return at
+
+
+def _skip_section_value(data: bytes, at: int) -> int:
+    """Skip a section's value (a map, list or anything else); compounds checked for size."""
+    code = data[at]
+    if code == 0xC1 or code == 0xC0:
+        count, first, stop = data[at + 2], at + 3, at + 2 + data[at + 1]
+    elif code == 0xD1 or code == 0xD0:
+        count, first = _U32.unpack_from(data, at + 5)[0], at + 9
+        stop = at + 5 + _U32.unpack_from(data, at + 1)[0]
+    else:
+        return _skip_values(data, at, 1)
+    if first > stop:
+        raise DecodeError(f"compound at offset {at} is too short for its count")
+    if count & 1 and (code == 0xC1 or code == 0xD1):
+        raise DecodeError(f"map at offset {at} has an odd number of elements")
+    if _skip_values(data, first, count) != stop:
+        raise DecodeError(f"compound at offset {at}: size does not match its elements")
+    return stop
 
 
 def _section_code(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -300,53 +410,75 @@ def _section_code(data: bytes, pos: int, end: int) -> tuple[int, int]:
 def parse_message(data: bytes) -> Message:
     """Validate ``data`` as a whole AMQP message and read the fields the broker uses.
 
-    Runs once per message on the hot path, so the encodings every client we know sends
-    (a section descriptor as a small ulong, an empty header or properties list, a data
-    body of up to 255 bytes) are handled inline; anything else goes through the general
-    helpers, which also produce every error message. Both ways check the same rules.
+    Runs once per message on the hot path, so it walks the sections with the lenient
+    :func:`_skip_values` and checks sizes where compounds and the message end; when the
+    bytes run out, :func:`_explain` walks them again with the checking helpers to say where.
     """
-    if not isinstance(data, bytes):
+    if type(data) is not bytes:
         data = bytes(data)
-    end = len(data)
-    if not end:
+    if not data:
         raise DecodeError("empty message")
-    message = Message(data)
+    try:
+        return _parse(data, Message(data))
+    except (IndexError, struct.error):
+        raise _explain(data) from None
+
+
+def _parse(data: bytes, message: Message) -> Message:
+    end = len(data)
+    ranks = _SECTION_RANK
     pos, rank, body = 0, -1, -1
     while pos < end:
-        if data[pos] == 0x00 and pos + 3 <= end and data[pos + 1] == 0x53:
-            code, value_at = data[pos + 2], pos + 3  # 00 53 xx: descriptor as a smallulong
-            if code not in _RANK:
-                code = -1
+        if data[pos] == 0x00 and data[pos + 1] == 0x53:  # descriptor as a smallulong
+            code, at = data[pos + 2], pos + 3
+            new_rank = ranks[code]
         else:
-            code, value_at = _section_code(data, pos, end)
-        if code < 0:
+            code, at = _section_code(data, pos, end)
+            new_rank = ranks[code] if 0 <= code < 256 else -1
+        if new_rank < 0:
             raise DecodeError(f"unknown section descriptor at offset {pos}")
-        new_rank = _RANK[code]
-        if new_rank < rank or (new_rank == rank and (code != body or code == AMQP_VALUE
-                                                     or new_rank != 5)):
+        if new_rank <= rank and (new_rank < rank or new_rank != 5 or code != body
+                                 or code == AMQP_VALUE):
             raise DecodeError(f"section 0x{code:02x} at offset {pos} is out of order")
         rank = new_rank
-        if new_rank == 5:
+        kind = data[at]
+        if new_rank == 5:  # a body section
             body = code
-        kind = data[value_at] if value_at < end else -1
-        if code == DATA and kind == 0xA0 and value_at + 1 < end \
-                and value_at + 2 + data[value_at + 1] <= end:
-            stop = value_at + 2 + data[value_at + 1]  # a vbin8 that fits: nothing to check
+            if code == DATA and kind == 0xA0:
+                pos = at + 2 + data[at + 1]
+            elif code == DATA and kind == 0xB0:
+                pos = at + 5 + _U32.unpack_from(data, at + 1)[0]
+            else:
+                pos = _skip_section_value(data, at)
         elif code == HEADER:
             # list0 is an all-defaults header, which the Message defaults already say.
-            stop = value_at + 1 if kind == 0x45 else _read_header(message, data, value_at, end)
-            message.header_end = stop
+            pos = at + 1 if kind == 0x45 else _read_header(message, data, at, end)
+            message.header_end = pos
         elif code == PROPERTIES:
-            stop = value_at + 1 if kind == 0x45 else _read_properties(message, data, value_at,
-                                                                      end)
+            pos = at + 1 if kind == 0x45 else _read_properties(message, data, at, end)
         else:
-            stop = _skip(data, value_at, end)
+            pos = _skip_section_value(data, at)
             if code == APPLICATION_PROPERTIES:
-                message.app_properties_span = (value_at, stop)
+                message.app_properties_span = (at, pos)
             elif code == MESSAGE_ANNOTATIONS:
-                message.annotations_span = (value_at, stop)
-        pos = stop
+                message.annotations_span = (at, pos)
+    if pos != end:
+        raise _explain(data)
     return message
+
+
+def _explain(data: bytes) -> DecodeError:
+    """The precise error for bytes the fast walk found short: the same walk, checked."""
+    pos, end = 0, len(data)
+    try:
+        while pos < end:
+            code, at = _section_code(data, pos, end)
+            if code < 0:
+                return DecodeError(f"unknown section descriptor at offset {pos}")
+            pos = _skip(data, at, end)
+    except DecodeError as exc:
+        return exc
+    return DecodeError(f"message of {end} bytes is truncated")
 
 
 def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[Any], int]:
@@ -374,8 +506,26 @@ def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[An
             append(None)
             at += 1
             continue
+        if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
+            after = at + 2 + data[at + 1]
+            try:
+                append(data[at + 2:after].decode("utf-8" if c == 0xA1 else "ascii"))
+            except UnicodeDecodeError:
+                pass  # _decode below raises the error
+            else:
+                at = after
+                continue
+        if (c == 0x80 or c == 0x83) and at + 9 <= stop:
+            append(_U64.unpack_from(data, at + 1)[0] if c == 0x80
+                   else _I64.unpack_from(data, at + 1)[0])
+            at += 9
+            continue
         if c == 0x41 or c == 0x42:
             append(c == 0x41)
+            at += 1
+            continue
+        if c == 0x43 or c == 0x44:
+            append(0)
             at += 1
             continue
         if (c == 0x50 or c == 0x52 or c == 0x53) and at + 2 <= stop:
@@ -386,15 +536,6 @@ def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[An
             append(_U32.unpack_from(data, at + 1)[0])
             at += 5
             continue
-        if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
-            after = at + 2 + data[at + 1]
-            try:
-                append(data[at + 2:after].decode("utf-8" if c == 0xA1 else "ascii"))
-            except UnicodeDecodeError:
-                pass  # _decode below raises the error
-            else:
-                at = after
-                continue
         value, at = _decode(data, at, stop)
         append(value)
     if at != stop:
@@ -417,16 +558,16 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
 
 def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
     fields, stop = _list_fields(data, pos, end, "properties")
-    if len(fields) <= 2:  # often only a message-id: the rest stay at their defaults
-        message.message_id = fields[0] if fields else None
-        return stop
-    fields += [None] * (11 - len(fields))
-    message.message_id = fields[0]
-    message.to = _str_field(fields[2])
-    message.subject = _str_field(fields[3])
-    message.absolute_expiry_time = fields[8] if isinstance(fields[8], int) else None
-    message.creation_time = fields[9] if isinstance(fields[9], int) else None
-    message.group_id = _str_field(fields[10])
+    count = len(fields)
+    if count:
+        message.message_id = fields[0]
+    if count > 2:  # often only a message-id: the rest stay at their defaults
+        fields += [None] * (11 - count)
+        message.to = _str_field(fields[2])
+        message.subject = _str_field(fields[3])
+        message.absolute_expiry_time = fields[8] if isinstance(fields[8], int) else None
+        message.creation_time = fields[9] if isinstance(fields[9], int) else None
+        message.group_id = _str_field(fields[10])
     return stop
 
 

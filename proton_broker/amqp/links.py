@@ -81,6 +81,7 @@ class ProducerLink:
         self.closed = False
         self._used = 0  # transfers since the last credit top-up
         self._buf = ffi.new("char[]", 4096)  # reused for every transfer's bytes
+        self._buf_size = 4096
 
     def start(self) -> None:
         _link_flow(self.impl, self.window)
@@ -95,8 +96,9 @@ class ProducerLink:
             return
         size = _pending(dlv)
         buf = self._buf
-        if size > len(buf):
-            buf = self._buf = ffi.new("char[]", size * 2)
+        if size > self._buf_size:
+            self._buf_size = size * 2
+            buf = self._buf = ffi.new("char[]", self._buf_size)
         _recv(impl, buf, size)
         _advance(impl)
         try:
@@ -166,6 +168,7 @@ class ConsumerLink:
         self._tag = ffi.new("pn_delivery_tag_t *")
         self._tag.start = self._tag_cdata = ffi.from_buffer(self._tag_bytes)
         self._tag.size = 8
+        self._tag_value = self._tag[0]  # a view of the struct: passed by value, Proton copies
         self.closed = False
 
     def deliver(self, entry: Entry) -> None:
@@ -177,7 +180,7 @@ class ConsumerLink:
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
         self._sent += 1
         _U64.pack_into(self._tag_bytes, 0, self._sent)
-        dlv = _new_delivery(impl, self._tag[0])
+        dlv = _new_delivery(impl, self._tag_value)
         _send(impl, data, len(data))
         _advance(impl)
         self.credit -= 1

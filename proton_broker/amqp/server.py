@@ -317,6 +317,11 @@ class _BrokerContainer(Container):
         super().__init__(server, **kwargs)
         self._server = server
         self._dirty_transports: dict[Any, None] = {}
+        # Queues that received messages this pass; dispatched once the pass's events are
+        # handled, so a burst of transfers goes out to consumers as a burst (and the engine
+        # events for the two connections do not interleave one message at a time).
+        self._to_dispatch: dict[Queue, None] = {}
+        server.broker.defer_dispatch(self._to_dispatch.setdefault)
         self._fast = {
             PN_LINK_FLOW: server.on_raw_link_flow,
         }
@@ -475,6 +480,8 @@ class _BrokerContainer(Container):
                 self._dispatch(event, raw)
                 self._previous = event.type
                 pop(collector)
+            elif self._to_dispatch:
+                self._dispatch_queues()
             elif dirty:
                 self._flush_transports()
                 dirty = self._dirty_transports
@@ -489,6 +496,15 @@ class _BrokerContainer(Container):
                 if self._previous is not Event.REACTOR_FINAL:
                     self.push_event(self, Event.REACTOR_FINAL)
                 return False
+
+    def _dispatch_queues(self) -> None:
+        queues = list(self._to_dispatch)
+        self._to_dispatch.clear()
+        for queue in queues:
+            try:
+                queue.dispatch()
+            except Exception as exc:  # noqa: BLE001 - contained: log, keep serving
+                log.error("dispatch of queue '%s' failed: %r", queue.name, exc)
 
     def _dispatch(self, event: Any, raw: Any) -> None:
         try:

@@ -14,6 +14,8 @@ Rules this module owns:
 * Enqueue, acquire, settle and release are O(1) amortised (O(log n) on a sorted queue),
   however long the queue grows.
 * A released entry goes back to its original position in the ordering.
+* Dispatch runs at once, or, when the server sets :attr:`Queue.defer`, once per pass of
+  its event loop, so messages that arrive together go out together.
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more.
 * Browsers never acquire: each keeps a cursor in arrival order and sees every live entry,
@@ -40,7 +42,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -117,7 +119,14 @@ class Queue:
         self._ready: deque[Consumer] = deque()
         self._in_ready: set[int] = set()
         self._browsers: dict[int, list[int]] = {}  # consumer id -> [seq, index, generation]
+        # Set by the server: called with the queue when a new message may be dispatched, so
+        # that messages arriving together are handed out together (``None``: at once).
+        self.defer: Callable[[Queue], object] | None = None
+        self._dispatching = False  # dispatch() is running (see there)
+        self._again = False
         self._skipped = False  # the last _take passed over entries the consumer refused
+        # Whether messages need an expiry time even without a TTL of their own.
+        self._ttl_bounds = bool(self.settings.min_ttl or self.settings.max_ttl)
 
     @property
     def kind(self) -> str:
@@ -134,21 +143,29 @@ class Queue:
         """Append ``message`` and hand it out at once if someone is waiting for it."""
         arrival = time.time() if now is None else now
         message.arrival = arrival
-        expires = _expiry_time(message, arrival, self.settings)
+        expires = (_expiry_time(message, arrival, self.settings)
+                   if self._ttl_bounds or message.ttl or message.absolute_expiry_time else None)
         entry = Entry(self._next_seq, message, expires)
         self._next_seq += 1
         self._log.append(entry)
-        self._order.push(entry)
         self.depth += 1
         self.bytes += len(message.data)
         self.stats.enqueued += 1
+        self._order.push(entry)
         if expires is not None:
             heapq.heappush(self._expiry, (expires, entry.seq, entry))
         if self._lvq is not None:
             self._supersede(self._lvq.replace(entry))
         if self._ready or self._browsers:
-            self.dispatch()
+            self._wake()
         return entry
+
+    def _wake(self) -> None:
+        """Entries may be available to someone: dispatch now, or when the server says."""
+        if self.defer is None:
+            self.dispatch()
+        else:
+            self.defer(self)
 
     def _supersede(self, older: Entry | None) -> None:
         """A newer value arrived for ``older``'s key (see the module rules)."""
@@ -179,7 +196,8 @@ class Queue:
             self._ready.remove(consumer)
         if self._groups is not None:
             self._groups.consumer_gone(consumer.id)
-            self._group_freed()
+            if self._ready:
+                self._wake()
 
     def credit_granted(self, consumer: Consumer) -> None:
         """The consumer has (more) credit: put it in line and dispatch."""
@@ -194,7 +212,23 @@ class Queue:
         self.dispatch()
 
     def dispatch(self) -> None:
-        """Hand available entries to consumers with credit, round-robin, then feed browsers."""
+        """Hand available entries to consumers with credit, round-robin, then feed browsers.
+
+        Re-entrant calls (a pre-settled delivery settling, which frees a group, while this
+        loop runs) only ask the running loop to go round once more."""
+        if self._dispatching:
+            self._again = True
+            return
+        self._dispatching = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                self._dispatch()
+        finally:
+            self._dispatching = False
+
+    def _dispatch(self) -> None:
         ready = self._ready
         misses = 0
         while ready:
@@ -203,6 +237,9 @@ class Queue:
             if entry is None:
                 # Only entries this consumer refused are left: let the others try them.
                 misses += 1
+                if self._groups is not None and self._groups.freed:
+                    self._groups.freed = False
+                    misses = 0  # a group changed hands: everyone may try again
                 if not self._skipped or misses >= len(ready):
                     ready.rotate(misses - 1)  # undo this fruitless round: keep the turn order
                     break
@@ -224,19 +261,23 @@ class Queue:
         if self._groups is not None:
             return self._take_grouped(consumer_id)
         order = self._order
+        entry = order.pop()
+        if entry is not None and entry.expires_at is None and entry.excluded is None:
+            entry.state = ACQUIRED  # the common case: nothing to check
+            self._skipped = False
+            return entry
         refused: list[Entry] = []
         found = None
-        while found is None:
-            entry = order.pop()
-            if entry is None:
-                break
+        while entry is not None:
             entry.state = ACQUIRED  # out of the ordering; put back below if not taken
             if entry.expires_at is not None and self._drop_if_expired(entry):
-                continue
-            if entry.excluded and consumer_id in entry.excluded:
+                pass
+            elif entry.excluded and consumer_id in entry.excluded:
                 refused.append(entry)
-                continue
-            found = entry
+            else:
+                found = entry
+                break
+            entry = order.pop()
         for entry in refused:
             entry.state = AVAILABLE
             order.requeue(entry)
@@ -246,13 +287,17 @@ class Queue:
     def _take_grouped(self, consumer_id: int) -> Entry | None:
         groups = self._groups
         assert groups is not None
-        self._skipped = True  # other consumers may own other groups: let them all try
         while True:
             entry = groups.acquire(consumer_id)
             if entry is None:
+                # Other consumers may hold other groups: let them try, if anything is left.
+                self._skipped = groups.available > 0
                 return None
             entry.state = ACQUIRED
-            if entry.expires_at is not None and self._drop_if_expired(entry):
+            if entry.expires_at is not None and entry.expires_at <= time.time():
+                groups.dropped(entry)  # it never joined this consumer's groups
+                self._forget(entry)
+                self.stats.expired += 1
                 continue
             return entry
 
@@ -293,19 +338,12 @@ class Queue:
         if entry.state == ACQUIRED:
             self._remove(entry)
             self.stats.dequeued += 1
-            self._group_freed()
 
     def reject(self, entry: Entry) -> None:
         """The consumer rejected the entry: it is discarded (no dead-letter queue yet)."""
         if entry.state == ACQUIRED:
             self._remove(entry)
             self.stats.rejected += 1
-            self._group_freed()
-
-    def _group_freed(self) -> None:
-        """Settling may have freed a group: waiting consumers may now take its messages."""
-        if self._groups is not None and self._ready:
-            self.dispatch()
 
     def release(
         self,
@@ -337,7 +375,7 @@ class Queue:
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
         if self._ready:
-            self.dispatch()
+            self._wake()
 
     # ---- expiry and housekeeping ---------------------------------------------------------
 
@@ -354,10 +392,18 @@ class Queue:
         return dropped
 
     def _remove(self, entry: Entry) -> None:
+        """``entry`` leaves the queue, from wherever it is."""
+        freed = False
         if entry.state == AVAILABLE:
             self._order.discard(entry)
         elif entry.state == ACQUIRED and self._groups is not None:
-            self._groups.done(entry)
+            freed = self._groups.done(entry)
+        self._forget(entry)
+        if freed and self._ready:
+            self._wake()  # its group is free now and has messages others may take
+
+    def _forget(self, entry: Entry) -> None:
+        """The accounting of an entry leaving the queue."""
         entry.state = DEAD
         self.depth -= 1
         self.bytes -= len(entry.message.data)

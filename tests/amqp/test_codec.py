@@ -7,7 +7,14 @@ import random
 import pytest
 from proton import Message, symbol
 
-from proton_broker.amqp.codec import DecodeError, _list_fields, decode_value, parse_message
+from proton_broker.amqp.codec import (
+    DecodeError,
+    _list_fields,
+    _section_code,
+    _skip,
+    decode_value,
+    parse_message,
+)
 
 
 def _encoded(message: Message, inferred: bool = False) -> bytes:
@@ -76,3 +83,54 @@ def test_list_fields_agrees_with_the_general_decoder(seed: int) -> None:
             if expected is not DecodeError and not isinstance(expected, list):
                 expected = DecodeError  # not a list: _list_fields refuses it
             assert got == expected, data.hex()
+
+
+def _checked_walk(data: bytes) -> list[tuple[int, int, int]]:
+    """(section code, value start, end) of each section, every value checked for size."""
+    sections, pos, end = [], 0, len(data)
+    while pos < end:
+        code, at = _section_code(data, pos, end)
+        if code < 0:
+            raise DecodeError("unknown section")
+        stop = _skip(data, at, end)
+        sections.append((code, at, stop))
+        pos = stop
+    return sections
+
+
+_SAMPLES = [
+    Message(id="loadgen-msg", body=b"x" * 100),
+    Message(id=7, durable=True, priority=9, ttl=1.5, address="q", subject="s", group_id="g",
+            creation_time=12.0, expiry_time=99.0, properties={"a": 1, "b": "two"},
+            annotations={symbol("x-opt-jms-msg-type"): 5}, body="hello"),
+    Message(id="ID:c-1:1:1:1-1", body=["a", 1, None], properties={"k": b"v", "n": 2.5}),
+    Message(body={"map": [1, 2, {"x": None}]}, properties={"big": "y" * 300}),
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fast_walk_accepts_only_what_the_checking_walk_accepts(seed: int) -> None:
+    """Mutated and truncated messages: parse_message raises DecodeError (never anything
+    else) whenever the checked walk finds a bad size, and finds the same sections."""
+    rnd = random.Random(seed)
+    for sample in _SAMPLES:
+        original = _encoded(sample, inferred=isinstance(sample.body, bytes))
+        for _ in range(1500):
+            data = bytearray(original)
+            for _ in range(rnd.randrange(1, 3)):
+                data[rnd.randrange(len(data))] = rnd.choice(
+                    [0x00, 0x40, 0x45, 0x53, 0x70, 0xA0, 0xA1, 0xC0, 0xC1, 0xD1, 0xFF,
+                     rnd.randrange(256)])
+            data = bytes(data[:rnd.randrange(len(data) - 8, len(data) + 1)])
+            try:
+                sections = _checked_walk(data)
+            except DecodeError:
+                sections = None
+            try:
+                message = parse_message(data)
+            except DecodeError:
+                continue
+            assert sections is not None, data.hex()
+            spans = {code: (at, stop) for code, at, stop in sections}
+            assert message.app_properties_span == spans.get(0x74), data.hex()
+            assert message.annotations_span == spans.get(0x72), data.hex()
