@@ -56,6 +56,19 @@ class Message:
                                                               self.app_properties_span)
         return cached
 
+    def application_property(self, key: str) -> Any:
+        """One application property (None when absent), found without decoding the whole
+        map: grouped, last-value and sorted queues read one key of every message."""
+        cached = self.app_properties_cache
+        if cached is not None:
+            return cached.get(key)
+        span = self.app_properties_span
+        if span is None:
+            return None
+        from proton_broker.amqp.codec import find_in_map  # pure Python, no Proton
+
+        return find_in_map(self.data, span[0], span[1], key)
+
     @property
     def message_annotations(self) -> dict[Any, Any]:
         """The message-annotations map, decoded on first use."""

@@ -188,7 +188,7 @@ class SortedOrder:
         return len(self._sorted)
 
     def push(self, entry: Entry) -> None:
-        value = property_text(entry.message.application_properties.get(self.key))
+        value = property_text(entry.message.application_property(self.key))
         entry.rank = (0, "") if value is None else (1, value)
         self._sorted.add((entry.rank, entry.seq, entry))
 

@@ -11,107 +11,208 @@ Semantics (shared/seeds/qpid-cpp-message-groups.xml and qpid-broker-j-queues.txt
   (``qpid.no-group`` unless configured), a group like any other.
 * **Standard groups** (Broker-J's default): a group is assigned to the first consumer that
   takes one of its messages, for the lifetime of that consumer. Messages without a group id
-  are not grouped and go to any consumer.
+  are not grouped and go to any consumer. One exception, where the documents are silent: a
+  consumer that said a group's first message is undeliverable to it (modified,
+  undeliverable-here) and holds nothing else of the group gives the group up, since it could
+  never take that message and nobody else could either.
 * Groups never block each other: a consumer gets the oldest message it may take, which may be
   behind a blocked group's messages.
 * Within a group, order is arrival order, and a released message goes back to its position.
 
 How it stays fast (no scanning of blocked groups): each group keeps its own FIFO of
-available entries. A group with available entries is indexed by the position of its first
-one in exactly one sorted list: the list of free groups, or the list of groups owned by its
-consumer. A consumer's next entry is the first of the heads of those two lists (merged
-lazily), so acquiring is O(log g) for g groups with available messages, however many groups
-are blocked.
+available entries. A group with available entries is listed, under the position of its
+first one, in exactly one min-heap: the heap of free groups, or the heap of groups owned by
+its consumer. A consumer's next entry is the head of whichever of the two heaps' tops comes
+first, so acquiring is O(log g) for g groups with available messages, however many groups
+are blocked. Heaps are updated lazily: relisting a group pushes a new item and leaves the
+old one stale, to be dropped when it reaches the top (or when stale items outnumber live
+ones). Only a consumer refused by a group's head (undeliverable-here) takes a slower path
+that sorts the candidate groups.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 
-from sortedcontainers import SortedList
-
-from proton_broker.message import property_text
+from proton_broker.message import Message, property_text
 from proton_broker.queues.entries import Entry, FifoOrder
 from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
+_COMPACT_MIN = 64  # rebuild a heap once it holds at least this many stale items
 
 
 class Group:
     """One group's available entries and who holds it."""
 
-    __slots__ = ("name", "fifo", "owner", "acquired", "indexed_in", "indexed_at", "orphaned")
+    __slots__ = ("name", "fifo", "owner", "acquired", "listed_in", "listed_at", "listed_as",
+                 "orphaned")
 
     def __init__(self, name: str | None) -> None:
         self.name = name  # None: the ungrouped messages of a standard-groups queue
         self.fifo = FifoOrder()
         self.owner: int | None = None
         self.acquired = 0  # entries of this group acquired and not yet settled
-        self.indexed_in: SortedList | None = None  # where the group's head is listed
-        self.indexed_at = -1  # the position it is listed under
+        self.listed_in: GroupHeap | None = None  # the heap its head is listed in
+        self.listed_at = -1  # the head position it is listed under
+        self.listed_as = -1  # the number of its live item there
         self.orphaned = False  # its consumer left while still holding some of its messages
 
     def __repr__(self) -> str:
         return f"<Group {self.name!r} owner={self.owner} acquired={self.acquired}>"
 
 
+class GroupHeap:
+    """Groups by the position of their first available entry, earliest on top."""
+
+    __slots__ = ("items", "live")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, int, Group]] = []  # (head position, item number, group)
+        self.live = 0
+
+    def __len__(self) -> int:
+        return self.live
+
+    def add(self, position: int, number: int, group: Group) -> None:
+        heapq.heappush(self.items, (position, number, group))
+        self.live += 1
+
+    def dropped(self) -> None:
+        """One of this heap's items went stale."""
+        self.live -= 1
+        items = self.items
+        if len(items) - self.live >= _COMPACT_MIN and len(items) > 2 * self.live:
+            self.items = [item for item in items if _is_live(item, self)]
+            heapq.heapify(self.items)
+
+    def top(self) -> tuple[int, Group] | None:
+        """(head position, group) of the earliest live item; stale ones on top are dropped."""
+        items = self.items
+        while items:
+            position, number, group = items[0]
+            if group.listed_in is self and group.listed_as == number:
+                return position, group
+            heapq.heappop(items)
+        return None
+
+    def groups(self) -> list[Group]:
+        """Every group listed here, earliest head first (O(g log g): the slow path)."""
+        return [item[2] for item in sorted(self.items) if _is_live(item, self)]
+
+
+def _is_live(item: tuple[int, int, Group], heap: GroupHeap) -> bool:
+    return item[2].listed_in is heap and item[2].listed_as == item[1]
+
+
 class GroupDistributor:
-    """Hands out a grouped queue's available entries; see the module rules."""
+    """Hands out a grouped queue's available entries; see the module rules.
+
+    It is the grouped queue's ordering (``push``, ``requeue``, ``discard``, ``len``), plus
+    ``acquire`` for a given consumer and ``done`` when an acquired entry is settled or back.
+    """
 
     def __init__(self, settings: QueueSettings, default_group: str = DEFAULT_GROUP) -> None:
         self.shared = settings.group_mode == GROUPS_SHARED
         self.key = settings.group_key
         self.default_group = settings.default_group or default_group
+        self.available = 0  # entries in the groups' FIFOs
+        self.freed = False  # a group changed hands since the caller last cleared this
         self._groups: dict[str | None, Group] = {}
-        self._free = SortedList(key=_position)  # (head position, group): nobody holds them
-        self._owned: dict[int, SortedList] = {}  # consumer id -> (head position, group)
+        self._free = GroupHeap()  # groups nobody holds
+        self._owned: dict[int, GroupHeap] = {}  # consumer id -> groups it holds
         self._assigned: dict[int, set[Group]] = {}  # standard mode: consumer -> its groups
+        self._numbers = itertools.count()
+        self._just_assigned = False  # the last acquire gave its group an owner
 
     # ---- the ordering interface (as the queue uses FifoOrder) ---------------------------
 
     def __len__(self) -> int:
-        return sum(len(g.fifo) for g in self._groups.values())
+        return self.available
 
     def push(self, entry: Entry) -> None:
-        group = self._group_for(entry)
+        group = self._group_for(entry.message)
         entry.rank = group
-        group.fifo.push(entry)
-        self._index(group)
+        fifo = group.fifo
+        fifo.push(entry)
+        self.available += 1
+        if group.listed_in is None:  # a group with a head keeps it when one is added behind
+            self._relist(group)
 
     def requeue(self, entry: Entry) -> None:
         group: Group = entry.rank
         group.fifo.requeue(entry)
-        self._index(group)
+        self.available += 1
+        self._relist(group)
 
     def discard(self, entry: Entry) -> None:
         group: Group = entry.rank
         group.fifo.discard(entry)
-        self._index(group)
+        self.available -= 1
+        self._relist(group)
 
     # ---- consumers ----------------------------------------------------------------------
 
     def acquire(self, consumer_id: int) -> Entry | None:
-        """The oldest entry ``consumer_id`` may take now (free groups, its own, ungrouped)."""
-        own = self._owned.get(consumer_id, ())
-        for _, group in heapq.merge(self._free, own, key=_position):
-            entry = group.fifo.peek()
-            if entry is None or (entry.excluded and consumer_id in entry.excluded):
-                continue  # this consumer may not take the group's head: try the next group
-            group.fifo.pop()
-            self._held_by(group, consumer_id)
-            return entry
-        return None
+        """Take the oldest entry ``consumer_id`` may have (from free groups, its own, or the
+        ungrouped) and hold its group for it. If the caller then finds the entry expired,
+        :meth:`dropped` undoes the hold."""
+        if not self.available:
+            return None
+        free = self._free.top()
+        own_heap = self._owned.get(consumer_id)
+        own = own_heap.top() if own_heap is not None else None
+        if free is None and own is None:
+            return None
+        group = own[1] if free is None or (own is not None and own[0] < free[0]) else free[1]
+        entry = group.fifo.peek()
+        if entry is None or (entry.excluded and consumer_id in entry.excluded):
+            group = self._first_allowed(consumer_id, own_heap)
+            if group is None:
+                return None
+        entry = group.fifo.pop()
+        assert entry is not None
+        self.available -= 1
+        self._just_assigned = False
+        if group.name is not None:
+            group.acquired += 1
+            if group.owner is None:
+                group.owner = consumer_id
+                self._just_assigned = True
+                if not self.shared:
+                    self._assigned.setdefault(consumer_id, set()).add(group)
+        self._relist(group, forget=False)  # a group just taken is not forgotten yet
+        return entry
 
-    def done(self, entry: Entry) -> None:
-        """An acquired entry is no longer with its consumer (settled or released)."""
+    def dropped(self, entry: Entry) -> None:
+        """The entry :meth:`acquire` just returned leaves the queue instead (it expired):
+        its consumer does not hold it, and gets no group for it."""
+        group: Group = entry.rank
+        if group.name is not None:
+            group.acquired -= 1
+            if self._just_assigned:
+                freed = self.freed
+                self._unassign(group)
+                self.freed = freed  # not a change of hands: the hold never happened
+        self._relist(group)
+
+    def done(self, entry: Entry) -> bool:
+        """A held entry is no longer with its consumer (settled, or already requeued).
+        Returns whether its group became free with messages waiting, so that other
+        consumers may now take something they could not before."""
         group: Group = entry.rank
         if group.name is None:
-            return
+            return False
         group.acquired -= 1
-        if group.acquired == 0 and (self.shared or group.orphaned):
-            group.owner, group.orphaned = None, False
-        self._index(group)
+        if group.acquired == 0 and group.owner is not None and (
+                self.shared or group.orphaned or self._refused_by_owner(group)):
+            self._unassign(group)
+            self._relist(group)
+            return group.listed_in is self._free
+        self._relist(group)
+        return False
 
     def consumer_gone(self, consumer_id: int) -> None:
         """Standard mode frees the groups assigned to a consumer that went away; a group
@@ -122,8 +223,9 @@ class GroupDistributor:
                 group.orphaned = True
                 continue
             group.owner = None
-            self._index(group)
-        if consumer_id in self._owned and not self._owned[consumer_id]:
+            self._relist(group)
+        heap = self._owned.get(consumer_id)
+        if heap is not None and not heap.live:
             del self._owned[consumer_id]
 
     def groups(self) -> Iterator[Group]:
@@ -132,12 +234,11 @@ class GroupDistributor:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _group_for(self, entry: Entry) -> Group:
-        message = entry.message
+    def _group_for(self, message: Message) -> Group:
         if self.key is None:
             name = message.group_id
         else:
-            name = property_text(message.application_properties.get(self.key))
+            name = property_text(message.application_property(self.key))
         if name is None and self.shared:
             name = self.default_group
         group = self._groups.get(name)
@@ -145,36 +246,65 @@ class GroupDistributor:
             group = self._groups[name] = Group(name)
         return group
 
-    def _held_by(self, group: Group, consumer_id: int) -> None:
-        if group.name is not None:
-            group.acquired += 1
-            if group.owner is None:
-                group.owner = consumer_id
-                if not self.shared:
-                    self._assigned.setdefault(consumer_id, set()).add(group)
-        self._index(group)
+    def _first_allowed(self, consumer_id: int, own_heap: GroupHeap | None) -> Group | None:
+        """The slow path, for a consumer refused by a group's head (undeliverable-here):
+        the earliest group whose head it may take. On the way, a standard group of its own
+        whose head it refused, and of which it holds nothing, is given up."""
+        candidates = self._free.groups()
+        if own_heap is not None:
+            candidates = sorted(candidates + own_heap.groups(), key=_head_position)
+        for group in candidates:
+            head = group.fifo.peek()
+            if head is None:
+                continue
+            if not (head.excluded and consumer_id in head.excluded):
+                return group
+            if group.owner == consumer_id and group.acquired == 0:
+                self._unassign(group)
+                self._relist(group)
+        return None
 
-    def _index(self, group: Group) -> None:
-        """List the group under its head position, in the free list or its owner's."""
+    def _refused_by_owner(self, group: Group) -> bool:
+        head = group.fifo.peek()
+        return bool(head is not None and head.excluded and group.owner in head.excluded)
+
+    def _unassign(self, group: Group) -> None:
+        owner = group.owner
+        assert owner is not None
+        assigned = self._assigned.get(owner)
+        if assigned is not None:
+            assigned.discard(group)
+        group.owner, group.orphaned = None, False
+        self.freed = True
+
+    def _relist(self, group: Group, forget: bool = True) -> None:
+        """List the group under its head position, in the free heap or its owner's; with
+        ``forget``, drop a group that has nothing left to remember."""
         head = group.fifo.peek()
         if head is None:
-            target, at = None, -1
+            target = None
         elif group.owner is None:
-            target, at = self._free, head.seq
+            target = self._free
         else:
-            target, at = self._owned.get(group.owner), head.seq
+            target = self._owned.get(group.owner)
             if target is None:
-                target = self._owned[group.owner] = SortedList(key=_position)
-        if target is not group.indexed_in or at != group.indexed_at:
-            if group.indexed_in is not None:
-                group.indexed_in.remove((group.indexed_at, group))
-            if target is not None:
-                target.add((at, group))
-            group.indexed_in, group.indexed_at = target, at
-        if target is None and group.owner is None and group.acquired == 0 \
+                target = self._owned[group.owner] = GroupHeap()
+        listed = group.listed_in
+        if listed is not None:
+            if target is listed and head is not None and head.seq == group.listed_at:
+                return  # listed where it should be, under the right position
+            group.listed_in = None
+            listed.dropped()
+        if target is not None:
+            assert head is not None
+            number = next(self._numbers)
+            group.listed_in, group.listed_at, group.listed_as = target, head.seq, number
+            target.add(head.seq, number, group)
+        elif forget and group.owner is None and group.acquired == 0 \
                 and self._groups.get(group.name) is group:
             del self._groups[group.name]  # nothing left to remember about it
 
 
-def _position(item: tuple[int, Group]) -> int:
-    return item[0]
+def _head_position(group: Group) -> int:
+    head = group.fifo.peek()
+    return head.seq if head is not None else -1

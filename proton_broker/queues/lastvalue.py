@@ -30,7 +30,7 @@ class LastValueIndex:
 
     def replace(self, entry: Entry) -> Entry | None:
         """Record ``entry`` as its key's newest; return the entry it supersedes, if any."""
-        key = property_text(entry.message.application_properties.get(self.property))
+        key = property_text(entry.message.application_property(self.property))
         if key is None:
             return None
         entry.key = key
