@@ -109,8 +109,9 @@ typedef struct {
   pn_proactor_t *proactor;
   pn_connection_t *pconn, *cconn;
   pn_link_t *sender, *receiver;
-  char *msg;
-  size_t msg_size;
+  char **msgs;      /* one encoding per group (one in all without -g) */
+  size_t *msg_sizes;
+  long groups;      /* -g: messages carry properties.group-id, cycling over this many */
   long sent, acked, received;
   uint64_t tag;
   bool started, fill_done, done;
@@ -120,20 +121,41 @@ typedef struct {
   size_t rcap;
 } gen_t;
 
-static void encode_message(gen_t *g, size_t body_size) {
-  pn_message_t *m = pn_message();
-  pn_data_t *id = pn_message_id(m);
-  pn_data_put_string(id, pn_bytes(11, "loadgen-msg"));
+static void encode_messages(gen_t *g, size_t body_size) {
+  long n = g->groups > 0 ? g->groups : 1;
+  g->msgs = calloc((size_t)n, sizeof *g->msgs);
+  g->msg_sizes = calloc((size_t)n, sizeof *g->msg_sizes);
   char *body = malloc(body_size);
   memset(body, 'x', body_size);
-  pn_message_set_inferred(m, true); /* a binary body becomes a data section */
-  pn_data_put_binary(pn_message_body(m), pn_bytes(body_size, body));
-  size_t cap = body_size + 256;
-  g->msg = malloc(cap);
-  if (pn_message_encode(m, g->msg, &cap)) die("cannot encode the message", NULL);
-  g->msg_size = cap;
+  for (long i = 0; i < n; i++) {
+    pn_message_t *m = pn_message();
+    pn_data_t *id = pn_message_id(m);
+    pn_data_put_string(id, pn_bytes(11, "loadgen-msg"));
+    char group[32];
+    if (g->groups > 0) {
+      snprintf(group, sizeof group, "group-%ld", i);
+      pn_message_set_group_id(m, group);
+    }
+    pn_message_set_inferred(m, true); /* a binary body becomes a data section */
+    pn_data_put_binary(pn_message_body(m), pn_bytes(body_size, body));
+    size_t cap = body_size + 256;
+    g->msgs[i] = malloc(cap);
+    if (pn_message_encode(m, g->msgs[i], &cap)) die("cannot encode the message", NULL);
+    g->msg_sizes[i] = cap;
+    pn_message_free(m);
+  }
   free(body);
-  pn_message_free(m);
+}
+
+/* With -g, ask for a shared-groups queue (grouped by properties.group-id) on the attach. */
+static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
+  if (g->groups <= 0) return;
+  pn_data_t *props = pn_terminus_properties(t);
+  pn_data_put_map(props);
+  pn_data_enter(props);
+  pn_data_put_symbol(props, pn_bytes(21, "qpid.shared_msg_group"));
+  pn_data_put_int(props, 1);
+  pn_data_exit(props);
 }
 
 static pn_connection_t *connect_to(gen_t *g, const char *container) {
@@ -158,6 +180,7 @@ static void start_producer(gen_t *g) {
   pn_session_open(s);
   g->sender = pn_sender(s, "loadgen-sender");
   pn_terminus_set_address(pn_link_target(g->sender), g->queue);
+  ask_for_groups(g, pn_link_target(g->sender));
   pn_link_set_snd_settle_mode(g->sender, g->mode == MODE_B ? PN_SND_SETTLED : PN_SND_UNSETTLED);
   pn_link_set_rcv_settle_mode(g->sender, PN_RCV_FIRST);
   pn_link_open(g->sender);
@@ -169,6 +192,7 @@ static void start_consumer(gen_t *g) {
   pn_session_open(s);
   g->receiver = pn_receiver(s, "loadgen-receiver");
   pn_terminus_set_address(pn_link_source(g->receiver), g->queue);
+  ask_for_groups(g, pn_link_source(g->receiver));
   pn_link_set_snd_settle_mode(g->receiver,
                               g->mode == MODE_B ? PN_SND_SETTLED : PN_SND_UNSETTLED);
   pn_link_set_rcv_settle_mode(g->receiver, PN_RCV_FIRST);
@@ -195,7 +219,8 @@ static void send_some(gen_t *g) {
          (presettled || g->sent - g->acked < g->window)) {
     uint64_t tag = g->tag++;
     pn_delivery_t *d = pn_delivery(l, pn_dtag((const char *)&tag, sizeof tag));
-    pn_link_send(l, g->msg, g->msg_size);
+    long which = g->groups > 0 ? g->sent % g->groups : 0;
+    pn_link_send(l, g->msgs[which], g->msg_sizes[which]);
     pn_link_advance(l);
     if (presettled) pn_delivery_settle(d);
     g->sent++;
@@ -306,7 +331,7 @@ static int gen_handle(gen_t *g, pn_event_t *e) {
 }
 
 static int run_generator(gen_t *g, size_t body, long timeout_ms) {
-  encode_message(g, body);
+  encode_messages(g, body);
   g->proactor = pn_proactor();
   if (timeout_ms > 0) pn_proactor_set_timeout(g->proactor, timeout_ms);
   g->conns_open = 2;
@@ -521,7 +546,9 @@ static void usage(FILE *f) {
           "  -s BYTES      body size [100]\n"
           "  -S            use SASL ANONYMOUS (PLAIN with -u/-p)\n"
           "  -u USER -p PASSWORD\n"
-          "  -t SECONDS    give up after this long [120]\n");
+          "  -t SECONDS    give up after this long [120]\n"
+          "  -g GROUPS     messages carry properties.group-id, cycling over GROUPS groups, and\n"
+          "                both links ask for a shared-groups queue (qpid.shared_msg_group)\n");
 }
 
 int main(int argc, char **argv) {
@@ -531,11 +558,11 @@ int main(int argc, char **argv) {
   }
   const char *mode = argv[1];
   const char *addr = "127.0.0.1:5672", *queue = "loadgen", *user = NULL, *password = NULL;
-  long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120;
+  long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0;
   bool sasl = false;
   int opt;
   optind = 2;
-  while ((opt = getopt(argc, argv, "H:q:n:w:c:s:Su:p:t:h")) != -1) {
+  while ((opt = getopt(argc, argv, "H:q:n:w:c:s:Su:p:t:g:h")) != -1) {
     switch (opt) {
     case 'H': addr = optarg; break;
     case 'q': queue = optarg; break;
@@ -547,6 +574,7 @@ int main(int argc, char **argv) {
     case 'u': user = optarg; break;
     case 'p': password = optarg; break;
     case 't': timeout = atol(optarg); break;
+    case 'g': groups = atol(optarg); break;
     default: usage(stderr); return 1;
     }
   }
@@ -575,5 +603,6 @@ int main(int argc, char **argv) {
   g.user = user;
   g.password = password;
   g.sasl = sasl;
+  g.groups = groups;
   return run_generator(&g, (size_t)body, timeout * 1000);
 }

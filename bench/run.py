@@ -83,6 +83,8 @@ def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
     cmd = [str(loadgen), scenario, "-H", hostport, "-q", queue, "-n", str(count),
            "-w", str(args.window), "-c", str(args.credit), "-s", str(args.body),
            "-t", str(args.timeout)]
+    if args.groups:
+        cmd += ["-g", str(args.groups)]
     if args.sasl:
         cmd.append("-S")
     if args.user:
@@ -193,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2000,
                         help="messages of scenario a sent first, not measured (0: none)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per run")
+    parser.add_argument("--groups", type=int, default=0,
+                        help="messages carry properties.group-id over this many groups, on a "
+                             "shared-groups queue (qpid.shared_msg_group asked on the attach)")
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
     parser.add_argument("--no-ceiling", action="store_true",
                         help="skip the generator-ceiling run against the trivial peer")

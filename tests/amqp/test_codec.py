@@ -13,6 +13,7 @@ from proton_broker.amqp.codec import (
     _section_code,
     _skip,
     decode_value,
+    find_in_map,
     parse_message,
 )
 
@@ -134,3 +135,21 @@ def test_fast_walk_accepts_only_what_the_checking_walk_accepts(seed: int) -> Non
             spans = {code: (at, stop) for code, at, stop in sections}
             assert message.app_properties_span == spans.get(0x74), data.hex()
             assert message.annotations_span == spans.get(0x72), data.hex()
+
+
+@pytest.mark.parametrize("properties", [
+    {"k": "v", "n": 5, "key": b"bin"},
+    {"a" * 300: 1, "key": "after a long key"},
+    {"key": None, "x": [1, 2]},
+    {"other": 1},
+    {},
+])
+def test_find_in_map_reads_one_key_as_the_decoded_map_has_it(properties: dict) -> None:
+    data = _encoded(Message(body="b", properties=properties))
+    message = parse_message(data)
+    start, stop = message.app_properties_span or (0, 0)
+    for key in [*properties, "key", "missing"]:
+        expected = decode_value(data, start, stop).get(key) if properties else None
+        got = find_in_map(data, start, stop, key) if properties else None
+        assert got == expected
+        assert message.application_property(key) == expected
