@@ -36,16 +36,22 @@ class Broker:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.queues: dict[str, Queue] = {}
-        self._defer: Callable[[Queue], object] | None = None
+        self._hooks: dict[str, Any] = {}
         for name, options in self.config.queues.items():
             self.declare(name, options)
 
-    def defer_dispatch(self, defer: Callable[[Queue], object]) -> None:
-        """Have every queue, present and future, ask ``defer`` to dispatch it later instead
-        of dispatching inside ``enqueue`` (see :attr:`Queue.defer`)."""
-        self._defer = defer
+    def set_queue_hooks(self, defer: Callable[[Queue], object] | None = None,
+                        wake_at: Callable[[float, Queue], object] | None = None) -> None:
+        """How the server's event loop drives every queue, present and future: ``defer``
+        dispatches a queue later in the loop's pass (:attr:`Queue.defer`), ``wake_at`` runs
+        a queue's :meth:`~Queue.release_held` at a given time (:attr:`Queue.wake_at`)."""
+        self._hooks = {"defer": defer, "wake_at": wake_at}
         for queue in self.queues.values():
-            queue.defer = defer
+            self._hook(queue)
+
+    def _hook(self, queue: Queue) -> None:
+        for name, hook in self._hooks.items():
+            setattr(queue, name, hook)
 
     def declare(self, name: str, options: Mapping[str, Any] | None = None) -> Queue:
         """Create ``name`` with ``options`` or return the existing queue if it matches."""
@@ -84,7 +90,7 @@ class Broker:
         settings = parsed.settings if parsed is not None else QueueSettings()
         queue = Queue(name, settings, parsed.echo if parsed is not None else {},
                       default_group=self.config.broker.default_message_group)
-        queue.defer = self._defer
+        self._hook(queue)
         self.queues[name] = queue
         log.info("QUE-1001 Create : \"%s\" : %s : %s", name, settings.kind,
                  ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")

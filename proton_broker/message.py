@@ -69,6 +69,18 @@ class Message:
 
         return find_in_map(self.data, span[0], span[1], key)
 
+    def message_annotation(self, key: str) -> Any:
+        """One message annotation (None when absent), without decoding the whole map."""
+        cached = self.annotations_cache
+        if cached is not None:
+            return cached.get(key)
+        span = self.annotations_span
+        if span is None:
+            return None
+        from proton_broker.amqp.codec import find_in_map  # pure Python, no Proton
+
+        return find_in_map(self.data, span[0], span[1], key)
+
     @property
     def message_annotations(self) -> dict[Any, Any]:
         """The message-annotations map, decoded on first use."""

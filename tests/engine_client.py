@@ -69,9 +69,11 @@ class EngineClient:
                  name: str | None = None, settled: bool = False,
                  capabilities: list[str] | None = None, dynamic: bool = False,
                  node_properties: dict[str, Any] | None = None,
-                 link_properties: dict[str, Any] | None = None) -> Link:
+                 link_properties: dict[str, Any] | None = None,
+                 filters: dict[str, Any] | None = None) -> Link:
         """Attach a receiving link. ``node_properties`` go into the source's
-        dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there."""
+        dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there;
+        ``filters`` into its filter set (values as given, e.g. ``proton.Described``)."""
         link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
         link.source.address = address
         link.source.dynamic = dynamic
@@ -82,6 +84,7 @@ class EngineClient:
         if capabilities:
             _put_symbols(link.source, capabilities)
         _put_map(link.source.properties, node_properties)
+        _put_map(link.source.filter, filters)
         if link_properties:
             link.properties = {symbol(k): v for k, v in link_properties.items()}
         link.target.address = address

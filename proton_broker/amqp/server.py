@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import queue as _queue
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -43,10 +44,17 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 import proton_broker
 from proton_broker.amqp.conditions import INTERNAL_ERROR, condition_for
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
-from proton_broker.amqp.terminus import echo_properties, echo_terminus, node_options
+from proton_broker.amqp.terminus import (
+    echo_filter,
+    echo_properties,
+    echo_terminus,
+    node_options,
+    replay_period,
+)
 from proton_broker.broker import Broker
 from proton_broker.config import Config
 from proton_broker.errors import BrokerError, InvalidField, NotFound, NotImplementedByBroker
+from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_options
 
@@ -217,8 +225,11 @@ class Server(Handler):
             Terminus.DIST_MODE_COPY if browse else Terminus.DIST_MODE_MOVE
         )
         link.target.copy(link.remote_target)
+        period, requested = replay_period(link, source)
         consumer = ConsumerLink(link, queue, browse)
-        queue.subscribe(consumer)
+        queue.subscribe(consumer, period)
+        if requested is not None:
+            echo_filter(link.source, REPLAY_PERIOD, requested)
         return consumer
 
     def _node(self, terminus: Terminus, options: dict[str, Any], required: bool) -> Queue | None:
@@ -321,7 +332,8 @@ class _BrokerContainer(Container):
         # handled, so a burst of transfers goes out to consumers as a burst (and the engine
         # events for the two connections do not interleave one message at a time).
         self._to_dispatch: dict[Queue, None] = {}
-        server.broker.defer_dispatch(self._to_dispatch.setdefault)
+        server.broker.set_queue_hooks(defer=self._to_dispatch.setdefault,
+                                      wake_at=self._wake_queue_at)
         self._fast = {
             PN_LINK_FLOW: server.on_raw_link_flow,
         }
@@ -496,6 +508,10 @@ class _BrokerContainer(Container):
                 if self._previous is not Event.REACTOR_FINAL:
                     self.push_event(self, Event.REACTOR_FINAL)
                 return False
+
+    def _wake_queue_at(self, when: float, queue: Queue) -> None:
+        """A queue holds messages until ``when``: release them then (hold until valid)."""
+        self.schedule(max(0.0, when - time.time()), _Callback(queue.release_held))
 
     def _dispatch_queues(self) -> None:
         queues = list(self._to_dispatch)

@@ -25,11 +25,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cproton_ffi import ffi, lib
-from proton import Array, Data, Link, Terminus, symbol
+from proton import Array, Data, Described, Link, Terminus, symbol, ulong
 
 from proton_broker.amqp.codec import DecodeError, decode_value
+from proton_broker.amqp.codec import Described as DecodedDescribed
 from proton_broker.errors import InvalidField
 from proton_broker.message import property_text
+from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
 from proton_broker.queues.settings import option_names
 
 _OPTION_NAMES = frozenset(option_names())
@@ -81,13 +83,43 @@ def node_options(link: Link, terminus: Terminus) -> dict[str, Any]:
     impl = lib.pn_link_remote_properties(link._impl)  # NULL when the peer sent none
     link_props = _map_of(Data(impl), "link properties") if impl != ffi.NULL else {}
     for key, value in link_props.items():
-        if key not in _OPTION_NAMES and not key.startswith(_OPTION_PREFIXES):
-            continue
+        if key == REPLAY_PERIOD or (key not in _OPTION_NAMES
+                                    and not key.startswith(_OPTION_PREFIXES)):
+            continue  # the replay period is a consumer filter: see replay_period()
         if key in options and options[key] != value:
             raise InvalidField(f"queue option '{key}' is {options[key]!r} in the node "
                                f"properties but {value!r} in the link properties", key)
         options[key] = value
     return options
+
+
+def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
+    """The replay period (seconds) a consumer asked for, and the filter entry to echo.
+
+    Our mapping (no broker publishes one): a source filter whose key is
+    ``x-qpid-replay-period``, its value described (``apache.org:x-qpid-replay-period:string``
+    or any descriptor) or plain, a number of seconds or a numeric string; or the same key
+    in the link properties. (None, None) when the attach has none: the queue's default
+    filter applies then."""
+    filters = _map_of(source.filter, "source filter")
+    raw = filters.get(REPLAY_PERIOD)
+    if raw is None:
+        impl = lib.pn_link_remote_properties(link._impl)
+        if impl != ffi.NULL:
+            raw = _map_of(Data(impl), "link properties").get(REPLAY_PERIOD)
+        if raw is None:
+            return None, None
+    value = raw.value if isinstance(raw, DecodedDescribed) else raw
+    return replay_seconds(value), raw
+
+
+def echo_filter(local: Terminus, name: str, raw: Any) -> None:
+    """Write the filter the broker applied into our source, as the client sent it."""
+    if isinstance(raw, DecodedDescribed):
+        descriptor = raw.descriptor
+        raw = Described(symbol(descriptor) if isinstance(descriptor, str) else ulong(descriptor),
+                        raw.value)
+    local.filter.put_dict({symbol(name): raw})
 
 
 def _map_of(data: Data, what: str) -> dict[str, Any]:

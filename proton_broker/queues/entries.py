@@ -39,6 +39,7 @@ from proton_broker.message import Message, property_text
 AVAILABLE = 0
 ACQUIRED = 1
 DEAD = 2
+HELD = 3  # on the queue but not valid yet (hold until valid): not in the ordering
 
 _COMPACT_MIN = 1024  # rebuild a structure once it holds at least this many stale entries
 
@@ -202,6 +203,10 @@ class SortedOrder:
         self._sorted.remove((entry.rank, entry.seq, entry))
 
 
+def _arrival(entry: Entry) -> float:
+    return entry.message.arrival
+
+
 class ArrivalLog:
     """Every live entry in arrival order: what browsers walk and management lists.
 
@@ -232,6 +237,13 @@ class ArrivalLog:
             self._entries = [e for e in entries if e.state != DEAD]
             self._dead = 0
             self.generation += 1
+
+    def first_since(self, arrival: float) -> int | None:
+        """The position (seq) of the first entry that arrived at or after ``arrival``
+        (O(log n): arrival times grow with positions), or None when there is none."""
+        entries = self._entries
+        index = bisect_left(entries, arrival, key=_arrival)
+        return entries[index].seq if index < len(entries) else None
 
     def index_of(self, seq: int) -> int:
         """The list index of the first entry at or after position ``seq``."""

@@ -46,11 +46,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from proton_broker.errors import NotImplementedByBroker
 from proton_broker.message import Message
 from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
     DEAD,
+    HELD,
     ArrivalLog,
     Entry,
     FifoOrder,
@@ -58,11 +60,14 @@ from proton_broker.queues.entries import (
     PriorityOrder,
     SortedOrder,
 )
+from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
 from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.settings import QueueSettings
 
-__all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "Consumer", "Entry", "Queue", "QueueStats"]
+__all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "HELD", "Consumer", "Entry", "Queue", "QueueStats"]
+
+NOT_VALID_BEFORE = "x-qpid-not-valid-before"
 
 
 class Consumer(Protocol):
@@ -118,7 +123,17 @@ class Queue:
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
         self._in_ready: set[int] = set()
-        self._browsers: dict[int, list[int]] = {}  # consumer id -> [seq, index, generation]
+        # consumer id -> [seq, index, generation, entries that became valid behind it]
+        self._browsers: dict[int, list[Any]] = {}
+        # Consumers with a replay period: consumer id -> the first position they may take.
+        self._floors: dict[int, int] = {}
+        self._default_replay = default_replay_seconds(self.settings.default_filters)
+        # Hold until valid: held entries by the time (ms) they become valid.
+        self._hold = self.settings.hold_on_publish
+        self._held: list[tuple[float, int, Entry]] = []
+        # Set by the server: called with (time in seconds since the epoch, queue) when the
+        # earliest held entry changes, so that release_held() runs then (None: tests call it).
+        self.wake_at: Callable[[float, Queue], object] | None = None
         # Set by the server: called with the queue when a new message may be dispatched, so
         # that messages arriving together are handed out together (``None``: at once).
         self.defer: Callable[[Queue], object] | None = None
@@ -156,9 +171,60 @@ class Queue:
             heapq.heappush(self._expiry, (expires, entry.seq, entry))
         if self._lvq is not None:
             self._supersede(self._lvq.replace(entry))
+        if self._hold and self._hold_until_valid(entry, arrival):
+            return entry
         if self._ready or self._browsers:
             self._wake()
         return entry
+
+    # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
+
+    def _hold_until_valid(self, entry: Entry, arrival: float) -> bool:
+        """Keep ``entry`` from consumers until its ``x-qpid-not-valid-before`` time (ms since
+        the epoch, a message annotation or an application property) if that is later."""
+        valid_from = _not_valid_before(entry.message)
+        if valid_from is None or valid_from <= arrival * 1000.0:
+            return False
+        entry.state = HELD
+        self._order.discard(entry)  # back in at its own position by release_held()
+        heapq.heappush(self._held, (valid_from, entry.seq, entry))
+        if self._held[0][2] is entry and self.wake_at is not None:
+            self.wake_at(valid_from / 1000.0, self)
+        return True
+
+    def release_held(self, now: float | None = None) -> int:
+        """Make the held entries whose time has come available, in their normal positions;
+        returns how many. Browsers already past one get it next."""
+        now = time.time() if now is None else now
+        heap, released = self._held, 0
+        while heap and heap[0][0] <= now * 1000.0:
+            entry = heapq.heappop(heap)[2]
+            if entry.state != HELD:
+                continue
+            if entry.superseded or (entry.expires_at is not None and entry.expires_at <= now):
+                replaced = entry.superseded
+                self._remove(entry)
+                if replaced:
+                    self.stats.replaced += 1
+                else:
+                    self.stats.expired += 1
+                continue
+            entry.state = AVAILABLE
+            self._order.requeue(entry)
+            for cursor in self._browsers.values():
+                if cursor[0] > entry.seq:
+                    cursor[3].append(entry)
+            released += 1
+        if heap and self.wake_at is not None:
+            self.wake_at(heap[0][0] / 1000.0, self)
+        if released and (self._ready or self._browsers):
+            self._wake()
+        return released
+
+    @property
+    def held_count(self) -> int:
+        """Entries waiting for their not-valid-before time (an upper bound: lazily pruned)."""
+        return len(self._held)
 
     def _wake(self) -> None:
         """Entries may be available to someone: dispatch now, or when the server says."""
@@ -182,15 +248,34 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self._consumers)
 
-    def subscribe(self, consumer: Consumer) -> None:
+    def subscribe(self, consumer: Consumer, replay_period: float | None = None) -> None:
+        """Add a consumer. With a replay period (seconds; the queue's default filter when
+        None) it gets only what arrived in that period, then every new message."""
+        period = self._default_replay if replay_period is None else replay_period
+        start = 0 if period is None else self._replay_start(period)
+        if start and not consumer.browse and self._groups is not None:
+            raise NotImplementedByBroker("a replay period on a grouped queue is supported "
+                                         "for browsing consumers only")
         self._consumers[consumer.id] = consumer
         if consumer.browse:
-            self._browsers[consumer.id] = [0, 0, self._log.generation]
+            self._browsers[consumer.id] = [start, self._log.index_of(start),
+                                           self._log.generation, []]
+        elif start:
+            self._floors[consumer.id] = start
         self.credit_granted(consumer)
+
+    def _replay_start(self, period: float) -> int:
+        """The first position a consumer with this replay period may see (Broker-J's
+        ArrivalTimeFilter: arrival >= now - period; 0 means only new messages)."""
+        if period <= 0:
+            return self._next_seq
+        first = self._log.first_since(time.time() - period)
+        return self._next_seq if first is None else first
 
     def unsubscribe(self, consumer: Consumer) -> None:
         self._consumers.pop(consumer.id, None)
         self._browsers.pop(consumer.id, None)
+        self._floors.pop(consumer.id, None)
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
             self._ready.remove(consumer)
@@ -262,7 +347,8 @@ class Queue:
             return self._take_grouped(consumer_id)
         order = self._order
         entry = order.pop()
-        if entry is not None and entry.expires_at is None and entry.excluded is None:
+        if entry is not None and entry.expires_at is None and entry.excluded is None \
+                and not self._floors:
             entry.state = ACQUIRED  # the common case: nothing to check
             self._skipped = False
             return entry
@@ -272,7 +358,8 @@ class Queue:
             entry.state = ACQUIRED  # out of the ordering; put back below if not taken
             if entry.expires_at is not None and self._drop_if_expired(entry):
                 pass
-            elif entry.excluded and consumer_id in entry.excluded:
+            elif (entry.excluded and consumer_id in entry.excluded) \
+                    or entry.seq < self._floors.get(consumer_id, 0):
                 refused.append(entry)
             else:
                 found = entry
@@ -315,6 +402,11 @@ class Queue:
         seq, index = cursor[0], cursor[1]
         if cursor[2] != log.generation:
             index = log.index_of(seq)
+        late: list[Entry] = cursor[3]
+        while late and consumer.credit > 0:  # held entries behind the cursor, now valid
+            entry = late.pop(0)
+            if entry.state != DEAD and entry.state != HELD and not entry.superseded:
+                consumer.deliver(entry)
         now = 0.0
         while consumer.credit > 0:
             entry = log.at(index)
@@ -322,8 +414,8 @@ class Queue:
                 break
             index += 1
             seq = entry.seq + 1
-            if entry.state == DEAD or entry.superseded:
-                continue
+            if entry.state == DEAD or entry.state == HELD or entry.superseded:
+                continue  # a held entry comes through ``late`` once it is valid
             if entry.expires_at is not None:
                 now = now or time.time()
                 if entry.expires_at <= now:
@@ -418,6 +510,20 @@ class Queue:
     def __repr__(self) -> str:
         return f"<Queue {self.name} {self.kind} depth={self.depth} " \
                f"consumers={len(self._consumers)}>"
+
+
+def _not_valid_before(message: Message) -> float | None:
+    value = message.message_annotation(NOT_VALID_BEFORE)
+    if value is None:
+        value = message.application_property(NOT_VALID_BEFORE)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def _expiry_time(message: Message, arrival: float, settings: QueueSettings) -> float | None:

@@ -23,12 +23,14 @@ Rules this module owns:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from proton_broker.errors import InvalidField, NotImplementedByBroker
+from proton_broker.queues.filters import check_default_filters
 
 log = logging.getLogger("proton_broker.queues")
 
@@ -233,7 +235,13 @@ def to_group_type(name: str, value: Any) -> str:
 
 
 def to_filters(name: str, value: Any) -> Mapping[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)  # as the config file or a management tool may give it
+        except ValueError:
+            pass
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        check_default_filters(value)
         return dict(value)
     raise _bad(name, value, "a map from filter name to its type and arguments")
 

@@ -1,0 +1,121 @@
+"""Hold until valid (Broker-J holdOnPublishEnabled, x-qpid-not-valid-before)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import proton
+import pytest
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.message import Message
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import parse_settings
+from tests.queues.consumers import Taker
+
+NOW = 1_000_000.0  # seconds since the epoch, the tests' clock
+
+
+def msg(name: str, valid_from: float | None = None, where: str = "annotation",
+        **kwargs: Any) -> Message:
+    """A message named ``name``; ``valid_from`` (seconds) becomes x-qpid-not-valid-before in
+    ms, as a message annotation or an application property."""
+    properties: dict[str, Any] = {"name": name}
+    annotations: dict[Any, Any] = {}
+    if valid_from is not None:
+        millis = int(valid_from * 1000)
+        if where == "annotation":
+            annotations[proton.symbol("x-qpid-not-valid-before")] = millis
+        else:
+            properties["x-qpid-not-valid-before"] = millis
+    return parse_message(proton.Message(body=name, properties=properties,
+                                        annotations=annotations or None, **kwargs).encode())
+
+
+def holding(**options: Any) -> Queue:
+    return Queue("held", parse_settings({"holdOnPublishEnabled": True, **options}))
+
+
+def names(taker: Taker) -> list[str]:
+    return taker.property_values("name")
+
+
+@pytest.mark.parametrize("where", ["annotation", "application property"])
+def test_a_message_is_held_until_its_not_valid_before_time(where: str) -> None:
+    q = holding()
+    q.enqueue(msg("later", valid_from=NOW + 60, where=where), now=NOW)
+    q.enqueue(msg("now"), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["now"]
+    assert q.release_held(now=NOW + 59) == 0
+    assert q.release_held(now=NOW + 60) == 1
+    assert names(consumer) == ["now", "later"]
+
+
+def test_a_released_message_takes_its_normal_position() -> None:
+    q = holding()
+    q.enqueue(msg("first", valid_from=NOW + 10), now=NOW)
+    q.enqueue(msg("second"), now=NOW)
+    q.release_held(now=NOW + 10)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["first", "second"]
+
+
+def test_without_hold_on_publish_the_annotation_is_ignored() -> None:
+    q = Queue("plain")
+    q.enqueue(msg("later", valid_from=NOW + 60), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["later"]
+
+
+def test_a_time_already_past_does_not_hold() -> None:
+    q = holding()
+    q.enqueue(msg("past", valid_from=NOW - 1), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["past"]
+
+
+def test_the_queue_asks_to_be_woken_at_the_earliest_pending_time_only() -> None:
+    q = holding()
+    wakes: list[float] = []
+    q.wake_at = lambda when, queue: wakes.append(when)
+    q.enqueue(msg("b", valid_from=NOW + 20), now=NOW)
+    q.enqueue(msg("c", valid_from=NOW + 30), now=NOW)  # later than the earliest: no new timer
+    q.enqueue(msg("a", valid_from=NOW + 10), now=NOW)
+    assert wakes == [NOW + 20, NOW + 10]
+    q.release_held(now=NOW + 10)
+    assert wakes[-1] == NOW + 20  # the next one
+
+
+def test_browsers_do_not_see_a_held_message_until_it_is_valid() -> None:
+    q = holding()
+    q.enqueue(msg("held", valid_from=NOW + 5), now=NOW)
+    q.enqueue(msg("free"), now=NOW)
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser)
+    assert names(browser) == ["free"]
+    q.release_held(now=NOW + 5)
+    assert names(browser) == ["free", "held"]
+
+
+def test_held_messages_count_in_the_depth_and_keep_priority_order() -> None:
+    q = holding(**{"x-qpid-priorities": 10})
+    q.enqueue(msg("low-held", valid_from=NOW + 5), now=NOW)  # default priority 4, as "low"
+    q.enqueue(msg("low"), now=NOW)
+    q.enqueue(msg("high-held", valid_from=NOW + 5, priority=9), now=NOW)
+    assert q.depth == 3
+    q.release_held(now=NOW + 5)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["high-held", "low-held", "low"]
+
+
+def test_a_held_message_that_expires_before_it_is_valid_is_dropped() -> None:
+    q = holding()
+    q.enqueue(msg("doomed", valid_from=NOW + 60, ttl=1), now=NOW)
+    assert q.release_held(now=NOW + 60) == 0
+    assert q.depth == 0 and q.stats.expired == 1

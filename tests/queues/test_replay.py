@@ -1,0 +1,123 @@
+"""Replay period and default filters (Broker-J 4.7.3): what a new consumer sees of the past."""
+
+from __future__ import annotations
+
+import proton
+import pytest
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.errors import InvalidField, NotImplementedByBroker
+from proton_broker.message import Message
+from proton_broker.queues.filters import replay_seconds
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import parse_settings
+from tests.queues.consumers import Taker
+
+
+def msg(name: str) -> Message:
+    return parse_message(proton.Message(body=name, properties={"name": name},
+                                        group_id=name[0]).encode())
+
+
+def names(taker: Taker) -> list[str]:
+    return taker.property_values("name")
+
+
+def history(q: Queue, *ages: float, now: float) -> None:
+    """Messages named m<age> that arrived ``age`` seconds before ``now``, oldest first."""
+    for age in sorted(ages, reverse=True):
+        q.enqueue(msg(f"m{age:g}"), now=now - age)
+
+
+def test_a_browser_with_a_replay_period_sees_only_what_arrived_within_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    q = Queue("history")
+    history(q, 7200, 1800, 60, now=10_000.0)
+    monkeypatch.setattr("time.time", lambda: 10_000.0)
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, replay_period=3600)
+    assert names(browser) == ["m1800", "m60"]
+    q.enqueue(msg("new"))
+    assert names(browser) == ["m1800", "m60", "new"]
+
+
+def test_a_replay_period_of_zero_gives_only_new_messages() -> None:
+    q = Queue("history")
+    q.enqueue(msg("old"))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, replay_period=0)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer, replay_period=0)
+    assert browser.got == [] and consumer.got == []
+    q.enqueue(msg("new"))
+    assert names(browser) == ["new"]
+    assert names(consumer) == ["new"]
+    assert q.depth == 2  # "old" stays for consumers without the filter
+
+
+def test_a_destructive_consumer_with_a_replay_period_leaves_older_messages_to_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    q = Queue("history")
+    history(q, 600, 10, now=5_000.0)
+    monkeypatch.setattr("time.time", lambda: 5_000.0)
+    recent = Taker(credit=10)
+    q.subscribe(recent, replay_period=60)
+    assert names(recent) == ["m10"]
+    everyone = Taker(credit=10)
+    q.subscribe(everyone)
+    assert names(everyone) == ["m600"]
+
+
+def test_the_queue_default_filter_applies_to_consumers_that_set_none() -> None:
+    settings = parse_settings({"defaultFilters": {
+        "x-qpid-replay-period": {"x-qpid-replay-period": ["0"]}}})
+    q = Queue("topic-like", settings)
+    q.enqueue(msg("before"))
+    default = Taker(credit=10, browse=True)
+    q.subscribe(default)
+    own = Taker(credit=10, browse=True)
+    q.subscribe(own, replay_period=3600)
+    q.enqueue(msg("after"))
+    assert names(default) == ["after"]
+    assert names(own) == ["before", "after"]
+
+
+def test_default_filters_may_be_given_as_json_text_as_a_config_file_would() -> None:
+    settings = parse_settings(
+        {"defaultFilters": '{"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}'})
+    assert settings.default_filters == {"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}
+
+
+@pytest.mark.parametrize("filters", [
+    {"x-qpid-replay-period": {"x-qpid-replay-period": ["soon"]}},
+    {"x-qpid-replay-period": {"x-qpid-replay-period": ["1", "2"]}},
+    {"jms-selector": {"jms-selector": ["a = 1"]}},
+])
+def test_default_filters_the_broker_cannot_apply_are_refused_naming_them(filters: dict) -> None:
+    with pytest.raises(InvalidField) as caught:
+        parse_settings({"defaultFilters": filters})
+    assert "defaultFilters" in str(caught.value) or "x-qpid-replay-period" in str(caught.value)
+
+
+@pytest.mark.parametrize("value, seconds", [(0, 0.0), ("3600", 3600.0), (1.5, 1.5),
+                                            (b"60", 60.0), (" 5 ", 5.0)])
+def test_a_replay_period_is_seconds_as_a_number_or_numeric_text(value: object,
+                                                                seconds: float) -> None:
+    assert replay_seconds(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["an hour", "", -1, True, None, float("nan"), [60]])
+def test_a_replay_period_that_is_not_a_number_of_seconds_is_refused_naming_it(
+        value: object) -> None:
+    with pytest.raises(InvalidField, match="x-qpid-replay-period"):
+        replay_seconds(value)
+
+
+def test_a_grouped_queue_takes_a_replay_period_from_browsers_only() -> None:
+    q = Queue("grouped", parse_settings({"qpid.group_header_key": "g",
+                                          "qpid.shared_msg_group": 1}))
+    q.enqueue(msg("A-1"))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, replay_period=0)
+    with pytest.raises(NotImplementedByBroker):
+        q.subscribe(Taker(credit=10), replay_period=0)
