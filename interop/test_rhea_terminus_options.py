@@ -38,3 +38,14 @@ def test_rhea_creates_and_browses_a_last_value_queue(broker, queue) -> None:
     assert [(m["properties"]["ticker"], m["body"]) for m in got] == [("BETA", 9.5), ("ACME", 3.5)]
     with pytest.raises(ClientError):  # only the two current values are kept
         RHEA.receive(broker.url, queue, 3, browse=True, timeout=1)
+
+
+def test_rhea_browses_with_a_replay_period_filter_that_the_broker_echoes(broker, queue) -> None:
+    PYTHON.send(broker.url, queue, [{"body": "kept"}, {"body": "also kept"}])
+    got = RHEA.receive(broker.url, queue, 2, browse=True,
+                       options=["--replay-period", "3600", "--print-attach"])
+    assert got[0]["attach"]["filter"] == ["x-qpid-replay-period"]
+    assert [m["body"] for m in got[1:]] == ["kept", "also kept"]
+    with pytest.raises(ClientError):  # a period of 0: only messages newer than the attach
+        RHEA.receive(broker.url, queue, 1, browse=True, timeout=1,
+                     options=["--replay-period", "0"])

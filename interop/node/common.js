@@ -11,7 +11,7 @@ const rhea = require('rhea');
 
 const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
        node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
-options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach`;
+options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS`;
 
 function parseArgs(argv) {
   const [url, address, count, ...rest] = argv;
@@ -31,6 +31,7 @@ function parseArgs(argv) {
     else if (name === '--capabilities') opts.capabilities = next().split(',');
     else if (name === '--dynamic-node-properties') opts.dynamicNodeProperties = JSON.parse(next());
     else if (name === '--print-attach') opts.printAttach = true;
+    else if (name === '--replay-period') opts.replayPeriod = next();
     else fail(`unknown option ${name}\n${USAGE}`, 2);
   }
   return opts;
@@ -46,6 +47,12 @@ function terminus(opts) {
   const t = { address: opts.address };
   if (opts.capabilities) t.capabilities = opts.capabilities;
   if (opts.dynamicNodeProperties) t.dynamic_node_properties = opts.dynamicNodeProperties;
+  if (opts.replayPeriod !== undefined) {
+    // Our mapping of Broker-J's replay period: a described source filter.
+    t.filter = { 'x-qpid-replay-period': rhea.types.wrap_described(
+      rhea.types.wrap_string(opts.replayPeriod),
+      rhea.types.wrap_symbol('apache.org:x-qpid-replay-period:string')) };
+  }
   return t;
 }
 
@@ -91,7 +98,8 @@ function attachInfo(terminusFrame) {
   return { address: t.address === undefined ? null : t.address,
            capabilities: t.capabilities || [],
            distribution_mode: t.distribution_mode || null,
-           dynamic_node_properties: t.dynamic_node_properties || null };
+           dynamic_node_properties: t.dynamic_node_properties || null,
+           filter: t.filter ? Object.keys(t.filter) : [] };
 }
 
 module.exports = { parseArgs, fail, terminus, connect, toAmqp, fromAmqp, attachInfo };
