@@ -16,6 +16,7 @@ from typing import Any
 
 from proton_broker import __version__, config
 from proton_broker.errors import BrokerError, ConfigError
+from proton_broker.store.base import StoreError
 
 log = logging.getLogger("proton_broker")
 
@@ -30,6 +31,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 5672; 0 = any free)")
     parser.add_argument("--data-dir", help="directory for the store (default ./data)")
+    parser.add_argument("--store", choices=["sqlite", "memory"],
+                        help="where durable state is kept (default sqlite, in the data dir)")
     parser.add_argument("--default-msg-group", dest="default_message_group",
                         help="group of messages without a group id on shared-groups queues "
                              "(default qpid.no-group)")
@@ -41,7 +44,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     broker = {k: v for k, v in (("host", args.host), ("port", args.port),
                                 ("data_dir", args.data_dir),
-                                ("default_message_group", args.default_message_group))
+                                ("default_message_group", args.default_message_group),
+                                ("store", args.store))
               if v is not None}
     out: dict[str, dict[str, Any]] = {"broker": broker}
     if args.log_level:
@@ -66,7 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokerError as exc:
         print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
         return 2
-    server = Server(broker, cfg)
+    try:
+        server = Server(broker, cfg)
+    except StoreError as exc:
+        print(f"proton-broker: cannot open the store: {exc}", file=sys.stderr)
+        return 2
     try:
         host, port = server.listen(cfg.broker.host, cfg.broker.port)
     except OSError as exc:

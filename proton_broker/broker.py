@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from proton_broker.amqp.codec import DecodeError, parse_message
 from proton_broker.config import Config
 from proton_broker.errors import InvalidField, NotFound
 from proton_broker.message import Message
@@ -26,6 +27,9 @@ from proton_broker.queues.settings import (
     parse_options,
     unknown_options_error,
 )
+from proton_broker.store.base import Completion, Post, Store, StoredMessage, StoreError
+from proton_broker.store.memory import MemoryStore
+from proton_broker.store.sqlite import SqliteStore
 
 log = logging.getLogger("proton_broker.broker")
 
@@ -37,6 +41,7 @@ class Broker:
         self.config = config or Config()
         self.queues: dict[str, Queue] = {}
         self._hooks: dict[str, Any] = {}
+        self.store: Store | None = None  # opened by open_store(), once the loop exists
         for name, options in self.config.queues.items():
             self.declare(name, options)
 
@@ -91,10 +96,68 @@ class Broker:
         queue = Queue(name, settings, parsed.echo if parsed is not None else {},
                       default_group=self.config.broker.default_message_group)
         self._hook(queue)
+        if settings.durable:
+            self._make_durable(queue)
         self.queues[name] = queue
         log.info("QUE-1001 Create : \"%s\" : %s : %s", name, settings.kind,
                  ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")
         return queue
+
+    # ---- durability -------------------------------------------------------------------
+
+    def open_store(self, post: Post) -> None:
+        """Open the configured store and bring back what it holds: durable queues with
+        their settings, then their durable messages in their original order (through
+        ``enqueue``, so priorities, last-value keys and groups are rebuilt as they were).
+        ``post`` runs a callable on the event-loop thread (store completions)."""
+        section = self.config.broker
+        self.store = (SqliteStore(section.data_dir, post) if section.store == "sqlite"
+                      else MemoryStore())
+        recovered = self.store.open()
+        for queue in self.queues.values():  # declared by the config file
+            if queue.settings.durable:
+                self._make_durable(queue)
+        for name, options in recovered.queues.items():
+            self.declare(name, options)
+        for stored in recovered.messages:
+            self._recover(stored)
+
+    def _recover(self, stored: StoredMessage) -> None:
+        queue = self.queues.get(stored.queue)
+        if queue is None:  # cannot happen with the store's own deletes; keep the data
+            log.warning("store: message %d names unknown queue '%s'; left in the store",
+                        stored.id, stored.queue)
+            return
+        try:
+            message = parse_message(stored.data)
+        except DecodeError as exc:
+            raise StoreError(f"store message {stored.id} on '{stored.queue}' is not a "
+                             f"valid message: {exc}") from exc
+        message.store_id = stored.id
+        queue.enqueue(message, now=stored.arrival)
+
+    def _make_durable(self, queue: Queue) -> None:
+        if self.store is None:
+            return  # saved by open_store()
+        self.store.save_queue(queue.name, queue.options)
+        queue.removed = self.store.dequeue
+
+    def persists(self, message: Message, queue: Queue) -> bool:
+        """Whether ``message`` must be on disk before it is accepted: a durable message
+        on a durable queue (non-durable messages on durable queues are not kept)."""
+        return message.durable and queue.settings.durable and self.store is not None
+
+    def persist(self, message: Message, queue: Queue, done: Completion) -> None:
+        """Write ``message`` for ``queue``; ``done(error)`` runs on the loop thread once it
+        is committed (error None) or could not be (nothing written)."""
+        assert self.store is not None
+        message.store_id = self.store.next_id()
+        self.store.enqueue(StoredMessage(message.store_id, queue.name, message.data,
+                                         time.time()), done)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
     def route(self, message: Message, address: str | None) -> Queue:
         """Enqueue ``message`` on the queue named ``address``."""

@@ -37,6 +37,7 @@ class BrokerSection:
     producer_credit: int = 1000
     expiry_interval: float = 1.0
     default_message_group: str = "qpid.no-group"
+    store: str = "sqlite"  # "sqlite" (in data_dir) or "memory" (nothing survives a restart)
 
 
 @dataclass

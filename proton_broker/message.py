@@ -46,6 +46,8 @@ class Message:
     # Decoded sections, cached on first use (None until then: most messages never need them).
     app_properties_cache: dict[Any, Any] | None = None
     annotations_cache: dict[Any, Any] | None = None
+    # Its id in the store while it is persisted there (a durable message on a durable queue).
+    store_id: int | None = None
 
     @property
     def application_properties(self) -> dict[Any, Any]:

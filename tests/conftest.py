@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +62,8 @@ def broker_config() -> Config:
 
 
 @pytest.fixture
-def broker(broker_config: Config) -> Iterator[RunningBroker]:
+def broker(broker_config: Config, tmp_path: Path) -> Iterator[RunningBroker]:
+    broker_config.broker.data_dir = str(tmp_path / "data")  # each test its own store
     running = RunningBroker(broker_config)
     yield running
     alive = running.alive()

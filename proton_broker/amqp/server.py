@@ -82,6 +82,7 @@ class Server(Handler):
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
         self.container.selectable(self._injector)
+        self.broker.open_store(self.call_soon)  # raises StoreError: the caller reports it
         self._acceptor: Any = None
         self.address: tuple[str, int] | None = None
         self._stopping = False
@@ -102,11 +103,18 @@ class Server(Handler):
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the event-loop thread (safe to call from any thread)."""
         self._calls.put(fn)
-        self._injector.trigger(ApplicationEvent("broker_call"))
+        try:
+            self._injector.trigger(ApplicationEvent("broker_call"))
+        except OSError:  # shutting down: the injector is closed, the loop is ending
+            log.debug("call after shutdown dropped")
 
     def on_broker_call(self, event: Any) -> None:
         while not self._calls.empty():
-            self._calls.get()()
+            call = self._calls.get()
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - one failed call must not stop the loop
+                log.exception("call on the event loop failed")
 
     def stop(self) -> None:
         """Close the listener and every connection, then end the loop (thread-safe)."""
@@ -123,7 +131,11 @@ class Server(Handler):
             conn.condition = Condition("amqp:connection:forced", "broker shutting down")
             conn.close()
         self._injector.close()
-        self.container.schedule(0.2, _Callback(self.container.stop))
+        self.container.schedule(0.2, _Callback(self._stop_loop))
+
+    def _stop_loop(self) -> None:
+        self.broker.close()  # pending store writes finish first
+        self.container.stop()
 
     def on_reactor_init(self, event: Event) -> None:
         interval = self.config.broker.expiry_interval

@@ -134,6 +134,9 @@ class Queue:
         # Set by the server: called with (time in seconds since the epoch, queue) when the
         # earliest held entry changes, so that release_held() runs then (None: tests call it).
         self.wake_at: Callable[[float, Queue], object] | None = None
+        # Set by the broker on durable queues: called with a persisted message's store id
+        # when its entry leaves the queue (consumed, expired, replaced, evicted, purged).
+        self.removed: Callable[[int], object] | None = None
         # Set by the server: called with the queue when a new message may be dispatched, so
         # that messages arriving together are handed out together (``None``: at once).
         self.defer: Callable[[Queue], object] | None = None
@@ -497,6 +500,8 @@ class Queue:
     def _forget(self, entry: Entry) -> None:
         """The accounting of an entry leaving the queue."""
         entry.state = DEAD
+        if entry.message.store_id is not None and self.removed is not None:
+            self.removed(entry.message.store_id)
         self.depth -= 1
         self.bytes -= len(entry.message.data)
         self._log.removed()

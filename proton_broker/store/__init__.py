@@ -1,0 +1,1 @@
+"""Persistence: durable queue definitions and messages (see :mod:`proton_broker.store.base`)."""

@@ -1,0 +1,98 @@
+"""The store interface: what the broker persists, and the promise it rests on.
+
+The store sees queue names, message ids and opaque message bytes, never AMQP frames and
+never queue internals. Writes are grouped into *units* (the operations one event committed
+together: a durable transfer, a settlement, a transaction); a unit is atomic, and its
+completion callback runs once it is on disk, on the broker's event-loop thread (the
+backend is given a ``post`` function that gets it there). The broker answers ``accepted``
+to a producer only from that callback.
+
+Ids are given out by the store, in increasing order, so ordering messages by id recovers
+the order in which they were enqueued, per queue.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Completion = Callable[[BaseException | None], None]
+Post = Callable[[Callable[[], None]], None]
+
+
+class StoreError(Exception):
+    """The store could not do what was asked (disk full, I/O error, corrupt file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    queue: str
+    data: bytes
+    arrival: float  # seconds since the epoch, when the broker first enqueued it
+
+
+@dataclass
+class Recovered:
+    """What :meth:`Store.open` found: durable queues and their messages, in order."""
+
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> options
+    messages: list[StoredMessage] = field(default_factory=list)  # by id
+
+
+@dataclass
+class Unit:
+    """Operations committed together, atomically."""
+
+    enqueues: list[StoredMessage] = field(default_factory=list)
+    dequeues: list[int] = field(default_factory=list)
+    done: Completion | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.enqueues or self.dequeues)
+
+
+class Store(abc.ABC):
+    """A backend: memory (nothing survives) or SQLite (the embedded default)."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+
+    def next_id(self) -> int:
+        """A new message id, greater than every id given out or recovered before."""
+        return next(self._ids)
+
+    def _ids_after(self, last: int) -> None:
+        self._ids = itertools.count(last + 1)
+
+    @abc.abstractmethod
+    def open(self) -> Recovered:
+        """Start the store and return what it holds."""
+
+    @abc.abstractmethod
+    def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
+        """Record a durable queue's definition (synchronously: declarations are rare)."""
+
+    @abc.abstractmethod
+    def delete_queue(self, name: str) -> None:
+        """Forget a durable queue and every message on it (synchronously)."""
+
+    @abc.abstractmethod
+    def commit(self, unit: Unit) -> None:
+        """Write ``unit``; its ``done`` runs on the loop thread once it is durable (or
+        with the error if it could not be written: then none of it was)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Finish pending writes and release the store."""
+
+    # conveniences for the common one-operation units
+
+    def enqueue(self, message: StoredMessage, done: Completion | None = None) -> None:
+        self.commit(Unit(enqueues=[message], done=done))
+
+    def dequeue(self, message_id: int) -> None:
+        self.commit(Unit(dequeues=[message_id]))

@@ -1,0 +1,168 @@
+"""The store contract, run over every backend: what is committed is recovered, in order."""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from proton_broker.store.base import Recovered, Store, StoredMessage, StoreError, Unit
+from proton_broker.store.memory import MemoryStore
+from proton_broker.store.sqlite import FILE_NAME, SqliteStore
+
+
+class Backend:
+    """A store plus the means to run its completions and reopen it."""
+
+    def __init__(self, make: Callable[[Callable[[Callable[[], None]], None]], Store]) -> None:
+        self.posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.make = make
+        self.store = make(self.posted.put)
+
+    def settle(self, count: int = 1) -> None:
+        """Run the completions the store posted (waiting for them)."""
+        for _ in range(count):
+            self.posted.get(timeout=10)()
+
+    def commit(self, unit: Unit) -> BaseException | None:
+        results: list[BaseException | None] = []
+        unit.done = results.append
+        self.store.commit(unit)
+        if not results:  # a backend that completes later
+            self.settle()
+        return results[0]
+
+    def reopen(self) -> Recovered:
+        """What the store holds when opened again (the memory store lives in-process)."""
+        if isinstance(self.store, MemoryStore):
+            return self.store.open()
+        self.store.close()
+        self.store = self.make(self.posted.put)
+        return self.store.open()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "memory":
+        made = Backend(lambda post: MemoryStore())
+    else:
+        made = Backend(lambda post: SqliteStore(tmp_path, post))
+    made.store.open()
+    yield made
+    made.store.close()
+
+
+def message(store: Store, queue_name: str, body: bytes, arrival: float = 1.0) -> StoredMessage:
+    return StoredMessage(store.next_id(), queue_name, body, arrival)
+
+
+def test_committed_messages_are_recovered_in_order_with_their_queue(backend: Backend) -> None:
+    store = backend.store
+    store.save_queue("q", {"qpid.priorities": "10"})
+    sent = [message(store, "q", b"m%d" % i, arrival=100.0 + i) for i in range(5)]
+    assert backend.commit(Unit(enqueues=sent)) is None
+    recovered = backend.reopen()
+    assert recovered.queues == {"q": {"qpid.priorities": "10"}}
+    assert [(m.queue, m.data, m.arrival) for m in recovered.messages] == [
+        ("q", b"m%d" % i, 100.0 + i) for i in range(5)]
+
+
+def test_dequeued_messages_are_not_recovered(backend: Backend) -> None:
+    store = backend.store
+    kept, gone = message(store, "q", b"kept"), message(store, "q", b"gone")
+    backend.commit(Unit(enqueues=[kept, gone]))
+    backend.commit(Unit(dequeues=[gone.id]))
+    recovered = backend.reopen()
+    assert [m.data for m in recovered.messages] == [b"kept"]
+
+
+def test_ids_keep_growing_across_a_restart(backend: Backend) -> None:
+    first = message(backend.store, "q", b"a")
+    backend.commit(Unit(enqueues=[first]))
+    backend.reopen()
+    assert backend.store.next_id() > first.id
+
+
+def test_deleting_a_queue_forgets_its_messages(backend: Backend) -> None:
+    store = backend.store
+    store.save_queue("a", {})
+    store.save_queue("b", {})
+    backend.commit(Unit(enqueues=[message(store, "a", b"x"), message(store, "b", b"y")]))
+    store.delete_queue("a")
+    recovered = backend.reopen()
+    assert list(recovered.queues) == ["b"]
+    assert [m.queue for m in recovered.messages] == ["b"]
+
+
+def test_a_unit_completes_once_with_no_error(backend: Backend) -> None:
+    calls: list[BaseException | None] = []
+    backend.store.commit(Unit(enqueues=[message(backend.store, "q", b"x")], done=calls.append))
+    if not calls:
+        backend.settle()
+    assert calls == [None]
+
+
+# ---- SQLite only: group commit, failures, integrity ---------------------------------------
+
+
+def test_units_arriving_together_are_committed_in_one_group(tmp_path: Path) -> None:
+    posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    store = SqliteStore(tmp_path, posted.put)
+    store.open()
+    done: list[BaseException | None] = []
+    for i in range(500):
+        store.commit(Unit(enqueues=[message(store, "q", b"%d" % i)], done=done.append))
+    while len(done) < 500:
+        posted.get(timeout=10)()
+    store.close()
+    assert done == [None] * 500
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 500
+
+
+def test_a_failed_write_completes_every_unit_with_an_error_and_writes_nothing(
+        tmp_path: Path) -> None:
+    posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    failing = [True]
+
+    def before_commit() -> None:
+        if failing[0]:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    store = SqliteStore(tmp_path, posted.put, before_commit=before_commit)
+    store.open()
+    results: list[BaseException | None] = []
+    store.commit(Unit(enqueues=[message(store, "q", b"lost")], done=results.append))
+    posted.get(timeout=10)()
+    assert isinstance(results[0], StoreError) and "disk is full" in str(results[0])
+    failing[0] = False  # space freed: the next write works
+    store.commit(Unit(enqueues=[message(store, "q", b"kept")], done=results.append))
+    posted.get(timeout=10)()
+    assert results[1] is None
+    store.close()
+    reopened = SqliteStore(tmp_path, posted.put)
+    assert [m.data for m in reopened.open().messages] == [b"kept"]
+    reopened.close()
+
+
+def test_a_message_whose_bytes_changed_on_disk_is_refused_naming_the_file(
+        tmp_path: Path) -> None:
+    posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    store = SqliteStore(tmp_path, posted.put)
+    store.open()
+    store.commit(Unit(enqueues=[message(store, "q", b"original")], done=lambda e: None))
+    posted.get(timeout=10)()
+    store.close()
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        db.execute("UPDATE messages SET data = ?", (b"altered!",))
+    with pytest.raises(StoreError, match=FILE_NAME):
+        SqliteStore(tmp_path, posted.put).open()
+
+
+def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / FILE_NAME).write_bytes(b"this is not SQLite" * 100)
+    with pytest.raises(StoreError, match=FILE_NAME):
+        SqliteStore(tmp_path, lambda fn: fn()).open()
