@@ -112,7 +112,9 @@ class EngineClient:
         self.pump()
         return link
 
-    def send(self, link: Link, message: Message | bytes, settled: bool = False) -> Delivery:
+    def send(self, link: Link, message: Message | bytes, settled: bool = False,
+             pump: bool = True) -> Delivery:
+        """Send one transfer; ``pump=False`` leaves it buffered (for bursts: pump once)."""
         self._tag += 1
         delivery = link.delivery(str(self._tag))
         data = message if isinstance(message, bytes) else message.encode()
@@ -120,7 +122,8 @@ class EngineClient:
         link.advance()
         if settled:
             delivery.settle()
-        self.pump()
+        if pump:
+            self.pump()
         return delivery
 
     def received(self, link: Link) -> list[Received]:
