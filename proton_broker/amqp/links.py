@@ -12,6 +12,21 @@ Rules owned here:
 * a producer is granted ``window`` credits and topped up when it falls below half;
 * a transfer is accepted only after the message is on its queue; a malformed transfer
   detaches the link with ``amqp:decode-error`` and is not stored;
+* a message the broker refuses (a full reject queue, an unknown relay address) is settled
+  ``rejected`` with the error, unless the producer's source lists outcomes without
+  ``amqp:rejected:list``: that producer cannot be told "rejected", so its link is detached
+  with the error instead (as Broker-J does) and the transfer is left unsettled. A source
+  with no outcomes list gets ``rejected`` (what Proton, rhea and qpid::messaging senders
+  send, and understand);
+* producer flow control (the queue's :class:`~proton_broker.queues.queue.FlowObserver`):
+  when the queue stops its producers, each producer link attached to it is sent
+  ``flow(link-credit=0, drain=true)``, as Broker-J does. Proton cannot lower a receiver's
+  credit, but a negative grant (``pn_link_flow(link, -credit)``) brings the next flow frame
+  to zero; the drain flag is cleared again before credit is restored. Messages that arrive
+  while the queue is stopped (in flight, or from a client that ignores credit, or through
+  the anonymous relay, whose credit serves every queue) are stored, and their settlement is
+  withheld until the queue resumes (the C++ broker's shape). Nothing is refused or lost;
+* a consumer never receives more than its credit; drain is answered at once;
 * a consumer never receives more than its credit; drain is answered at once;
 * a consumer's unsettled deliveries go back to the queue when its link goes away.
 """
@@ -30,6 +45,8 @@ from proton_broker.amqp.codec import DecodeError, parse_message, redelivered
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for
 from proton_broker.errors import BrokerError
 from proton_broker.queues.queue import Entry, Queue
+
+REJECTED_OUTCOME = "amqp:rejected:list"
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -69,6 +86,22 @@ def close_link(link: Link, name: str, description: str, info: dict[str, Any] | N
     link.close()
 
 
+def allows_rejected(link: Link) -> bool:
+    """Whether a producer may be told ``rejected``: its source lists that outcome, or lists
+    no outcomes at all (see the module rules)."""
+    outcomes = link.remote_source.outcomes
+    outcomes.rewind()
+    if not outcomes.next():
+        return True
+    value = outcomes.get_object()
+    if value is None:
+        return True
+    values = getattr(value, "elements", value)  # an Array, a list, or one bare symbol
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        values = [values]
+    return REJECTED_OUTCOME in {str(v) for v in values}
+
+
 class ProducerLink:
     """A link on which a client sends messages to a queue (or, anonymous, to any address)."""
 
@@ -82,8 +115,17 @@ class ProducerLink:
         self._used = 0  # transfers since the last credit top-up
         self._buf = ffi.new("char[]", 4096)  # reused for every transfer's bytes
         self._buf_size = 4096
+        self.may_reject = allows_rejected(link)
+        self.stopped = False  # our queue's flow control has withdrawn our credit
+        self._held: dict[Queue, list[Delivery]] = {}  # settlements withheld, by queue
 
     def start(self) -> None:
+        queue = self.queue
+        if queue is not None and queue.flow_controlled:
+            queue.watch_flow(self)
+            if queue.flow_stopped:
+                self.stopped = True  # no credit until the queue resumes
+                return
         _link_flow(self.impl, self.window)
 
     def on_delivery(self, dlv: Any) -> None:
@@ -109,22 +151,89 @@ class ProducerLink:
         try:
             queue = self.queue
             if queue is None:
-                self.broker.route(message, message.to)
+                queue = self.broker.route(message, message.to)
             else:
                 queue.enqueue(message)
         except BrokerError as exc:
-            self._reject(dlv, exc)
+            self._refuse(dlv, exc)
         else:
-            if not _settled(dlv):
-                _update(dlv, PN_ACCEPTED)
-            _settle(dlv)
+            if queue.flow_stopped and not _settled(dlv):
+                self._hold(dlv, queue)
+            else:
+                if not _settled(dlv):
+                    _update(dlv, PN_ACCEPTED)
+                _settle(dlv)
         # Credit in batches: top the window up once half of it has been used.
         self._used += 1
         if self._used >= self.window >> 1:
             self._used = 0
             top_up = self.window - _link_credit(impl)
-            if top_up > 0:
+            if top_up > 0 and not self.stopped and not self.closed:
                 _link_flow(impl, top_up)
+
+    def _refuse(self, dlv: Any, exc: BrokerError) -> None:
+        """The broker did not take the message: say ``rejected``, or, if the producer's
+        source does not allow that outcome, detach (see the module rules)."""
+        if self.may_reject:
+            self._reject(dlv, exc)
+            return
+        name, description, info = condition_for(exc)
+        log.info("detaching producer '%s' (its source lists no rejected outcome): %s %s",
+                 self.link.name, name, description)
+        self.closed = True
+        # Later transfers on this link must not be stored (the client was told it is gone).
+        self.on_delivery = self._discard  # type: ignore[method-assign]
+        close_link(self.link, name, description, info)
+
+    def _discard(self, dlv: Any) -> None:
+        """A transfer after we detached: read (so the session window moves on), not stored,
+        not settled."""
+        if not _readable(dlv) or _partial(dlv):
+            return
+        size = _pending(dlv)
+        if size > self._buf_size:
+            self._buf_size = size * 2
+            self._buf = ffi.new("char[]", self._buf_size)
+        _recv(self.impl, self._buf, size)
+        _advance(self.impl)
+
+    def _hold(self, dlv: Any, queue: Queue) -> None:
+        """Withhold the settlement of a message stored on a flow-stopped queue."""
+        held = self._held.get(queue)
+        if held is None:
+            held = self._held[queue] = []
+            if queue is not self.queue:
+                queue.watch_flow(self)  # the anonymous relay: watch while we hold
+        held.append(Delivery.wrap(dlv))  # the wrapper keeps the delivery alive
+
+    # ---- producer flow control: the queue's FlowObserver ----------------------------------
+
+    def flow_stopped(self, queue: Queue) -> None:
+        """Withdraw our credit: ``flow(link-credit=0, drain=true)``, as Broker-J sends."""
+        if queue is not self.queue or self.closed or self.stopped:
+            return
+        self.stopped = True
+        impl = self.impl
+        lib.pn_link_set_drain(impl, True)
+        _link_flow(impl, -_link_credit(impl))  # Proton only adds: a negative grant zeroes it
+
+    def flow_resumed(self, queue: Queue) -> None:
+        """Settle what was held for ``queue`` (accepted: it is stored) and restore credit."""
+        for delivery in self._held.pop(queue, ()):
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+        if queue is not self.queue:
+            queue.unwatch_flow(self)
+            return
+        if self.closed or not self.stopped:
+            return
+        self.stopped = False
+        self._used = 0
+        impl = self.impl
+        lib.pn_link_set_drain(impl, False)
+        top_up = self.window - _link_credit(impl)
+        if top_up > 0:
+            _link_flow(impl, top_up)
 
     def _reject(self, dlv: Any, exc: BrokerError) -> None:
         """Settle the transfer as rejected, carrying the error (e.g. an unknown 'to')."""
@@ -145,6 +254,10 @@ class ProducerLink:
 
     def detach(self) -> None:
         self.closed = True
+        for queue in [*self._held, self.queue]:
+            if queue is not None:
+                queue.unwatch_flow(self)
+        self._held.clear()
 
 
 class ConsumerLink:

@@ -20,6 +20,11 @@ Rules owned here:
   next level, and the rest share the highest. Higher levels first; FIFO within a level.
 * Sorted: ascending by the text of the sort-key application property ("alphanumeric");
   messages without the property come first; arrival order breaks ties.
+* :meth:`victim` is the *least significant* available entry, the one a ring queue deletes
+  first: of the entries the ordering would hand out last (the lowest priority level, the
+  highest sort key; on a FIFO every entry ranks the same) the oldest. Broker-J calls it
+  ``getLeastSignificantOldestEntry``. O(1) amortised (O(levels) on a priority queue,
+  O(log n) on a sorted queue), like everything here.
 """
 
 from __future__ import annotations
@@ -80,6 +85,9 @@ class Ordering(Protocol):
     def discard(self, entry: Entry) -> None:
         """An available entry left the queue (expired, replaced, evicted)."""
 
+    def victim(self) -> Entry | None:
+        """The least significant available entry, left in place (see the module rules)."""
+
     def __len__(self) -> int:
         """How many available entries (an upper bound while stale ones wait)."""
 
@@ -131,6 +139,11 @@ class FifoOrder:
             self._stale -= 1
         return tail[0] if tail else None
 
+    def victim(self) -> Entry | None:
+        """The oldest available entry: released entries were all handed out before the
+        tail's first one, so the front of :meth:`pop` is also the oldest."""
+        return self.peek()
+
     def discard(self, entry: Entry) -> None:
         self._stale += 1
         if self._stale >= _COMPACT_MIN and self._stale * 2 > len(self._tail) + len(self._back):
@@ -176,6 +189,14 @@ class PriorityOrder:
     def discard(self, entry: Entry) -> None:
         self._fifos[entry.rank].discard(entry)
 
+    def victim(self) -> Entry | None:
+        """The oldest entry of the lowest non-empty level."""
+        for fifo in self._fifos:
+            entry = fifo.peek()
+            if entry is not None:
+                return entry
+        return None
+
 class SortedOrder:
     """Ascending by the sort key's text; entries without the key first."""
 
@@ -201,6 +222,14 @@ class SortedOrder:
 
     def discard(self, entry: Entry) -> None:
         self._sorted.remove((entry.rank, entry.seq, entry))
+
+    def victim(self) -> Entry | None:
+        """The oldest of the entries with the highest key (handed out last)."""
+        items = self._sorted
+        if not items:
+            return None
+        # (rank,) sorts before every (rank, seq, entry): the first item with that rank.
+        return items[items.bisect_left((items[-1][0],))][2]
 
 
 def _arrival(entry: Entry) -> float:

@@ -153,6 +153,17 @@ class GroupDistributor:
         self.available -= 1
         self._relist(group)
 
+    def victim(self) -> Entry | None:
+        """The oldest available entry, whatever its group (a ring deletes it first): the
+        earliest head among the free groups' heap and each consumer's, O(c) for c
+        consumers holding groups."""
+        best: tuple[int, Group] | None = None
+        for heap in (self._free, *self._owned.values()):
+            top = heap.top()
+            if top is not None and (best is None or top[0] < best[0]):
+                best = top
+        return best[1].fifo.peek() if best is not None else None
+
     # ---- consumers ----------------------------------------------------------------------
 
     def acquire(self, consumer_id: int) -> Entry | None:

@@ -32,6 +32,15 @@ Rules this module owns:
   and a min-heap of expiry times lets :meth:`Queue.purge_expired` drop the rest without
   scanning the queue; messages with no TTL cost nothing. The queue's minimum and maximum
   TTL (Broker-J ``minimumMessageTtl``/``maximumMessageTtl``) clamp each message's TTL.
+* Limits (:mod:`proton_broker.queues.overflow` decides, the queue acts): a reject queue
+  refuses a message before anything changes; a ring deletes the least significant
+  *available* entries (the ordering's :meth:`victim`) until it is within its limit, and
+  never a message a consumer holds, so with only acquired messages left it stays over until
+  they are settled. The message that just arrived is deleted only when something more
+  significant is available (a higher priority or lower sort key): it is never the price of
+  an acquired one. Producer flow control sets :attr:`Queue.flow_stopped` and tells the
+  registered :class:`FlowObserver` objects when it stops and resumes. A queue without
+  limits pays one attribute test per enqueue and per removal.
 
 The queue knows nothing about sockets or AMQP: consumers are objects with ``credit`` and a
 ``deliver(entry)`` method supplied by the protocol adapter.
@@ -40,13 +49,14 @@ The queue knows nothing about sockets or AMQP: consumers are objects with ``cred
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proton_broker.errors import NotImplementedByBroker
+from proton_broker.errors import NotImplementedByBroker, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.entries import (
     ACQUIRED,
@@ -63,11 +73,20 @@ from proton_broker.queues.entries import (
 from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
 from proton_broker.queues.lastvalue import LastValueIndex
+from proton_broker.queues.overflow import (
+    RejectPolicy,
+    RingPolicy,
+    make_flow_control,
+    make_limit,
+)
 from proton_broker.queues.settings import QueueSettings
 
-__all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "HELD", "Consumer", "Entry", "Queue", "QueueStats"]
+__all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "HELD", "Consumer", "Entry", "FlowObserver",
+           "Queue", "QueueStats"]
 
 NOT_VALID_BEFORE = "x-qpid-not-valid-before"
+
+log = logging.getLogger("proton_broker.queues")
 
 
 class Consumer(Protocol):
@@ -81,6 +100,17 @@ class Consumer(Protocol):
         """Send ``entry`` and take one credit. Called only while ``credit > 0``."""
 
 
+class FlowObserver(Protocol):
+    """Told when a queue's producer flow control stops and resumes its producers (the
+    protocol adapter withdraws and restores credit, and holds settlements meanwhile)."""
+
+    def flow_stopped(self, queue: Queue) -> None:
+        """``queue`` went over its flow stop threshold."""
+
+    def flow_resumed(self, queue: Queue) -> None:
+        """``queue`` is back at its resume threshold."""
+
+
 @dataclass
 class QueueStats:
     enqueued: int = 0
@@ -90,6 +120,8 @@ class QueueStats:
     released: int = 0
     redelivered: int = 0
     replaced: int = 0
+    evicted: int = 0  # deleted by a ring to make room
+    refused: int = 0  # refused by a reject policy
 
 
 def make_ordering(settings: QueueSettings) -> Ordering:
@@ -118,6 +150,13 @@ class Queue:
         self._order: Ordering = (self._groups if self._groups is not None
                                  else make_ordering(self.settings))
         self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
+        # Limits (see the module rules): both None on a queue without, which then costs one
+        # test of ``_limited`` per enqueue and per removal.
+        self._limit = make_limit(name, self.settings)
+        self._flow = make_flow_control(name, self.settings)
+        self._limited = self._limit is not None or self._flow is not None
+        self.flow_stopped = False  # producer flow control: producers must hold off
+        self._flow_observers: dict[FlowObserver, None] = {}
         self._next_seq = 0
         self._expiry: list[tuple[float, int, Entry]] = []
         self._consumers: dict[int, Consumer] = {}
@@ -158,7 +197,13 @@ class Queue:
     # ---- producers -------------------------------------------------------------------
 
     def enqueue(self, message: Message, now: float | None = None) -> Entry:
-        """Append ``message`` and hand it out at once if someone is waiting for it."""
+        """Append ``message`` and hand it out at once if someone is waiting for it.
+
+        With limits: raises :class:`ResourceLimitExceeded` (reject policy) before anything
+        changes; a ring may delete older entries, or this one (see the module rules)."""
+        limited = self._limited
+        if limited:
+            self._admit(message)
         arrival = time.time() if now is None else now
         message.arrival = arrival
         expires = (_expiry_time(message, arrival, self.settings)
@@ -174,6 +219,8 @@ class Queue:
             heapq.heappush(self._expiry, (expires, entry.seq, entry))
         if self._lvq is not None:
             self._supersede(self._lvq.replace(entry))
+        if limited:
+            self._overflowed(entry)
         if self._hold and self._hold_until_valid(entry, arrival):
             return entry
         if self._ready or self._browsers:
@@ -185,6 +232,8 @@ class Queue:
     def _hold_until_valid(self, entry: Entry, arrival: float) -> bool:
         """Keep ``entry`` from consumers until its ``x-qpid-not-valid-before`` time (ms since
         the epoch, a message annotation or an application property) if that is later."""
+        if entry.state != AVAILABLE:
+            return False  # a ring queue evicted it on arrival
         valid_from = _not_valid_before(entry.message)
         if valid_from is None or valid_from <= arrival * 1000.0:
             return False
@@ -228,6 +277,65 @@ class Queue:
     def held_count(self) -> int:
         """Entries waiting for their not-valid-before time (an upper bound: lazily pruned)."""
         return len(self._held)
+
+    # ---- limits ------------------------------------------------------------------------
+
+    @property
+    def flow_controlled(self) -> bool:
+        """Whether this queue ever stops its producers (producer flow control)."""
+        return self._flow is not None
+
+    def watch_flow(self, observer: FlowObserver) -> None:
+        """Have ``observer`` told when producers must stop and may resume."""
+        self._flow_observers[observer] = None
+
+    def unwatch_flow(self, observer: FlowObserver) -> None:
+        self._flow_observers.pop(observer, None)
+
+    def _admit(self, message: Message) -> None:
+        """A reject queue refuses what would take it over its limit."""
+        limit = self._limit
+        if type(limit) is RejectPolicy:
+            why = limit.refusal(self.depth, self.bytes, len(message.data))
+            if why is not None:
+                self.stats.refused += 1
+                raise ResourceLimitExceeded(why)
+
+    def _overflowed(self, entry: Entry) -> None:
+        """``entry`` has joined a queue with limits: make room (ring), stop producers."""
+        limit = self._limit
+        if type(limit) is RingPolicy and limit.needs_room(self.depth, self.bytes):
+            self._make_room(limit, entry)
+        flow = self._flow
+        if flow is not None and flow.enqueued(self.depth, self.bytes):
+            self.flow_stopped = True
+            for observer in list(self._flow_observers):
+                observer.flow_stopped(self)
+
+    def _make_room(self, ring: RingPolicy, newest: Entry) -> None:
+        """Delete the least significant available entries until the queue is within its
+        limit; ``newest`` (just arrived) only if something more significant is available."""
+        ring.went_over(self.depth, self.bytes)
+        order = self._order
+        while ring.needs_room(self.depth, self.bytes):
+            victim = order.victim()
+            if victim is None or (victim is newest and len(order) <= 1):
+                return  # only acquired entries are left: they leave when settled
+            self._remove(victim)
+            self.stats.evicted += 1
+            if victim is newest:
+                return
+
+    def _drained(self) -> None:
+        """An entry left a queue with limits: it may be back at its resume level."""
+        depth, nbytes = self.depth, self.bytes
+        if self._limit is not None:
+            self._limit.removed(depth, nbytes)
+        flow = self._flow
+        if flow is not None and flow.removed(depth, nbytes):
+            self.flow_stopped = False
+            for observer in list(self._flow_observers):
+                observer.flow_resumed(self)
 
     def _wake(self) -> None:
         """Entries may be available to someone: dispatch now, or when the server says."""
@@ -507,6 +615,8 @@ class Queue:
         self._log.removed()
         if self._lvq is not None:
             self._lvq.forget(entry)
+        if self._limited:
+            self._drained()
 
     def entries(self) -> Iterator[Entry]:
         """Live entries in arrival order (for management and tests; O(n))."""

@@ -16,6 +16,15 @@ Rules this module owns:
   LVQ key (the Qpid brokers pick one type per queue), and message groups only on a
   standard queue (the Qpid documentation rules out groups on LVQ and priority queues).
 * Two aliases of one setting given with different values are a conflict, not a choice.
+* Limits (``qpid.max_count``/``maximumQueueDepthMessages``, ``qpid.max_size``/
+  ``maximumQueueDepthBytes``): a negative value disables a limit (Broker-J). Zero is where
+  the two brokers disagree: qpid-cpp ignores a zero limit (its users write 0 for "none"),
+  Broker-J enforces it. Since Broker-J ignores node properties over AMQP 1.0, whoever sends
+  the ``qpid.`` names on an attach expects qpid-cpp, so 0 under a ``qpid.`` name is no
+  limit and 0 under a Broker-J name is a limit of zero. A flow threshold of 0 is off
+  (qpid-cpp). Thresholds that contradict each other (resume above stop, a flow stop above
+  a reject limit, a flow stop that differs from the limit under producer flow control) are
+  refused; see :mod:`proton_broker.queues.overflow` for what they mean.
 * The deprecated ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse`` make a
   last-value queue keyed by ``qpid.LVQ_key`` (the key the old C++ modes used), with a
   logged deprecation warning; browsing such a queue works as on any LVQ.
@@ -153,9 +162,22 @@ def _to_int(name: str, value: Any) -> int:
 
 
 def to_limit(name: str, value: Any) -> int | None:
-    """A message or byte limit; a negative value disables it (Broker-J)."""
+    """A message or byte limit. A negative value disables it (Broker-J). Zero means "no
+    limit" under the C++ names (``qpid.max_count``, ``qpid.max_size``: qpid-cpp ignores a
+    zero limit, and its users write 0 to turn a limit off; Broker-J ignores these node
+    properties over AMQP 1.0, so whoever sends them expects qpid-cpp) and "nothing may be
+    queued" under the Broker-J names, as Broker-J has it."""
     number = _to_int(name, value)
-    return None if number < 0 else number
+    if number < 0 or (number == 0 and name.startswith("qpid.")):
+        return None
+    return number
+
+
+def to_threshold(name: str, value: Any) -> int | None:
+    """A flow-control threshold (``qpid.flow_stop_count`` and the like): a non-negative
+    integer; 0 turns it off, as in qpid-cpp's ``QueueFlowLimit``."""
+    number = to_count(name, value)
+    return number or None
 
 
 def to_count(name: str, value: Any) -> int:
@@ -276,10 +298,10 @@ _option("default_group", to_text, "qpid.default-message-group", "messageGroupDef
 _option("max_count", to_limit, "qpid.max_count", "maximumQueueDepthMessages")
 _option("max_size", to_limit, "qpid.max_size", "maximumQueueDepthBytes")
 _option("overflow_policy", to_policy, "qpid.policy_type", "overflowPolicy")
-_option("flow_stop_count", to_count, "qpid.flow_stop_count")
-_option("flow_stop_size", to_count, "qpid.flow_stop_size", "x-qpid-capacity")
-_option("flow_resume_count", to_count, "qpid.flow_resume_count")
-_option("flow_resume_size", to_count, "qpid.flow_resume_size", "x-qpid-flow-resume-capacity")
+_option("flow_stop_count", to_threshold, "qpid.flow_stop_count")
+_option("flow_stop_size", to_threshold, "qpid.flow_stop_size", "x-qpid-capacity")
+_option("flow_resume_count", to_threshold, "qpid.flow_resume_count")
+_option("flow_resume_size", to_threshold, "qpid.flow_resume_size", "x-qpid-flow-resume-capacity")
 _option("flow_resume_percent", to_percent, "queueFlowResumeLimit", "qpid.flow_resume_limit")
 _option("ensure_nondestructive", to_bool, "ensureNondestructiveConsumers",
         "qpid.ensure_nondestructive_consumers", "qpid.browse-only")
@@ -337,7 +359,7 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
             _assign(values, parsed.given, target, key, converted)
     _infer_group_mode(values, parsed.given)
     settings = QueueSettings(**values)
-    validate(settings)
+    validate(settings, parsed.given)
     parsed.settings = settings
     return parsed
 
@@ -385,8 +407,9 @@ def _infer_group_mode(values: dict[str, Any], given: dict[str, str]) -> None:
         values["group_key"] = None
 
 
-def validate(settings: QueueSettings) -> None:
-    """Refuse combinations the Qpid brokers rule out."""
+def validate(settings: QueueSettings, given: Mapping[str, str] | None = None) -> None:
+    """Refuse combinations the Qpid brokers rule out (``given``: the option name each
+    setting came from, so that a refusal names what the client wrote)."""
     kinds = [(name, getattr(settings, attr)) for name, attr in
              (("priorities", "priorities"), ("sort key", "sort_key"), ("LVQ key", "lvq_key"))
              if getattr(settings, attr) is not None]
@@ -402,6 +425,35 @@ def validate(settings: QueueSettings) -> None:
             and settings.min_ttl > settings.max_ttl:
         raise InvalidField(f"minimumMessageTtl {settings.min_ttl} is greater than "
                            f"maximumMessageTtl {settings.max_ttl}", "minimumMessageTtl")
+    _validate_flow(settings, given or {})
+
+
+def _validate_flow(settings: QueueSettings, given: Mapping[str, str]) -> None:
+    """Flow-control thresholds must make sense together (qpid-cpp's ``QueueFlowLimit``
+    checks, plus the ones a policy adds); see proton_broker.queues.overflow."""
+    pfc = settings.overflow_policy == PRODUCER_FLOW_CONTROL
+    for measure in ("count", "size"):
+        stop_field, resume_field = f"flow_stop_{measure}", f"flow_resume_{measure}"
+        limit_field = f"max_{measure}"
+        stop, resume = getattr(settings, stop_field), getattr(settings, resume_field)
+        limit = getattr(settings, limit_field)
+        stop_name = given.get(stop_field, f"qpid.{stop_field}")
+        limit_name = given.get(limit_field, f"qpid.{limit_field}")
+        if stop is not None and pfc and limit is not None and stop != limit:
+            raise InvalidField(f"queue options '{stop_name}' ({stop}) and '{limit_name}' "
+                               f"({limit}) conflict: with producer flow control the limit "
+                               "is the stop threshold", stop_name)
+        if stop is not None and settings.overflow_policy == REJECT and limit is not None \
+                and stop > limit:
+            raise InvalidField(f"queue option '{stop_name}' ({stop}) must not be more than "
+                               f"'{limit_name}' ({limit})", stop_name)
+        effective = stop if stop is not None else (limit if pfc else None)
+        if resume is None or effective is None:
+            continue  # a resume threshold alone is ignored, with a warning (as qpid-cpp)
+        resume_name = given.get(resume_field, f"qpid.{resume_field}")
+        if resume > effective:
+            raise InvalidField(f"queue option '{resume_name}' ({resume}) must not be more "
+                               f"than the flow stop threshold ({effective})", resume_name)
 
 
 def differences(settings: QueueSettings, parsed: ParsedOptions) -> list[str]:

@@ -259,8 +259,47 @@ def test_a_negative_limit_disables_it(value: Any) -> None:
     assert settings.max_count is None and settings.max_size is None
 
 
-def test_a_zero_limit_is_a_limit() -> None:
-    assert parse_settings({"qpid.max_count": 0}).max_count == 0
+def test_a_zero_limit_under_a_broker_j_name_is_a_limit_of_zero() -> None:
+    settings = parse_settings({"maximumQueueDepthMessages": 0, "maximumQueueDepthBytes": "0"})
+    assert settings.max_count == 0 and settings.max_size == 0
+
+
+def test_a_zero_limit_under_a_qpid_cpp_name_means_no_limit() -> None:
+    settings = parse_settings({"qpid.max_count": 0, "qpid.max_size": "0"})
+    assert settings.max_count is None and settings.max_size is None
+
+
+@pytest.mark.parametrize("key", ["qpid.flow_stop_count", "qpid.flow_stop_size",
+                                 "qpid.flow_resume_count", "x-qpid-capacity"])
+def test_a_zero_flow_threshold_turns_it_off(key: str) -> None:
+    settings = parse_settings({key: 0})
+    assert settings.flow_stop_count is settings.flow_stop_size is None
+    assert settings.flow_resume_count is settings.flow_resume_size is None
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 11}, "qpid.flow_resume_count"),
+    ({"qpid.flow_stop_size": 100, "x-qpid-flow-resume-capacity": 200},
+     "x-qpid-flow-resume-capacity"),
+    ({"overflowPolicy": "producer_flow_control", "maximumQueueDepthMessages": 10,
+      "qpid.flow_resume_count": 20}, "qpid.flow_resume_count"),
+    ({"qpid.policy_type": "reject", "qpid.max_count": 10, "qpid.flow_stop_count": 20},
+     "qpid.flow_stop_count"),
+    ({"overflowPolicy": "producer_flow_control", "maximumQueueDepthBytes": 10,
+      "x-qpid-capacity": 20}, "x-qpid-capacity"),
+])
+def test_flow_thresholds_that_contradict_each_other_are_refused(
+        options: dict[str, Any], named: str) -> None:
+    with pytest.raises(InvalidField) as caught:
+        parse_settings(options)
+    assert caught.value.field == named
+    assert named in caught.value.description
+
+
+def test_a_flow_stop_no_higher_than_a_reject_limit_is_accepted() -> None:
+    settings = parse_settings({"qpid.policy_type": "reject", "qpid.max_count": 10,
+                               "qpid.flow_stop_count": 8, "qpid.flow_resume_count": 6})
+    assert (settings.flow_stop_count, settings.flow_resume_count) == (8, 6)
 
 
 @pytest.mark.parametrize(("value", "policy"), [

@@ -1,0 +1,208 @@
+"""Overflow: what a queue does at its limits (ring, reject, producer flow control).
+
+Sources: Broker-J 4.7.5 "Controlling Queue Size" (shared/seeds/qpid-broker-j-queues.txt),
+the C++ broker's ``LossyQueue`` and ``QueueFlowLimit``, and
+shared/reference/qpid-wire-mapping.md sections 1.8-1.9, 2.8 and 3.3-3.4. One small class per
+policy; each looks only at the queue's depth (messages) and size (bytes: the encoded size,
+``len(message.data)``, what ``Queue.bytes`` counts) and answers with a decision. The queue
+carries the decisions out and the protocol adapter turns them into outcomes and credit: no
+Proton and no sockets here.
+
+Rules this module owns:
+
+* A limit is a message count and/or a byte size; ``None`` leaves a measure unchecked. A
+  queue is *over* a limit when either measure is strictly above it (Broker-J's
+  ``depth > maximum``), so a limit of 5 messages holds 5.
+* **reject** refuses a message that would take the queue over a limit, before anything
+  changes, with a description naming the queue and the limit.
+* **ring** only says whether the queue is over; which messages go is the queue's business
+  (:meth:`proton_broker.queues.queue.Queue.enqueue`), since it owns the orderings.
+* **producer flow control** (policy ``producer_flow_control``, whose stop thresholds are the
+  limits, or the C++ ``qpid.flow_stop_count/size`` with any policy but ring) *stops* the
+  queue's producers once a measure goes over its stop threshold, and *resumes* them once
+  every measure with a threshold is at or below its resume threshold.
+* **Resume thresholds**: an explicit C++ ``qpid.flow_resume_count/size`` R means "below R"
+  (``QueueFlowLimit``: ``count < R``), so at or below R - 1; otherwise Broker-J's rule, at
+  or below ``floor(percent * stop / 100)``, the percent from ``queueFlowResumeLimit``
+  (default 80). Hysteresis keeps producers from flapping at the limit.
+* **Operational log** (logger ``proton_broker.queues``, Broker-J's codes): QUE-1003 once
+  when a queue goes over a limit (a ring starts deleting, a reject queue refuses, producers
+  are stopped) and QUE-1004 once when it is back at its resume level. Ring and reject use
+  the resume rule only for this, so a queue hovering at its limit logs one pair, not one
+  line per message.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from proton_broker.queues.settings import (
+    FLOW_TO_DISK,
+    PRODUCER_FLOW_CONTROL,
+    REJECT,
+    RING,
+    QueueSettings,
+)
+
+log = logging.getLogger("proton_broker.queues")
+
+DEFAULT_RESUME_PERCENT = 80  # Broker-J's queue.queueFlowResumeLimit
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A message count and a byte size; ``None`` leaves that measure unchecked."""
+
+    count: int | None = None
+    size: int | None = None
+
+    def over(self, depth: int, nbytes: int) -> bool:
+        """Either measure is strictly above its threshold."""
+        return (self.count is not None and depth > self.count) or \
+               (self.size is not None and nbytes > self.size)
+
+    def reached_down_to(self, depth: int, nbytes: int) -> bool:
+        """Every measure with a threshold is at or below it."""
+        return (self.count is None or depth <= self.count) and \
+               (self.size is None or nbytes <= self.size)
+
+    def __str__(self) -> str:
+        parts = []
+        if self.count is not None:
+            parts.append(f"{self.count} messages")
+        if self.size is not None:
+            parts.append(f"{self.size} bytes")
+        return ", ".join(parts)
+
+
+class _Watch:
+    """One limit's over/back state, logged once per transition (QUE-1003 / QUE-1004)."""
+
+    action = ""  # what the queue does while over, for the log line
+    cleared = ""  # what changes when it is back
+
+    def __init__(self, queue: str, limit: Thresholds, resume: Thresholds) -> None:
+        self.queue = queue
+        self.limit = limit
+        self.resume = resume
+        self.over = False
+
+    def went_over(self, depth: int, nbytes: int) -> bool:
+        """Note that the limit was breached; True if that is news (it was logged)."""
+        if self.over:
+            return False
+        self.over = True
+        log.warning("QUE-1003 : Maximum depth exceeded on '%s' : current %d messages, %d bytes "
+                    ": limit %s : %s", self.queue, depth, nbytes, self.limit, self.action)
+        return True
+
+    def removed(self, depth: int, nbytes: int) -> bool:
+        """A message left the queue; True if the queue is now back at its resume level."""
+        if not self.over or not self.resume.reached_down_to(depth, nbytes):
+            return False
+        self.over = False
+        log.info("QUE-1004 : Maximum depth no longer exceeded on '%s' : current %d messages, "
+                 "%d bytes : resume at %s : %s", self.queue, depth, nbytes, self.resume,
+                 self.cleared)
+        return True
+
+
+class RejectPolicy(_Watch):
+    """Refuse what would take the queue over its limit."""
+
+    action = "rejecting new messages"
+    cleared = "accepting new messages"
+
+    def refusal(self, depth: int, nbytes: int, size: int) -> str | None:
+        """Why a message of ``size`` bytes may not join the queue now (None: it may)."""
+        limit = self.limit
+        if limit.count is not None and depth + 1 > limit.count:
+            why = f"Maximum depth exceeded on '{self.queue}': {depth} messages " \
+                  f"(limit {limit.count})"
+        elif limit.size is not None and nbytes + size > limit.size:
+            why = f"Maximum depth exceeded on '{self.queue}': {nbytes} bytes plus " \
+                  f"{size} bytes for this message (limit {limit.size} bytes)"
+        else:
+            return None
+        self.went_over(depth, nbytes)
+        return why
+
+
+class RingPolicy(_Watch):
+    """Delete the least significant available messages while the queue is over its limit."""
+
+    action = "deleting the oldest messages (ring)"
+    cleared = "nothing to delete"
+
+    def needs_room(self, depth: int, nbytes: int) -> bool:
+        return self.limit.over(depth, nbytes)
+
+
+class FlowControl(_Watch):
+    """Stop producers over the stop thresholds; resume them at the resume thresholds."""
+
+    action = "producers stopped (producer flow control)"
+    cleared = "producers resumed"
+
+    def enqueued(self, depth: int, nbytes: int) -> bool:
+        """True if this arrival just stopped the producers."""
+        return not self.over and self.limit.over(depth, nbytes) and self.went_over(depth, nbytes)
+
+
+def _percent_of(percent: int, stop: int | None) -> int | None:
+    return None if stop is None else percent * stop // 100
+
+
+def _resume_at(explicit: int | None, stop: int | None, percent: int) -> int | None:
+    """The depth at or below which a measure lets producers resume (see the rules)."""
+    if stop is None:
+        return None
+    return explicit - 1 if explicit is not None else _percent_of(percent, stop)
+
+
+def make_limit(name: str, settings: QueueSettings) -> RingPolicy | RejectPolicy | None:
+    """The ring or reject policy ``settings`` ask for, or None when nothing is enforced."""
+    policy, count, size = settings.overflow_policy, settings.max_count, settings.max_size
+    if count is None and size is None:
+        return None
+    if policy == FLOW_TO_DISK:
+        log.warning("queue '%s': overflow policy flow_to_disk is not implemented yet; "
+                    "its limits are not enforced", name)
+    if policy not in (RING, REJECT):
+        return None
+    percent = _resume_percent(settings)
+    limit = Thresholds(count, size)
+    resume = Thresholds(_percent_of(percent, count), _percent_of(percent, size))
+    return (RingPolicy if policy == RING else RejectPolicy)(name, limit, resume)
+
+
+def make_flow_control(name: str, settings: QueueSettings) -> FlowControl | None:
+    """Producer flow control, if ``settings`` ask for it (see the rules). Thresholds that
+    cannot act are ignored with a warning, as qpid-cpp's ``QueueFlowLimit`` does: stop
+    thresholds on a ring queue (bounded by design), resume thresholds without a stop."""
+    pfc = settings.overflow_policy == PRODUCER_FLOW_CONTROL
+    stop_count = settings.flow_stop_count
+    if stop_count is None and pfc:
+        stop_count = settings.max_count
+    stop_size = settings.flow_stop_size
+    if stop_size is None and pfc:
+        stop_size = settings.max_size
+    if settings.overflow_policy == RING and (stop_count is not None or stop_size is not None):
+        log.warning("queue '%s': flow stop thresholds are ignored on a ring queue", name)
+        return None
+    if (settings.flow_resume_count is not None and stop_count is None) or \
+            (settings.flow_resume_size is not None and stop_size is None):
+        log.warning("queue '%s': a flow resume threshold without a stop threshold is "
+                    "ignored", name)
+    if stop_count is None and stop_size is None:
+        return None
+    percent = _resume_percent(settings)
+    resume = Thresholds(_resume_at(settings.flow_resume_count, stop_count, percent),
+                        _resume_at(settings.flow_resume_size, stop_size, percent))
+    return FlowControl(name, Thresholds(stop_count, stop_size), resume)
+
+
+def _resume_percent(settings: QueueSettings) -> int:
+    percent = settings.flow_resume_percent
+    return DEFAULT_RESUME_PERCENT if percent is None else percent

@@ -1,0 +1,453 @@
+"""Overflow policies on the queue alone: ring, reject, producer flow control and their log.
+
+The queue decides; these tests look at what is left on it, what it refuses, what it tells
+its flow observers, and what it logs (logger ``proton_broker.queues``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from proton_broker.errors import ResourceLimitExceeded
+from proton_broker.message import Message
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import parse_settings
+from tests.queues.consumers import Taker
+
+
+def queue(**options: Any) -> Queue:
+    return Queue("q", parse_settings(options))
+
+
+def msg(n: int, size: int = 0, priority: int = 4) -> Message:
+    """A message whose data reads ``n``, padded to ``size`` bytes when given."""
+    data = b"%d" % n
+    return Message(data=data.ljust(size, b"."), priority=priority)
+
+
+def bodies(q: Queue) -> list[int]:
+    return [int(e.message.data.rstrip(b".")) for e in q.entries()]
+
+
+class Observer:
+    """A flow observer as the protocol adapter would register it."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def flow_stopped(self, queue: Queue) -> None:
+        self.events.append("stopped")
+
+    def flow_resumed(self, queue: Queue) -> None:
+        self.events.append("resumed")
+
+
+def take(q: Queue, count: int) -> Taker:
+    taker = Taker(credit=count)
+    q.subscribe(taker)
+    return taker
+
+
+def settle_all(q: Queue, taker: Taker) -> None:
+    for entry in taker.got:
+        q.settle(entry)
+
+
+# ---- none ----------------------------------------------------------------------------------
+
+def test_a_queue_without_a_policy_ignores_its_limits() -> None:
+    q = queue(**{"qpid.max_count": 2})
+    for i in range(5):
+        q.enqueue(msg(i))
+    assert q.depth == 5
+
+
+def test_flow_to_disk_is_accepted_but_does_not_bound_the_queue_yet(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "proton_broker.queues"):
+        q = queue(overflowPolicy="flow_to_disk", maximumQueueDepthMessages=2)
+    for i in range(4):
+        q.enqueue(msg(i))
+    assert q.depth == 4
+    assert "flow_to_disk is not implemented" in caplog.text
+
+
+# ---- ring ----------------------------------------------------------------------------------
+
+def test_a_ring_queue_deletes_the_oldest_messages_beyond_its_count() -> None:
+    q = queue(**{"qpid.policy_type": "ring", "qpid.max_count": 3})
+    for i in range(7):
+        q.enqueue(msg(i))
+    assert bodies(q) == [4, 5, 6]
+    assert q.stats.evicted == 4
+    assert q.depth == 3
+
+
+def test_a_ring_queue_deletes_as_many_old_messages_as_a_big_one_needs() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthBytes=100)
+    for i in range(5):
+        q.enqueue(msg(i, size=20))
+    q.enqueue(msg(5, size=50))
+    assert bodies(q) == [3, 4, 5]
+    assert q.bytes == 90
+
+
+def test_a_ring_queue_respects_both_limits_whichever_is_reached_first() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=4, maximumQueueDepthBytes=50)
+    for i in range(4):
+        q.enqueue(msg(i, size=10))
+    q.enqueue(msg(4, size=30))
+    assert bodies(q) == [2, 3, 4]
+    q.enqueue(msg(5, size=1))
+    q.enqueue(msg(6, size=1))
+    assert bodies(q) == [3, 4, 5, 6]
+
+
+def test_a_ring_queue_never_deletes_acquired_messages() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=3)
+    for i in range(3):
+        q.enqueue(msg(i))
+    taker = take(q, 2)
+    q.enqueue(msg(3))
+    q.enqueue(msg(4))
+    assert [int(e.message.data) for e in taker.got] == [0, 1]
+    assert bodies(q) == [0, 1, 4]  # 2 and 3 went; the held 0 and 1 stay
+
+
+def test_a_ring_queue_with_only_acquired_messages_keeps_the_new_one_over_the_limit() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2)
+    q.enqueue(msg(0))
+    q.enqueue(msg(1))
+    taker = take(q, 2)
+    q.enqueue(msg(2))
+    assert bodies(q) == [0, 1, 2] and q.depth == 3
+    q.enqueue(msg(3))  # the newest available one is the only candidate: 2 goes
+    assert bodies(q) == [0, 1, 3]
+    settle_all(q, taker)
+    assert bodies(q) == [3]
+
+
+def test_a_released_message_is_the_oldest_again_and_goes_first() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=3)
+    for i in range(3):
+        q.enqueue(msg(i))
+    taker = take(q, 1)
+    q.release(taker.got[0])
+    q.enqueue(msg(3))
+    assert bodies(q) == [1, 2, 3]
+
+
+def test_a_priority_ring_deletes_the_oldest_of_the_lowest_priority_first() -> None:
+    q = queue(**{"qpid.policy_type": "ring", "qpid.max_count": 4, "qpid.priorities": 10})
+    q.enqueue(msg(0, priority=5))
+    q.enqueue(msg(1, priority=1))
+    q.enqueue(msg(2, priority=9))
+    q.enqueue(msg(3, priority=1))
+    q.enqueue(msg(4, priority=5))  # over: the oldest priority-1 message goes
+    assert bodies(q) == [0, 2, 3, 4]
+    q.enqueue(msg(5, priority=7))
+    assert bodies(q) == [0, 2, 4, 5]
+    q.enqueue(msg(6, priority=9))  # no priority 1 left: the oldest priority 5
+    assert bodies(q) == [2, 4, 5, 6]
+
+
+def test_a_priority_ring_drops_a_new_message_less_important_than_all_others() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, priorities=10)
+    q.enqueue(msg(0, priority=9))
+    q.enqueue(msg(1, priority=8))
+    q.enqueue(msg(2, priority=0))
+    assert bodies(q) == [0, 1]
+    assert q.stats.evicted == 1 and q.stats.enqueued == 3
+
+
+def test_a_priority_ring_shares_levels_as_the_priority_mapping_does() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, priorities=2)
+    q.enqueue(msg(0, priority=3))  # low level (0-4)
+    q.enqueue(msg(1, priority=0))  # low level, newer
+    q.enqueue(msg(2, priority=9))  # high level: the oldest low one goes
+    assert bodies(q) == [1, 2]
+
+
+def test_a_consumer_of_a_priority_ring_gets_the_survivors_by_priority() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=3, priorities=10)
+    for i, priority in enumerate([1, 9, 4, 1, 6]):
+        q.enqueue(msg(i, priority=priority))
+    taker = take(q, 10)
+    assert [int(e.message.data) for e in taker.got] == [1, 4, 2]
+
+
+def test_a_sorted_ring_deletes_the_highest_key_first() -> None:
+    from proton import Message as ProtonMessage
+
+    from proton_broker.amqp.codec import parse_message
+
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, sortKey="k")
+    for key in ["b", "a", "c", "a"]:
+        q.enqueue(parse_message(ProtonMessage(body=key, properties={"k": key}).encode()))
+    keys = [e.message.application_property("k") for e in q.entries()]
+    assert keys == ["a", "a"]
+
+
+def test_a_grouped_ring_deletes_the_oldest_available_message_of_any_group() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=3,
+              **{"qpid.group_header_key": "g", "qpid.shared_msg_group": 1})
+    for i in range(3):
+        q.enqueue(Message(data=b"%d" % i, group_id=None))
+    taker = take(q, 1)  # holds 0 (and the default group)
+    q.enqueue(Message(data=b"3"))
+    assert [e.message.data for e in q.entries()] == [b"0", b"2", b"3"]
+    assert taker.got[0].message.data == b"0"
+
+
+def test_a_last_value_ring_forgets_the_key_of_a_deleted_value() -> None:
+    from proton import Message as ProtonMessage
+
+    from proton_broker.amqp.codec import parse_message
+
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, lvqKey="k")
+    for key in ["a", "b", "c", "a"]:
+        q.enqueue(parse_message(ProtonMessage(body=key, properties={"k": key}).encode()))
+    keys = [e.message.application_property("k") for e in q.entries()]
+    assert keys == ["c", "a"]
+
+
+# ---- reject ------------------------------------------------------------------------------
+
+def test_a_reject_queue_refuses_the_message_beyond_its_count() -> None:
+    q = queue(**{"qpid.policy_type": "reject", "qpid.max_count": 2})
+    q.enqueue(msg(0))
+    q.enqueue(msg(1))
+    with pytest.raises(ResourceLimitExceeded) as caught:
+        q.enqueue(msg(2))
+    assert caught.value.description == "Maximum depth exceeded on 'q': 2 messages (limit 2)"
+    assert bodies(q) == [0, 1] and q.stats.refused == 1 and q.stats.enqueued == 2
+
+
+def test_a_reject_queue_refuses_a_message_that_would_exceed_its_bytes() -> None:
+    q = queue(overflowPolicy="REJECT", maximumQueueDepthBytes=100)
+    q.enqueue(msg(0, size=60))
+    q.enqueue(msg(1, size=40))  # exactly at the limit: accepted
+    with pytest.raises(ResourceLimitExceeded) as caught:
+        q.enqueue(msg(2, size=1))
+    assert "'q'" in caught.value.description and "limit 100 bytes" in caught.value.description
+    assert "100 bytes plus 1 bytes" in caught.value.description
+
+
+def test_a_reject_queue_accepts_again_once_a_message_is_consumed() -> None:
+    q = queue(overflowPolicy="reject", maximumQueueDepthMessages=1)
+    q.enqueue(msg(0))
+    with pytest.raises(ResourceLimitExceeded):
+        q.enqueue(msg(1))
+    taker = take(q, 1)
+    assert q.depth == 1  # acquired messages still count
+    with pytest.raises(ResourceLimitExceeded):
+        q.enqueue(msg(1))
+    settle_all(q, taker)
+    q.enqueue(msg(2))
+    assert bodies(q) == [2]
+
+
+def test_a_zero_limit_under_a_broker_j_name_refuses_everything() -> None:
+    q = queue(overflowPolicy="reject", maximumQueueDepthMessages=0)
+    with pytest.raises(ResourceLimitExceeded):
+        q.enqueue(msg(0))
+
+
+def test_a_zero_limit_under_a_qpid_cpp_name_is_no_limit() -> None:
+    q = queue(**{"qpid.policy_type": "reject", "qpid.max_count": 0})
+    for i in range(3):
+        q.enqueue(msg(i))
+    assert q.depth == 3
+
+
+def test_a_negative_limit_is_no_limit() -> None:
+    q = queue(overflowPolicy="reject", maximumQueueDepthMessages=-1)
+    for i in range(3):
+        q.enqueue(msg(i))
+    assert q.depth == 3
+
+
+# ---- producer flow control -----------------------------------------------------------------
+
+def test_flow_control_stops_producers_when_the_queue_goes_over_its_limit() -> None:
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=5)
+    observer = Observer()
+    q.watch_flow(observer)
+    for i in range(5):
+        q.enqueue(msg(i))
+    assert not q.flow_stopped and observer.events == []
+    q.enqueue(msg(5))  # over: the message is stored all the same
+    assert q.flow_stopped and observer.events == ["stopped"]
+    q.enqueue(msg(6))
+    assert observer.events == ["stopped"] and q.depth == 7
+
+
+def test_flow_control_resumes_producers_at_eighty_percent_by_default() -> None:
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=10)
+    observer = Observer()
+    q.watch_flow(observer)
+    for i in range(11):
+        q.enqueue(msg(i))
+    taker = take(q, 11)
+    for entry in taker.got[:2]:
+        q.settle(entry)
+    assert q.depth == 9 and q.flow_stopped
+    q.settle(taker.got[2])
+    assert q.depth == 8 and not q.flow_stopped
+    assert observer.events == ["stopped", "resumed"]
+
+
+def test_the_resume_percentage_is_read_from_queue_flow_resume_limit() -> None:
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthBytes=1000,
+              queueFlowResumeLimit=50)
+    for i in range(11):
+        q.enqueue(msg(i, size=100))
+    assert q.flow_stopped
+    taker = take(q, 11)
+    for entry in taker.got[:5]:
+        q.settle(entry)
+    assert q.bytes == 600 and q.flow_stopped
+    q.settle(taker.got[5])
+    assert q.bytes == 500 and not q.flow_stopped
+
+
+def test_qpid_cpp_flow_stop_and_resume_counts_work_without_a_policy() -> None:
+    q = queue(**{"qpid.flow_stop_count": 4, "qpid.flow_resume_count": 2})
+    for i in range(5):
+        q.enqueue(msg(i))
+    assert q.flow_stopped
+    taker = take(q, 5)
+    for entry in taker.got[:2]:
+        q.settle(entry)
+    assert q.depth == 3 and q.flow_stopped
+    q.settle(taker.got[2])
+    assert q.depth == 2 and q.flow_stopped  # qpid-cpp resumes below the resume count
+    q.settle(taker.got[3])
+    assert q.depth == 1 and not q.flow_stopped
+
+
+def test_qpid_cpp_flow_stop_size_stops_on_bytes() -> None:
+    q = queue(**{"qpid.flow_stop_size": 100, "qpid.flow_resume_size": 50})
+    q.enqueue(msg(0, size=60))
+    q.enqueue(msg(1, size=40))
+    assert not q.flow_stopped
+    q.enqueue(msg(2, size=1))
+    assert q.flow_stopped
+
+
+def test_flow_control_resumes_only_when_every_measure_is_back() -> None:
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=10,
+              maximumQueueDepthBytes=1000)
+    q.enqueue(msg(0, size=1001))
+    for i in range(1, 10):
+        q.enqueue(msg(i, size=1))
+    assert q.flow_stopped
+    taker = take(q, 1)
+    q.settle(taker.got[0])  # bytes fine now, count 9 > 8
+    assert q.flow_stopped
+    taker.grant(q, 1)
+    q.settle(taker.got[1])
+    assert not q.flow_stopped
+
+
+def test_a_reject_queue_can_also_stop_producers_below_its_limit() -> None:
+    q = queue(**{"qpid.policy_type": "reject", "qpid.max_count": 5, "qpid.flow_stop_count": 3})
+    for i in range(4):
+        q.enqueue(msg(i))
+    assert q.flow_stopped
+    q.enqueue(msg(4))
+    with pytest.raises(ResourceLimitExceeded):
+        q.enqueue(msg(5))
+
+
+def test_a_producer_that_stops_watching_is_not_told_any_more() -> None:
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=1)
+    observer = Observer()
+    q.watch_flow(observer)
+    q.unwatch_flow(observer)
+    q.enqueue(msg(0))
+    q.enqueue(msg(1))
+    assert q.flow_stopped and observer.events == []
+
+
+def test_only_queues_with_flow_control_say_so() -> None:
+    assert queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=1) \
+        .flow_controlled
+    assert queue(**{"qpid.flow_stop_size": 10}).flow_controlled
+    assert not queue(overflowPolicy="reject", maximumQueueDepthMessages=1).flow_controlled
+    assert not queue(overflowPolicy="producer_flow_control").flow_controlled
+    assert not Queue("plain").flow_controlled
+
+
+# ---- operational log -----------------------------------------------------------------------
+
+def codes(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage().split(" :")[0] for r in caplog.records
+            if r.name == "proton_broker.queues" and r.getMessage().startswith("QUE-")]
+
+
+def test_flow_control_logs_que_1003_and_que_1004_once_per_transition(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "proton_broker.queues")
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=2)
+    for i in range(6):
+        q.enqueue(msg(i, size=10))
+    taker = take(q, 6)
+    settle_all(q, taker)
+    for i in range(4):
+        q.enqueue(msg(i, size=10))
+    assert codes(caplog) == ["QUE-1003", "QUE-1004", "QUE-1003"]
+    first = caplog.records[0].getMessage()
+    assert first == ("QUE-1003 : Maximum depth exceeded on 'q' : current 3 messages, 30 bytes"
+                     " : limit 2 messages : producers stopped (producer flow control)")
+    assert caplog.records[1].getMessage().startswith(
+        "QUE-1004 : Maximum depth no longer exceeded on 'q' : current 1 messages, 10 bytes"
+        " : resume at 1 messages")
+
+
+def test_a_reject_queue_logs_the_first_refusal_and_when_it_has_room_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "proton_broker.queues")
+    q = queue(overflowPolicy="reject", maximumQueueDepthMessages=5)
+    for i in range(5):
+        q.enqueue(msg(i))
+    for i in range(3):
+        with pytest.raises(ResourceLimitExceeded):
+            q.enqueue(msg(i))
+    taker = take(q, 5)
+    settle_all(q, taker)
+    assert codes(caplog) == ["QUE-1003", "QUE-1004"]
+    assert "rejecting new messages" in caplog.records[0].getMessage()
+
+
+def test_a_ring_logs_once_while_it_keeps_deleting(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "proton_broker.queues")
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=5)
+    for i in range(50):
+        q.enqueue(msg(i))
+    assert codes(caplog) == ["QUE-1003"]
+    taker = take(q, 5)
+    settle_all(q, taker)
+    assert codes(caplog) == ["QUE-1003", "QUE-1004"]
+
+
+def test_a_queue_without_limits_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "proton_broker.queues")
+    q = Queue("plain")
+    for i in range(10):
+        q.enqueue(msg(i))
+    assert codes(caplog) == []
+
+
+def test_flow_stop_thresholds_on_a_ring_queue_are_ignored_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "proton_broker.queues"):
+        q = queue(**{"qpid.policy_type": "ring", "qpid.max_count": 3,
+                     "qpid.flow_stop_count": 2})
+    for i in range(5):
+        q.enqueue(msg(i))
+    assert not q.flow_stopped and bodies(q) == [2, 3, 4]
+    assert "ignored on a ring queue" in caplog.text
