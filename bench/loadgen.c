@@ -112,6 +112,7 @@ typedef struct {
   char **msgs;      /* one encoding per group (one in all without -g) */
   size_t *msg_sizes;
   long groups;      /* -g: messages carry properties.group-id, cycling over this many */
+  bool durable;     /* -d: durable messages, on a queue declared durable */
   long sent, acked, received;
   uint64_t tag;
   bool started, fill_done, done;
@@ -136,6 +137,7 @@ static void encode_messages(gen_t *g, size_t body_size) {
       snprintf(group, sizeof group, "group-%ld", i);
       pn_message_set_group_id(m, group);
     }
+    if (g->durable) pn_message_set_durable(m, true);
     pn_message_set_inferred(m, true); /* a binary body becomes a data section */
     pn_data_put_binary(pn_message_body(m), pn_bytes(body_size, body));
     size_t cap = body_size + 256;
@@ -147,14 +149,21 @@ static void encode_messages(gen_t *g, size_t body_size) {
   free(body);
 }
 
-/* With -g, ask for a shared-groups queue (grouped by properties.group-id) on the attach. */
+/* Node properties for the queue: -g asks for shared groups (grouped by
+   properties.group-id), -d for a durable queue. */
 static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
-  if (g->groups <= 0) return;
+  if (g->groups <= 0 && !g->durable) return;
   pn_data_t *props = pn_terminus_properties(t);
   pn_data_put_map(props);
   pn_data_enter(props);
-  pn_data_put_symbol(props, pn_bytes(21, "qpid.shared_msg_group"));
-  pn_data_put_int(props, 1);
+  if (g->groups > 0) {
+    pn_data_put_symbol(props, pn_bytes(21, "qpid.shared_msg_group"));
+    pn_data_put_int(props, 1);
+  }
+  if (g->durable) {
+    pn_data_put_symbol(props, pn_bytes(7, "durable"));
+    pn_data_put_bool(props, true);
+  }
   pn_data_exit(props);
 }
 
@@ -547,6 +556,7 @@ static void usage(FILE *f) {
           "  -S            use SASL ANONYMOUS (PLAIN with -u/-p)\n"
           "  -u USER -p PASSWORD\n"
           "  -t SECONDS    give up after this long [120]\n"
+          "  -d            durable messages (header.durable) on a durable queue\n"
           "  -g GROUPS     messages carry properties.group-id, cycling over GROUPS groups, and\n"
           "                both links ask for a shared-groups queue (qpid.shared_msg_group)\n");
 }
@@ -559,10 +569,10 @@ int main(int argc, char **argv) {
   const char *mode = argv[1];
   const char *addr = "127.0.0.1:5672", *queue = "loadgen", *user = NULL, *password = NULL;
   long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0;
-  bool sasl = false;
+  bool sasl = false, durable = false;
   int opt;
   optind = 2;
-  while ((opt = getopt(argc, argv, "H:q:n:w:c:s:Su:p:t:g:h")) != -1) {
+  while ((opt = getopt(argc, argv, "H:q:n:w:c:s:Su:p:t:g:dh")) != -1) {
     switch (opt) {
     case 'H': addr = optarg; break;
     case 'q': queue = optarg; break;
@@ -575,6 +585,7 @@ int main(int argc, char **argv) {
     case 'p': password = optarg; break;
     case 't': timeout = atol(optarg); break;
     case 'g': groups = atol(optarg); break;
+    case 'd': durable = true; break;
     default: usage(stderr); return 1;
     }
   }
@@ -604,5 +615,6 @@ int main(int argc, char **argv) {
   g.password = password;
   g.sasl = sasl;
   g.groups = groups;
+  g.durable = durable;
   return run_generator(&g, (size_t)body, timeout * 1000);
 }

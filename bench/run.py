@@ -85,6 +85,8 @@ def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
            "-t", str(args.timeout)]
     if args.groups:
         cmd += ["-g", str(args.groups)]
+    if args.durable:
+        cmd.append("-d")
     if args.sasl:
         cmd.append("-S")
     if args.user:
@@ -198,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=0,
                         help="messages carry properties.group-id over this many groups, on a "
                              "shared-groups queue (qpid.shared_msg_group asked on the attach)")
+    parser.add_argument("--durable", action="store_true",
+                        help="durable messages on a durable queue (stored before accepted)")
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
     parser.add_argument("--no-ceiling", action="store_true",
                         help="skip the generator-ceiling run against the trivial peer")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -111,8 +112,8 @@ class Broker:
         ``enqueue``, so priorities, last-value keys and groups are rebuilt as they were).
         ``post`` runs a callable on the event-loop thread (store completions)."""
         section = self.config.broker
-        self.store = (SqliteStore(section.data_dir, post) if section.store == "sqlite"
-                      else MemoryStore())
+        self.store = (SqliteStore(section.data_dir, post, **_crash_hooks())
+                      if section.store == "sqlite" else MemoryStore())
         recovered = self.store.open()
         for queue in self.queues.values():  # declared by the config file
             if queue.settings.durable:
@@ -155,6 +156,12 @@ class Broker:
         self.store.enqueue(StoredMessage(message.store_id, queue.name, message.data,
                                          time.time()), done)
 
+    def forget(self, message: Message) -> None:
+        """Remove a written message that did not join its queue after all."""
+        if message.store_id is not None and self.store is not None:
+            self.store.dequeue(message.store_id)
+            message.store_id = None
+
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
@@ -177,3 +184,15 @@ def _check_same(queue: Queue, parsed: ParsedOptions) -> None:
         first = next(iter(parsed.given.values()))
         raise InvalidField(f"queue '{queue.name}' exists with different settings: "
                            + "; ".join(diffs), first)
+
+
+def _crash_hooks() -> dict[str, Callable[[], None]]:
+    """Fault tests only: ``PROTON_TEST_CRASH_AT=before_commit`` (or ``after_commit``)
+    ends the process at that point of the first store commit, as a power cut would."""
+    where = os.environ.get("PROTON_TEST_CRASH_AT")
+    if where not in ("before_commit", "after_commit"):
+        return {}
+    return {where: lambda: os._exit(CRASH_EXIT_CODE)}
+
+
+CRASH_EXIT_CODE = 86

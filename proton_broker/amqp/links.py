@@ -36,6 +36,8 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
@@ -43,7 +45,8 @@ from proton import Condition, Delivery, Link
 
 from proton_broker.amqp.codec import DecodeError, parse_message, redelivered
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for
-from proton_broker.errors import BrokerError
+from proton_broker.errors import BrokerError, ResourceLimitExceeded
+from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
 
 REJECTED_OUTCOME = "amqp:rejected:list"
@@ -116,6 +119,8 @@ class ProducerLink:
         self._buf = ffi.new("char[]", 4096)  # reused for every transfer's bytes
         self._buf_size = 4096
         self.may_reject = allows_rejected(link)
+        # Transfers waiting for their own or an earlier durable message's write.
+        self._pending: deque[_Pending] = deque()
         self.stopped = False  # our queue's flow control has withdrawn our credit
         self._held: dict[Queue, list[Delivery]] = {}  # settlements withheld, by queue
 
@@ -151,18 +156,14 @@ class ProducerLink:
         try:
             queue = self.queue
             if queue is None:
-                queue = self.broker.route(message, message.to)
+                queue = self.broker.resolve(message.to)
+            if self._pending or self.broker.persists(message, queue):
+                self._in_order(dlv, message, queue)
             else:
                 queue.enqueue(message)
+                self._accepted(dlv, queue)
         except BrokerError as exc:
             self._refuse(dlv, exc)
-        else:
-            if queue.flow_stopped and not _settled(dlv):
-                self._hold(dlv, queue)
-            else:
-                if not _settled(dlv):
-                    _update(dlv, PN_ACCEPTED)
-                _settle(dlv)
         # Credit in batches: top the window up once half of it has been used.
         self._used += 1
         if self._used >= self.window >> 1:
@@ -170,6 +171,49 @@ class ProducerLink:
             top_up = self.window - _link_credit(impl)
             if top_up > 0 and not self.stopped and not self.closed:
                 _link_flow(impl, top_up)
+
+    def _accepted(self, dlv: Any, queue: Queue) -> None:
+        """The message is on ``queue``: settle it accepted (or hold that, flow control)."""
+        if queue.flow_stopped and not _settled(dlv):
+            self._hold(dlv, queue)
+            return
+        if not _settled(dlv):
+            _update(dlv, PN_ACCEPTED)
+        _settle(dlv)
+
+    # ---- durable messages: accepted only once on disk, in the order sent ----------------
+
+    def _in_order(self, dlv: Any, message: Message, queue: Queue) -> None:
+        """Queue the transfer behind those still being written, and write it if it is
+        durable; it goes on its queue, and is settled, when everything before it has."""
+        item = _Pending(dlv, message, queue)
+        self._pending.append(item)
+        if self.broker.persists(message, queue):
+            self.broker.persist(message, queue, item.written(self._drain_pending))
+        else:
+            item.ready = True
+            self._drain_pending()
+
+    def _drain_pending(self) -> None:
+        pending = self._pending
+        while pending and pending[0].ready:
+            item = pending.popleft()
+            if item.error is not None:
+                self._settle_refused(item.dlv, ResourceLimitExceeded(
+                    f"message not stored on '{item.queue.name}': {item.error}"))
+                continue
+            try:
+                item.queue.enqueue(item.message)
+            except BrokerError as exc:
+                self.broker.forget(item.message)  # written, but it never joined the queue
+                self._settle_refused(item.dlv, exc)
+                continue
+            if not self.closed:
+                self._accepted(item.dlv, item.queue)
+
+    def _settle_refused(self, dlv: Any, exc: BrokerError) -> None:
+        if not self.closed:
+            self._refuse(dlv, exc)
 
     def _refuse(self, dlv: Any, exc: BrokerError) -> None:
         """The broker did not take the message: say ``rejected``, or, if the producer's
@@ -258,6 +302,26 @@ class ProducerLink:
             if queue is not None:
                 queue.unwatch_flow(self)
         self._held.clear()
+
+
+class _Pending:
+    """A transfer waiting for the store (see ProducerLink._in_order)."""
+
+    __slots__ = ("dlv", "message", "queue", "ready", "error")
+
+    def __init__(self, dlv: Any, message: Message, queue: Queue) -> None:
+        self.dlv = dlv
+        self.message = message
+        self.queue = queue
+        self.ready = False
+        self.error: BaseException | None = None
+
+    def written(self, then: Callable[[], None]) -> Callable[[BaseException | None], None]:
+        def done(error: BaseException | None) -> None:
+            self.ready, self.error = True, error
+            then()
+
+        return done
 
 
 class ConsumerLink:

@@ -1,0 +1,182 @@
+"""Crash tests with real processes: the broker is killed (SIGKILL, or ended at a chosen point
+of a commit) and restarted on the same data directory. No message the broker accepted may be
+lost; nothing that was never sent may appear; duplicates come only from the in-flight window
+(a consumer's accept that had not reached the disk)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from proton import Disposition, Message
+
+from proton_broker.broker import CRASH_EXIT_CODE
+from proton_broker.testing import BrokerProcess
+from tests.engine_client import EngineClient
+
+DURABLE = {"durable": True}
+
+
+def start(data_dir: Path, **env: str) -> BrokerProcess:
+    return BrokerProcess(data_dir=str(data_dir), env=env).start()
+
+
+def drain(broker: BrokerProcess, address: str, node_properties: dict) -> list[int]:
+    """Every message left on the queue (received and accepted), in order."""
+    client = EngineClient(broker.host, broker.port)
+    receiver = client.receiver(address, credit=100_000, node_properties=node_properties)
+    last = -1
+    while len(client.received(receiver)) != last:
+        last = len(client.received(receiver))
+        client.pump(0.5)
+    got = client.received(receiver)
+    for received in got:
+        client.settle(received)
+    client.close()
+    return [r.message.body for r in got]
+
+
+def load_until_killed(broker: BrokerProcess, address: str, node_properties: dict,
+                      messages: list[Message], consume: bool) -> tuple[set, set]:
+    """Send ``messages`` unsettled (and consume, accepting) until the broker dies at a
+    random moment; returns (bodies the broker accepted, bodies the consumer accepted)."""
+    producer = EngineClient(broker.host, broker.port)
+    sender = producer.sender(address, node_properties=node_properties)
+    consumer = EngineClient(broker.host, broker.port)
+    receiver = consumer.receiver(address, credit=200, node_properties=node_properties) \
+        if consume else None
+    killer = threading.Timer(random.uniform(0.5, 1.5), broker.proc.kill)  # type: ignore[union-attr]
+    killer.start()
+    deliveries, consumed = [], set()
+    try:
+        for start_at in range(0, len(messages), 50):
+            if producer.closed:
+                break
+            deliveries += [(m.body, producer.send(sender, m, pump=False))
+                           for m in messages[start_at:start_at + 50]]
+            producer.pump(0.02)
+            if receiver is not None and not consumer.closed:
+                consumer.pump(0.01)
+                for received in consumer.received(receiver)[len(consumed):]:
+                    consumer.settle(received)
+                    consumed.add(received.message.body)
+                receiver.flow(200 - receiver.credit) if receiver.credit < 100 else None
+        deadline = time.monotonic() + 10
+        while not producer.closed and time.monotonic() < deadline:
+            producer.pump(0.05)
+    finally:
+        killer.join()
+    broker.proc.wait()  # type: ignore[union-attr]
+    accepted = {body for body, d in deliveries if d.remote_state == Disposition.ACCEPTED}
+    return accepted, consumed
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("standard", {}),
+    ("priority", {"qpid.priorities": 10}),
+    ("groups", {"qpid.group_header_key": "g", "qpid.shared_msg_group": 1}),
+])
+def test_no_accepted_message_is_lost_when_the_broker_is_killed(
+        tmp_path: Path, kind: str, options: dict) -> None:
+    properties = {**DURABLE, **options}
+    messages = [Message(body=i, durable=True, priority=i % 10, properties={"g": f"g{i % 7}"})
+                for i in range(20_000)]
+    broker = start(tmp_path)
+    accepted, consumed = load_until_killed(broker, kind, properties, messages, consume=True)
+    assert accepted, "the broker was killed before it accepted anything: no test"
+    broker = start(tmp_path)
+    try:
+        recovered = drain(broker, kind, properties)
+    finally:
+        broker.stop()
+    assert len(recovered) == len(set(recovered)), "a message was recovered twice"
+    assert set(recovered) <= {m.body for m in messages}, "a message nobody sent appeared"
+    lost = accepted - set(recovered) - consumed
+    assert not lost, f"{len(lost)} accepted messages lost, e.g. {sorted(lost)[:5]}"
+
+
+def test_the_last_accepted_value_of_each_key_survives_a_kill(tmp_path: Path) -> None:
+    properties = {**DURABLE, "qpid.last_value_queue_key": "k"}
+    messages = [Message(body=i, durable=True, properties={"k": f"k{i % 10}"})
+                for i in range(20_000)]
+    broker = start(tmp_path)
+    accepted, _ = load_until_killed(broker, "lvq", properties, messages, consume=False)
+    assert accepted
+    broker = start(tmp_path)
+    try:
+        recovered = drain(broker, "lvq", properties)
+    finally:
+        broker.stop()
+    for key in range(10):
+        accepted_for_key = [b for b in accepted if b % 10 == key]
+        if accepted_for_key:  # the recovered value is the last accepted one, or a later one
+            value = [b for b in recovered if b % 10 == key]
+            assert value and value[0] >= max(accepted_for_key), f"key k{key}: {value}"
+
+
+@pytest.mark.parametrize("where, kept", [("before_commit", False), ("after_commit", True)])
+def test_a_crash_around_the_commit_keeps_exactly_what_was_committed(
+        tmp_path: Path, where: str, kept: bool) -> None:
+    broker = start(tmp_path, PROTON_TEST_CRASH_AT=where)
+    client = EngineClient(broker.host, broker.port)
+    sender = client.sender("edge", node_properties=DURABLE)
+    delivery = client.send(sender, Message(body="only", durable=True))
+    assert broker.proc.wait(10) == CRASH_EXIT_CODE  # type: ignore[union-attr]
+    client.pump(0.2)
+    assert delivery.remote_state != Disposition.ACCEPTED  # never told: it crashed first
+    broker = start(tmp_path)
+    try:
+        assert drain(broker, "edge", DURABLE) == (["only"] if kept else [])
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 4 MB tmpfs (needs root and permission to mount; skipped otherwise)."""
+    import os
+    import subprocess
+
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs",
+                             str(mount_point)], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
+        small_disk: Path) -> None:
+    filler = small_disk / "filler"
+    broker = start(small_disk / "data")
+    try:
+        filler.write_bytes(b"\0" * (3 * 1024 * 1024))  # leave well under 1 MB free
+        client = EngineClient(broker.host, broker.port)
+        sender = client.sender("full", node_properties=DURABLE)
+        outcomes = []
+        for _ in range(40):
+            delivery = client.send(sender, Message(body=b"x" * 65536, durable=True))
+            client.wait_settled(delivery, timeout=10)
+            outcomes.append(delivery.remote_state)
+            if delivery.remote_state == Disposition.REJECTED:
+                break
+        assert outcomes[-1] == Disposition.REJECTED, "the disk never filled up"
+        condition = delivery.remote.condition
+        assert condition is not None and condition.name == "amqp:resource-limit-exceeded"
+        assert "full" in condition.description
+        filler.unlink()  # space freed: the same producer carries on
+        again = client.wait_settled(client.send(sender, Message(body="after", durable=True)),
+                                    timeout=10)
+        assert again.remote_state == Disposition.ACCEPTED
+        assert broker.alive()
+    finally:
+        broker.stop()
