@@ -16,8 +16,8 @@ Rules owned here:
   ``rejected`` with the error, unless the producer's source lists outcomes without
   ``amqp:rejected:list``: that producer cannot be told "rejected", so its link is detached
   with the error instead (as Broker-J does) and the transfer is left unsettled. A source
-  with no outcomes list gets ``rejected`` (what Proton, rhea and qpid::messaging senders
-  send, and understand);
+  with no outcomes list (as Proton Python senders attach) gets ``rejected``, which such
+  clients understand, where Broker-J would detach them too;
 * producer flow control (the queue's :class:`~proton_broker.queues.queue.FlowObserver`):
   when the queue stops its producers, each producer link attached to it is sent
   ``flow(link-credit=0, drain=true)``, as Broker-J does. Proton cannot lower a receiver's

@@ -95,6 +95,16 @@ def test_a_ring_queue_deletes_as_many_old_messages_as_a_big_one_needs() -> None:
     assert q.bytes == 90
 
 
+def test_a_message_bigger_than_the_ring_stays_alone_over_the_limit() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthBytes=100)
+    q.enqueue(msg(0, size=40))
+    q.enqueue(msg(1, size=40))
+    q.enqueue(msg(2, size=150))
+    assert bodies(q) == [2] and q.bytes == 150
+    q.enqueue(msg(3, size=10))
+    assert bodies(q) == [3]
+
+
 def test_a_ring_queue_respects_both_limits_whichever_is_reached_first() -> None:
     q = queue(overflowPolicy="ring", maximumQueueDepthMessages=4, maximumQueueDepthBytes=50)
     for i in range(4):
