@@ -10,6 +10,7 @@ when ``auto_create`` is on and the name matches one of ``auto_create_patterns``
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import logging
 import os
 import time
@@ -28,7 +29,14 @@ from proton_broker.queues.settings import (
     parse_options,
     unknown_options_error,
 )
-from proton_broker.store.base import Completion, Post, Store, StoredMessage, StoreError
+from proton_broker.store.base import (
+    Completion,
+    Post,
+    Store,
+    StoredMessage,
+    StoreError,
+    Unit,
+)
 from proton_broker.store.memory import MemoryStore
 from proton_broker.store.sqlite import SqliteStore
 
@@ -51,7 +59,7 @@ class Broker:
         """How the server's event loop drives every queue, present and future: ``defer``
         dispatches a queue later in the loop's pass (:attr:`Queue.defer`), ``wake_at`` runs
         a queue's :meth:`~Queue.release_held` at a given time (:attr:`Queue.wake_at`)."""
-        self._hooks = {"defer": defer, "wake_at": wake_at}
+        self._hooks = {**self._hooks, "defer": defer, "wake_at": wake_at}
         for queue in self.queues.values():
             self._hook(queue)
 
@@ -115,6 +123,9 @@ class Broker:
         self.store = (SqliteStore(section.data_dir, post, **_crash_hooks())
                       if section.store == "sqlite" else MemoryStore())
         recovered = self.store.open()
+        self._hooks["pager"] = StorePager(self.store) if self.store.pages else None
+        for queue in self.queues.values():
+            self._hook(queue)
         for queue in self.queues.values():  # declared by the config file
             if queue.settings.durable:
                 self._make_durable(queue)
@@ -184,6 +195,38 @@ def _check_same(queue: Queue, parsed: ParsedOptions) -> None:
         first = next(iter(parsed.given.values()))
         raise InvalidField(f"queue '{queue.name}' exists with different settings: "
                            + "; ".join(diffs), first)
+
+
+class StorePager:
+    """Flow to disk through the store: a durable message's bytes are already there; others
+    are written as pages, which the store drops at restart."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._ids = itertools.count(1)
+
+    def page_out(self, message: Message, done: Callable[[], None]) -> None:
+        if message.store_id is not None:
+            done()
+            return
+        message.page_id = next(self._ids)
+
+        def written(error: BaseException | None) -> None:
+            if error is None:
+                done()  # otherwise the bytes simply stay in memory
+
+        self.store.commit(Unit(pages=[(message.page_id, message.data)], done=written))
+
+    def page_in(self, message: Message) -> bytes:
+        if message.page_id is not None:
+            return self.store.read(message.page_id, page=True)
+        assert message.store_id is not None
+        return self.store.read(message.store_id, page=False)
+
+    def discard(self, message: Message) -> None:
+        if message.page_id is not None:
+            self.store.commit(Unit(unpages=[message.page_id]))
+            message.page_id = None
 
 
 def _crash_hooks() -> dict[str, Callable[[], None]]:

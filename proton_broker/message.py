@@ -48,6 +48,11 @@ class Message:
     annotations_cache: dict[Any, Any] | None = None
     # Its id in the store while it is persisted there (a durable message on a durable queue).
     store_id: int | None = None
+    # Flow to disk: ``data`` is not in memory (b"") while ``paged``; its bytes are in the
+    # store under ``store_id`` (durable) or ``page_id`` (a page, dropped at restart).
+    paged: bool = False
+    page_id: int | None = None
+    paged_size: int = 0
 
     @property
     def application_properties(self) -> dict[Any, Any]:
@@ -94,7 +99,7 @@ class Message:
     @property
     def size(self) -> int:
         """Encoded size in bytes, the figure byte limits and metrics count."""
-        return len(self.data)
+        return self.paged_size if self.paged else len(self.data)
 
 
 def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:

@@ -139,6 +139,20 @@ class RingPolicy(_Watch):
         return self.limit.over(depth, nbytes)
 
 
+class FlowToDiskPolicy(_Watch):
+    """Over the limit, new messages are paged out: their bytes go to the store and only a
+    small record stays in memory until a consumer needs them (Broker-J's flow to disk)."""
+
+    action = "paging new messages out to disk (flow to disk)"
+    cleared = "new messages stay in memory"
+
+    def pages_out(self, depth: int, nbytes: int) -> bool:
+        if self.limit.over(depth, nbytes):
+            self.went_over(depth, nbytes)
+            return True
+        return False
+
+
 class FlowControl(_Watch):
     """Stop producers over the stop thresholds; resume them at the resume thresholds."""
 
@@ -161,20 +175,20 @@ def _resume_at(explicit: int | None, stop: int | None, percent: int) -> int | No
     return explicit - 1 if explicit is not None else _percent_of(percent, stop)
 
 
-def make_limit(name: str, settings: QueueSettings) -> RingPolicy | RejectPolicy | None:
-    """The ring or reject policy ``settings`` ask for, or None when nothing is enforced."""
+_LIMITS = {RING: RingPolicy, REJECT: RejectPolicy, FLOW_TO_DISK: FlowToDiskPolicy}
+
+
+def make_limit(name: str, settings: QueueSettings
+               ) -> RingPolicy | RejectPolicy | FlowToDiskPolicy | None:
+    """The ring, reject or flow-to-disk policy ``settings`` ask for, or None when nothing
+    is enforced."""
     policy, count, size = settings.overflow_policy, settings.max_count, settings.max_size
-    if count is None and size is None:
-        return None
-    if policy == FLOW_TO_DISK:
-        log.warning("queue '%s': overflow policy flow_to_disk is not implemented yet; "
-                    "its limits are not enforced", name)
-    if policy not in (RING, REJECT):
+    if (count is None and size is None) or policy not in _LIMITS:
         return None
     percent = _resume_percent(settings)
     limit = Thresholds(count, size)
     resume = Thresholds(_percent_of(percent, count), _percent_of(percent, size))
-    return (RingPolicy if policy == RING else RejectPolicy)(name, limit, resume)
+    return _LIMITS[policy](name, limit, resume)
 
 
 def make_flow_control(name: str, settings: QueueSettings) -> FlowControl | None:

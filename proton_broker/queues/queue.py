@@ -74,6 +74,7 @@ from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
 from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.overflow import (
+    FlowToDiskPolicy,
     RejectPolicy,
     RingPolicy,
     make_flow_control,
@@ -111,6 +112,19 @@ class FlowObserver(Protocol):
         """``queue`` is back at its resume threshold."""
 
 
+class Pager(Protocol):
+    """Where a flow-to-disk queue keeps the bytes of messages paged out (the store)."""
+
+    def page_out(self, message: Message, done: Callable[[], None]) -> None:
+        """Write ``message``'s bytes; ``done`` runs once they can be read back."""
+
+    def page_in(self, message: Message) -> bytes:
+        """The bytes of a paged-out message."""
+
+    def discard(self, message: Message) -> None:
+        """A paged-out message left its queue: its page may go."""
+
+
 @dataclass
 class QueueStats:
     enqueued: int = 0
@@ -121,6 +135,7 @@ class QueueStats:
     redelivered: int = 0
     replaced: int = 0
     evicted: int = 0  # deleted by a ring to make room
+    paged_out: int = 0  # bytes dropped from memory, kept in the store (flow to disk)
     refused: int = 0  # refused by a reject policy
 
 
@@ -176,6 +191,8 @@ class Queue:
         # Set by the broker on durable queues: called with a persisted message's store id
         # when its entry leaves the queue (consumed, expired, replaced, evicted, purged).
         self.removed: Callable[[int], object] | None = None
+        # Set by the broker when its store can page (flow to disk): see Pager.
+        self.pager: Pager | None = None
         # Set by the server: called with the queue when a new message may be dispatched, so
         # that messages arriving together are handed out together (``None``: at once).
         self.defer: Callable[[Queue], object] | None = None
@@ -302,15 +319,35 @@ class Queue:
                 raise ResourceLimitExceeded(why)
 
     def _overflowed(self, entry: Entry) -> None:
-        """``entry`` has joined a queue with limits: make room (ring), stop producers."""
+        """``entry`` has joined a queue with limits: make room (ring), page it out (flow to
+        disk), stop producers."""
         limit = self._limit
         if type(limit) is RingPolicy and limit.needs_room(self.depth, self.bytes):
             self._make_room(limit, entry)
+        elif type(limit) is FlowToDiskPolicy and self.pager is not None \
+                and limit.pages_out(self.depth, self.bytes):
+            self.pager.page_out(entry.message, lambda: self._paged_out(entry))
         flow = self._flow
         if flow is not None and flow.enqueued(self.depth, self.bytes):
             self.flow_stopped = True
             for observer in list(self._flow_observers):
                 observer.flow_stopped(self)
+
+    def _paged_out(self, entry: Entry) -> None:
+        """The entry's bytes are in the store: drop them from memory, unless a consumer
+        has it now (the bytes stay with it) or it has left the queue."""
+        message = entry.message
+        if (entry.state == AVAILABLE or entry.state == HELD) and not message.paged:
+            message.paged_size = len(message.data)
+            message.paged = True
+            message.data = b""
+            self.stats.paged_out += 1
+
+    def _page_in(self, message: Message) -> None:
+        """A consumer takes a paged-out message: its bytes come back into memory."""
+        assert self.pager is not None
+        message.data = self.pager.page_in(message)
+        message.paged = False
 
     def _make_room(self, ring: RingPolicy, newest: Entry) -> None:
         """Delete the least significant available entries until the queue is within its
@@ -442,6 +479,8 @@ class Queue:
                 ready.rotate(-1)
                 continue
             misses = 0
+            if entry.message.paged:
+                self._page_in(entry.message)
             consumer.deliver(entry)
             if consumer.credit <= 0:
                 ready.popleft()
@@ -517,7 +556,7 @@ class Queue:
         while late and consumer.credit > 0:  # held entries behind the cursor, now valid
             entry = late.pop(0)
             if entry.state != DEAD and entry.state != HELD and not entry.superseded:
-                consumer.deliver(entry)
+                self._browse(consumer, entry)
         now = 0.0
         while consumer.credit > 0:
             entry = log.at(index)
@@ -531,8 +570,21 @@ class Queue:
                 now = now or time.time()
                 if entry.expires_at <= now:
                     continue
-            consumer.deliver(entry)
+            self._browse(consumer, entry)
         cursor[0], cursor[1], cursor[2] = seq, index, log.generation
+
+    def _browse(self, consumer: Consumer, entry: Entry) -> None:
+        """Send a browser a copy; a paged-out message is read for it and stays paged."""
+        message = entry.message
+        if not message.paged:
+            consumer.deliver(entry)
+            return
+        assert self.pager is not None
+        message.data = self.pager.page_in(message)
+        try:
+            consumer.deliver(entry)
+        finally:
+            message.data = b""
 
     # ---- outcomes ----------------------------------------------------------------------
 
@@ -611,7 +663,10 @@ class Queue:
         if entry.message.store_id is not None and self.removed is not None:
             self.removed(entry.message.store_id)
         self.depth -= 1
-        self.bytes -= len(entry.message.data)
+        message = entry.message
+        self.bytes -= message.size
+        if message.page_id is not None and self.pager is not None:
+            self.pager.discard(message)
         self._log.removed()
         if self._lvq is not None:
             self._lvq.forget(entry)

@@ -49,10 +49,12 @@ class Unit:
 
     enqueues: list[StoredMessage] = field(default_factory=list)
     dequeues: list[int] = field(default_factory=list)
+    pages: list[tuple[int, bytes]] = field(default_factory=list)  # flow to disk: (id, bytes)
+    unpages: list[int] = field(default_factory=list)
     done: Completion | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.enqueues or self.dequeues)
+        return bool(self.enqueues or self.dequeues or self.pages or self.unpages)
 
 
 class Store(abc.ABC):
@@ -84,6 +86,15 @@ class Store(abc.ABC):
     def commit(self, unit: Unit) -> None:
         """Write ``unit``; its ``done`` runs on the loop thread once it is durable (or
         with the error if it could not be written: then none of it was)."""
+
+    @property
+    def pages(self) -> bool:
+        """Whether this store can hold paged-out message bytes (flow to disk)."""
+        return False
+
+    def read(self, message_id: int, page: bool) -> bytes:
+        """The bytes of a stored message (``page``: of a page), read now, on the loop thread."""
+        raise StoreError("this store keeps no message bytes to read back")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -48,6 +48,7 @@ SCHEMA_VERSION = "1"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queues (name TEXT PRIMARY KEY, options TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
     queue TEXT NOT NULL,
@@ -105,6 +106,7 @@ class SqliteStore(Store):
         if problems != ["ok"]:
             raise StoreError(f"store {self.path} is corrupt: {'; '.join(problems[:5])}")
         db.executescript(_SCHEMA)
+        db.execute("DELETE FROM pages")  # paged-out transient messages do not outlive us
         row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is None:
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
@@ -157,6 +159,20 @@ class SqliteStore(Store):
 
     # ---- messages (asynchronous, group commit on the writer thread) -------------------
 
+    @property
+    def pages(self) -> bool:
+        return True
+
+    def read(self, message_id: int, page: bool) -> bytes:
+        db = self._db
+        if db is None:
+            raise StoreError("store is not open")
+        table = "pages" if page else "messages"
+        row = db.execute(f"SELECT data FROM {table} WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"store {self.path}: message {message_id} is not in {table}")
+        return bytes(row[0])
+
     def commit(self, unit: Unit) -> None:
         if self._writer is None:
             raise StoreError("store is not open")
@@ -206,12 +222,18 @@ class SqliteStore(Store):
         rows = [(m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data)
                 for unit in group for m in unit.enqueues]
         gone = [(message_id,) for unit in group for message_id in unit.dequeues]
+        pages = [page for unit in group for page in unit.pages]
+        unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         try:
             db.execute("BEGIN")
             if rows:
                 db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)", rows)
             if gone:
                 db.executemany("DELETE FROM messages WHERE id = ?", gone)
+            if pages:
+                db.executemany("INSERT INTO pages VALUES (?, ?)", pages)
+            if unpages:
+                db.executemany("DELETE FROM pages WHERE id = ?", unpages)
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")

@@ -7,14 +7,19 @@ its flow observers, and what it logs (logger ``proton_broker.queues``).
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from proton_broker.broker import StorePager
 from proton_broker.errors import ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from proton_broker.store.base import Unit
+from proton_broker.store.sqlite import SqliteStore
 from tests.queues.consumers import Taker
 
 
@@ -65,14 +70,63 @@ def test_a_queue_without_a_policy_ignores_its_limits() -> None:
     assert q.depth == 5
 
 
-def test_flow_to_disk_is_accepted_but_does_not_bound_the_queue_yet(
-        caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, "proton_broker.queues"):
-        q = queue(overflowPolicy="flow_to_disk", maximumQueueDepthMessages=2)
-    for i in range(4):
-        q.enqueue(msg(i))
-    assert q.depth == 4
-    assert "flow_to_disk is not implemented" in caplog.text
+@pytest.fixture
+def pager(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A real SQLite store to page into; its completions run when ``settle`` is called."""
+    posted: list = []
+    store = SqliteStore(tmp_path, posted.append)
+    store.open()
+    made = StorePager(store)
+
+    def settle() -> None:
+        """Wait until everything written so far is committed, then run the completions."""
+        marker: list[bool] = []
+        store.commit(Unit(done=lambda error: marker.append(True)))
+        deadline = time.monotonic() + 10
+        while not marker:
+            if time.monotonic() > deadline:
+                raise TimeoutError("store did not complete")
+            while posted:
+                posted.pop(0)()
+            time.sleep(0.005)
+
+    made.settle = settle  # type: ignore[attr-defined]
+    yield made
+    store.close()
+
+
+def paging_queue(pager: StorePager) -> Queue:
+    q = queue(overflowPolicy="flow_to_disk", maximumQueueDepthMessages=2)
+    q.pager = pager
+    for i in range(5):
+        q.enqueue(msg(i, size=1000))
+    pager.settle()  # type: ignore[attr-defined]
+    return q
+
+
+def test_flow_to_disk_pages_out_what_arrives_over_the_limit(pager: StorePager) -> None:
+    q = paging_queue(pager)
+    assert [e.message.paged for e in q.entries()] == [False, False, True, True, True]
+    assert [len(e.message.data) for e in q.entries()] == [1000, 1000, 0, 0, 0]
+    assert q.depth == 5 and q.bytes == 5000 and q.stats.paged_out == 3
+
+
+def test_a_consumer_gets_paged_out_messages_back_whole_and_in_order(pager: StorePager) -> None:
+    q = paging_queue(pager)
+    consumer = take(q, 10)
+    assert [int(e.message.data.rstrip(b".")) for e in consumer.got] == [0, 1, 2, 3, 4]
+    settle_all(q, consumer)
+    pager.settle()  # type: ignore[attr-defined]
+    assert q.depth == 0 and q.bytes == 0
+    assert pager.store._db.execute("SELECT count(*) FROM pages").fetchone()[0] == 0  # type: ignore[attr-defined]  # noqa: SLF001
+
+
+def test_a_browser_reads_paged_out_messages_and_they_stay_paged(pager: StorePager) -> None:
+    q = paging_queue(pager)
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser)
+    assert len(browser.got) == 5
+    assert [e.message.paged for e in q.entries()] == [False, False, True, True, True]
 
 
 # ---- ring ----------------------------------------------------------------------------------

@@ -180,3 +180,45 @@ def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
         assert broker.alive()
     finally:
         broker.stop()
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_flow_to_disk_keeps_the_broker_memory_bounded_while_the_queue_grows(
+        tmp_path: Path) -> None:
+    """200 MB of messages onto a flow-to-disk queue limited to 16 MB: the broker's RSS grows
+    by far less than the queue, and every message comes back whole."""
+    options = {"qpid.policy_type": "flow_to_disk", "qpid.max_size": 16 * 1024 * 1024}
+    body = b"m" * (256 * 1024)
+    count = 800  # 200 MB
+    broker = start(tmp_path)
+    try:
+        client = EngineClient(broker.host, broker.port)
+        sender = client.sender("paged", node_properties=options)
+        before = rss_mb(broker.pid)
+        deliveries = []
+        for i in range(count):
+            deliveries.append(client.send(sender, Message(body=body + b"%06d" % i), pump=False))
+            if i % 20 == 19:
+                client.wait(lambda d=deliveries[-1]: d.remote_state, timeout=30)
+        client.wait(lambda: all(d.remote_state for d in deliveries), timeout=60)
+        assert {d.remote_state for d in deliveries} == {Disposition.ACCEPTED}
+        grown = rss_mb(broker.pid) - before
+        assert grown < 100, f"the broker grew by {grown:.0f} MB holding 200 MB paged out"
+        receiver = client.receiver("paged", credit=50)
+        seen = 0
+        while seen < count:
+            got = client.wait_received(receiver, seen + 1, timeout=30)
+            for received in got[seen:]:
+                assert received.message.body == body + b"%06d" % seen
+                client.settle(received)
+                seen += 1
+            receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
+    finally:
+        broker.stop()
