@@ -262,7 +262,10 @@ def start_broker(label: str, checkout: Path, args: argparse.Namespace,
     # or every broker would run the package of whatever checkout we were started in.
     env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(
         [str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    broker = BrokerProcess(*args.broker_arg, env=env).start()
+    extra = list(args.broker_arg)
+    if "--config" not in extra:  # each checkout with its own config file (keys differ)
+        extra += ["--config", str(checkout / "conf" / "broker.yaml")]
+    broker = BrokerProcess(*extra, env=env).start()
     processes.append(broker)
     return Target(label, f"{broker.host}:{broker.port}", broker.pid)
 

@@ -153,6 +153,7 @@ class Broker:
             return  # saved by open_store()
         self.store.save_queue(queue.name, queue.options)
         queue.removed = self.store.dequeue
+        queue.persistent = True
 
     def persists(self, message: Message, queue: Queue) -> bool:
         """Whether ``message`` must be on disk before it is accepted: a durable message

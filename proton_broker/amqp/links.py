@@ -157,11 +157,16 @@ class ProducerLink:
             queue = self.queue
             if queue is None:
                 queue = self.broker.resolve(message.to)
-            if self._pending or self.broker.persists(message, queue):
+            if self._pending or (message.durable and queue.persistent):
                 self._in_order(dlv, message, queue)
             else:
                 queue.enqueue(message)
-                self._accepted(dlv, queue)
+                if queue.flow_stopped and not _settled(dlv):
+                    self._hold(dlv, queue)
+                else:
+                    if not _settled(dlv):
+                        _update(dlv, PN_ACCEPTED)
+                    _settle(dlv)
         except BrokerError as exc:
             self._refuse(dlv, exc)
         # Credit in batches: top the window up once half of it has been used.

@@ -83,6 +83,8 @@ class Server(Handler):
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
         self.container.selectable(self._injector)
         self.broker.open_store(self.call_soon)  # raises StoreError: the caller reports it
+        if self.broker.store is not None:
+            self.broker.store.batching = True  # flushed once per pass (_BrokerContainer)
         self._acceptor: Any = None
         self.address: tuple[str, int] | None = None
         self._stopping = False
@@ -462,6 +464,7 @@ class _BrokerContainer(Container):
         event_link, event_delivery = lib.pn_event_link, lib.pn_event_delivery
         event_transport, incref = lib.pn_event_transport, lib.pn_incref
         links = self._server.links
+        store = self._server.broker.store
         dirty = self._dirty_transports
         fast = self._fast
         while True:
@@ -506,6 +509,8 @@ class _BrokerContainer(Container):
                 pop(collector)
             elif self._to_dispatch:
                 self._dispatch_queues()
+            elif store is not None and store.outbox:
+                store.flush()  # the pass's store writes go to the writer thread together
             elif dirty:
                 self._flush_transports()
                 dirty = self._dirty_transports

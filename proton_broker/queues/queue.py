@@ -191,6 +191,9 @@ class Queue:
         # Set by the broker on durable queues: called with a persisted message's store id
         # when its entry leaves the queue (consumed, expired, replaced, evicted, purged).
         self.removed: Callable[[int], object] | None = None
+        # Set by the broker when durable messages on this queue are stored (and accepted
+        # only once written): a durable queue with a store to write to.
+        self.persistent = False
         # Set by the broker when its store can page (flow to disk): see Pager.
         self.pager: Pager | None = None
         # Set by the server: called with the queue when a new message may be dispatched, so
@@ -664,7 +667,7 @@ class Queue:
             self.removed(entry.message.store_id)
         self.depth -= 1
         message = entry.message
-        self.bytes -= message.size
+        self.bytes -= message.paged_size if message.paged else len(message.data)
         if message.page_id is not None and self.pager is not None:
             self.pager.discard(message)
         self._log.removed()

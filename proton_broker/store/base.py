@@ -52,6 +52,7 @@ class Unit:
     pages: list[tuple[int, bytes]] = field(default_factory=list)  # flow to disk: (id, bytes)
     unpages: list[int] = field(default_factory=list)
     done: Completion | None = None
+    dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
     def __bool__(self) -> bool:
         return bool(self.enqueues or self.dequeues or self.pages or self.unpages)
@@ -62,6 +63,8 @@ class Store(abc.ABC):
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
+        self.batching = False  # buffer units until flush() (the server flushes each pass)
+        self.outbox: list[Unit] = []  # units buffered while batching
 
     def next_id(self) -> int:
         """A new message id, greater than every id given out or recovered before."""
@@ -95,6 +98,9 @@ class Store(abc.ABC):
     def read(self, message_id: int, page: bool) -> bytes:
         """The bytes of a stored message (``page``: of a page), read now, on the loop thread."""
         raise StoreError("this store keeps no message bytes to read back")
+
+    def flush(self) -> None:  # noqa: B027 - a no-op unless the backend buffers units
+        """Hand buffered units to the writer (a backend that buffers: see SqliteStore)."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -26,6 +26,7 @@ import logging
 import queue as _queue
 import sqlite3
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -58,6 +59,7 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 """
 _MAX_GROUP = 4096  # units written in one transaction at most
+GROUP_WINDOW = 0.001  # seconds a group stays open for more units after its first
 _STOP = object()
 
 
@@ -72,8 +74,12 @@ class SqliteStore(Store):
         self._post = post
         self._before_commit = before_commit
         self._after_commit = after_commit
-        self._units: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
+        self._units: _queue.SimpleQueue[Any] = _queue.SimpleQueue()  # lists of units
+        # With ``batching`` (set by the server), units collect in ``outbox`` until flush()
+        # hands them to the writer together, once per pass of the event loop: one wake-up
+        # of the writer thread per pass instead of one per message.
         self._writer: threading.Thread | None = None
+        self._shared: Unit | None = None  # this pass's unit for enqueue() and dequeue()
         self._db: sqlite3.Connection | None = None  # the loop thread's, for declarations
 
     # ---- opening and recovery ---------------------------------------------------------
@@ -176,10 +182,45 @@ class SqliteStore(Store):
     def commit(self, unit: Unit) -> None:
         if self._writer is None:
             raise StoreError("store is not open")
-        self._units.put(unit)
+        self.outbox.append(unit)
+        if not self.batching:
+            self.flush()
+
+    # The hot path: one durable transfer, one settlement. They join the pass's shared unit
+    # instead of each making a Unit (all of a group commits in one transaction anyway).
+
+    def enqueue(self, message: StoredMessage, done: Completion | None = None) -> None:
+        unit = self._shared_unit()
+        unit.enqueues.append(message)
+        if done is not None:
+            unit.dones.append(done)
+        if not self.batching:
+            self.flush()
+
+    def dequeue(self, message_id: int) -> None:
+        self._shared_unit().dequeues.append(message_id)
+        if not self.batching:
+            self.flush()
+
+    def _shared_unit(self) -> Unit:
+        unit = self._shared
+        if unit is None:
+            if self._writer is None:
+                raise StoreError("store is not open")
+            unit = self._shared = Unit()
+            self.outbox.append(unit)
+        return unit
+
+    def flush(self) -> None:
+        """Hand the units committed since the last flush to the writer."""
+        if self.outbox:
+            self._units.put(self.outbox)
+            self.outbox = []
+            self._shared = None
 
     def close(self) -> None:
         if self._writer is not None:
+            self.flush()
             self._units.put(_STOP)
             self._writer.join()
             self._writer = None
@@ -196,6 +237,7 @@ class SqliteStore(Store):
                     return
                 error = self._write(db, group)
                 done = [unit.done for unit in group if unit.done is not None]
+                done += [callback for unit in group for callback in unit.dones]
                 if done:
                     self._post(_completions(done, error))
         finally:
@@ -206,16 +248,18 @@ class SqliteStore(Store):
         first = self._units.get()
         if first is _STOP:
             return None
-        group = [first]
+        group = list(first)
+        deadline = time.monotonic() + GROUP_WINDOW
         while len(group) < _MAX_GROUP:
+            wait = deadline - time.monotonic()
             try:
-                unit = self._units.get_nowait()
+                units = self._units.get(timeout=wait) if wait > 0 else self._units.get_nowait()
             except _queue.Empty:
                 break
-            if unit is _STOP:
+            if units is _STOP:
                 self._units.put(_STOP)  # finish this group, then stop
                 break
-            group.append(unit)
+            group += units
         return group
 
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:
@@ -226,14 +270,10 @@ class SqliteStore(Store):
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         try:
             db.execute("BEGIN")
-            if rows:
-                db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)", rows)
-            if gone:
-                db.executemany("DELETE FROM messages WHERE id = ?", gone)
-            if pages:
-                db.executemany("INSERT INTO pages VALUES (?, ?)", pages)
-            if unpages:
-                db.executemany("DELETE FROM pages WHERE id = ?", unpages)
+            _insert(db, "messages", 5, rows)
+            _delete(db, "messages", gone)
+            _insert(db, "pages", 2, pages)
+            _delete(db, "pages", unpages)
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")
@@ -245,6 +285,40 @@ class SqliteStore(Store):
         if self._after_commit is not None:
             self._after_commit()
         return None
+
+
+# Rows go in as one multi-row statement per chunk rather than one statement per row: the
+# sqlite3 module releases the GIL around every statement step, and with the event loop
+# busy on the other core each release is a thread switch.
+_CHUNK = 1000  # rows per statement (5 values a row: well under SQLite's 32766 variables)
+_CHUNK_BYTES = 1 << 20  # and about this much message data
+
+
+def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[Any]) -> None:
+    """Insert ``rows`` (the blob last in each) in statements of at most _CHUNK rows and
+    about _CHUNK_BYTES of data, so that big messages are not all bound at once."""
+    row = "(" + ", ".join("?" * width) + ")"
+    chunk: list[Any] = []
+    size = 0
+    for item in rows:
+        chunk.append(item)
+        size += len(item[-1])
+        if len(chunk) >= _CHUNK or size >= _CHUNK_BYTES:
+            _insert_chunk(db, table, row, chunk)
+            chunk, size = [], 0
+    if chunk:
+        _insert_chunk(db, table, row, chunk)
+
+
+def _insert_chunk(db: sqlite3.Connection, table: str, row: str, chunk: list[Any]) -> None:
+    values = [value for item in chunk for value in item]
+    db.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)), values)
+
+
+def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> None:
+    for start in range(0, len(ids), _CHUNK):
+        chunk = [item[0] for item in ids[start:start + _CHUNK]]
+        db.execute(f"DELETE FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
 
 
 def _completions(done: list[Completion], error: StoreError | None) -> Callable[[], None]:
