@@ -66,27 +66,11 @@ class Message:
     def application_property(self, key: str) -> Any:
         """One application property (None when absent), found without decoding the whole
         map: grouped, last-value and sorted queues read one key of every message."""
-        cached = self.app_properties_cache
-        if cached is not None:
-            return cached.get(key)
-        span = self.app_properties_span
-        if span is None:
-            return None
-        from proton_broker.amqp.codec import find_in_map  # pure Python, no Proton
-
-        return find_in_map(self.data, span[0], span[1], key)
+        return _lookup(self.app_properties_cache, self.data, self.app_properties_span, key)
 
     def message_annotation(self, key: str) -> Any:
         """One message annotation (None when absent), without decoding the whole map."""
-        cached = self.annotations_cache
-        if cached is not None:
-            return cached.get(key)
-        span = self.annotations_span
-        if span is None:
-            return None
-        from proton_broker.amqp.codec import find_in_map  # pure Python, no Proton
-
-        return find_in_map(self.data, span[0], span[1], key)
+        return _lookup(self.annotations_cache, self.data, self.annotations_span, key)
 
     @property
     def message_annotations(self) -> dict[Any, Any]:
@@ -100,6 +84,17 @@ class Message:
     def size(self) -> int:
         """Encoded size in bytes, the figure byte limits and metrics count."""
         return self.paged_size if self.paged else len(self.data)
+
+
+def _lookup(cached: dict[Any, Any] | None, data: bytes, span: tuple[int, int] | None,
+            key: str) -> Any:
+    if cached is not None:
+        return cached.get(key)
+    if span is None:
+        return None
+    from proton_broker.amqp.codec import find_in_map  # pure Python, no Proton
+
+    return find_in_map(data, span[0], span[1], key)
 
 
 def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
