@@ -234,3 +234,24 @@ def test_flow_to_disk_keeps_the_broker_memory_bounded_while_the_queue_grows(
             receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
     finally:
         broker.stop()
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("round_", range(25))
+def test_soak_repeated_kills_never_lose_an_accepted_message(tmp_path: Path, round_: int) -> None:
+    """The SIGKILL test, many times over on one data directory that keeps its history
+    (run with ``pytest -m soak``)."""
+    data = tmp_path.parent / "soak-data"
+    properties = {**DURABLE, "qpid.priorities": 10}
+    messages = [Message(body=round_ * 100_000 + i, durable=True, priority=i % 10)
+                for i in range(20_000)]
+    broker = start(data)
+    accepted, consumed = load_until_killed(broker, "soak", properties, messages, consume=True)
+    broker = start(data)
+    try:
+        recovered = drain(broker, "soak", properties)
+    finally:
+        broker.stop()
+    assert len(recovered) == len(set(recovered))
+    assert not accepted - set(recovered) - consumed
