@@ -1,7 +1,8 @@
 'use strict';
 // rhea sender: node send.js URL ADDRESS COUNT [--spec FILE] [--capabilities a,b]
 //   [--dynamic-node-properties JSON] [--print-attach]
-// Message i is spec[i % spec.length], a JSON list of {id, subject, body, properties} in
+// Message i is spec[i % spec.length], a JSON list of {id, subject, body, properties,
+// durable} in
 // typed JSON; without --spec, body "message-i" and properties {index: i}. Exits 0 once every
 // message is settled `accepted`, 1 on any other outcome, error or timeout.
 
@@ -18,6 +19,7 @@ function messageAt(index) {
                     body: toAmqp(spec.body === undefined ? null : spec.body) };
   if (spec.subject !== undefined) message.subject = spec.subject;
   if (spec.properties) message.application_properties = toAmqp(spec.properties);
+  if (spec.durable) message.durable = true;  // header.durable
   return message;
 }
 
