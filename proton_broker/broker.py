@@ -155,11 +155,6 @@ class Broker:
         queue.removed = self.store.dequeue
         queue.persistent = True
 
-    def persists(self, message: Message, queue: Queue) -> bool:
-        """Whether ``message`` must be on disk before it is accepted: a durable message
-        on a durable queue (non-durable messages on durable queues are not kept)."""
-        return message.durable and queue.settings.durable and self.store is not None
-
     def persist(self, message: Message, queue: Queue, done: Completion) -> None:
         """Write ``message`` for ``queue``; ``done(error)`` runs on the loop thread once it
         is committed (error None) or could not be (nothing written)."""
@@ -177,12 +172,6 @@ class Broker:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
-
-    def route(self, message: Message, address: str | None) -> Queue:
-        """Enqueue ``message`` on the queue named ``address``."""
-        queue = self.resolve(address)
-        queue.enqueue(message)
-        return queue
 
     def purge_expired(self, now: float | None = None) -> int:
         """Drop expired messages from every queue (called on a timer)."""

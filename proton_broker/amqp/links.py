@@ -161,12 +161,7 @@ class ProducerLink:
                 self._in_order(dlv, message, queue)
             else:
                 queue.enqueue(message)
-                if queue.flow_stopped and not _settled(dlv):
-                    self._hold(dlv, queue)
-                else:
-                    if not _settled(dlv):
-                        _update(dlv, PN_ACCEPTED)
-                    _settle(dlv)
+                self._accepted(dlv, queue)
         except BrokerError as exc:
             self._refuse(dlv, exc)
         # Credit in batches: top the window up once half of it has been used.
@@ -193,7 +188,7 @@ class ProducerLink:
         durable; it goes on its queue, and is settled, when everything before it has."""
         item = _Pending(dlv, message, queue)
         self._pending.append(item)
-        if self.broker.persists(message, queue):
+        if message.durable and queue.persistent:
             self.broker.persist(message, queue, item.written(self._drain_pending))
         else:
             item.ready = True

@@ -191,8 +191,8 @@ class Queue:
         # Set by the broker on durable queues: called with a persisted message's store id
         # when its entry leaves the queue (consumed, expired, replaced, evicted, purged).
         self.removed: Callable[[int], object] | None = None
-        # Set by the broker when durable messages on this queue are stored (and accepted
-        # only once written): a durable queue with a store to write to.
+        # Set by the broker on a durable queue with a store: its durable messages are
+        # written, and accepted only once written (non-durable ones are not kept).
         self.persistent = False
         # Set by the broker when its store can page (flow to disk): see Pager.
         self.pager: Pager | None = None
@@ -292,11 +292,6 @@ class Queue:
         if released and (self._ready or self._browsers):
             self._wake()
         return released
-
-    @property
-    def held_count(self) -> int:
-        """Entries waiting for their not-valid-before time (an upper bound: lazily pruned)."""
-        return len(self._held)
 
     # ---- limits ------------------------------------------------------------------------
 
@@ -667,7 +662,7 @@ class Queue:
             self.removed(entry.message.store_id)
         self.depth -= 1
         message = entry.message
-        self.bytes -= message.paged_size if message.paged else len(message.data)
+        self.bytes -= message.size
         if message.page_id is not None and self.pager is not None:
             self.pager.discard(message)
         self._log.removed()

@@ -54,9 +54,6 @@ class Unit:
     done: Completion | None = None
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
-    def __bool__(self) -> bool:
-        return bool(self.enqueues or self.dequeues or self.pages or self.unpages)
-
 
 class Store(abc.ABC):
     """A backend: memory (nothing survives) or SQLite (the embedded default)."""
