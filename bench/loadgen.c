@@ -1,15 +1,20 @@
 /*
  * loadgen: an AMQP 1.0 load generator (and a trivial fast peer) on Proton's proactor API.
  *
- * One process, one proactor, one thread. The generator opens a producer connection and a
- * consumer connection to a broker and measures messages per second for three scenarios:
+ * One process, one proactor, one thread. The generator opens PRODUCERS producer connections
+ * and CONSUMERS consumer connections (-P, -C; one each by default; each with its own session
+ * and link, all on the same queue) to a broker and measures messages per second for three
+ * scenarios:
  *
- *   a  one producer and one consumer at once; unsettled sends with at most WINDOW
- *      unsettled, consumer credit CREDIT topped up at half, every delivery accepted
- *   b  the same, pre-settled both ways (the producer sends settled and the consumer's link
- *      asks the broker to send settled)
- *   c  fill COUNT messages with no consumer (sends as in a), then attach a consumer and
+ *   a  producers and consumers at once; unsettled sends with at most WINDOW unsettled per
+ *      producer, credit CREDIT per consumer topped up at half, every delivery accepted
+ *   b  the same, pre-settled both ways (the producers send settled and the consumers' links
+ *      ask the broker to send settled)
+ *   c  fill COUNT messages with no consumer (sends as in a), then attach the consumers and
  *      drain them (as in a)
+ *
+ * COUNT is split evenly over the producers; in a and b they start once every consumer is
+ * attached. The consumers together never grant more credit than COUNT in all.
  *
  * Every message is the same pre-encoded bytes (a properties section with a message-id and a
  * data section of BODY bytes), encoded once at start, so the generator's per-message cost is
@@ -101,21 +106,31 @@ static size_t recv_all(pn_link_t *link, pn_delivery_t *d, char **buf, size_t *ca
 
 enum { MODE_A, MODE_B, MODE_C };
 
+/* One producer or consumer: its own connection, session and link. */
+typedef struct {
+  pn_connection_t *conn;
+  pn_link_t *link;
+  long quota, sent, acked; /* producer: its share of COUNT, and its progress */
+} client_t;
+
 typedef struct {
   int mode;
   long count, window, credit;
   const char *addr, *queue, *user, *password;
   bool sasl;
   pn_proactor_t *proactor;
-  pn_connection_t *pconn, *cconn;
-  pn_link_t *sender, *receiver;
+  int nprod, ncons; /* -P, -C */
+  client_t *prod, *cons;
   char **msgs;      /* one encoding per group (one in all without -g) */
   size_t *msg_sizes;
   long groups;      /* -g: messages carry properties.group-id, cycling over this many */
   bool durable;     /* -d: durable messages, on a queue declared durable */
-  long sent, acked, received;
+  long sent, acked, received; /* totals over all producers and consumers */
+  long cap;         /* credit per consumer: CREDIT, or a fair share of COUNT if smaller */
+  long granted;     /* credit granted by all consumers so far, never more than COUNT */
+  int attached;     /* consumers attached */
   uint64_t tag;
-  bool started, fill_done, done;
+  bool producing, started, fill_done, done;
   double t0, c0, t1, c1;
   int conns_open;
   char *rbuf;
@@ -183,30 +198,57 @@ static pn_connection_t *connect_to(gen_t *g, const char *container) {
   return c;
 }
 
-static void start_producer(gen_t *g) {
-  g->pconn = connect_to(g, "loadgen-producer");
-  pn_session_t *s = pn_session(g->pconn);
+static void start_producer(gen_t *g, client_t *k, int i) {
+  char container[64];
+  snprintf(container, sizeof container, "loadgen-producer-%d", i + 1);
+  k->conn = connect_to(g, container);
+  pn_session_t *s = pn_session(k->conn);
   pn_session_open(s);
-  g->sender = pn_sender(s, "loadgen-sender");
-  pn_terminus_set_address(pn_link_target(g->sender), g->queue);
-  ask_for_groups(g, pn_link_target(g->sender));
-  pn_link_set_snd_settle_mode(g->sender, g->mode == MODE_B ? PN_SND_SETTLED : PN_SND_UNSETTLED);
-  pn_link_set_rcv_settle_mode(g->sender, PN_RCV_FIRST);
-  pn_link_open(g->sender);
+  k->link = pn_sender(s, "loadgen-sender");
+  pn_link_set_context(k->link, k);
+  pn_terminus_set_address(pn_link_target(k->link), g->queue);
+  ask_for_groups(g, pn_link_target(k->link));
+  pn_link_set_snd_settle_mode(k->link, g->mode == MODE_B ? PN_SND_SETTLED : PN_SND_UNSETTLED);
+  pn_link_set_rcv_settle_mode(k->link, PN_RCV_FIRST);
+  pn_link_open(k->link);
 }
 
-static void start_consumer(gen_t *g) {
-  g->cconn = connect_to(g, "loadgen-consumer");
-  pn_session_t *s = pn_session(g->cconn);
+/* Producer i sends COUNT / P messages, the first COUNT % P producers one more. */
+static void start_producers(gen_t *g) {
+  g->producing = true;
+  for (int i = 0; i < g->nprod; i++) {
+    g->prod[i].quota = g->count / g->nprod + (i < g->count % g->nprod ? 1 : 0);
+    start_producer(g, &g->prod[i], i);
+  }
+}
+
+/* Top a consumer's credit up to the cap, never granting more in all than COUNT. */
+static void grant(gen_t *g, client_t *k) {
+  long top = g->cap - pn_link_credit(k->link);
+  if (top > g->count - g->granted) top = g->count - g->granted;
+  if (top <= 0) return;
+  pn_link_flow(k->link, (int)top);
+  g->granted += top;
+}
+
+static void start_consumer(gen_t *g, client_t *k, int i) {
+  char container[64];
+  snprintf(container, sizeof container, "loadgen-consumer-%d", i + 1);
+  k->conn = connect_to(g, container);
+  pn_session_t *s = pn_session(k->conn);
   pn_session_open(s);
-  g->receiver = pn_receiver(s, "loadgen-receiver");
-  pn_terminus_set_address(pn_link_source(g->receiver), g->queue);
-  ask_for_groups(g, pn_link_source(g->receiver));
-  pn_link_set_snd_settle_mode(g->receiver,
-                              g->mode == MODE_B ? PN_SND_SETTLED : PN_SND_UNSETTLED);
-  pn_link_set_rcv_settle_mode(g->receiver, PN_RCV_FIRST);
-  pn_link_open(g->receiver);
-  pn_link_flow(g->receiver, (int)g->credit);
+  k->link = pn_receiver(s, "loadgen-receiver");
+  pn_link_set_context(k->link, k);
+  pn_terminus_set_address(pn_link_source(k->link), g->queue);
+  ask_for_groups(g, pn_link_source(k->link));
+  pn_link_set_snd_settle_mode(k->link, g->mode == MODE_B ? PN_SND_SETTLED : PN_SND_UNSETTLED);
+  pn_link_set_rcv_settle_mode(k->link, PN_RCV_FIRST);
+  pn_link_open(k->link);
+  grant(g, k);
+}
+
+static void start_consumers(gen_t *g) {
+  for (int i = 0; i < g->ncons; i++) start_consumer(g, &g->cons[i], i);
 }
 
 static void report(gen_t *g, const char *phase, long n, double t0, double c0) {
@@ -216,31 +258,35 @@ static void report(gen_t *g, const char *phase, long n, double t0, double c0) {
   fflush(stdout);
 }
 
-static void send_some(gen_t *g) {
-  pn_link_t *l = g->sender;
+/* Groups cycle over the whole run: the run's i-th message sent has group i % GROUPS. */
+static void send_some(gen_t *g, client_t *k) {
+  pn_link_t *l = k->link;
   bool presettled = g->mode == MODE_B;
   if (!g->started && pn_link_credit(l) > 0) {
     g->started = true;
     g->t0 = wall();
     g->c0 = cpu();
   }
-  while (g->sent < g->count && pn_link_credit(l) > 0 &&
-         (presettled || g->sent - g->acked < g->window)) {
+  while (k->sent < k->quota && pn_link_credit(l) > 0 &&
+         (presettled || k->sent - k->acked < g->window)) {
     uint64_t tag = g->tag++;
     pn_delivery_t *d = pn_delivery(l, pn_dtag((const char *)&tag, sizeof tag));
     long which = g->groups > 0 ? g->sent % g->groups : 0;
     pn_link_send(l, g->msgs[which], g->msg_sizes[which]);
     pn_link_advance(l);
     if (presettled) pn_delivery_settle(d);
+    k->sent++;
     g->sent++;
   }
 }
 
-/* Close both connections, each from its own event batch (woken for the purpose). */
+/* Close every connection, each from its own event batch (woken for the purpose). */
 static void finish(gen_t *g) {
   g->done = true;
-  if (g->pconn) pn_connection_wake(g->pconn);
-  if (g->cconn) pn_connection_wake(g->cconn);
+  for (int i = 0; i < g->nprod; i++)
+    if (g->prod[i].conn) pn_connection_wake(g->prod[i].conn);
+  for (int i = 0; i < g->ncons; i++)
+    if (g->cons[i].conn) pn_connection_wake(g->cons[i].conn);
 }
 
 static void check_done(gen_t *g) {
@@ -253,7 +299,7 @@ static void check_done(gen_t *g) {
       fflush(stdout);
       g->t1 = wall();
       g->c1 = cpu();
-      start_consumer(g);
+      start_consumers(g);
     }
     return;
   }
@@ -267,24 +313,19 @@ static void check_done(gen_t *g) {
   }
 }
 
-static void on_receiver_delivery(gen_t *g, pn_delivery_t *d) {
-  pn_link_t *l = g->receiver;
+static void on_receiver_delivery(gen_t *g, client_t *k, pn_delivery_t *d) {
+  pn_link_t *l = k->link;
   if (!pn_delivery_readable(d) || pn_delivery_partial(d)) return;
   recv_all(l, d, &g->rbuf, &g->rcap);
   pn_link_advance(l);
   if (!pn_delivery_settled(d)) pn_delivery_update(d, PN_ACCEPTED);
   pn_delivery_settle(d);
   g->received++;
-  int credit = pn_link_credit(l);
-  long wanted = g->count - g->received; /* never ask for more than we still expect */
-  if (credit < g->credit / 2 && credit < wanted) {
-    long top = (wanted < g->credit ? wanted : g->credit) - credit;
-    if (top > 0) pn_link_flow(l, (int)top);
-  }
+  if (2 * pn_link_credit(l) < g->cap) grant(g, k);
   check_done(g);
 }
 
-static void on_sender_delivery(gen_t *g, pn_delivery_t *d) {
+static void on_sender_delivery(gen_t *g, client_t *k, pn_delivery_t *d) {
   if (pn_delivery_updated(d) && pn_delivery_remote_state(d) && pn_delivery_remote_state(d) != PN_ACCEPTED) {
     fprintf(stderr, "loadgen: a transfer was not accepted (state 0x%" PRIx64 ")\n",
             pn_delivery_remote_state(d));
@@ -292,29 +333,37 @@ static void on_sender_delivery(gen_t *g, pn_delivery_t *d) {
   }
   if (pn_delivery_settled(d) || pn_delivery_remote_state(d)) {
     pn_delivery_settle(d);
+    k->acked++;
     g->acked++;
   }
-  send_some(g);
+  send_some(g, k);
   check_done(g);
+}
+
+static void on_link_open(gen_t *g, pn_link_t *l) {
+  if (pn_link_is_receiver(l)) {
+    if (++g->attached == g->ncons && !g->producing) start_producers(g);
+  } else if (pn_link_remote_target(l) &&
+             pn_terminus_get_type(pn_link_remote_target(l)) == PN_UNSPECIFIED) {
+    die("the broker refused a producer link", NULL);
+  }
 }
 
 static int gen_handle(gen_t *g, pn_event_t *e) {
   switch (pn_event_type(e)) {
   case PN_LINK_REMOTE_OPEN:
-    if (pn_event_link(e) == g->receiver && !g->pconn) start_producer(g);
-    if (pn_link_remote_target(pn_event_link(e)) && pn_event_link(e) == g->sender &&
-        pn_terminus_get_type(pn_link_remote_target(g->sender)) == PN_UNSPECIFIED)
-      die("the broker refused the producer link", NULL);
+    on_link_open(g, pn_event_link(e));
     break;
   case PN_LINK_FLOW:
-    if (pn_event_link(e) == g->sender) send_some(g);
+    if (pn_link_is_sender(pn_event_link(e))) send_some(g, pn_link_get_context(pn_event_link(e)));
     break;
   case PN_DELIVERY: {
     pn_delivery_t *d = pn_event_delivery(e);
-    if (pn_delivery_link(d) == g->receiver)
-      on_receiver_delivery(g, d);
+    pn_link_t *l = pn_delivery_link(d);
+    if (pn_link_is_receiver(l))
+      on_receiver_delivery(g, pn_link_get_context(l), d);
     else
-      on_sender_delivery(g, d);
+      on_sender_delivery(g, pn_link_get_context(l), d);
     break;
   }
   case PN_LINK_REMOTE_CLOSE:
@@ -341,13 +390,18 @@ static int gen_handle(gen_t *g, pn_event_t *e) {
 
 static int run_generator(gen_t *g, size_t body, long timeout_ms) {
   encode_messages(g, body);
+  g->prod = calloc((size_t)g->nprod, sizeof *g->prod);
+  g->cons = calloc((size_t)g->ncons, sizeof *g->cons);
+  if (!g->prod || !g->cons) die("out of memory", NULL);
+  long share = (g->count + g->ncons - 1) / g->ncons;
+  g->cap = g->credit < share ? g->credit : share;
   g->proactor = pn_proactor();
   if (timeout_ms > 0) pn_proactor_set_timeout(g->proactor, timeout_ms);
-  g->conns_open = 2;
+  g->conns_open = g->nprod + g->ncons;
   if (g->mode == MODE_C)
-    start_producer(g); /* the consumer comes once the queue is full */
+    start_producers(g); /* the consumers come once the queue is full */
   else
-    start_consumer(g); /* the producer starts once the consumer is attached */
+    start_consumers(g); /* the producers start once every consumer is attached */
   for (int running = 1; running;) {
     pn_event_batch_t *b = pn_proactor_wait(g->proactor);
     pn_event_t *e;
@@ -549,16 +603,20 @@ static void usage(FILE *f) {
           "  -H HOST:PORT  broker address (peer: listen address; port 0 picks one)\n"
           "                [127.0.0.1:5672]\n"
           "  -q QUEUE      queue (address) to use [loadgen]\n"
-          "  -n COUNT      messages [100000]\n"
-          "  -w WINDOW     producer's unsettled window (peer: credit per link) [1000]\n"
-          "  -c CREDIT     consumer credit, topped up at half [1000]\n"
+          "  -n COUNT      messages in all, split evenly over the producers [100000]\n"
+          "  -P PRODUCERS  producers, each on its own connection [1]\n"
+          "  -C CONSUMERS  consumers, each on its own connection [1]\n"
+          "  -w WINDOW     unsettled window per producer (peer: credit per link) [1000]\n"
+          "  -c CREDIT     credit per consumer, topped up at half; the consumers together\n"
+          "                never grant more than COUNT [1000]\n"
           "  -s BYTES      body size [100]\n"
           "  -S            use SASL ANONYMOUS (PLAIN with -u/-p)\n"
           "  -u USER -p PASSWORD\n"
           "  -t SECONDS    give up after this long [120]\n"
           "  -d            durable messages (header.durable) on a durable queue\n"
-          "  -g GROUPS     messages carry properties.group-id, cycling over GROUPS groups, and\n"
-          "                both links ask for a shared-groups queue (qpid.shared_msg_group)\n");
+          "  -g GROUPS     messages carry properties.group-id, cycling over GROUPS groups in\n"
+          "                the order the run sends them (over all producers), and every link\n"
+          "                asks for a shared-groups queue (qpid.shared_msg_group)\n");
 }
 
 int main(int argc, char **argv) {
@@ -569,14 +627,17 @@ int main(int argc, char **argv) {
   const char *mode = argv[1];
   const char *addr = "127.0.0.1:5672", *queue = "loadgen", *user = NULL, *password = NULL;
   long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0;
+  long producers = 1, consumers = 1;
   bool sasl = false, durable = false;
   int opt;
   optind = 2;
-  while ((opt = getopt(argc, argv, "H:q:n:w:c:s:Su:p:t:g:dh")) != -1) {
+  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:dh")) != -1) {
     switch (opt) {
     case 'H': addr = optarg; break;
     case 'q': queue = optarg; break;
     case 'n': count = atol(optarg); break;
+    case 'P': producers = atol(optarg); break;
+    case 'C': consumers = atol(optarg); break;
     case 'w': window = atol(optarg); break;
     case 'c': credit = atol(optarg); break;
     case 's': body = atol(optarg); break;
@@ -589,7 +650,8 @@ int main(int argc, char **argv) {
     default: usage(stderr); return 1;
     }
   }
-  if (count <= 0 || window <= 0 || credit <= 0 || body < 0) {
+  if (count <= 0 || window <= 0 || credit <= 0 || body < 0 || producers <= 0 ||
+      producers > 10000 || consumers <= 0 || consumers > 10000) {
     usage(stderr);
     return 1;
   }
@@ -609,6 +671,8 @@ int main(int argc, char **argv) {
   g.count = count;
   g.window = window;
   g.credit = credit;
+  g.nprod = (int)producers;
+  g.ncons = (int)consumers;
   g.addr = addr;
   g.queue = queue;
   g.user = user;

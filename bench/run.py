@@ -5,6 +5,9 @@ Scenarios (see bench/README.md):
   b  the same, pre-settled both ways
   c  fill COUNT messages with no consumer, then drain them (reported as c-fill and c-drain)
 
+``--producers N`` and ``--consumers N`` (loadgen ``-P``/``-C``) use several of each, every one
+on its own connection; the window is per producer, the credit per consumer.
+
 By default it starts our broker (``python -m proton_broker --port 0``) as a subprocess; with
 ``--url`` it measures any AMQP 1.0 broker (give ``--pid`` to get that broker's CPU time).
 In the same invocation it runs the same scenarios against the generator's trivial fast peer
@@ -14,6 +17,7 @@ Broker CPU is read from /proc/PID/stat (utime + stime) before and after each run
 2-core machine where the generator competes for the CPU it is the fairer figure.
 
 Usage: PYTHONPATH=. .venv/bin/python bench/run.py [--scenarios a,b,c] [--count N] [--repeat R]
+                                                 [--producers N] [--consumers N]
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
     """Run one generator process; returns the samples by phase name (a, b, c-fill, c-drain)."""
     cmd = [str(loadgen), scenario, "-H", hostport, "-q", queue, "-n", str(count),
            "-w", str(args.window), "-c", str(args.credit), "-s", str(args.body),
-           "-t", str(args.timeout)]
+           "-t", str(args.timeout), "-P", str(args.producers), "-C", str(args.consumers)]
     if args.groups:
         cmd += ["-g", str(args.groups)]
     if args.durable:
@@ -144,6 +148,10 @@ def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> N
                               f"generator {fmt(sample.gen_cpu)} CPU-s/100k", file=sys.stderr)
 
 
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def fmt(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -191,8 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=100_000, help="messages per run")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs per scenario; the median is reported")
-    parser.add_argument("--window", type=int, default=1000, help="producer unsettled window")
-    parser.add_argument("--credit", type=int, default=1000, help="consumer credit")
+    parser.add_argument("--window", type=int, default=1000,
+                        help="unsettled window per producer")
+    parser.add_argument("--credit", type=int, default=1000, help="credit per consumer")
+    parser.add_argument("--producers", type=int, default=1,
+                        help="producers, each on its own connection (COUNT is split over them)")
+    parser.add_argument("--consumers", type=int, default=1,
+                        help="consumers, each on its own connection")
     parser.add_argument("--body", type=int, default=100, help="body size in bytes")
     parser.add_argument("--warmup", type=int, default=2000,
                         help="messages of scenario a sent first, not measured (0: none)")
@@ -215,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if not args.scenarios or set(args.scenarios) - {"a", "b", "c"}:
         parser.error("--scenarios takes a comma-separated subset of a,b,c")
+    if args.producers < 1 or args.consumers < 1:
+        parser.error("--producers and --consumers take a number of at least 1")
     args.user = args.password = None
 
     loadgen = build_loadgen()
@@ -242,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.stop() if hasattr(proc, "stop") else (proc.kill(), proc.wait())
 
     print(f"\n{os.cpu_count()} CPUs, {cpu_model()}; {args.count:,} messages of "
-          f"{args.body} bytes per run, median of {args.repeat}; "
+          f"{args.body} bytes per run, {plural(args.producers, 'producer')} and "
+          f"{plural(args.consumers, 'consumer')}, median of {args.repeat}; "
           f"{time.monotonic() - started:.0f} s")
     print_table(targets[0], targets[1:])
     if not args.no_ceiling:
