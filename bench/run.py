@@ -126,26 +126,32 @@ class Target:
     hostport: str
     pid: int | None
     results: Results = field(default_factory=Results)
+    overrides: dict[str, Any] = field(default_factory=dict)  # workload options for this one
 
 
 def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> None:
     """Run every scenario against every target, interleaved so drift hits all alike."""
     if args.warmup:
-        for target in targets:
-            run_scenario(loadgen, "a", target.hostport, target.pid, args,
-                         f"bench-warmup-{os.getpid()}", args.warmup)
+        for n, target in enumerate(targets):
+            run_scenario(loadgen, "a", target.hostport, target.pid, workload(args, target),
+                         f"bench-warmup-{os.getpid()}-{n}", args.warmup)
     for rep in range(args.repeat):
         for scenario in args.scenarios:
-            for target in targets:
-                queue = f"bench-{scenario}-{os.getpid()}-{rep}"
+            for n, target in enumerate(targets):
+                queue = f"bench-{scenario}-{os.getpid()}-{rep}-{n}"
                 for name, sample in run_scenario(loadgen, scenario, target.hostport,
-                                                 target.pid, args, queue,
+                                                 target.pid, workload(args, target), queue,
                                                  args.count).items():
                     target.results.add(name, sample)
                     if args.verbose:
                         print(f"  [{target.label}] {name} run {rep + 1}: "
                               f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)}, "
                               f"generator {fmt(sample.gen_cpu)} CPU-s/100k", file=sys.stderr)
+
+
+def workload(args: argparse.Namespace, target: Target) -> argparse.Namespace:
+    """The run options for ``target``: the command line's, with the target's overrides."""
+    return argparse.Namespace(**{**vars(args), **target.overrides})
 
 
 def plural(n: int, noun: str) -> str:
@@ -215,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                              "shared-groups queue (qpid.shared_msg_group asked on the attach)")
     parser.add_argument("--durable", action="store_true",
                         help="durable messages on a durable queue (stored before accepted)")
+    parser.add_argument("--vs-plain", action="store_true",
+                        help="with --groups or --durable: also run the same scenarios without "
+                        "them against the same broker, interleaved, and print the ratios")
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
     parser.add_argument("--no-ceiling", action="store_true",
                         help="skip the generator-ceiling run against the trivial peer")
@@ -228,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if not args.scenarios or set(args.scenarios) - {"a", "b", "c"}:
         parser.error("--scenarios takes a comma-separated subset of a,b,c")
+    if args.vs_plain and not (args.groups or args.durable):
+        parser.error("--vs-plain compares a --groups or --durable run with a plain one")
     if args.producers < 1 or args.consumers < 1:
         parser.error("--producers and --consumers take a number of at least 1")
     args.user = args.password = None
@@ -244,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(Target(f"broker at {hostport}", hostport, args.pid))
         else:
             targets.append(start_broker("proton-broker", REPO, args, processes))
+        if args.vs_plain:
+            ours = targets[0]
+            targets.append(Target("same broker, plain", ours.hostport, ours.pid,
+                                  overrides={"groups": 0, "durable": False}))
         if args.baseline:
             targets.append(start_broker("baseline", Path(args.baseline).resolve(), args,
                                         processes))
@@ -260,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.body} bytes per run, {plural(args.producers, 'producer')} and "
           f"{plural(args.consumers, 'consumer')}, median of {args.repeat}; "
           f"{time.monotonic() - started:.0f} s")
+    if args.groups or args.durable:
+        print("workload: " + ", ".join(filter(None, [
+            args.groups and f"properties.group-id over {args.groups:,} groups on a "
+                            "shared-groups queue",
+            args.durable and "durable messages on a durable queue"])))
     print_table(targets[0], targets[1:])
     if not args.no_ceiling:
         print("\npeer: the generator against its trivial fast peer (bench/loadgen.c 'peer'): "

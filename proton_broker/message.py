@@ -9,7 +9,9 @@ decode/encode per message.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 
@@ -92,17 +94,21 @@ def _lookup(cached: dict[Any, Any] | None, data: bytes, span: tuple[int, int] | 
         return cached.get(key)
     if span is None:
         return None
-    from proton_broker.amqp.codec import find_in_map  # pure Python, no Proton
+    return _codec().find_in_map(data, span[0], span[1], key)
 
-    return find_in_map(data, span[0], span[1], key)
+
+@functools.cache
+def _codec() -> ModuleType:
+    """The codec module, imported on first use: it imports this module."""
+    from proton_broker.amqp import codec  # pure Python, no Proton
+
+    return codec
 
 
 def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
     if span is None:
         return {}
-    from proton_broker.amqp.codec import decode_value  # pure Python, no Proton
-
-    value = decode_value(data, span[0], span[1])
+    value = _codec().decode_value(data, span[0], span[1])
     return value if isinstance(value, dict) else {}
 
 

@@ -12,6 +12,7 @@ It imports nothing from Proton; it runs once per message on the hot path.
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 from typing import Any, NamedTuple
@@ -58,6 +59,8 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_NULL_RUN = re.compile(b"\x40*")
+_NULLS = [None] * 256  # a list8 holds at most 255 elements; longer runs take several steps
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
 
@@ -303,8 +306,9 @@ def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
     for _ in range(pairs):
         c = data[at]
         if c == 0xA1 or c == 0xA3:
-            found = data[at + 1] == size and data[at + 2:at + 2 + size] == want
-            at += 2 + data[at + 1]
+            n = data[at + 1]
+            at += 2 + n
+            found = n == size and data[at - n:at] == want
         elif c == 0xB1 or c == 0xB3:
             length = _U32.unpack_from(data, at + 1)[0]
             found = length == size and data[at + 5:at + 5 + size] == want
@@ -313,12 +317,22 @@ def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
             found = False
             at = _skip_values(data, at, 1)
         if found:
-            try:
-                return _decode(data, at, stop)[0]
-            except (DecodeError, ValueError):
-                return None
+            return _found_value(data, at, stop)
         at = _skip_values(data, at, 1)
     return None
+
+
+def _found_value(data: bytes, at: int, stop: int) -> Any:
+    if data[at] == 0xA1:  # the common case, a str8, decoded here
+        n = data[at + 1]
+        try:
+            return data[at + 2:at + 2 + n].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        return _decode(data, at, stop)[0]
+    except (DecodeError, ValueError):
+        return None
 
 
 # ---- messages ----------------------------------------------------------------------------
@@ -500,11 +514,12 @@ def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[An
         at, count, stop = _compound_header(data, code, pos + 1, end)
     fields: list[Any] = []
     append = fields.append
-    for _ in range(count):
+    while len(fields) < count:
         c = data[at] if at < stop else -1
-        if c == 0x40:
-            append(None)
-            at += 1
+        if c == 0x40:  # nulls come in runs (unused properties fields): take the run at once
+            run = min(_NULL_RUN.match(data, at, stop).end() - at, count - len(fields))
+            fields += _NULLS[:run]
+            at += run
             continue
         if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
             after = at + 2 + data[at + 1]
@@ -562,12 +577,20 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
     if count:
         message.message_id = fields[0]
     if count > 2:  # often only a message-id: the rest stay at their defaults
-        fields += [None] * (11 - count)
-        message.to = _str_field(fields[2])
-        message.subject = _str_field(fields[3])
-        message.absolute_expiry_time = fields[8] if isinstance(fields[8], int) else None
-        message.creation_time = fields[9] if isinstance(fields[9], int) else None
-        message.group_id = _str_field(fields[10])
+        if count < 11:
+            fields += _NULLS[:11 - count]
+        to, subject, expiry, created, group = (fields[2], fields[3], fields[8], fields[9],
+                                               fields[10])
+        if to is not None:
+            message.to = _str_field(to)
+        if subject is not None:
+            message.subject = _str_field(subject)
+        if expiry is not None:
+            message.absolute_expiry_time = expiry if type(expiry) is int else None
+        if created is not None:
+            message.creation_time = created if type(created) is int else None
+        if group is not None:
+            message.group_id = _str_field(group)
     return stop
 
 

@@ -42,13 +42,14 @@ from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
 _COMPACT_MIN = 64  # rebuild a heap once it holds at least this many stale items
+_IDLE_KEEP = 16384  # idle groups kept for reuse, at most (about 1 KB each)
 
 
 class Group:
     """One group's available entries and who holds it."""
 
     __slots__ = ("name", "fifo", "owner", "acquired", "listed_in", "listed_at", "listed_as",
-                 "orphaned")
+                 "orphaned", "spare")
 
     def __init__(self, name: str | None) -> None:
         self.name = name  # None: the ungrouped messages of a standard-groups queue
@@ -59,6 +60,12 @@ class Group:
         self.listed_at = -1  # the head position it is listed under
         self.listed_as = -1  # the number of its live item there
         self.orphaned = False  # its consumer left while still holding some of its messages
+        self.spare = False  # idle, kept for reuse and counted in GroupDistributor._idle
+
+    def idle(self) -> bool:
+        """Nothing to remember: no messages, no holder."""
+        return self.listed_in is None and self.owner is None and not self.acquired \
+            and not self.fifo
 
     def __repr__(self) -> str:
         return f"<Group {self.name!r} owner={self.owner} acquired={self.acquired}>"
@@ -75,10 +82,6 @@ class GroupHeap:
 
     def __len__(self) -> int:
         return self.live
-
-    def add(self, position: int, number: int, group: Group) -> None:
-        heapq.heappush(self.items, (position, number, group))
-        self.live += 1
 
     def dropped(self) -> None:
         """One of this heap's items went stale."""
@@ -119,12 +122,13 @@ class GroupDistributor:
         self.key = settings.group_key
         self.default_group = settings.default_group or default_group
         self.available = 0  # entries in the groups' FIFOs
-        self.freed = False  # a group changed hands since the caller last cleared this
+        self.freed = False  # a group with messages waiting went free since the caller cleared this
         self._groups: dict[str | None, Group] = {}
         self._free = GroupHeap()  # groups nobody holds
         self._owned: dict[int, GroupHeap] = {}  # consumer id -> groups it holds
         self._assigned: dict[int, set[Group]] = {}  # standard mode: consumer -> its groups
         self._numbers = itertools.count()
+        self._idle = 0  # groups in the table with nothing to remember (see _sweep)
         self._just_assigned = False  # the last acquire gave its group an owner
 
     # ---- the ordering interface (as the queue uses FifoOrder) ---------------------------
@@ -138,8 +142,8 @@ class GroupDistributor:
         fifo = group.fifo
         fifo.push(entry)
         self.available += 1
-        if group.listed_in is None:  # a group with a head keeps it when one is added behind
-            self._relist(group)
+        if group.listed_in is None:  # it had no head: this entry is its head now
+            self._list(group, entry.seq)
 
     def requeue(self, entry: Entry) -> None:
         group: Group = entry.rank
@@ -177,13 +181,21 @@ class GroupDistributor:
         own = own_heap.top() if own_heap is not None else None
         if free is None and own is None:
             return None
-        group = own[1] if free is None or (own is not None and own[0] < free[0]) else free[1]
+        if free is None or (own is not None and own[0] < free[0]):
+            group, heap = own[1], own_heap  # type: ignore[index]
+        else:
+            group, heap = free[1], self._free
         entry = group.fifo.peek()
         if entry is None or (entry.excluded and consumer_id in entry.excluded):
             group = self._first_allowed(consumer_id, own_heap)
             if group is None:
                 return None
+            heap = None
         entry = group.fifo.pop()
+        if heap is not None:  # its item is on top of that heap: take it off at once
+            heapq.heappop(heap.items)
+            heap.live -= 1
+            group.listed_in = None
         assert entry is not None
         self.available -= 1
         self._just_assigned = False
@@ -194,7 +206,7 @@ class GroupDistributor:
                 self._just_assigned = True
                 if not self.shared:
                     self._assigned.setdefault(consumer_id, set()).add(group)
-        self._relist(group, forget=False)  # a group just taken is not forgotten yet
+        self._relist(group)
         return entry
 
     def dropped(self, entry: Entry) -> None:
@@ -217,7 +229,9 @@ class GroupDistributor:
         if group.name is None:
             return False
         group.acquired -= 1
-        if group.acquired == 0 and group.owner is not None and (
+        if group.acquired:
+            return False  # its holder keeps it, listed as it was
+        if group.owner is not None and (
                 self.shared or group.orphaned or self._refused_by_owner(group)):
             self._unassign(group)
             self._relist(group)
@@ -240,8 +254,8 @@ class GroupDistributor:
             del self._owned[consumer_id]
 
     def groups(self) -> Iterator[Group]:
-        """Every group the queue tracks now (for management)."""
-        return iter(list(self._groups.values()))
+        """Every group with messages or a holder now (for management)."""
+        return iter([group for group in self._groups.values() if not group.idle()])
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -256,6 +270,25 @@ class GroupDistributor:
         if group is None:
             group = self._groups[name] = Group(name)
         return group
+
+    def _went_idle(self, group: Group) -> None:
+        """A group has nothing left to remember (no messages, no holder).
+
+        It stays in the table for reuse rather than being dropped at once: groups in use go
+        idle and busy again all the time (a group with one message in flight is idle between
+        its settlement and its next message), and making a new one each time is a good part
+        of a grouped message's cost. Once more than ``_IDLE_KEEP`` groups (or half the
+        table) are idle, the idle ones are dropped: O(1) per message amortised, and at most
+        that many idle groups kept.
+        """
+        group.spare = True
+        self._idle += 1
+        if self._idle > _IDLE_KEEP and self._idle > len(self._groups) >> 1:
+            groups = self._groups
+            for name, group in list(groups.items()):
+                if group.idle():
+                    del groups[name]
+            self._idle = 0
 
     def _first_allowed(self, consumer_id: int, own_heap: GroupHeap | None) -> Group | None:
         """The slow path, for a consumer refused by a group's head (undeliverable-here):
@@ -282,38 +315,45 @@ class GroupDistributor:
     def _unassign(self, group: Group) -> None:
         owner = group.owner
         assert owner is not None
-        assigned = self._assigned.get(owner)
-        if assigned is not None:
-            assigned.discard(group)
+        if not self.shared:
+            assigned = self._assigned.get(owner)
+            if assigned is not None:
+                assigned.discard(group)
         group.owner, group.orphaned = None, False
-        self.freed = True
+        if group.listed_in is not None:  # it has messages waiting, others may take now
+            self.freed = True
 
-    def _relist(self, group: Group, forget: bool = True) -> None:
-        """List the group under its head position, in the free heap or its owner's; with
-        ``forget``, drop a group that has nothing left to remember."""
+    def _relist(self, group: Group) -> None:
+        """List the group under its head position, in the free heap or its owner's."""
         head = group.fifo.peek()
-        if head is None:
-            target = None
-        elif group.owner is None:
-            target = self._free
-        else:
-            target = self._owned.get(group.owner)
-            if target is None:
-                target = self._owned[group.owner] = GroupHeap()
         listed = group.listed_in
         if listed is not None:
-            if target is listed and head is not None and head.seq == group.listed_at:
+            if head is not None and head.seq == group.listed_at and listed is (
+                    self._free if group.owner is None else self._owned.get(group.owner)):
                 return  # listed where it should be, under the right position
             group.listed_in = None
             listed.dropped()
-        if target is not None:
-            assert head is not None
-            number = next(self._numbers)
-            group.listed_in, group.listed_at, group.listed_as = target, head.seq, number
-            target.add(head.seq, number, group)
-        elif forget and group.owner is None and group.acquired == 0 \
-                and self._groups.get(group.name) is group:
-            del self._groups[group.name]  # nothing left to remember about it
+        if head is not None:
+            self._list(group, head.seq)
+        elif group.owner is None and not group.acquired and not group.spare:
+            self._went_idle(group)
+
+    def _list(self, group: Group, position: int) -> None:
+        """List an unlisted group under ``position``: in the free heap, or its owner's."""
+        owner = group.owner
+        if owner is None:
+            heap = self._free
+        else:
+            heap = self._owned.get(owner)
+            if heap is None:
+                heap = self._owned[owner] = GroupHeap()
+        if group.spare:  # busy again
+            group.spare = False
+            self._idle -= 1
+        number = next(self._numbers)
+        group.listed_in, group.listed_at, group.listed_as = heap, position, number
+        heapq.heappush(heap.items, (position, number, group))
+        heap.live += 1
 
 
 def _head_position(group: Group) -> int:

@@ -16,6 +16,7 @@ import pytest
 
 from proton_broker.amqp.codec import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.groups import _IDLE_KEEP
 from proton_broker.queues.queue import ACQUIRED, AVAILABLE, Entry, Queue
 from proton_broker.queues.settings import GROUPS_SHARED, GROUPS_STANDARD, parse_settings
 from tests.queues import consumers
@@ -469,6 +470,7 @@ def _consume_everything(q: Queue, messages: int, groups: int) -> list[Taker]:
     """Enqueue ``messages`` over ``groups`` groups, then let 10 consumers take and settle
     them all (credit in rounds, so no consumer waits on an empty queue)."""
     templates = [msg(f"g{g}", f"g{g}") for g in range(groups)]
+    dequeued = q.stats.dequeued
     for n in range(messages):
         q.enqueue(copy.copy(templates[n % groups]))
     consumers = [Taker() for _ in range(10)]
@@ -483,7 +485,7 @@ def _consume_everything(q: Queue, messages: int, groups: int) -> list[Taker]:
                 q.settle(entry)
             c.got.clear()
         assert q.depth < before, "no progress"
-    assert q.stats.dequeued == messages
+    assert q.stats.dequeued == dequeued + messages
     return consumers
 
 
@@ -496,6 +498,26 @@ def test_a_shared_groups_queue_forgets_groups_once_their_messages_are_settled() 
     assert tracked <= 10, f"{tracked} settled groups are still tracked"
     assert len(groups._free) == 0 and len(groups._free.items) < 200  # stale items bounded
     assert all(len(owned) == 0 for owned in groups._owned.values())
+
+
+def test_a_group_that_went_idle_is_reused_when_its_next_message_comes() -> None:
+    q = queue(SHARED)
+    groups = q._groups
+    assert groups is not None
+    for c in _consume_everything(q, 100, 10):
+        q.unsubscribe(c)
+    kept = dict(groups._groups)
+    assert len(kept) == 10 and not list(groups.groups())  # all idle, none reported
+    _consume_everything(q, 100, 10)
+    assert all(groups._groups[name] is group for name, group in kept.items())
+
+
+def test_idle_groups_kept_for_reuse_stay_bounded_when_group_ids_never_repeat() -> None:
+    q = queue(SHARED)
+    groups = q._groups
+    assert groups is not None
+    _consume_everything(q, 3 * _IDLE_KEEP, 3 * _IDLE_KEEP)  # every group id seen once
+    assert len(groups._groups) <= 2 * _IDLE_KEEP
 
 
 def test_a_standard_groups_queue_forgets_groups_once_their_consumers_are_gone() -> None:
@@ -620,6 +642,9 @@ class Model:
         live = list(q.entries())
         held = [e for held in self.unsettled.values() for e in held]
         assert sorted(e.seq for e in live if e.state == ACQUIRED) == sorted(e.seq for e in held)
+        groups = q._groups
+        assert groups is not None  # its count of idle groups kept for reuse is exact
+        assert groups._idle == sum(g.idle() for g in groups._groups.values())
         # Nobody with credit sits idle while there is a message it may take.
         for c in self.consumers:
             if c.credit <= 0:
