@@ -39,6 +39,7 @@ from proton_broker.store.base import (
 )
 from proton_broker.store.memory import MemoryStore
 from proton_broker.store.sqlite import SqliteStore
+from proton_broker.transactions import Transaction, Transactions
 
 log = logging.getLogger("proton_broker.broker")
 
@@ -51,6 +52,7 @@ class Broker:
         self.queues: dict[str, Queue] = {}
         self._hooks: dict[str, Any] = {}
         self.store: Store | None = None  # opened by open_store(), once the loop exists
+        self.transactions = Transactions()
         for name, options in self.config.queues.items():
             self.declare(name, options)
 
@@ -162,6 +164,52 @@ class Broker:
         message.store_id = self.store.next_id()
         self.store.enqueue(StoredMessage(message.store_id, queue.name, message.data,
                                          time.time()), done)
+
+    def commit(self, txn: Transaction, done: Completion) -> None:
+        """Commit ``txn`` (see :mod:`proton_broker.transactions`): one store unit with its
+        durable sends and the removal of the durable messages it acknowledged; once that is
+        on disk the sends join their queues and the outcomes apply, then ``done(None)``. If
+        the unit cannot be written the transaction is rolled back and ``done(error)``."""
+        txn.discharging = True
+        unit = Unit()
+        now = time.time()
+        if self.store is not None:
+            for queue, message in txn.sends:
+                if message.durable and queue.persistent:
+                    message.store_id = self.store.next_id()
+                    unit.enqueues.append(StoredMessage(message.store_id, queue.name,
+                                                       message.data, now))
+            for ack in txn.acks:
+                if ack.removes and ack.queue.persistent and ack.entry.message.store_id:
+                    unit.dequeues.append(ack.entry.message.store_id)
+
+        def written(error: BaseException | None) -> None:
+            self.transactions.end(txn)
+            if error is not None:
+                for _, message in txn.sends:
+                    message.store_id = None
+                txn.rollback()
+                done(error)
+                return
+            for queue, message in txn.sends:
+                queue.enqueue(message, admitted=True)
+            removed = set(unit.dequeues)
+            for ack in txn.acks:
+                if ack.entry.message.store_id in removed:
+                    ack.entry.message.store_id = None  # its removal was in the unit
+                ack.apply()
+            done(None)
+
+        if unit.enqueues or unit.dequeues:
+            assert self.store is not None
+            unit.done = written
+            self.store.commit(unit)
+        else:
+            written(None)
+
+    def rollback(self, txn: Transaction) -> None:
+        self.transactions.end(txn)
+        txn.rollback()
 
     def forget(self, message: Message) -> None:
         """Remove a written message that did not join its queue after all."""

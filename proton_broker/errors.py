@@ -46,5 +46,13 @@ class NotImplementedByBroker(BrokerError):
     """A recognised request the broker does not support."""
 
 
+class UnknownTransaction(BrokerError):
+    """A transfer, acknowledgement or discharge names a transaction that is not open."""
+
+
+class TransactionRolledBack(BrokerError):
+    """A commit could not be completed, so the transaction was rolled back instead."""
+
+
 class ConfigError(Exception):
     """The configuration is unusable; the message names the key at fault."""

@@ -20,6 +20,7 @@ from proton import (
     Connection,
     Data,
     Delivery,
+    Described,
     Disposition,
     Endpoint,
     Event,
@@ -28,7 +29,11 @@ from proton import (
     Terminus,
     Transport,
     symbol,
+    ulong,
 )
+
+DECLARED = 0x33
+TRANSACTIONAL_STATE = 0x34
 
 
 @dataclass
@@ -113,10 +118,14 @@ class EngineClient:
         return link
 
     def send(self, link: Link, message: Message | bytes, settled: bool = False,
-             pump: bool = True) -> Delivery:
-        """Send one transfer; ``pump=False`` leaves it buffered (for bursts: pump once)."""
+             pump: bool = True, txn: bytes | None = None) -> Delivery:
+        """Send one transfer; ``pump=False`` leaves it buffered (for bursts: pump once);
+        ``txn``: under that transaction (``transactional-state`` on the transfer)."""
         self._tag += 1
         delivery = link.delivery(str(self._tag))
+        if txn is not None:
+            delivery.local.data = [txn]
+            delivery.update(TRANSACTIONAL_STATE)
         data = message if isinstance(message, bytes) else message.encode()
         link.send(data)
         link.advance()
@@ -130,14 +139,50 @@ class EngineClient:
         return self.logs[link.name].received
 
     def settle(self, received: Received, outcome: int = Disposition.ACCEPTED,
-               failed: bool = False, undeliverable: bool = False) -> None:
+               failed: bool = False, undeliverable: bool = False, txn: bytes | None = None,
+               settle: bool = True) -> None:
+        """Give ``outcome``; ``txn``: under that transaction, as ``transactional-state``
+        (``settle=False`` leaves the delivery unsettled, as most clients do until discharge)."""
         delivery = received.delivery
+        if txn is not None:
+            fields = [failed, undeliverable] if outcome == Disposition.MODIFIED else []
+            delivery.local.data = [txn, Described(ulong(outcome), fields)]
+            delivery.update(TRANSACTIONAL_STATE)
+            if settle:
+                delivery.settle()
+            self.pump()
+            return
         if outcome == Disposition.MODIFIED:
             delivery.local.failed = failed
             delivery.local.undeliverable = undeliverable
         delivery.update(outcome)
         delivery.settle()
         self.pump()
+
+    # ---- transactions ------------------------------------------------------------------------
+
+    def coordinator(self, name: str = "txn-ctrl") -> Link:
+        """Attach a sending link to the broker's transaction coordinator."""
+        link = self.session.sender(name)
+        link.target.type = Terminus.COORDINATOR
+        _put_symbols(link.target, ["amqp:local-transactions"])
+        link.open()
+        self.logs[link.name] = LinkLog()
+        self.pump()
+        return link
+
+    def control(self, coordinator: Link, descriptor: int, fields: list[Any]) -> Delivery:
+        """Send a declare (0x31) or discharge (0x32) and wait for the broker's answer."""
+        delivery = self.send(coordinator, Message(body=Described(ulong(descriptor), fields)))
+        return self.wait_settled(delivery)
+
+    def declare(self, coordinator: Link) -> bytes:
+        delivery = self.control(coordinator, 0x31, [None])
+        assert delivery.remote_state == DECLARED, delivery.remote_state
+        return bytes(delivery.remote.data[0])
+
+    def discharge(self, coordinator: Link, txn: bytes, fail: bool = False) -> Delivery:
+        return self.control(coordinator, 0x32, [txn, fail])
 
     # ---- the engine loop ------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ PRECONDITION_FAILED = "amqp:precondition-failed"
 NOT_IMPLEMENTED = "amqp:not-implemented"
 INTERNAL_ERROR = "amqp:internal-error"
 CONNECTION_FORCED = "amqp:connection:forced"
+TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
+TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
 
 _TABLE: dict[type[errors.BrokerError], str] = {
     errors.NotFound: NOT_FOUND,
@@ -22,6 +24,8 @@ _TABLE: dict[type[errors.BrokerError], str] = {
     errors.Unauthorized: UNAUTHORIZED_ACCESS,
     errors.PreconditionFailed: PRECONDITION_FAILED,
     errors.NotImplementedByBroker: NOT_IMPLEMENTED,
+    errors.UnknownTransaction: TRANSACTION_UNKNOWN_ID,
+    errors.TransactionRolledBack: TRANSACTION_ROLLBACK,
 }
 
 

@@ -45,9 +45,16 @@ from proton import Condition, Delivery, Link
 
 from proton_broker.amqp.codec import DecodeError, parse_message, redelivered
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for
+from proton_broker.amqp.coordinator import (
+    TRANSACTIONAL_STATE,
+    accepted_in,
+    transaction_of,
+    transactional_outcome,
+)
 from proton_broker.errors import BrokerError, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
+from proton_broker.transactions import Acknowledgement, Transactions
 
 REJECTED_OUTCOME = "amqp:rejected:list"
 
@@ -157,7 +164,11 @@ class ProducerLink:
             queue = self.queue
             if queue is None:
                 queue = self.broker.resolve(message.to)
-            if self._pending or (message.durable and queue.persistent):
+            if _remote_state(dlv) == TRANSACTIONAL_STATE:
+                txn = transaction_of(self.broker.transactions, dlv)[0]
+                txn.stage(queue, message)
+                accepted_in(Delivery.wrap(dlv), txn)
+            elif self._pending or (message.durable and queue.persistent):
                 self._in_order(dlv, message, queue)
             else:
                 queue.enqueue(message)
@@ -331,8 +342,11 @@ class ConsumerLink:
     credit, and ``deliver`` sends one entry.
     """
 
-    def __init__(self, link: Link, queue: Queue, browse: bool) -> None:
+    def __init__(self, link: Link, queue: Queue, browse: bool,
+                 transactions: Transactions | None = None) -> None:
         self.id = next(_ids)
+        self.transactions = transactions
+        self.in_txn: dict[Any, Entry] = {}  # acknowledged under a transaction not ended yet
         self.link = link
         self.impl = link._impl
         self.queue = queue
@@ -385,28 +399,83 @@ class ConsumerLink:
         if entry is None:
             return
         state = _remote_state(dlv)
-        queue = self.queue
         if state == PN_ACCEPTED:
-            queue.settle(entry)
-        elif state == PN_RELEASED:
-            queue.release(entry)
+            self.queue.settle(entry)
+        elif state == PN_RELEASED or state == PN_REJECTED:
+            self._give_outcome(entry, state)
         elif state == PN_MODIFIED:
             remote = lib.pn_delivery_remote(dlv)
-            failed = bool(lib.pn_disposition_is_failed(remote))
-            here = bool(lib.pn_disposition_is_undeliverable(remote))
-            queue.release(entry, delivery_failed=failed,
-                          undeliverable_for=self.id if here else None)
-        elif state == PN_REJECTED:
-            queue.reject(entry)
+            self._give_outcome(entry, state, bool(lib.pn_disposition_is_failed(remote)),
+                               bool(lib.pn_disposition_is_undeliverable(remote)))
+        elif state == TRANSACTIONAL_STATE:
+            self._acknowledged_in_txn(dlv, entry)
+            return
         elif _settled(dlv):
-            queue.settle(entry)  # settled with no outcome: treated as accepted, as Qpid does
+            self.queue.settle(entry)  # settled with no outcome: treated as accepted, as Qpid does
         else:
             return  # a non-terminal state (received): keep waiting
         del self.unsettled[dlv]
         _settle(dlv)
 
+    # ---- transactional acknowledgements ----------------------------------------------------
+
+    def _acknowledged_in_txn(self, dlv: Any, entry: Entry) -> None:
+        """An outcome given under a transaction: it applies when the transaction commits
+        (see :mod:`proton_broker.transactions`); until then the entry stays acquired."""
+        assert self.transactions is not None
+        try:
+            txn, outcome = transaction_of(self.transactions, dlv)
+            kind, fields = transactional_outcome(outcome)
+        except BrokerError as exc:
+            name, description, info = condition_for(exc)
+            log.info("detaching consumer '%s': %s %s", self.link.name, name, description)
+            close_link(self.link, name, description, info)
+            return
+        del self.unsettled[dlv]
+        self.in_txn[dlv] = entry
+        txn.acknowledge(Acknowledgement(
+            self.queue, entry, removes=kind in (PN_ACCEPTED, PN_REJECTED),
+            apply=lambda: self._apply_txn_outcome(dlv, entry, kind, fields),
+            undo=lambda: self._undo_txn_outcome(dlv, entry)))
+
+    def _give_outcome(self, entry: Entry, kind: int, failed: bool = False,
+                      here: bool = False) -> None:
+        """Apply a terminal outcome to the entry (modified: ``failed`` delivery-failed,
+        ``here`` undeliverable-here)."""
+        queue = self.queue
+        if kind == PN_ACCEPTED:
+            queue.settle(entry)
+        elif kind == PN_REJECTED:
+            queue.reject(entry)
+        elif kind == PN_RELEASED:
+            queue.release(entry)
+        else:
+            queue.release(entry, delivery_failed=failed,
+                          undeliverable_for=self.id if here else None)
+
+    def _apply_txn_outcome(self, dlv: Any, entry: Entry, kind: int, fields: list[Any]) -> None:
+        # modified carries [delivery-failed, undeliverable-here, message-annotations]
+        self._give_outcome(entry, kind, bool(fields[0]) if fields else False,
+                           bool(fields[1]) if len(fields) > 1 else False)
+        if self.in_txn.pop(dlv, None) is not None and not self.closed:
+            _update(dlv, kind)
+            _settle(dlv)
+
+    def _undo_txn_outcome(self, dlv: Any, entry: Entry) -> None:
+        """Rolled back: the delivery is unsettled with us again; if the client has settled
+        it already, or our link is gone, the message goes back to the queue."""
+        if self.in_txn.pop(dlv, None) is None:
+            return
+        if self.closed or _settled(dlv):
+            self.queue.release(entry, delivery_failed=True)
+            if not self.closed:
+                _settle(dlv)
+            return
+        self.unsettled[dlv] = entry
+
     def detach(self) -> None:
-        """Return unsettled messages to the queue (in order, delivery count +1)."""
+        """Return unsettled messages to the queue (in order, delivery count +1); those
+        acknowledged under an open transaction stay acquired until it ends."""
         if self.closed:
             return
         self.closed = True

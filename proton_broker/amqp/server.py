@@ -28,6 +28,7 @@ from cproton_ffi import ffi, lib
 from proton import (
     Condition,
     Connection,
+    Data,
     Endpoint,
     Event,
     Handler,
@@ -43,6 +44,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 
 import proton_broker
 from proton_broker.amqp.conditions import INTERNAL_ERROR, condition_for
+from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
 from proton_broker.amqp.terminus import (
     echo_filter,
@@ -53,7 +55,7 @@ from proton_broker.amqp.terminus import (
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
-from proton_broker.errors import BrokerError, InvalidField, NotFound, NotImplementedByBroker
+from proton_broker.errors import BrokerError, InvalidField, NotFound
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_options
@@ -76,7 +78,7 @@ class Server(Handler):
         super().__init__()
         self.broker = broker
         self.config = config or broker.config
-        self.links: dict[Any, ProducerLink | ConsumerLink] = {}  # keyed by pn_link_t*
+        self.links: dict[Any, ProducerLink | ConsumerLink | CoordinatorLink] = {}  # by pn_link_t*
         self.connections: dict[Any, Connection] = {}
         self.container = _BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
@@ -215,13 +217,20 @@ class Server(Handler):
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         link.open()
-        if isinstance(state, ProducerLink):
+        if isinstance(state, (ProducerLink, CoordinatorLink)):
             state.start()
 
-    def _attach_producer(self, link: Link) -> ProducerLink:
+    def _attach_producer(self, link: Link) -> ProducerLink | CoordinatorLink:
         target = link.remote_target
         if target.type == Terminus.COORDINATOR:
-            raise NotImplementedByBroker("transactions are not supported yet")
+            link.target.type = Terminus.COORDINATOR
+            capabilities = link.target.capabilities
+            capabilities.put_array(False, Data.SYMBOL)
+            capabilities.enter()
+            capabilities.put_symbol(LOCAL_TRANSACTIONS)
+            capabilities.exit()
+            link.source.copy(link.remote_source)
+            return CoordinatorLink(link, self.broker, self.config.broker.producer_credit)
         options = node_options(link, target)
         queue = self._node(target, options, required=False)
         self._echo(link.target, target, queue, options)
@@ -240,7 +249,7 @@ class Server(Handler):
         )
         link.target.copy(link.remote_target)
         period, requested = replay_period(link, source)
-        consumer = ConsumerLink(link, queue, browse)
+        consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
         queue.subscribe(consumer, period)
         if requested is not None:
             echo_filter(link.source, REPLAY_PERIOD, requested)

@@ -216,13 +216,16 @@ class Queue:
 
     # ---- producers -------------------------------------------------------------------
 
-    def enqueue(self, message: Message, now: float | None = None) -> Entry:
+    def enqueue(self, message: Message, now: float | None = None,
+                admitted: bool = False) -> Entry:
         """Append ``message`` and hand it out at once if someone is waiting for it.
 
         With limits: raises :class:`ResourceLimitExceeded` (reject policy) before anything
-        changes; a ring may delete older entries, or this one (see the module rules)."""
+        changes, unless the message was ``admitted`` earlier (a committed transaction's
+        message: see :meth:`check_admission`); a ring may delete older entries, or this one
+        (see the module rules)."""
         limited = self._limited
-        if limited:
+        if limited and not admitted:
             self._admit(message)
         arrival = time.time() if now is None else now
         message.arrival = arrival
@@ -306,6 +309,13 @@ class Queue:
 
     def unwatch_flow(self, observer: FlowObserver) -> None:
         self._flow_observers.pop(observer, None)
+
+    def check_admission(self, message: Message) -> None:
+        """Raise :class:`ResourceLimitExceeded` if ``message`` would be refused now (a
+        transaction checks when the message is sent and enqueues it ``admitted`` at commit,
+        so a committed transaction never loses a message to a queue that filled meanwhile)."""
+        if self._limited:
+            self._admit(message)
 
     def _admit(self, message: Message) -> None:
         """A reject queue refuses what would take it over its limit."""

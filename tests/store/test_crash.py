@@ -117,6 +117,59 @@ def test_the_last_accepted_value_of_each_key_survives_a_kill(tmp_path: Path) -> 
             assert value and value[0] >= max(accepted_for_key), f"key k{key}: {value}"
 
 
+def transact_until_killed(broker: BrokerProcess, address: str) -> tuple[set, set]:
+    """Send durable messages in transactions of 10, committing two in three and rolling the
+    third back, until the broker dies at a random moment; returns (transactions whose
+    commit the broker answered accepted, transactions rolled back or not discharged)."""
+    client = EngineClient(broker.host, broker.port)
+    coordinator = client.coordinator()
+    sender = client.sender(address, node_properties=DURABLE)
+    killer = threading.Timer(random.uniform(0.5, 1.5), broker.proc.kill)  # type: ignore[union-attr]
+    killer.start()
+    committed, not_committed = set(), set()
+    try:
+        for t in range(100_000):
+            txn = client.declare(coordinator)
+            for i in range(10):
+                client.send(sender, Message(body=f"{t}:{i}", durable=True), pump=False,
+                            txn=txn)
+            fail = t % 3 == 2
+            answer = client.discharge(coordinator, txn, fail=fail)
+            if answer.remote_state == Disposition.ACCEPTED and not fail:
+                committed.add(t)
+            else:
+                not_committed.add(t)
+    except (TimeoutError, OSError, AssertionError):
+        pass  # the broker died under us
+    finally:
+        killer.join()
+    broker.proc.wait()  # type: ignore[union-attr]
+    return committed, not_committed
+
+
+def test_committed_transactions_survive_a_kill_whole_and_the_others_leave_nothing(
+        tmp_path: Path) -> None:
+    broker = start(tmp_path)
+    committed, not_committed = transact_until_killed(broker, "txq")
+    assert committed, "the broker was killed before a transaction committed: no test"
+    broker = start(tmp_path)
+    try:
+        recovered = drain(broker, "txq", DURABLE)
+    finally:
+        broker.stop()
+    by_txn: dict[int, list[int]] = {}
+    for body in recovered:
+        t, i = map(int, body.split(":"))
+        by_txn.setdefault(t, []).append(i)
+    for t in committed:
+        assert by_txn.get(t) == list(range(10)), f"committed transaction {t}: {by_txn.get(t)}"
+    for t in not_committed:
+        assert t not in by_txn, f"transaction {t} was not committed, yet {by_txn[t]} appeared"
+    in_flight = set(by_txn) - committed - not_committed  # the discharge the kill cut off
+    assert len(in_flight) <= 1 and all(by_txn[t] == list(range(10)) for t in in_flight)
+    assert recovered == sorted(recovered, key=lambda b: tuple(map(int, b.split(":"))))
+
+
 @pytest.mark.parametrize("where, kept", [("before_commit", False), ("after_commit", True)])
 def test_a_crash_around_the_commit_keeps_exactly_what_was_committed(
         tmp_path: Path, where: str, kept: bool) -> None:

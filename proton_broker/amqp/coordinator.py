@@ -1,0 +1,166 @@
+"""The transaction coordinator: AMQP 1.0 local transactions on the wire.
+
+A client opens a sending link whose target is a ``coordinator`` (capability
+``amqp:local-transactions``) and sends it control messages, each an amqp-value body holding
+a described list:
+
+* ``declare`` (0x31, ``amqp:declare:list``): answered with ``declared`` (0x33) carrying a
+  new transaction id. A ``global-id`` (distributed transactions) is refused with
+  ``amqp:not-implemented``.
+* ``discharge`` (0x32, ``amqp:discharge:list``) ``[txn-id, fail]``: ``fail`` true rolls the
+  transaction back, false commits it; answered ``accepted`` once done, or ``rejected`` with
+  ``amqp:transaction:unknown-id`` or ``amqp:transaction:rollback`` (the commit could not be
+  written, so it was rolled back).
+
+Work joins a transaction through ``transactional-state`` (0x34) ``[txn-id, outcome]``: on a
+transfer (a send; Proton puts it in the delivery's remote state) or on a disposition (an
+acknowledgement). Those are handled by the producer and consumer links, which call
+:func:`transaction_of` and :func:`transactional_outcome`. What the work means is
+:mod:`proton_broker.transactions`' business.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from proton import Condition, Delivery, Described, Link, Message, symbol, ulong
+
+from proton_broker.amqp.conditions import condition_for
+from proton_broker.errors import (
+    BrokerError,
+    InvalidField,
+    NotImplementedByBroker,
+    TransactionRolledBack,
+    UnknownTransaction,
+)
+from proton_broker.transactions import Transaction, Transactions
+
+if TYPE_CHECKING:
+    from proton_broker.broker import Broker
+
+log = logging.getLogger("proton_broker.amqp")
+
+DECLARE = (ulong(0x31), symbol("amqp:declare:list"))
+DISCHARGE = (ulong(0x32), symbol("amqp:discharge:list"))
+DECLARED = 0x33
+TRANSACTIONAL_STATE = 0x34
+ACCEPTED_OUTCOME = ulong(0x24)
+LOCAL_TRANSACTIONS = symbol("amqp:local-transactions")
+OUTCOMES = {0x24: Delivery.ACCEPTED, 0x25: Delivery.REJECTED, 0x26: Delivery.RELEASED,
+            0x27: Delivery.MODIFIED}
+
+
+class CoordinatorLink:
+    """A link on which a client declares and discharges transactions."""
+
+    def __init__(self, link: Link, broker: Broker, credit: int) -> None:
+        self.link = link
+        self.broker = broker
+        self.credit = credit
+        self.closed = False
+
+    def start(self) -> None:
+        self.link.flow(self.credit)
+
+    def on_delivery(self, dlv: Any) -> None:
+        delivery = Delivery.wrap(dlv)
+        if not delivery.readable or delivery.partial:
+            return
+        data = self.link.recv(delivery.pending)
+        self.link.advance()
+        try:
+            body = Message()
+            body.decode(data)
+            self._control(delivery, body.body)
+        except BrokerError as exc:
+            _reject(delivery, exc)
+        except Exception as exc:  # noqa: BLE001 - a control message we cannot read
+            _reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
+        if self.link.credit < self.credit // 2:
+            self.link.flow(self.credit - self.link.credit)
+
+    def _control(self, delivery: Delivery, body: Any) -> None:
+        if not isinstance(body, Described) or not isinstance(body.value, list):
+            raise InvalidField("a transaction control message must be a declare or a "
+                               "discharge (a described list in an amqp-value body)")
+        fields = body.value
+        if body.descriptor in DECLARE:
+            if fields and fields[0] is not None:
+                raise NotImplementedByBroker("distributed transactions (a declare with a "
+                                             "global-id) are not supported")
+            txn = self.broker.transactions.declare(self)
+            delivery.local.data = [txn.id]
+            delivery.update(DECLARED)
+            delivery.settle()
+        elif body.descriptor in DISCHARGE:
+            txn = self.broker.transactions.get(fields[0] if fields else None)
+            if txn.controller is not self:
+                raise UnknownTransaction(f"transaction {txn.id!r} was declared on another "
+                                         "coordinator link")
+            fail = len(fields) > 1 and bool(fields[1])
+            self._discharge(delivery, txn, fail)
+        else:
+            raise InvalidField(f"unknown transaction control message {body.descriptor!r}")
+
+    def _discharge(self, delivery: Delivery, txn: Transaction, fail: bool) -> None:
+        if fail:
+            self.broker.rollback(txn)
+            _settle(delivery, Delivery.ACCEPTED)
+            return
+
+        def committed(error: BaseException | None) -> None:
+            if self.closed:
+                return
+            if error is None:
+                _settle(delivery, Delivery.ACCEPTED)
+            else:
+                log.warning("transaction %r rolled back: its commit failed: %s", txn.id, error)
+                _reject(delivery, TransactionRolledBack(
+                    f"commit failed, the transaction was rolled back: {error}"))
+
+        self.broker.commit(txn, committed)
+
+    def detach(self) -> None:
+        """The controller is gone: its open transactions are rolled back."""
+        self.closed = True
+        transactions: Transactions = self.broker.transactions
+        for txn in transactions.controlled_by(self):
+            if not txn.discharging:
+                self.broker.rollback(txn)
+
+
+def _settle(delivery: Delivery, state: int) -> None:
+    delivery.update(state)
+    delivery.settle()
+
+
+def _reject(delivery: Delivery, exc: BrokerError) -> None:
+    name, description, info = condition_for(exc)
+    delivery.local.condition = Condition(name, description, info)
+    _settle(delivery, Delivery.REJECTED)
+
+
+def transaction_of(transactions: Transactions, dlv: Any) -> tuple[Transaction, Any]:
+    """The transaction a ``transactional-state`` delivery state names, and its outcome
+    (the described outcome, or None); raises UnknownTransaction."""
+    data = Delivery.wrap(dlv).remote.data or []
+    txn = transactions.get(data[0] if data else None)
+    return txn, data[1] if len(data) > 1 else None
+
+
+def accepted_in(delivery: Delivery, txn: Transaction) -> None:
+    """Answer a transactional transfer: ``transactional-state(txn-id, accepted)``, settled."""
+    delivery.local.data = [txn.id, Described(ACCEPTED_OUTCOME, [])]
+    _settle(delivery, TRANSACTIONAL_STATE)
+
+
+def transactional_outcome(outcome: Any) -> tuple[int, list[Any]]:
+    """(disposition type, fields) of the outcome inside a transactional state."""
+    if isinstance(outcome, Described):
+        kind = OUTCOMES.get(int(outcome.descriptor)) if isinstance(
+            outcome.descriptor, int) else None
+        if kind is not None:
+            fields = outcome.value if isinstance(outcome.value, list) else []
+            return kind, fields
+    raise InvalidField(f"transactional state with an outcome we cannot apply: {outcome!r}")

@@ -1,0 +1,104 @@
+"""Local transactions: sends and acknowledgements held back until the client discharges.
+
+AMQP 1.0 local transactions (``amqp:txn``), as JMS transacted sessions use them, with the
+protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
+
+* A message sent under a transaction is *staged*: no consumer sees it and nothing is
+  written until commit. A reject-policy queue that is full refuses it when it is sent, as it
+  would outside a transaction.
+* An acknowledgement (an outcome given under a transaction) leaves the message acquired by
+  its consumer until the transaction ends: commit applies the outcome, rollback applies
+  nothing, and the message is again an unsettled delivery of that consumer (as the AMQP
+  transactions section says; a consumer that has gone by then returns it to the queue).
+* Commit is atomic, also across a crash: the staged durable messages and the removal of
+  the acknowledged durable messages are one store unit, and only once it is on disk do the
+  staged messages join their queues (in the order they were sent) and the outcomes apply.
+  If the unit cannot be written, the transaction is rolled back and the discharge fails.
+* A transaction whose controller goes away (its coordinator link or connection) is rolled
+  back.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from proton_broker.errors import UnknownTransaction
+from proton_broker.message import Message
+from proton_broker.queues.entries import Entry
+from proton_broker.queues.queue import Queue
+
+
+@dataclass
+class Acknowledgement:
+    """A consumer's outcome for one message, waiting for its transaction.
+
+    ``apply`` gives the outcome to the queue (and settles the delivery); ``undo`` puts the
+    delivery back with its consumer, or the message back on its queue if the consumer has
+    gone. ``removes``: the outcome takes the message off the queue (accepted, rejected), so
+    a durable message's removal is part of the commit's store unit.
+    """
+
+    queue: Queue
+    entry: Entry
+    removes: bool
+    apply: Callable[[], None]
+    undo: Callable[[], None]
+
+
+class Transaction:
+    """The work of one open transaction, in the order it was done."""
+
+    def __init__(self, txn_id: bytes, controller: object) -> None:
+        self.id = txn_id
+        self.controller = controller  # who may discharge it (the coordinator link)
+        self.sends: list[tuple[Queue, Message]] = []
+        self.acks: list[Acknowledgement] = []
+        self.discharging = False  # a commit is being written: no more work may join
+
+    def stage(self, queue: Queue, message: Message) -> None:
+        """Hold ``message`` for ``queue`` until commit (refused now if the queue would)."""
+        queue.check_admission(message)
+        self.sends.append((queue, message))
+
+    def acknowledge(self, ack: Acknowledgement) -> None:
+        self.acks.append(ack)
+
+    def rollback(self) -> None:
+        """Forget the staged sends; every acknowledged delivery is unsettled again."""
+        self.sends.clear()
+        acks, self.acks = self.acks, []
+        for ack in acks:
+            ack.undo()
+
+
+class Transactions:
+    """The open transactions of a broker, by id."""
+
+    def __init__(self) -> None:
+        self._open: dict[bytes, Transaction] = {}
+        self._ids = itertools.count(1)
+
+    def declare(self, controller: object) -> Transaction:
+        txn = Transaction(f"txn:{next(self._ids)}".encode(), controller)
+        self._open[txn.id] = txn
+        return txn
+
+    def get(self, txn_id: object) -> Transaction:
+        """The open transaction ``txn_id`` names; raises UnknownTransaction otherwise."""
+        if isinstance(txn_id, memoryview):
+            txn_id = bytes(txn_id)
+        txn = self._open.get(txn_id) if isinstance(txn_id, bytes) else None
+        if txn is None or txn.discharging:
+            raise UnknownTransaction(f"no open transaction {txn_id!r}")
+        return txn
+
+    def end(self, txn: Transaction) -> None:
+        self._open.pop(txn.id, None)
+
+    def controlled_by(self, controller: object) -> list[Transaction]:
+        return [txn for txn in self._open.values() if txn.controller is controller]
+
+    def __len__(self) -> int:
+        return len(self._open)

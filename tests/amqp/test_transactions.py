@@ -1,0 +1,222 @@
+"""Local transactions (amqp:txn): the coordinator, transactional sends and acknowledgements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proton import Disposition, Link, Message, Terminus
+
+from tests.amqp.test_connection import symbols_of
+from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
+from tests.amqp.test_flow import fill
+from tests.conftest import RunningBroker
+from tests.engine_client import TRANSACTIONAL_STATE, EngineClient, Received
+
+
+def depth(broker: RunningBroker, name: str) -> int:
+    return broker.call(lambda: broker.broker.queues[name].depth)
+
+
+def bodies(client: EngineClient, receiver: object, count: int) -> list[object]:
+    return [r.message.body for r in client.wait_received(receiver, count)]  # type: ignore[arg-type]
+
+
+def nothing_more(client: EngineClient, receiver: object, had: int) -> bool:
+    client.pump(0.3)
+    return len(client.received(receiver)) == had  # type: ignore[arg-type]
+
+
+@dataclass
+class Acked:
+    """A consumer that took the first message of a queue and accepted it in a transaction."""
+
+    client: EngineClient
+    coordinator: Link
+    txn: bytes
+    receiver: Link
+    got: Received
+
+
+def accept_first_in_txn(broker: RunningBroker, address: str, messages: int, credit: int = 1,
+                        settle: bool = False) -> Acked:
+    fill(broker, address, messages)
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    receiver = client.receiver(address, credit=credit)
+    got = client.wait_received(receiver, 1)[0]
+    client.settle(got, Disposition.ACCEPTED, txn=txn, settle=settle)
+    return Acked(client, coordinator, txn, receiver, got)
+
+
+def test_the_coordinator_answers_a_declare_with_a_transaction_id(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    assert coordinator.remote_target.type == Terminus.COORDINATOR
+    assert symbols_of(coordinator.remote_target.capabilities) == ["amqp:local-transactions"]
+    first, second = client.declare(coordinator), client.declare(coordinator)
+    assert first and second and first != second
+
+
+def test_messages_sent_in_a_transaction_appear_only_when_it_commits(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("txsend")
+    sent = [client.send(sender, Message(body=i), txn=txn) for i in range(3)]
+    client.wait(lambda: all(d.remote_state for d in sent))
+    assert [d.remote_state for d in sent] == [TRANSACTIONAL_STATE] * 3
+    assert all(bytes(d.remote.data[0]) == txn for d in sent)
+    assert all(d.remote.data[1].descriptor == Disposition.ACCEPTED for d in sent)
+    receiver = client.receiver("txsend", credit=10)
+    assert nothing_more(client, receiver, 0) and depth(broker, "txsend") == 0
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    assert bodies(client, receiver, 3) == [0, 1, 2]
+
+
+def test_messages_sent_in_a_rolled_back_transaction_never_appear(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("txabort")
+    client.send(sender, Message(body="dropped"), txn=txn)
+    client.send(sender, Message(body="kept"))  # outside the transaction
+    assert client.discharge(coordinator, txn, fail=True).remote_state == Disposition.ACCEPTED
+    receiver = client.receiver("txabort", credit=10)
+    assert bodies(client, receiver, 1) == ["kept"]
+    assert nothing_more(client, receiver, 1)
+
+
+def test_an_acknowledgement_in_a_transaction_takes_effect_at_commit(broker: RunningBroker) -> None:
+    acked = accept_first_in_txn(broker, "txack", 2)
+    client, first = acked.client, acked.got
+    other = broker.client()
+    rival = other.receiver("txack", credit=5)
+    assert [r.message.body for r in other.wait_received(rival, 1)] == [1]
+    assert nothing_more(other, rival, 1)  # message 0 is still held by the first consumer
+    assert depth(broker, "txack") == 2
+    client.discharge(acked.coordinator, acked.txn)
+    client.wait(lambda: depth(broker, "txack") == 1)
+    client.wait(lambda: first.delivery.remote_state and first.delivery.settled)
+    assert first.delivery.remote_state == Disposition.ACCEPTED  # settled by the broker
+
+
+def test_a_rolled_back_acknowledgement_leaves_the_message_with_its_consumer(
+    broker: RunningBroker,
+) -> None:
+    acked = accept_first_in_txn(broker, "txundo", 1)
+    client, got, receiver = acked.client, acked.got, acked.receiver
+    client.discharge(acked.coordinator, acked.txn, fail=True)
+    assert depth(broker, "txundo") == 1
+    assert not got.delivery.settled  # unsettled with us again: we may settle it anew
+    client.settle(got, Disposition.RELEASED)
+    receiver.flow(1)
+    assert bodies(client, receiver, 2)[1] == 0
+
+
+def test_a_consumer_that_settled_in_a_rolled_back_transaction_gets_the_message_again(
+    broker: RunningBroker,
+) -> None:
+    acked = accept_first_in_txn(broker, "txsettled", 1, credit=2, settle=True)
+    client = acked.client
+    client.pump(0.2)
+    client.discharge(acked.coordinator, acked.txn, fail=True)
+    again = client.wait_received(acked.receiver, 2)[1]
+    assert again.message.body == 0 and again.message.delivery_count == 1
+
+
+def test_a_transaction_whose_connection_drops_is_rolled_back(broker: RunningBroker) -> None:
+    acked = accept_first_in_txn(broker, "txdrop", 1)
+    client = acked.client
+    sender = client.sender("txdrop")
+    client.send(sender, Message(body="staged"), txn=acked.txn)
+    client.drop()
+    watcher = broker.client()
+    watcher.wait(lambda: broker.call(lambda: len(broker.broker.transactions)) == 0)
+    again = watcher.receiver("txdrop", credit=5)
+    assert bodies(watcher, again, 1) == [0]  # the acknowledged one is back, nothing staged
+    assert nothing_more(watcher, again, 1)
+
+
+def test_unknown_transaction_ids_are_refused(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    sender = client.sender("txunknown")
+    sent = client.wait_settled(client.send(sender, Message(body=1), txn=b"no-such-txn"))
+    assert sent.remote_state == Disposition.REJECTED
+    assert sent.remote.condition.name == "amqp:transaction:unknown-id"
+    discharged = client.discharge(coordinator, b"no-such-txn")
+    assert discharged.remote_state == Disposition.REJECTED
+    assert discharged.remote.condition.name == "amqp:transaction:unknown-id"
+    assert depth(broker, "txunknown") == 0
+
+
+def test_a_transaction_is_discharged_once(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    again = client.discharge(coordinator, txn)
+    assert again.remote.condition.name == "amqp:transaction:unknown-id"
+
+
+def test_distributed_transactions_are_refused(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    answer = client.control(coordinator, 0x31, [b"global-id"])
+    assert answer.remote_state == Disposition.REJECTED
+    assert answer.remote.condition.name == "amqp:not-implemented"
+    garbage = client.control(coordinator, 0x77, [])
+    assert garbage.remote.condition.name == "amqp:invalid-field"
+    assert client.declare(coordinator)  # the coordinator still serves
+
+
+def test_a_transaction_from_another_connection_cannot_be_discharged(
+    broker: RunningBroker,
+) -> None:
+    owner, intruder = broker.client(), broker.client()
+    txn = owner.declare(owner.coordinator())
+    answer = intruder.discharge(intruder.coordinator(), txn)
+    assert answer.remote.condition.name == "amqp:transaction:unknown-id"
+
+
+def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    limits = {"qpid.max_count": 1, "qpid.policy_type": "reject"}
+    sender = client.sender("txfull", node_properties=limits)
+    client.wait_settled(client.send(sender, Message(body="fills it")))
+    refused = client.wait_settled(client.send(sender, Message(body="over"), txn=txn))
+    assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    assert depth(broker, "txfull") == 1
+
+
+def test_committed_durable_work_survives_a_restart_and_rolled_back_work_does_not(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    broker = brokers.start()
+    fill_client = broker.client()
+    sender = fill_client.sender("txdurable", node_properties=DURABLE)
+    for body in ("acked", "left"):
+        fill_client.wait_settled(fill_client.send(sender, Message(body=body, durable=True)))
+    client = broker.client()
+    coordinator = client.coordinator()
+    committed, aborted = client.declare(coordinator), client.declare(coordinator)
+    receiver = client.receiver("txdurable", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    client.settle(got, Disposition.ACCEPTED, txn=committed, settle=False)
+    txsender = client.sender("txdurable")
+    client.send(txsender, Message(body="committed", durable=True), txn=committed)
+    client.send(txsender, Message(body="aborted", durable=True), txn=aborted)
+    assert client.discharge(coordinator, committed).remote_state == Disposition.ACCEPTED
+    assert client.discharge(coordinator, aborted, fail=True).remote_state == \
+        Disposition.ACCEPTED
+    broker = brokers.restart()
+    after = broker.client()
+    receiver = after.receiver("txdurable", credit=10)
+    assert bodies(after, receiver, 2) == ["left", "committed"]
+    assert nothing_more(after, receiver, 2)
