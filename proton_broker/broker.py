@@ -105,7 +105,8 @@ class Broker:
             raise NotFound(f"Node not found: {name}")
         settings = parsed.settings if parsed is not None else QueueSettings()
         queue = Queue(name, settings, parsed.echo if parsed is not None else {},
-                      default_group=self.config.broker.default_message_group)
+                      default_group=self.config.broker.default_message_group,
+                      max_key_updates=self.config.queue.max_key_updates)
         self._hook(queue)
         if settings.durable:
             self._make_durable(queue)

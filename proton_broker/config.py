@@ -50,6 +50,13 @@ class SaslSection:
 
 
 @dataclass
+class QueueSection:
+    """Defaults for every queue (the names of the sequence-history seed)."""
+
+    max_key_updates: int | None = None  # versions kept per key; None: all of them
+
+
+@dataclass
 class LoggingSection:
     level: str = "INFO"
 
@@ -59,10 +66,12 @@ class Config:
     broker: BrokerSection = field(default_factory=BrokerSection)
     sasl: SaslSection = field(default_factory=SaslSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
+    queue: QueueSection = field(default_factory=QueueSection)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-_SECTIONS = {"broker": BrokerSection, "sasl": SaslSection, "logging": LoggingSection}
+_SECTIONS = {"broker": BrokerSection, "sasl": SaslSection, "logging": LoggingSection,
+             "queue": QueueSection}
 
 
 def load(
@@ -144,6 +153,13 @@ def _section(cls: type, section: str, values: dict[str, Any]) -> Any:
 
 def _check_type(name: str, hint: Any, value: Any) -> Any:
     """Accept the value if it has the declared type (ints for floats too), else refuse."""
+    if hint == int | None:  # an optional integer: null, or a non-negative integer
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise ConfigError(f"configuration key '{name}' must be null or a non-negative "
+                          f"integer, got {value!r}")
     if hint is bool:
         ok = isinstance(value, bool)
     elif hint is int:

@@ -82,6 +82,19 @@ class Message:
             cached = self.annotations_cache = _decode_span(self.data, self.annotations_span)
         return cached
 
+    def annotate(self, key: str, value: int) -> None:
+        """Add the message annotation ``key`` (a long) to the encoded message, unless it is
+        there already (the broker stamps sequence numbers this way)."""
+        codec = _codec()
+        data = codec.with_annotation(self.data, key, value)
+        if data is self.data:
+            return
+        parsed = codec.parse_message(data)
+        self.data, self.header_end = data, parsed.header_end
+        self.app_properties_span = parsed.app_properties_span
+        self.annotations_span = parsed.annotations_span
+        self.annotations_cache = None
+
     @property
     def size(self) -> int:
         """Encoded size in bytes, the figure byte limits and metrics count."""

@@ -626,3 +626,43 @@ def redelivered(message: Message, delivery_count: int) -> bytes:
     header = encode_header(message.durable, message.priority, message.ttl,
                            message.first_acquirer, delivery_count)
     return header + message.data[message.header_end:]
+
+
+# ---- adding a message annotation (sequence numbers) ------------------------------------
+
+
+def with_annotation(data: bytes, key: str, value: int) -> bytes:
+    """``data`` (a valid message) with the message annotation ``key`` (a symbol) set to
+    ``value`` (a long), added to its message-annotations section or in a new one; a message
+    that already carries ``key`` is returned unchanged. Every other byte is kept."""
+    name = key.encode("ascii")
+    pair = b"\xa3" + bytes((len(name),)) + name + b"\x81" + _I64.pack(value)
+    pos, end = 0, len(data)
+    while pos < end:
+        code, at = _section_code(data, pos, end)
+        stop = _skip(data, at, end)
+        if code == MESSAGE_ANNOTATIONS:
+            if data[at] != 0x40 and find_in_map(data, at, stop, key) is not None:
+                return data
+            return data[:at] + _map_with(data, at, stop, pair) + data[stop:]
+        if _RANK.get(code, len(_RANK)) > _RANK[MESSAGE_ANNOTATIONS]:
+            break  # the section goes here, before properties and everything after
+        pos = stop
+    return data[:pos] + b"\x00\x53\x72" + _map_with(b"\xc1\x01\x00", 0, 3, pair) + data[pos:]
+
+
+def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:
+    """The map at ``at`` (or null) re-encoded with one more key/value ``pair``."""
+    code = data[at]
+    if code == 0xC1:
+        count, body = data[at + 2], data[at + 3:stop]
+    elif code == 0xD1:
+        count, body = _U32.unpack_from(data, at + 5)[0], data[at + 9:stop]
+    elif code == 0x40:
+        count, body = 0, b""
+    else:
+        raise DecodeError(f"message-annotations at offset {at} is not a map")
+    count, body = count + 2, body + pair
+    if len(body) + 1 <= 255 and count <= 255:
+        return bytes((0xC1, len(body) + 1, count)) + body
+    return b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(count) + body

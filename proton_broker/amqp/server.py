@@ -47,11 +47,12 @@ from proton_broker.amqp.conditions import INTERNAL_ERROR, condition_for
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
 from proton_broker.amqp.terminus import (
-    echo_filter,
+    echo_filters,
     echo_properties,
     echo_terminus,
     node_options,
     replay_period,
+    sequence_filter,
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
@@ -242,7 +243,9 @@ class Server(Handler):
         options = node_options(link, source)
         queue = self._node(source, options, required=True)
         assert queue is not None
-        browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only
+        sequence, applied = sequence_filter(source)
+        browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only \
+            or sequence is not None  # a history replay is a browse
         self._echo(link.source, source, queue, options)
         link.source.distribution_mode = (
             Terminus.DIST_MODE_COPY if browse else Terminus.DIST_MODE_MOVE
@@ -250,9 +253,11 @@ class Server(Handler):
         link.target.copy(link.remote_target)
         period, requested = replay_period(link, source)
         consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
-        queue.subscribe(consumer, period)
+        queue.subscribe(consumer, period, sequence)
         if requested is not None:
-            echo_filter(link.source, REPLAY_PERIOD, requested)
+            applied = {**applied, REPLAY_PERIOD: requested}
+        if applied:
+            echo_filters(link.source, applied)
         return consumer
 
     def _node(self, terminus: Terminus, options: dict[str, Any], required: bool) -> Queue | None:

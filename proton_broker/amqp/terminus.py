@@ -32,6 +32,7 @@ from proton_broker.amqp.codec import Described as DecodedDescribed
 from proton_broker.errors import InvalidField
 from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
+from proton_broker.queues.history import SEQUENCE, SEQUENCE_KEY, sequence_start
 from proton_broker.queues.settings import option_names
 
 _OPTION_NAMES = frozenset(option_names())
@@ -113,13 +114,35 @@ def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
     return replay_seconds(value), raw
 
 
-def echo_filter(local: Terminus, name: str, raw: Any) -> None:
-    """Write the filter the broker applied into our source, as the client sent it."""
-    if isinstance(raw, DecodedDescribed):
-        descriptor = raw.descriptor
-        raw = Described(symbol(descriptor) if isinstance(descriptor, str) else ulong(descriptor),
-                        raw.value)
-    local.filter.put_dict({symbol(name): raw})
+def sequence_filter(source: Terminus) -> tuple[tuple[int | str, str | None] | None,
+                                               dict[str, Any]]:
+    """The history replay a consumer asked for with the source filters ``x-opt-sequence``
+    (a number, ``first`` or ``last``) and ``x-opt-sequence-key`` (one key), and the filter
+    entries to echo; (None, {}) without one."""
+    filters = _map_of(source.filter, "source filter")
+    raw = filters.get(SEQUENCE)
+    if raw is None:
+        return None, {}
+    start = sequence_start(raw.value if isinstance(raw, DecodedDescribed) else raw)
+    echoed = {SEQUENCE: raw}
+    key_raw = filters.get(SEQUENCE_KEY)
+    key = key_raw.value if isinstance(key_raw, DecodedDescribed) else key_raw
+    if key is not None:
+        key = property_text(key)
+        echoed[SEQUENCE_KEY] = key_raw
+    return (start, key), echoed
+
+
+def echo_filters(local: Terminus, applied: Mapping[str, Any]) -> None:
+    """Write the filters the broker applied into our source, as the client sent them."""
+    echoed = {}
+    for name, raw in applied.items():
+        if isinstance(raw, DecodedDescribed):
+            descriptor = raw.descriptor
+            raw = Described(symbol(descriptor) if isinstance(descriptor, str)
+                            else ulong(descriptor), raw.value)
+        echoed[symbol(name)] = raw
+    local.filter.put_dict(echoed)
 
 
 def _map_of(data: Data, what: str) -> dict[str, Any]:

@@ -56,8 +56,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proton_broker.errors import NotImplementedByBroker, ResourceLimitExceeded
-from proton_broker.message import Message
+from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
+from proton_broker.message import Message, property_text
 from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
@@ -72,6 +72,7 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
+from proton_broker.queues.history import SEQUENCE, History
 from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.overflow import (
     FlowToDiskPolicy,
@@ -152,7 +153,8 @@ class Queue:
 
     def __init__(self, name: str, settings: QueueSettings | None = None,
                  options: Mapping[str, Any] | None = None,
-                 default_group: str = DEFAULT_GROUP) -> None:
+                 default_group: str = DEFAULT_GROUP,
+                 max_key_updates: int | None = None) -> None:
         self.name = name
         self.settings = settings or QueueSettings()
         self.options = dict(options or {})  # as declared, for the attach echo and management
@@ -165,6 +167,11 @@ class Queue:
         self._order: Ordering = (self._groups if self._groups is not None
                                  else make_ordering(self.settings))
         self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
+        # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
+        self._sequence_key = self.settings.lvq_key or self.settings.sequence_key
+        keep = self.settings.max_key_updates
+        self.history = History(max_key_updates if keep is None else keep) \
+            if self._sequence_key else None
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
         self._limit = make_limit(name, self.settings)
@@ -179,6 +186,9 @@ class Queue:
         self._in_ready: set[int] = set()
         # consumer id -> [seq, index, generation, entries that became valid behind it]
         self._browsers: dict[int, list[Any]] = {}
+        # Browsers replaying history (x-opt-sequence): consumer id -> (the key they follow
+        # or None, the versions still to send them); new versions are added as they come.
+        self._replayers: dict[int, tuple[str | None, deque[Entry]]] = {}
         # Consumers with a replay period: consumer id -> the first position they may take.
         self._floors: dict[int, int] = {}
         self._default_replay = default_replay_seconds(self.settings.default_filters)
@@ -227,11 +237,13 @@ class Queue:
         limited = self._limited
         if limited and not admitted:
             self._admit(message)
+        key = self._sequence(message) if self.history is not None else None
         arrival = time.time() if now is None else now
         message.arrival = arrival
         expires = (_expiry_time(message, arrival, self.settings)
                    if self._ttl_bounds or message.ttl or message.absolute_expiry_time else None)
         entry = Entry(self._next_seq, message, expires)
+        entry.key = key
         self._next_seq += 1
         self._log.append(entry)
         self.depth += 1
@@ -246,9 +258,27 @@ class Queue:
             self._overflowed(entry)
         if self._hold and self._hold_until_valid(entry, arrival):
             return entry
-        if self._ready or self._browsers:
+        if self._ready or self._browsers or self._replayers:
             self._wake()
         return entry
+
+    def _sequence(self, message: Message) -> str | None:
+        """Number ``message`` as the next version of its key and stamp the number on it
+        (annotation ``x-opt-sequence``); InvalidField for a bad custom number. Its key."""
+        assert self.history is not None and self._sequence_key is not None
+        key = property_text(message.application_property(self._sequence_key))
+        if key is None:
+            return None
+        custom = message.message_annotation(SEQUENCE)
+        if custom is None:
+            custom = message.application_property(SEQUENCE)
+        seq = self.history.next_sequence(key, custom)
+        message.annotate(SEQUENCE, seq)
+        self.history.record(key, seq, message)
+        for follows, pending in self._replayers.values():
+            if follows is None or follows == key:
+                pending.append(Entry(seq, message, None))
+        return key
 
     # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
 
@@ -404,9 +434,15 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self._consumers)
 
-    def subscribe(self, consumer: Consumer, replay_period: float | None = None) -> None:
+    def subscribe(self, consumer: Consumer, replay_period: float | None = None,
+                  sequence: tuple[int | str, str | None] | None = None) -> None:
         """Add a consumer. With a replay period (seconds; the queue's default filter when
-        None) it gets only what arrived in that period, then every new message."""
+        None) it gets only what arrived in that period, then every new message. With a
+        ``sequence`` (start, key or None), a browser gets the kept versions from that start
+        (of that key, or all), then every new message (of that key)."""
+        if sequence is not None:
+            self._subscribe_replay(consumer, *sequence)
+            return
         period = self._default_replay if replay_period is None else replay_period
         start = 0 if period is None else self._replay_start(period)
         if start and not consumer.browse and self._groups is not None:
@@ -415,9 +451,21 @@ class Queue:
         self._consumers[consumer.id] = consumer
         if consumer.browse:
             self._browsers[consumer.id] = [start, self._log.index_of(start),
-                                           self._log.generation, []]
+                                           self._log.generation, deque()]
         elif start:
             self._floors[consumer.id] = start
+        self.credit_granted(consumer)
+
+    def _subscribe_replay(self, consumer: Consumer, start: int | str, key: str | None) -> None:
+        if self.history is None:
+            raise InvalidField(f"a {SEQUENCE} filter needs a queue with sequence numbers (a "
+                               "last-value key or sequenceKey)", SEQUENCE)
+        if not consumer.browse:
+            raise InvalidField(f"a {SEQUENCE} filter replays copies: browse (distribution "
+                               "mode copy)", SEQUENCE)
+        replay = deque(Entry(v.seq, v.message, None) for v in self.history.replay(start, key))
+        self._consumers[consumer.id] = consumer
+        self._replayers[consumer.id] = (key, replay)
         self.credit_granted(consumer)
 
     def _replay_start(self, period: float) -> int:
@@ -431,6 +479,7 @@ class Queue:
     def unsubscribe(self, consumer: Consumer) -> None:
         self._consumers.pop(consumer.id, None)
         self._browsers.pop(consumer.id, None)
+        self._replayers.pop(consumer.id, None)
         self._floors.pop(consumer.id, None)
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
@@ -443,6 +492,9 @@ class Queue:
     def credit_granted(self, consumer: Consumer) -> None:
         """The consumer has (more) credit: put it in line and dispatch."""
         if consumer.credit <= 0 or consumer.id not in self._consumers:
+            return
+        if consumer.id in self._replayers:
+            self._feed_replayer(consumer)
             return
         if consumer.browse:
             self._feed_browser(consumer)
@@ -498,6 +550,9 @@ class Queue:
         if self._browsers:
             for cid in list(self._browsers):
                 self._feed_browser(self._consumers[cid])
+        if self._replayers:
+            for cid in list(self._replayers):
+                self._feed_replayer(self._consumers[cid])
 
     def _take(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
@@ -560,9 +615,9 @@ class Queue:
         seq, index = cursor[0], cursor[1]
         if cursor[2] != log.generation:
             index = log.index_of(seq)
-        late: list[Entry] = cursor[3]
+        late: deque[Entry] = cursor[3]
         while late and consumer.credit > 0:  # held entries behind the cursor, now valid
-            entry = late.pop(0)
+            entry = late.popleft()
             if entry.state != DEAD and entry.state != HELD and not entry.superseded:
                 self._browse(consumer, entry)
         now = 0.0
@@ -580,6 +635,12 @@ class Queue:
                     continue
             self._browse(consumer, entry)
         cursor[0], cursor[1], cursor[2] = seq, index, log.generation
+
+    def _feed_replayer(self, consumer: Consumer) -> None:
+        """Send a replaying browser the versions it has not had yet, as credit allows."""
+        pending = self._replayers[consumer.id][1]
+        while pending and consumer.credit > 0:
+            self._browse(consumer, pending.popleft())
 
     def _browse(self, consumer: Consumer, entry: Entry) -> None:
         """Send a browser a copy; a paged-out message is read for it and stays paged."""

@@ -77,6 +77,9 @@ class QueueSettings:
     priorities: int | None = None  # number of priority levels; None: not a priority queue
     sort_key: str | None = None  # application property giving the sort order
     lvq_key: str | None = None  # application property giving the last-value key
+    # per-key sequence numbers and history (the LVQ key, or this on other queues)
+    sequence_key: str | None = None
+    max_key_updates: int | None = None  # versions kept per key; None: the broker default
     # message groups
     group_mode: str = GROUPS_NONE
     group_key: str | None = None  # application property; None: properties.group-id
@@ -291,6 +294,8 @@ _option("durable", to_bool, "durable")
 _option("priorities", to_priorities, "qpid.priorities", "x-qpid-priorities", "priorities")
 _option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
 _option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
+_option("sequence_key", to_key, "sequenceKey", "qpid.sequence_key")
+_option("max_key_updates", to_count, "max_key_updates", "maxKeyUpdates")
 _option("group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride")
 _option("group_mode", to_shared_groups, "qpid.shared_msg_group")
 _option("group_mode", to_group_type, "messageGroupType")

@@ -1,0 +1,126 @@
+"""Per-key sequence numbers and each key's history of versions (shared/seeds/sonya-sequence.md).
+
+Rules owned here:
+
+* On a queue with a key (the last-value key, or ``sequenceKey`` on a queue that keeps every
+  message), every message whose key property is set gets a sequence number: 1 for the
+  key's first message, then one more than the key's current number. Keys are compared
+  whole (``1`` and ``10`` are different keys).
+* A producer may choose the number (``x-opt-sequence``, as a message annotation or an
+  application property). It must be an integer greater than the key's current number, so
+  history stays ordered; anything else is refused before the message joins the queue.
+* History: ``max_key_updates`` newest versions of each key are kept (``None``: all of
+  them; ``0``: the current version only, like ``1``). Older versions are dropped as new
+  ones arrive, O(1) each.
+* Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
+  >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
+  ``last`` the latest one (of each key, when replaying all keys).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from proton_broker.errors import InvalidField
+from proton_broker.message import Message
+
+SEQUENCE = "x-opt-sequence"
+SEQUENCE_KEY = "x-opt-sequence-key"
+FIRST, LAST = "first", "last"
+
+_COMPACT_MIN = 1024
+
+
+@dataclass(slots=True)
+class Version:
+    """One kept version of a key."""
+
+    order: int  # arrival number among all the queue's versions
+    key: str
+    seq: int
+    message: Message
+    dropped: bool = False
+
+
+class History:
+    """The sequence counters and kept versions of one queue."""
+
+    def __init__(self, max_updates: int | None) -> None:
+        self.keep = None if max_updates is None else max(1, max_updates)
+        self._current: dict[str, int] = {}
+        self._versions: dict[str, deque[Version]] = {}
+        self._log: deque[Version] = deque()  # every kept version in arrival order
+        self._dropped = 0  # dropped versions still in _log
+        self._order = 0
+
+    def next_sequence(self, key: str, custom: object) -> int:
+        """The number for ``key``'s next version: ``custom`` if given and valid."""
+        current = self._current.get(key, 0)
+        if custom is None:
+            return current + 1
+        if isinstance(custom, str):
+            try:
+                custom = int(custom)
+            except ValueError:
+                custom = None
+        if not isinstance(custom, int) or isinstance(custom, bool):
+            raise InvalidField(f"{SEQUENCE} must be an integer, got {custom!r}", SEQUENCE)
+        if custom <= current:
+            raise InvalidField(f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
+                               f"current sequence {current}", SEQUENCE)
+        return custom
+
+    def record(self, key: str, seq: int, message: Message) -> None:
+        """``message`` is version ``seq`` of ``key`` (its number from next_sequence)."""
+        self._current[key] = seq
+        self._order += 1
+        version = Version(self._order, key, seq, message)
+        versions = self._versions.get(key)
+        if versions is None:
+            versions = self._versions[key] = deque()
+        versions.append(version)
+        self._log.append(version)
+        if self.keep is not None and len(versions) > self.keep:
+            versions.popleft().dropped = True
+            self._dropped += 1
+            self._compact()
+
+    def current(self, key: str) -> int:
+        return self._current.get(key, 0)
+
+    def replay(self, start: int | str, key: str | None = None) -> list[Version]:
+        """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""
+        if key is not None:
+            versions = list(self._versions.get(key, ()))
+            if start == LAST:
+                return versions[-1:]
+            return versions if start == FIRST else [v for v in versions if v.seq >= start]
+        if start == LAST:
+            latest = [v[-1] for v in self._versions.values() if v]
+            return sorted(latest, key=lambda v: v.order)
+        return [v for v in self._log if not v.dropped and (start == FIRST or v.seq >= start)]
+
+    def _compact(self) -> None:
+        log = self._log
+        while log and log[0].dropped:
+            log.popleft()
+            self._dropped -= 1
+        if self._dropped >= _COMPACT_MIN and self._dropped * 2 > len(log):
+            self._log = deque(v for v in log if not v.dropped)
+            self._dropped = 0
+
+
+def sequence_start(value: object) -> int | str:
+    """A replay start as a consumer gives it: a number, or ``first``/``last``."""
+    if isinstance(value, str):
+        if value.lower() in (FIRST, LAST):
+            return value.lower()
+        try:
+            value = int(value)
+        except ValueError:
+            pass
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise InvalidField(f"{SEQUENCE} filter must be a sequence number, 'first' or 'last', "
+                       f"got {value!r}", SEQUENCE)

@@ -1,0 +1,124 @@
+"""Per-key sequence numbers over AMQP: the x-opt-sequence annotation, custom sequences, and
+replay with the x-opt-sequence source filter (shared/seeds/sonya-sequence.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton import Disposition, Message, symbol
+
+from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient, terminus_map
+
+LVQ = {"qpid.last_value_queue_key": "id"}
+SEQUENCE = "x-opt-sequence"
+
+
+def send_updates(client: EngineClient, address: str, updates: list[tuple[str, Any]],
+                 node_properties: dict[str, Any] | None = None) -> list[Any]:
+    sender = client.sender(address, node_properties=node_properties or LVQ)
+    sent = [client.send(sender, Message(body=value, properties={"id": key}), pump=False)
+            for key, value in updates]
+    client.wait(lambda: all(d.remote_state for d in sent))
+    return [d.remote_state for d in sent]
+
+
+def replay_receiver(client: EngineClient, address: str, start: Any, key: str | None = None,
+                    credit: int = 100) -> Any:
+    filters: dict[str, Any] = {symbol(SEQUENCE): start}
+    if key is not None:
+        filters[symbol("x-opt-sequence-key")] = key
+    return client.receiver(address, credit=credit, filters=filters)
+
+
+def seen(client: EngineClient, link: Any) -> list[tuple[Any, int]]:
+    return [(r.message.body, r.message.annotations[SEQUENCE]) for r in client.received(link)]
+
+
+def test_every_delivered_update_carries_its_sequence(broker: RunningBroker) -> None:
+    client = broker.client()
+    send_updates(client, "prices", [("IBM", 100), ("HPQ", 50), ("IBM", 101)])
+    receiver = client.receiver("prices", credit=10, node_properties=LVQ)
+    client.wait_received(receiver, 2)
+    assert sorted(seen(client, receiver)) == [(50, 1), (101, 2)]
+
+
+def test_a_replay_from_a_sequence_gets_the_kept_versions_then_follows_live(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    send_updates(client, "ticks", [("IBM", v) for v in range(1, 6)] + [("HPQ", 9)])
+    receiver = replay_receiver(client, "ticks", 3, key="IBM")
+    assert terminus_map(receiver.remote_source.filter)[SEQUENCE] == 3  # echoed
+    client.wait_received(receiver, 3)
+    assert seen(client, receiver) == [(3, 3), (4, 4), (5, 5)]
+    send_updates(client, "ticks", [("HPQ", 10), ("IBM", 6)])
+    client.wait_received(receiver, 4)
+    client.pump(0.2)
+    assert seen(client, receiver)[3:] == [(6, 6)]  # only its key
+
+
+def test_first_and_last_replay_the_oldest_kept_and_the_latest_versions(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    send_updates(client, "fl", [("k", v) for v in "abcd"],
+                 node_properties={**LVQ, "max_key_updates": 2})
+    first = replay_receiver(client, "fl", "first", key="k")
+    last = replay_receiver(client, "fl", "last", key="k")
+    client.wait_received(first, 2)
+    client.wait_received(last, 1)
+    client.pump(0.2)
+    assert seen(client, first) == [("c", 3), ("d", 4)]  # max_key_updates 2: two kept
+    assert seen(client, last) == [("d", 4)]
+
+
+def test_a_custom_sequence_is_kept_and_a_stale_one_is_rejected(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("custom", node_properties=LVQ)
+    ok = client.wait_settled(client.send(sender, Message(
+        body="x", properties={"id": "k", SEQUENCE: 999})))
+    stale = client.wait_settled(client.send(sender, Message(
+        body="y", properties={"id": "k"}, annotations={symbol(SEQUENCE): 10})))
+    assert ok.remote_state == Disposition.ACCEPTED
+    assert stale.remote_state == Disposition.REJECTED
+    assert stale.remote.condition.name == "amqp:invalid-field"
+    assert "not greater than its current sequence 999" in stale.remote.condition.description
+    receiver = replay_receiver(client, "custom", "first", key="k")
+    client.wait_received(receiver, 1)
+    assert seen(client, receiver) == [("x", 999)]
+
+
+def test_bad_replay_filters_are_refused_with_invalid_field(broker: RunningBroker) -> None:
+    client = broker.client()
+    send_updates(client, "badreplay", [("k", 1)])
+    for address, start in (("badreplay", "yesterday"), ("plainq", 1)):
+        if address == "plainq":
+            client.sender("plainq")
+        link = replay_receiver(client, address, start)
+        client.wait_closed(link)
+        assert link.remote_condition.name == "amqp:invalid-field"
+
+
+def test_a_client_that_reconnects_from_its_last_sequence_sees_every_update_once(
+    broker: RunningBroker,
+) -> None:
+    """The seed's long-poll loop, over AMQP: take some, drop, come back at last + 1."""
+    producer = broker.client()
+    total = 60
+    send_updates(producer, "loop", [("cart", 0)])
+    got: list[int] = []
+    next_seq, value = 1, 1
+    while next_seq <= total:
+        client = broker.client()
+        receiver = replay_receiver(client, "loop", next_seq, key="cart", credit=7)
+        if value < total:
+            send_updates(producer, "loop", [("cart", v) for v in range(value, min(value + 9,
+                                                                                total))])
+            value = min(value + 9, total)
+        client.wait_received(receiver, min(7, total - next_seq + 1))
+        sequences = [s for _, s in seen(client, receiver)]
+        got += sequences
+        next_seq = sequences[-1] + 1
+        client.drop()
+    assert got == list(range(1, total + 1))

@@ -1,0 +1,155 @@
+"""Per-key sequence numbers, custom sequences, history size and replay (queues/history.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import proton
+import pytest
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.errors import InvalidField
+from proton_broker.message import Message
+from proton_broker.queues.history import SEQUENCE
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import parse_settings
+from tests.queues.consumers import Taker
+
+LVQ = {"qpid.last_value_queue_key": "id"}
+KEYED = {"sequenceKey": "id"}
+
+
+def msg(key: str | None, value: Any = "", **properties: Any) -> Message:
+    if key is not None:
+        properties["id"] = key
+    return parse_message(proton.Message(body=value, properties=properties).encode())
+
+
+def queue(options: dict[str, Any], default_keep: int | None = None) -> Queue:
+    return Queue("q", parse_settings(options), max_key_updates=default_keep)
+
+
+def sequence_of(entry_or_message: Any) -> int:
+    message = getattr(entry_or_message, "message", entry_or_message)
+    return message.message_annotation(SEQUENCE)
+
+
+def replayed(q: Queue, start: int | str, key: str | None = None) -> list[tuple[str, int]]:
+    assert q.history is not None
+    return [(v.key, v.seq) for v in q.history.replay(start, key)]
+
+
+def test_each_key_counts_its_own_updates_from_one() -> None:
+    q = queue(KEYED)
+    for key in ["a", "b", "a", "a", "b"]:
+        q.enqueue(msg(key))
+    assert [sequence_of(e) for e in q.entries()] == [1, 1, 2, 3, 2]
+
+
+def test_keys_are_compared_whole_not_by_prefix() -> None:
+    q = queue(KEYED)
+    for key in ["1", "10", "1", "100"]:
+        q.enqueue(msg(key))
+    assert [sequence_of(e) for e in q.entries()] == [1, 1, 2, 1]
+
+
+def test_messages_without_the_key_get_no_sequence() -> None:
+    q = queue(KEYED)
+    entry = q.enqueue(msg(None))
+    assert sequence_of(entry) is None
+
+
+def test_the_sequence_is_stamped_on_the_message_and_the_rest_is_kept() -> None:
+    q = queue(LVQ)
+    entry = q.enqueue(msg("k", "payload", colour="red"))
+    decoded = proton.Message()
+    decoded.decode(entry.message.data)
+    assert decoded.annotations == {SEQUENCE: 1}
+    assert decoded.body == "payload" and decoded.properties == {"id": "k", "colour": "red"}
+
+
+def test_a_custom_sequence_must_be_greater_than_the_current_one() -> None:
+    q = queue(KEYED)
+    q.enqueue(msg("k", **{SEQUENCE: 999}))
+    assert sequence_of(list(q.entries())[-1]) == 999
+    q.enqueue(msg("k"))
+    assert sequence_of(list(q.entries())[-1]) == 1000
+    for stale in (1000, 5):
+        with pytest.raises(InvalidField, match="not greater than its current sequence 1000"):
+            q.enqueue(msg("k", **{SEQUENCE: stale}))
+    with pytest.raises(InvalidField, match="must be an integer"):
+        q.enqueue(msg("k", **{SEQUENCE: "soon"}))
+    assert q.depth == 2  # the refused ones never joined
+
+
+@pytest.mark.parametrize("keep, kept", [(None, [1, 2, 3, 4, 5]), (0, [5]), (1, [5]),
+                                        (3, [3, 4, 5])])
+def test_max_key_updates_keeps_exactly_the_newest_versions(keep: int | None,
+                                                           kept: list[int]) -> None:
+    q = queue({**LVQ, **({} if keep is None else {"max_key_updates": keep})})
+    for _ in range(5):
+        q.enqueue(msg("k"))
+    q.enqueue(msg("other"))
+    assert [seq for _, seq in replayed(q, "first", "k")] == kept
+    assert q.depth == 2  # the LVQ itself holds one value per key
+
+
+def test_the_broker_wide_default_applies_unless_the_queue_sets_its_own() -> None:
+    default, own = queue(LVQ, default_keep=2), queue({**LVQ, "max_key_updates": 4},
+                                                      default_keep=2)
+    for q in (default, own):
+        for _ in range(6):
+            q.enqueue(msg("k"))
+    assert [s for _, s in replayed(default, "first")] == [5, 6]
+    assert [s for _, s in replayed(own, "first")] == [3, 4, 5, 6]
+
+
+def test_replay_from_a_number_first_and_last() -> None:
+    q = queue(KEYED)
+    for key in ["a", "b", "a", "b", "a"]:
+        q.enqueue(msg(key))
+    assert replayed(q, 2) == [("a", 2), ("b", 2), ("a", 3)]
+    assert replayed(q, 2, "a") == [("a", 2), ("a", 3)]
+    assert replayed(q, "first", "b") == [("b", 1), ("b", 2)]
+    assert replayed(q, "last", "a") == [("a", 3)]
+    assert replayed(q, "last") == [("b", 2), ("a", 3)]
+
+
+def test_a_replaying_browser_gets_the_history_then_follows_new_updates_of_its_key() -> None:
+    q = queue(LVQ)
+    for key in ["a", "b", "a", "a"]:
+        q.enqueue(msg(key))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, sequence=(2, "a"))
+    assert [sequence_of(e) for e in browser.got] == [2, 3]
+    q.enqueue(msg("b"))
+    q.enqueue(msg("a"))
+    q.enqueue(msg("a"))  # replaces the last one on the LVQ at once: the browser still gets it
+    assert [sequence_of(e) for e in browser.got] == [2, 3, 4, 5]
+    assert q.depth == 2 and q.stats.dequeued == 0  # browsing took nothing
+
+
+def test_a_replay_waits_for_credit_and_loses_nothing_meanwhile() -> None:
+    q = queue(LVQ)
+    browser = Taker(credit=0, browse=True)
+    q.subscribe(browser, sequence=("first", None))
+    for _ in range(5):
+        q.enqueue(msg("k"))
+    browser.grant(q, 10)
+    assert [sequence_of(e) for e in browser.got] == [1, 2, 3, 4, 5]
+
+
+def test_a_replay_needs_a_keyed_queue_and_a_browser() -> None:
+    with pytest.raises(InvalidField, match="needs a queue with sequence numbers"):
+        queue({}).subscribe(Taker(credit=1, browse=True), sequence=(1, None))
+    with pytest.raises(InvalidField, match="browse"):
+        queue(LVQ).subscribe(Taker(credit=1), sequence=(1, None))
+
+
+def test_history_memory_stays_bounded_with_a_limit() -> None:
+    q = queue({**KEYED, "max_key_updates": 2})
+    for i in range(10_000):
+        q.enqueue(msg(f"k{i % 10}"))
+    assert q.history is not None  # 20 versions kept; dropped ones are compacted away
+    assert len(q.history._log) <= 2 * (20 + 1024)
+    assert len(q.history.replay("first")) == 20
