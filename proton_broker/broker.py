@@ -21,6 +21,7 @@ from proton_broker.amqp.codec import DecodeError, parse_message
 from proton_broker.config import Config
 from proton_broker.errors import InvalidField, NotFound
 from proton_broker.message import Message
+from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     ParsedOptions,
@@ -136,6 +137,10 @@ class Broker:
             self.declare(name, options)
         for stored in recovered.messages:
             self._recover(stored)
+        for name, counters in recovered.sequences.items():
+            queue = self.queues.get(name)
+            if queue is not None and queue.history is not None:
+                queue.history.restore(counters)
 
     def _recover(self, stored: StoredMessage) -> None:
         queue = self.queues.get(stored.queue)
@@ -149,7 +154,10 @@ class Broker:
             raise StoreError(f"store message {stored.id} on '{stored.queue}' is not a "
                              f"valid message: {exc}") from exc
         message.store_id = stored.id
-        queue.enqueue(message, now=stored.arrival)
+        if queue.history is not None:  # numbered before it was written: keep that number
+            number = message.message_annotation(SEQUENCE)
+            message.sequence = number if type(number) is int else None
+        queue.enqueue(message, now=stored.arrival, admitted=True)
 
     def _make_durable(self, queue: Queue) -> None:
         if self.store is None:
@@ -162,9 +170,12 @@ class Broker:
         """Write ``message`` for ``queue``; ``done(error)`` runs on the loop thread once it
         is committed (error None) or could not be (nothing written)."""
         assert self.store is not None
+        numbered = queue.number(message)  # first: the stored bytes carry the number
         message.store_id = self.store.next_id()
         self.store.enqueue(StoredMessage(message.store_id, queue.name, message.data,
                                          time.time()), done)
+        if numbered is not None:
+            self.store.sequence(queue.name, *numbered)
 
     def commit(self, txn: Transaction, done: Completion) -> None:
         """Commit ``txn`` (see :mod:`proton_broker.transactions`): one store unit with its
@@ -180,6 +191,8 @@ class Broker:
                     message.store_id = self.store.next_id()
                     unit.enqueues.append(StoredMessage(message.store_id, queue.name,
                                                        message.data, now))
+                    if message.sequence is not None:  # numbered when it was sent
+                        unit.sequences.append((queue.name, *queue.number(message)))
             for ack in txn.acks:
                 if ack.removes and ack.queue.persistent and ack.entry.message.store_id:
                     unit.dequeues.append(ack.entry.message.store_id)

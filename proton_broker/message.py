@@ -55,6 +55,9 @@ class Message:
     paged: bool = False
     page_id: int | None = None
     paged_size: int = 0
+    # Sequence history: the number its queue gave it before it joined (a durable message is
+    # numbered before it is written, so that the stored bytes carry the number).
+    sequence: int | None = None
 
     @property
     def application_properties(self) -> dict[Any, Any]:

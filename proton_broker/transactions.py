@@ -60,6 +60,7 @@ class Transaction:
     def stage(self, queue: Queue, message: Message) -> None:
         """Hold ``message`` for ``queue`` until commit (refused now if the queue would)."""
         queue.check_admission(message)
+        queue.number(message)  # a sequence number now, and a bad custom one refused now
         self.sends.append((queue, message))
 
     def acknowledge(self, ack: Acknowledgement) -> None:

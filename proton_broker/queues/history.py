@@ -71,9 +71,19 @@ class History:
                                f"current sequence {current}", SEQUENCE)
         return custom
 
+    def reserve(self, key: str, seq: int) -> None:
+        """``seq`` is given out for ``key`` (its version is recorded when it joins)."""
+        if seq > self._current.get(key, 0):
+            self._current[key] = seq
+
+    def restore(self, counters: dict[str, int]) -> None:
+        """After a restart: the numbers given out before it, so none is given out again."""
+        for key, seq in counters.items():
+            self.reserve(key, seq)
+
     def record(self, key: str, seq: int, message: Message) -> None:
-        """``message`` is version ``seq`` of ``key`` (its number from next_sequence)."""
-        self._current[key] = seq
+        """``message`` is version ``seq`` of ``key`` (numbered by next_sequence)."""
+        self.reserve(key, seq)
         self._order += 1
         version = Version(self._order, key, seq, message)
         versions = self._versions.get(key)

@@ -262,18 +262,34 @@ class Queue:
             self._wake()
         return entry
 
-    def _sequence(self, message: Message) -> str | None:
-        """Number ``message`` as the next version of its key and stamp the number on it
-        (annotation ``x-opt-sequence``); InvalidField for a bad custom number. Its key."""
-        assert self.history is not None and self._sequence_key is not None
+    def number(self, message: Message) -> tuple[str, int] | None:
+        """Give ``message`` the next number of its key now, before it joins (the broker
+        does this for a message it writes to the store first) and stamp it on the message
+        (annotation ``x-opt-sequence``); InvalidField for a bad custom number. (key, number),
+        or None for a message without the key or on a queue without sequence numbers."""
+        if self.history is None:
+            return None
+        assert self._sequence_key is not None
         key = property_text(message.application_property(self._sequence_key))
         if key is None:
             return None
-        custom = message.message_annotation(SEQUENCE)
-        if custom is None:
-            custom = message.application_property(SEQUENCE)
-        seq = self.history.next_sequence(key, custom)
-        message.annotate(SEQUENCE, seq)
+        if message.sequence is None:
+            custom = message.message_annotation(SEQUENCE)
+            if custom is None:
+                custom = message.application_property(SEQUENCE)
+            message.sequence = self.history.next_sequence(key, custom)
+            self.history.reserve(key, message.sequence)
+            message.annotate(SEQUENCE, message.sequence)
+        return key, message.sequence
+
+    def _sequence(self, message: Message) -> str | None:
+        """Number ``message`` (unless it was numbered before) and record it as the latest
+        version of its key. Its key."""
+        assert self.history is not None
+        numbered = self.number(message)
+        if numbered is None:
+            return None
+        key, seq = numbered
         self.history.record(key, seq, message)
         for follows, pending in self._replayers.values():
             if follows is None or follows == key:

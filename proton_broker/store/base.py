@@ -41,6 +41,8 @@ class Recovered:
 
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> options
     messages: list[StoredMessage] = field(default_factory=list)  # by id
+    # queue -> key -> the last sequence number given out (sequence history)
+    sequences: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Unit:
     dequeues: list[int] = field(default_factory=list)
     pages: list[tuple[int, bytes]] = field(default_factory=list)  # flow to disk: (id, bytes)
     unpages: list[int] = field(default_factory=list)
+    sequences: list[tuple[str, str, int]] = field(default_factory=list)  # (queue, key, seq)
     done: Completion | None = None
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
@@ -110,3 +113,7 @@ class Store(abc.ABC):
 
     def dequeue(self, message_id: int) -> None:
         self.commit(Unit(dequeues=[message_id]))
+
+    def sequence(self, queue: str, key: str, seq: int) -> None:
+        """``seq`` was given out for ``key`` on ``queue`` (with the message that has it)."""
+        self.commit(Unit(sequences=[(queue, key, seq)]))

@@ -15,15 +15,18 @@ class MemoryStore(Store):
         super().__init__()
         self.queues: dict[str, dict[str, Any]] = {}
         self.messages: dict[int, StoredMessage] = {}
+        self.sequences: dict[str, dict[str, int]] = {}
 
     def open(self) -> Recovered:
-        return Recovered(dict(self.queues), sorted(self.messages.values(), key=_by_id))
+        return Recovered(dict(self.queues), sorted(self.messages.values(), key=_by_id),
+                         {queue: dict(keys) for queue, keys in self.sequences.items()})
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
         self.queues[name] = dict(options)
 
     def delete_queue(self, name: str) -> None:
         self.queues.pop(name, None)
+        self.sequences.pop(name, None)
         for message in [m for m in self.messages.values() if m.queue == name]:
             del self.messages[message.id]
 
@@ -32,6 +35,8 @@ class MemoryStore(Store):
             self.messages[message.id] = message
         for message_id in unit.dequeues:
             self.messages.pop(message_id, None)
+        for queue, key, seq in unit.sequences:
+            self.sequences.setdefault(queue, {})[key] = seq
         if unit.done is not None:
             unit.done(None)
 

@@ -50,6 +50,12 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queues (name TEXT PRIMARY KEY, options TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS sequences (
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (queue, key)
+);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
     queue TEXT NOT NULL,
@@ -126,6 +132,8 @@ class SqliteStore(Store):
         recovered = Recovered()
         for name, options in db.execute("SELECT name, options FROM queues"):
             recovered.queues[name] = json.loads(options)
+        for queue, key, seq in db.execute("SELECT queue, key, seq FROM sequences"):
+            recovered.sequences.setdefault(queue, {})[key] = seq
         last = 0
         rows = db.execute("SELECT id, queue, arrival, crc, data FROM messages ORDER BY id")
         for message_id, queue, arrival, crc, data in rows:
@@ -146,7 +154,8 @@ class SqliteStore(Store):
 
     def delete_queue(self, name: str) -> None:
         self._declare("DELETE FROM messages WHERE queue = ?", (name,),
-                      "DELETE FROM queues WHERE name = ?")
+                      "DELETE FROM queues WHERE name = ?",
+                      "DELETE FROM sequences WHERE queue = ?")
 
     def _declare(self, sql: str, args: tuple[Any, ...], *more: str) -> None:
         db = self._db
@@ -194,6 +203,11 @@ class SqliteStore(Store):
         unit.enqueues.append(message)
         if done is not None:
             unit.dones.append(done)
+        if not self.batching:
+            self.flush()
+
+    def sequence(self, queue: str, key: str, seq: int) -> None:
+        self._shared_unit().sequences.append((queue, key, seq))
         if not self.batching:
             self.flush()
 
@@ -268,12 +282,15 @@ class SqliteStore(Store):
         gone = [(message_id,) for unit in group for message_id in unit.dequeues]
         pages = [page for unit in group for page in unit.pages]
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
+        sequences = [row for unit in group for row in unit.sequences]
         try:
             db.execute("BEGIN")
             _insert(db, "messages", 5, rows)
             _delete(db, "messages", gone)
             _insert(db, "pages", 2, pages)
             _delete(db, "pages", unpages)
+            if sequences:  # in order: a key's later number replaces its earlier one
+                db.executemany("INSERT OR REPLACE INTO sequences VALUES (?, ?, ?)", sequences)
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")

@@ -7,6 +7,7 @@ from typing import Any
 
 from proton import Disposition, Message, symbol
 
+from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, terminus_map
 
@@ -122,3 +123,29 @@ def test_a_client_that_reconnects_from_its_last_sequence_sees_every_update_once(
         next_seq = sequences[-1] + 1
         client.drop()
     assert got == list(range(1, total + 1))
+
+
+def test_sequence_numbers_continue_after_a_restart_even_for_consumed_keys(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    keyed = {"sequenceKey": "id", **DURABLE}
+    broker = brokers.start()
+    client = broker.client()
+    sender = client.sender("durseq", node_properties=keyed)
+    for value in ("a", "b", "c"):
+        client.wait_settled(client.send(sender, Message(body=value, durable=True,
+                                                        properties={"id": "k"})))
+    receiver = client.receiver("durseq", credit=2, node_properties=keyed)
+    for got in client.wait_received(receiver, 2):  # a and b consumed, c left
+        client.settle(got)
+    client.wait(lambda: broker.call(lambda: broker.broker.queues["durseq"].depth) == 1)
+    broker = brokers.restart()
+    client = broker.client()
+    replay = replay_receiver(client, "durseq", "first", key="k")
+    client.wait_received(replay, 1)
+    assert seen(client, replay) == [("c", 3)]  # its number survived with it
+    sender = client.sender("durseq", node_properties=keyed)
+    client.wait_settled(client.send(sender, Message(body="d", durable=True,
+                                                    properties={"id": "k"})))
+    client.wait_received(replay, 2)
+    assert seen(client, replay)[1] == ("d", 4)  # not 2: numbers are never given out twice

@@ -97,6 +97,16 @@ def test_deleting_a_queue_forgets_its_messages(backend: Backend) -> None:
     assert [m.queue for m in recovered.messages] == ["b"]
 
 
+def test_the_last_sequence_number_of_each_key_is_recovered(backend: Backend) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    backend.commit(Unit(sequences=[("q", "a", 1), ("q", "b", 7), ("q", "a", 2)]))
+    backend.commit(Unit(sequences=[("q", "a", 5)]))
+    assert backend.reopen().sequences == {"q": {"a": 5, "b": 7}}
+    backend.store.delete_queue("q")
+    assert backend.reopen().sequences == {}
+
+
 def test_a_unit_completes_once_with_no_error(backend: Backend) -> None:
     calls: list[BaseException | None] = []
     backend.store.commit(Unit(enqueues=[message(backend.store, "q", b"x")], done=calls.append))
