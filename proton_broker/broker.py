@@ -136,13 +136,13 @@ class Broker:
         for name, options in recovered.queues.items():
             self.declare(name, options)
         for stored in recovered.messages:
-            self._recover(stored)
+            self._recover(stored, stored.id in recovered.retired)
         for name, counters in recovered.sequences.items():
             queue = self.queues.get(name)
             if queue is not None and queue.history is not None:
                 queue.history.restore(counters)
 
-    def _recover(self, stored: StoredMessage) -> None:
+    def _recover(self, stored: StoredMessage, retired: bool) -> None:
         queue = self.queues.get(stored.queue)
         if queue is None:  # cannot happen with the store's own deletes; keep the data
             log.warning("store: message %d names unknown queue '%s'; left in the store",
@@ -157,6 +157,9 @@ class Broker:
         if queue.history is not None:  # numbered before it was written: keep that number
             number = message.message_annotation(SEQUENCE)
             message.sequence = number if type(number) is int else None
+            if retired:  # a past version its history keeps, no longer on the queue
+                queue.recover_version(message)
+                return
         queue.enqueue(message, now=stored.arrival, admitted=True)
 
     def _make_durable(self, queue: Queue) -> None:
@@ -164,6 +167,8 @@ class Broker:
             return  # saved by open_store()
         self.store.save_queue(queue.name, queue.options)
         queue.removed = self.store.dequeue
+        if queue.history is not None:
+            queue.retired = self.store.retire
         queue.persistent = True
 
     def persist(self, message: Message, queue: Queue, done: Completion) -> None:
@@ -194,8 +199,12 @@ class Broker:
                     if message.sequence is not None:  # numbered when it was sent
                         unit.sequences.append((queue.name, *queue.number(message)))
             for ack in txn.acks:
-                if ack.removes and ack.queue.persistent and ack.entry.message.store_id:
-                    unit.dequeues.append(ack.entry.message.store_id)
+                message = ack.entry.message
+                if ack.removes and ack.queue.persistent and message.store_id:
+                    if message.in_history:  # history keeps it: see Queue._forget
+                        unit.retires.append(message.store_id)
+                    else:
+                        unit.dequeues.append(message.store_id)
 
         def written(error: BaseException | None) -> None:
             self.transactions.end(txn)

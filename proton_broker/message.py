@@ -58,6 +58,8 @@ class Message:
     # Sequence history: the number its queue gave it before it joined (a durable message is
     # numbered before it is written, so that the stored bytes carry the number).
     sequence: int | None = None
+    in_history: bool = False  # one of the versions its queue's history keeps
+    on_queue: bool = False  # its entry is live on the queue (history: both may hold it)
 
     @property
     def application_properties(self) -> dict[Any, Any]:

@@ -20,6 +20,7 @@ Rules owned here:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proton_broker.errors import InvalidField
@@ -46,8 +47,10 @@ class Version:
 class History:
     """The sequence counters and kept versions of one queue."""
 
-    def __init__(self, max_updates: int | None) -> None:
+    def __init__(self, max_updates: int | None,
+                 dropped: Callable[[Message], None] | None = None) -> None:
         self.keep = None if max_updates is None else max(1, max_updates)
+        self.dropped = dropped  # called with a version's message when it is let go
         self._current: dict[str, int] = {}
         self._versions: dict[str, deque[Version]] = {}
         self._log: deque[Version] = deque()  # every kept version in arrival order
@@ -91,10 +94,14 @@ class History:
             versions = self._versions[key] = deque()
         versions.append(version)
         self._log.append(version)
+        message.in_history = True
         if self.keep is not None and len(versions) > self.keep:
-            versions.popleft().dropped = True
+            old = versions.popleft()
+            old.dropped, old.message.in_history = True, False
             self._dropped += 1
             self._compact()
+            if self.dropped is not None:
+                self.dropped(old.message)
 
     def current(self, key: str) -> int:
         return self._current.get(key, 0)

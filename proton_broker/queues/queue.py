@@ -170,8 +170,8 @@ class Queue:
         # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
         self._sequence_key = self.settings.lvq_key or self.settings.sequence_key
         keep = self.settings.max_key_updates
-        self.history = History(max_key_updates if keep is None else keep) \
-            if self._sequence_key else None
+        self.history = History(max_key_updates if keep is None else keep,
+                               self._version_dropped) if self._sequence_key else None
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
         self._limit = make_limit(name, self.settings)
@@ -201,6 +201,9 @@ class Queue:
         # Set by the broker on durable queues: called with a persisted message's store id
         # when its entry leaves the queue (consumed, expired, replaced, evicted, purged).
         self.removed: Callable[[int], object] | None = None
+        # Set by the broker on a durable queue with sequence history: called with the store
+        # id of a message that left the queue while the history keeps it (see History).
+        self.retired: Callable[[int], object] | None = None
         # Set by the broker on a durable queue with a store: its durable messages are
         # written, and accepted only once written (non-durable ones are not kept).
         self.persistent = False
@@ -244,6 +247,7 @@ class Queue:
                    if self._ttl_bounds or message.ttl or message.absolute_expiry_time else None)
         entry = Entry(self._next_seq, message, expires)
         entry.key = key
+        message.on_queue = True
         self._next_seq += 1
         self._log.append(entry)
         self.depth += 1
@@ -483,6 +487,19 @@ class Queue:
         self._consumers[consumer.id] = consumer
         self._replayers[consumer.id] = (key, replay)
         self.credit_granted(consumer)
+
+    def _version_dropped(self, message: Message) -> None:
+        """The history let a version go: its stored bytes may go too, if the queue is done
+        with them."""
+        if not message.on_queue and message.store_id is not None and self.removed is not None:
+            self.removed(message.store_id)
+            message.store_id = None
+
+    def recover_version(self, message: Message) -> None:
+        """At start-up: a stored version that had left the queue but was kept in history."""
+        numbered = self.number(message)
+        if numbered is not None and self.history is not None:
+            self.history.record(*numbered, message)
 
     def _replay_start(self, period: float) -> int:
         """The first position a consumer with this replay period may see (Broker-J's
@@ -745,10 +762,14 @@ class Queue:
     def _forget(self, entry: Entry) -> None:
         """The accounting of an entry leaving the queue."""
         entry.state = DEAD
-        if entry.message.store_id is not None and self.removed is not None:
-            self.removed(entry.message.store_id)
-        self.depth -= 1
         message = entry.message
+        message.on_queue = False
+        if message.store_id is not None and self.removed is not None:
+            if message.in_history and self.retired is not None:
+                self.retired(message.store_id)  # the history still needs its bytes
+            else:
+                self.removed(message.store_id)
+        self.depth -= 1
         self.bytes -= message.size
         if message.page_id is not None and self.pager is not None:
             self.pager.discard(message)

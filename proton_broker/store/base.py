@@ -43,6 +43,7 @@ class Recovered:
     messages: list[StoredMessage] = field(default_factory=list)  # by id
     # queue -> key -> the last sequence number given out (sequence history)
     sequences: dict[str, dict[str, int]] = field(default_factory=dict)
+    retired: set[int] = field(default_factory=set)  # ids of messages kept as history only
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Unit:
     pages: list[tuple[int, bytes]] = field(default_factory=list)  # flow to disk: (id, bytes)
     unpages: list[int] = field(default_factory=list)
     sequences: list[tuple[str, str, int]] = field(default_factory=list)  # (queue, key, seq)
+    retires: list[int] = field(default_factory=list)  # messages now kept as history only
     done: Completion | None = None
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
@@ -113,6 +115,11 @@ class Store(abc.ABC):
 
     def dequeue(self, message_id: int) -> None:
         self.commit(Unit(dequeues=[message_id]))
+
+    def retire(self, message_id: int) -> None:
+        """The message left its queue, but its queue's history keeps it: recover it as a
+        past version, not as a message (a later dequeue removes it)."""
+        self.commit(Unit(retires=[message_id]))
 
     def sequence(self, queue: str, key: str, seq: int) -> None:
         """``seq`` was given out for ``key`` on ``queue`` (with the message that has it)."""

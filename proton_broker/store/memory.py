@@ -16,10 +16,12 @@ class MemoryStore(Store):
         self.queues: dict[str, dict[str, Any]] = {}
         self.messages: dict[int, StoredMessage] = {}
         self.sequences: dict[str, dict[str, int]] = {}
+        self.retired: set[int] = set()
 
     def open(self) -> Recovered:
         return Recovered(dict(self.queues), sorted(self.messages.values(), key=_by_id),
-                         {queue: dict(keys) for queue, keys in self.sequences.items()})
+                         {queue: dict(keys) for queue, keys in self.sequences.items()},
+                         set(self.retired))
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
         self.queues[name] = dict(options)
@@ -33,8 +35,10 @@ class MemoryStore(Store):
     def commit(self, unit: Unit) -> None:
         for message in unit.enqueues:
             self.messages[message.id] = message
+        self.retired.update(unit.retires)
         for message_id in unit.dequeues:
             self.messages.pop(message_id, None)
+            self.retired.discard(message_id)
         for queue, key, seq in unit.sequences:
             self.sequences.setdefault(queue, {})[key] = seq
         if unit.done is not None:

@@ -50,6 +50,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queues (name TEXT PRIMARY KEY, options TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS retired (id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS sequences (
     queue TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -87,6 +88,7 @@ class SqliteStore(Store):
         self._writer: threading.Thread | None = None
         self._shared: Unit | None = None  # this pass's unit for enqueue() and dequeue()
         self._db: sqlite3.Connection | None = None  # the loop thread's, for declarations
+        self._retired_rows = False  # the retired table may hold rows (see retire())
 
     # ---- opening and recovery ---------------------------------------------------------
 
@@ -134,6 +136,8 @@ class SqliteStore(Store):
             recovered.queues[name] = json.loads(options)
         for queue, key, seq in db.execute("SELECT queue, key, seq FROM sequences"):
             recovered.sequences.setdefault(queue, {})[key] = seq
+        recovered.retired = {row[0] for row in db.execute("SELECT id FROM retired")}
+        self._retired_rows = bool(recovered.retired)
         last = 0
         rows = db.execute("SELECT id, queue, arrival, crc, data FROM messages ORDER BY id")
         for message_id, queue, arrival, crc, data in rows:
@@ -155,7 +159,8 @@ class SqliteStore(Store):
     def delete_queue(self, name: str) -> None:
         self._declare("DELETE FROM messages WHERE queue = ?", (name,),
                       "DELETE FROM queues WHERE name = ?",
-                      "DELETE FROM sequences WHERE queue = ?")
+                      "DELETE FROM sequences WHERE queue = ?",
+                      "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)")
 
     def _declare(self, sql: str, args: tuple[Any, ...], *more: str) -> None:
         db = self._db
@@ -165,7 +170,7 @@ class SqliteStore(Store):
             db.execute("BEGIN IMMEDIATE")
             db.execute(sql, args)
             for statement in more:
-                db.execute(statement, args[:1])
+                db.execute(statement, args[:statement.count("?")])
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             if db.in_transaction:
@@ -203,6 +208,12 @@ class SqliteStore(Store):
         unit.enqueues.append(message)
         if done is not None:
             unit.dones.append(done)
+        if not self.batching:
+            self.flush()
+
+    def retire(self, message_id: int) -> None:
+        self._shared_unit().retires.append(message_id)
+        self._retired_rows = True
         if not self.batching:
             self.flush()
 
@@ -283,12 +294,17 @@ class SqliteStore(Store):
         pages = [page for unit in group for page in unit.pages]
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
+        retires = [(message_id,) for unit in group for message_id in unit.retires]
         try:
             db.execute("BEGIN")
             _insert(db, "messages", 5, rows)
             _delete(db, "messages", gone)
             _insert(db, "pages", 2, pages)
             _delete(db, "pages", unpages)
+            if retires:
+                db.executemany("INSERT OR IGNORE INTO retired VALUES (?)", retires)
+            if gone and self._retired_rows:  # only queues with history retire messages
+                _delete(db, "retired", gone)
             if sequences:  # in order: a key's later number replaces its earlier one
                 db.executemany("INSERT OR REPLACE INTO sequences VALUES (?, ?, ?)", sequences)
             if self._before_commit is not None:

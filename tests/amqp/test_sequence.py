@@ -125,7 +125,7 @@ def test_a_client_that_reconnects_from_its_last_sequence_sees_every_update_once(
     assert got == list(range(1, total + 1))
 
 
-def test_sequence_numbers_continue_after_a_restart_even_for_consumed_keys(
+def test_numbers_and_consumed_versions_survive_a_restart(
     brokers: Restartable,  # noqa: F811 - the fixture
 ) -> None:
     keyed = {"sequenceKey": "id", **DURABLE}
@@ -142,10 +142,35 @@ def test_sequence_numbers_continue_after_a_restart_even_for_consumed_keys(
     broker = brokers.restart()
     client = broker.client()
     replay = replay_receiver(client, "durseq", "first", key="k")
-    client.wait_received(replay, 1)
-    assert seen(client, replay) == [("c", 3)]  # its number survived with it
+    client.wait_received(replay, 3)  # consumed versions are history: kept across the restart
+    assert seen(client, replay) == [("a", 1), ("b", 2), ("c", 3)]
+    assert broker.call(lambda: broker.broker.queues["durseq"].depth) == 1  # only c is queued
     sender = client.sender("durseq", node_properties=keyed)
     client.wait_settled(client.send(sender, Message(body="d", durable=True,
                                                     properties={"id": "k"})))
-    client.wait_received(replay, 2)
-    assert seen(client, replay)[1] == ("d", 4)  # not 2: numbers are never given out twice
+    client.wait_received(replay, 4)
+    assert seen(client, replay)[3] == ("d", 4)  # numbers are never given out twice
+
+
+def test_kept_versions_survive_a_restart_and_dropped_ones_leave_the_store(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    durable_lvq = {**LVQ, **DURABLE, "max_key_updates": 3}
+    broker = brokers.start()
+    client = broker.client()
+    sender = client.sender("durlvq", node_properties=durable_lvq)
+    for value in range(1, 6):
+        client.wait_settled(client.send(sender, Message(body=value, durable=True,
+                                                        properties={"id": "k"})))
+    client.wait_settled(client.send(sender, Message(body=0, durable=True,
+                                                    properties={"id": "other"})))
+    broker = brokers.restart()
+    client = broker.client()
+    replay = replay_receiver(client, "durlvq", "first")
+    client.wait_received(replay, 4)
+    client.pump(0.2)
+    assert seen(client, replay) == [(3, 3), (4, 4), (5, 5), (0, 1)]
+    assert broker.call(lambda: broker.broker.queues["durlvq"].depth) == 2  # one value a key
+    stored = broker.call(lambda: broker.broker.store._db.execute(  # type: ignore[union-attr]
+        "SELECT COUNT(*) FROM messages").fetchone()[0])
+    assert stored == 4  # the three kept versions of k and the one of 'other'
