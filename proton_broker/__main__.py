@@ -36,6 +36,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--default-msg-group", dest="default_message_group",
                         help="group of messages without a group id on shared-groups queues "
                              "(default qpid.no-group)")
+    parser.add_argument("--http-port", type=int,
+                        help="serve the HTTP gateway on this port (turns it on; 0 = any free)")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
     return parser.parse_args(argv)
@@ -48,6 +50,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                                 ("store", args.store))
               if v is not None}
     out: dict[str, dict[str, Any]] = {"broker": broker}
+    if args.http_port is not None:
+        out["http"] = {"enabled": True, "port": args.http_port}
     if args.log_level:
         out["logging"] = {"level": args.log_level.upper()}
     return out
@@ -78,11 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         host, port = server.listen(cfg.broker.host, cfg.broker.port)
     except OSError as exc:
-        print(f"proton-broker: cannot listen on {cfg.broker.host}:{cfg.broker.port}: {exc}",
-              file=sys.stderr)
+        where = (f"{cfg.http.host}:{cfg.http.port} (HTTP)" if server.address is not None
+                 else f"{cfg.broker.host}:{cfg.broker.port}")
+        print(f"proton-broker: cannot listen on {where}: {exc}", file=sys.stderr)
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop())
+    if server.http is not None:
+        log.info("HTTP gateway on http://%s:%d", *server.http.address)
     log.info("listening on %s:%d", host, port)
     server.run()
     log.info("stopped")

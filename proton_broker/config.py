@@ -57,6 +57,16 @@ class QueueSection:
 
 
 @dataclass
+class HttpSection:
+    """The HTTP gateway (README "HTTP gateway"): off unless enabled; local-only by default."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8081  # 0 picks a free port
+    longpoll_timeout: float = 30.0  # seconds a long poll waits when it names no timeout
+
+
+@dataclass
 class LoggingSection:
     level: str = "INFO"
 
@@ -67,11 +77,12 @@ class Config:
     sasl: SaslSection = field(default_factory=SaslSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     queue: QueueSection = field(default_factory=QueueSection)
+    http: HttpSection = field(default_factory=HttpSection)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 _SECTIONS = {"broker": BrokerSection, "sasl": SaslSection, "logging": LoggingSection,
-             "queue": QueueSection}
+             "queue": QueueSection, "http": HttpSection}
 
 
 def load(

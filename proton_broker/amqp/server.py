@@ -90,6 +90,7 @@ class Server(Handler):
             self.broker.store.batching = True  # flushed once per pass (_BrokerContainer)
         self._acceptor: Any = None
         self.address: tuple[str, int] | None = None
+        self.http: Any = None  # the HTTP gateway (proton_broker.http), when enabled
         self._stopping = False
 
     # ---- life cycle ----------------------------------------------------------------------
@@ -100,10 +101,24 @@ class Server(Handler):
         sock = self._acceptor._selectable._delegate  # the listening socket Proton made
         sock.listen(1024)  # Proton's default backlog of 10 drops bursts of clients
         self.address = sock.getsockname()[:2]
+        if self.config.http.enabled and self.http is None:
+            self.listen_http()
         return self.address  # type: ignore[return-value]
+
+    def listen_http(self) -> tuple[str, int]:
+        """Start the HTTP gateway (its own thread; config ``http``) and bind it; returns
+        its address. Called by listen() when the config enables it. OSError if unbound."""
+        from proton_broker.http.gateway import Gateway  # aiohttp only when it is used
+
+        gateway = Gateway(self, self.config.http)
+        address = gateway.start()
+        self.http = gateway
+        return address
 
     def run(self) -> None:
         self.container.run()
+        if self.http is not None:
+            self.http.join(5)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the event-loop thread (safe to call from any thread)."""
@@ -130,6 +145,8 @@ class Server(Handler):
             return
         self._stopping = True
         log.info("shutting down")
+        if self.http is not None:
+            self.http.stop()
         if self._acceptor is not None:
             self._acceptor.close()
         for conn in list(self.connections.values()):

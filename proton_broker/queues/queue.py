@@ -189,6 +189,9 @@ class Queue:
         # Browsers replaying history (x-opt-sequence): consumer id -> (the key they follow
         # or None, the versions still to send them); new versions are added as they come.
         self._replayers: dict[int, tuple[str | None, deque[Entry]]] = {}
+        # Called with (key, sequence, message) for every new version, on the loop thread:
+        # the HTTP gateway's long polls and WebSocket streams (proton_broker/http).
+        self.history_watchers: list[Callable[[str, int, Message], object]] = []
         # Consumers with a replay period: consumer id -> the first position they may take.
         self._floors: dict[int, int] = {}
         self._default_replay = default_replay_seconds(self.settings.default_filters)
@@ -298,6 +301,8 @@ class Queue:
         for follows, pending in self._replayers.values():
             if follows is None or follows == key:
                 pending.append(Entry(seq, message, None))
+        for watch in self.history_watchers:
+            watch(key, seq, message)
         return key
 
     # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------

@@ -1,0 +1,370 @@
+"""The HTTP gateway: the sequence seed's HTTP API (shared/seeds/sonya-sequence.md) served by
+the broker process with aiohttp.
+
+Thread model. aiohttp runs its own asyncio loop in one background thread; the broker's
+event loop stays the only thread that touches queues. A handler never reads broker state:
+it passes a function to :meth:`Server.call_soon`, which runs it on the broker's loop, and
+the result (or the error it raised) comes back with ``loop.call_soon_threadsafe``. Nothing
+on the broker's loop waits for HTTP: the functions sent there only look, enqueue or
+register a listener (:mod:`proton_broker.http.watch`). A long poll that must wait is a
+future on the gateway's loop, not a thread, so thousands of idle polls cost a socket and
+a few objects each.
+
+Endpoints (statuses and JSON shapes are in the README, "HTTP gateway"):
+
+* ``POST /queue/send/{queue}``: enqueue ``{"id", "sequence"?, "payload"}``; answers the
+  stored version ``{"id", "sequence", "payload"}``.
+* ``GET /queue/listen/longpoll/{queue}[/{id}]?sequence=N|first|last&timeout=S``: the first
+  kept version from N at once, else the next new one; 204 when ``timeout`` runs out.
+* ``GET /queue/listen/ws/{queue}[/{id}]?sequence=N|first|last``: a WebSocket that gets
+  the kept versions from N, then every new one, one JSON text message each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from aiohttp import web
+
+from proton_broker.config import HttpSection
+from proton_broker.errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded
+from proton_broker.http.watch import Item, Listener, QueueWatch
+from proton_broker.http.wire import (
+    RequestError,
+    SendRequest,
+    build_message,
+    parse_send,
+    version_json,
+)
+from proton_broker.queues.history import sequence_start
+
+if TYPE_CHECKING:
+    from proton_broker.amqp.server import Server
+
+log = logging.getLogger("proton_broker.http")
+
+T = TypeVar("T")
+AUTO_CREATE_OPTIONS = {"sequenceKey": "id"}  # a queue first named over HTTP, as in the seed
+STREAM_BACKLOG = 10_000  # versions a WebSocket client may fall behind before it is dropped
+_CLOSING = object()  # handed to waiting polls and streams when the gateway stops
+
+
+class Gateway:
+    """The gateway's thread, its aiohttp application, and its bridge to the broker loop."""
+
+    def __init__(self, server: Server, section: HttpSection) -> None:
+        self.server = server
+        self.section = section
+        self.address: tuple[str, int] | None = None  # bound address, once started
+        self._watches: dict[str, QueueWatch] = {}  # broker loop thread only
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._waiting: set[Callable[[object], None]] = set()  # gateway thread only
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="http-gateway", daemon=True)
+
+    # ---- life cycle (any thread) --------------------------------------------------------
+
+    def start(self) -> tuple[str, int]:
+        """Start the thread and bind; returns the bound address (port 0: a free port).
+        Raises OSError when the address cannot be bound."""
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        assert self.address is not None
+        return self.address
+
+    def stop(self) -> None:
+        """Ask the gateway to close (thread-safe, returns at once)."""
+        if self._loop is not None and self._stop is not None:
+            self._post(self._stop.set)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def listener_count(self) -> int:
+        """Long polls and streams waiting for a new version (broker loop thread only)."""
+        return sum(watch.count for watch in self._watches.values())
+
+    # ---- the gateway's thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._serve())
+        finally:
+            self._ready.set()
+            loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=1.0,
+                               handler_cancellation=True)  # a client that goes: its poll ends
+        try:
+            await runner.setup()
+            site = web.TCPSite(runner, self.section.host, self.section.port, backlog=1024)
+            await site.start()
+            self.address = tuple(runner.addresses[0][:2])  # type: ignore[assignment]
+        except BaseException as exc:  # noqa: BLE001 - reported by start()
+            self._error = exc
+            self._ready.set()
+            await runner.cleanup()
+            return
+        self._ready.set()
+        await self._stop.wait()
+        for wake in list(self._waiting):
+            wake(_CLOSING)
+        await asyncio.sleep(0)  # let the woken handlers answer
+        await runner.cleanup()
+
+    def _post(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the gateway's loop (from the broker's loop)."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the gateway's loop has closed: nobody waits any more
+            pass
+
+    def _app(self) -> web.Application:
+        app = web.Application(middlewares=[_json_errors])
+        app.add_routes([
+            web.post("/queue/send/{queue}", self._send),
+            web.get("/queue/listen/longpoll/{queue}", self._longpoll),
+            web.get("/queue/listen/longpoll/{queue}/{id}", self._longpoll),
+            web.get("/queue/listen/ws/{queue}", self._stream),
+            web.get("/queue/listen/ws/{queue}/{id}", self._stream),
+        ])
+        return app
+
+    async def _on_broker(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the broker's loop; its result or its exception comes back here."""
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def call() -> None:
+            try:
+                result = fn()
+            except BaseException as exc:  # noqa: BLE001 - raised again in the handler
+                self._post(_settle, future, None, exc)
+            else:
+                self._post(_settle, future, result, None)
+
+        self.server.call_soon(call)
+        return await future
+
+    # ---- handlers (gateway thread) -------------------------------------------------------
+
+    async def _send(self, request: web.Request) -> web.Response:
+        name = request.match_info["queue"]
+        send = parse_send(await request.read())
+        sequence = await self._on_broker(lambda: self._enqueue(name, send))
+        return web.json_response({"id": send.key, "sequence": sequence,
+                                  "payload": send.payload})
+
+    async def _longpoll(self, request: web.Request) -> web.StreamResponse:
+        name, key = request.match_info["queue"], request.match_info.get("id")
+        start = _start(request.query.get("sequence"))
+        timeout = _timeout(request.query.get("timeout"), self.section.longpoll_timeout)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        wake = _waker(future)
+        listener = Listener(key, lambda item: self._post(wake, item), once=True)
+
+        def look() -> Item | None:
+            watch = self._watch(name)
+            found = watch.first_kept(start, key)
+            if found is None:
+                watch.add(listener)
+            return found
+
+        self._waiting.add(wake)
+        try:
+            found = await self._on_broker(look)
+            if found is None:
+                found = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return web.Response(status=204)  # nothing new: poll again with the same sequence
+        finally:
+            self._waiting.discard(wake)
+            if not future.done() or future.cancelled():
+                self.server.call_soon(lambda: self._forget(name, listener))
+        if found is _CLOSING:
+            raise RequestError(503, "the broker is shutting down")
+        return web.json_response(version_json(*found))
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        name, key = request.match_info["queue"], request.match_info.get("id")
+        start = _start(request.query.get("sequence"))
+        items: asyncio.Queue[Any] = asyncio.Queue()
+        push = _pusher(items, request)
+        listener = Listener(key, lambda item: self._post(push, item), once=False)
+
+        def subscribe() -> list[Item]:
+            watch = self._watch(name)
+            kept = watch.kept(start, key)
+            watch.add(listener)
+            return kept
+
+        self._waiting.add(push)
+        try:
+            for item in await self._on_broker(subscribe):  # errors answer before the upgrade
+                items.put_nowait(item)
+            ws = web.WebSocketResponse()
+            await ws.prepare(request)
+            await _forward(ws, items)
+            return ws
+        finally:
+            self._waiting.discard(push)
+            self.server.call_soon(lambda: self._forget(name, listener))
+
+    # ---- on the broker's loop ---------------------------------------------------------------
+
+    def _watch(self, name: str) -> QueueWatch:
+        """The listeners of queue ``name``; the queue is created (keyed by ``id``) when
+        auto-create allows it."""
+        broker = self.server.broker
+        queue = broker.queues.get(name)
+        if queue is None:
+            if not broker.may_create(name):
+                raise RequestError(404, f"queue '{name}' not found (auto-create is off or "
+                                        "the name does not match auto_create_patterns)")
+            try:
+                queue = broker.resolve(name, AUTO_CREATE_OPTIONS)
+            except NotFound as exc:
+                raise RequestError(404, exc.description) from None
+        if queue.history is None:
+            raise RequestError(409, f"queue '{name}' has no sequence key: declare it with "
+                                    "sequenceKey or as a last-value queue")
+        watch = self._watches.get(name)
+        if watch is None or watch.queue is not queue:
+            watch = self._watches[name] = QueueWatch(queue)
+        return watch
+
+    def _enqueue(self, name: str, send: SendRequest) -> int:
+        watch = self._watch(name)
+        message = build_message(send, watch.key_property)
+        try:
+            watch.queue.enqueue(message)
+        except InvalidField as exc:  # a custom sequence not above the key's current one
+            raise RequestError(409, exc.description, "sequence") from None
+        except ResourceLimitExceeded as exc:
+            raise RequestError(503, exc.description) from None
+        except BrokerError as exc:
+            raise RequestError(400, exc.description) from None
+        return watch.history.current(send.key)
+
+    def _forget(self, name: str, listener: Listener) -> None:
+        watch = self._watches.get(name)
+        if watch is not None:
+            watch.remove(listener)
+
+
+# ---- helpers (gateway thread) ---------------------------------------------------------------
+
+
+@web.middleware
+async def _json_errors(request: web.Request,
+                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                       ) -> web.StreamResponse:
+    """Every refusal as a JSON body naming the problem, aiohttp's own ones included."""
+    try:
+        return await handler(request)
+    except RequestError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        text = exc.text if exc.text and not exc.text.startswith(f"{exc.status}:") \
+            else exc.reason  # aiohttp's own detail when it gives one
+        if exc.status == 404:
+            text = f"no such endpoint: {request.method} {request.path}"
+        headers = {k: v for k, v in exc.headers.items()
+                   if k.lower() not in ("content-type", "content-length")}
+        return web.json_response({"error": text, "status": exc.status}, status=exc.status,
+                                 headers=headers)
+    except (asyncio.CancelledError, ConnectionError):
+        raise
+    except Exception:
+        log.exception("HTTP %s %s failed", request.method, request.path)
+        return web.json_response({"error": "internal error", "status": 500}, status=500)
+
+
+def _start(value: str | None) -> int | str | None:
+    if value is None:
+        return None  # only versions that arrive from now on
+    try:
+        return sequence_start(value)
+    except InvalidField:
+        raise RequestError(400, f"query parameter 'sequence' must be a sequence number, "
+                                f"'first' or 'last', got {value!r}", "sequence") from None
+
+
+def _timeout(value: str | None, default: float) -> float:
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:
+        raise RequestError(400, f"query parameter 'timeout' must be a number of seconds "
+                                f">= 0, got {value!r}", "timeout")
+    return seconds
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return  # the client went away meanwhile
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _waker(future: asyncio.Future[Any]) -> Callable[[object], None]:
+    def wake(item: object) -> None:
+        if not future.done():
+            future.set_result(item)
+    return wake
+
+
+def _pusher(items: asyncio.Queue[Any], request: web.Request) -> Callable[[object], None]:
+    """Adds versions to a stream's backlog; a client too far behind is dropped, so an
+    unread socket cannot make the gateway keep every version for it."""
+    def push(item: object) -> None:
+        if items.qsize() >= STREAM_BACKLOG:
+            if request.transport is not None:
+                log.warning("WebSocket %s dropped: %d versions behind", request.path,
+                            STREAM_BACKLOG)
+                request.transport.abort()
+            return
+        items.put_nowait(item)
+    return push
+
+
+async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None:
+    """Send the backlog and every new version until either side closes."""
+    async def read() -> None:  # what the client sends is ignored; its close ends the stream
+        async for _ in ws:
+            pass
+        items.put_nowait(None)
+
+    reader = asyncio.ensure_future(read())
+    try:
+        while True:
+            item = await items.get()
+            if item is None or ws.closed:
+                break
+            if item is _CLOSING:
+                await ws.close(code=1001, message=b"broker shutting down")
+                break
+            await ws.send_json(version_json(*item))
+    finally:
+        reader.cancel()

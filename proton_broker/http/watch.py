@@ -1,0 +1,106 @@
+"""The gateway's listeners, on the broker's side: everything here runs on the event-loop
+thread, the only thread that touches queues.
+
+Each queue the gateway serves gets one :class:`QueueWatch`, registered once in
+``queue.history_watchers``; it holds the long polls waiting for a version (one-shot) and the
+WebSocket streams following the queue (until they close), indexed by the key they follow
+(``None``: every key). A new version is looked up in that index, so one send answers a
+thousand waiting polls with one pass, and polls on other keys cost nothing.
+
+Looking at the history and registering a listener happen in the same call on the loop
+thread, so no version can arrive in between: a listener sees every version from its start
+exactly once. What a listener is given is ``(key, sequence, bytes)``: the bytes are
+immutable, so the gateway's own thread decodes them (off the broker's loop).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from proton_broker.message import Message
+from proton_broker.queues.history import LAST, History, Version
+from proton_broker.queues.queue import Queue
+
+log = logging.getLogger("proton_broker.http")
+
+Item = tuple[str, int, bytes]  # key, sequence, the encoded message
+Answer = Callable[[Item], object]  # hands an item to the gateway's thread; must not block
+
+
+class Listener:
+    """A long poll (``once``) or a stream waiting on one key or all keys of a queue."""
+
+    __slots__ = ("key", "answer", "once")
+
+    def __init__(self, key: str | None, answer: Answer, once: bool) -> None:
+        self.key = key
+        self.answer = answer
+        self.once = once
+
+
+class QueueWatch:
+    """The listeners of one queue, called by the queue for each new version."""
+
+    def __init__(self, queue: Queue) -> None:
+        assert queue.history is not None
+        self.queue = queue
+        self.history: History = queue.history
+        # The application property holding the key (what an HTTP send sets).
+        self.key_property: str = queue.settings.lvq_key or queue.settings.sequence_key or "id"
+        self._by_key: dict[str | None, dict[int, Listener]] = {}
+        queue.history_watchers.append(self._new_version)
+
+    @property
+    def count(self) -> int:
+        return sum(len(listeners) for listeners in self._by_key.values())
+
+    def add(self, listener: Listener) -> None:
+        self._by_key.setdefault(listener.key, {})[id(listener)] = listener
+
+    def remove(self, listener: Listener) -> None:
+        listeners = self._by_key.get(listener.key)
+        if listeners is not None:
+            listeners.pop(id(listener), None)
+            if not listeners:
+                del self._by_key[listener.key]
+
+    def kept(self, start: int | str | None, key: str | None) -> list[Item]:
+        """The kept versions from ``start`` (as History.replay; ``None``: none)."""
+        if start is None:
+            return []
+        return [self._item(v) for v in self.history.replay(start, key)]
+
+    def first_kept(self, start: int | str | None, key: str | None) -> Item | None:
+        """What a long poll from ``start`` answers at once: the first kept version with a
+        number >= start (``first``: the oldest; ``last``: the newest), or None."""
+        versions = self.history.replay(start, key) if start is not None else []
+        if not versions:
+            return None
+        return self._item(versions[-1] if start == LAST else versions[0])
+
+    def _item(self, version: Version) -> Item:
+        message = version.message
+        data = message.data
+        if message.paged and self.queue.pager is not None:  # flowed to disk: read it back
+            data = self.queue.pager.page_in(message)
+        return version.key, version.seq, data
+
+    def _new_version(self, key: str, seq: int, message: Message) -> None:
+        item = (key, seq, message.data)
+        for index in (key, None):
+            listeners = self._by_key.get(index)
+            if not listeners:
+                continue
+            for listener in list(listeners.values()):
+                if listener.once:
+                    self.remove(listener)
+                _safely(listener.answer, item)
+
+
+def _safely(answer: Answer, item: Item) -> None:
+    """An answer that fails (the gateway's loop has closed) must not fail the send."""
+    try:
+        answer(item)
+    except Exception:  # noqa: BLE001
+        log.debug("an HTTP listener could not be answered", exc_info=True)

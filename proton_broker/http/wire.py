@@ -1,0 +1,146 @@
+"""What goes over HTTP: the send request's JSON, the AMQP message made of it, and the JSON
+a listener gets for each stored version.
+
+Kept apart from aiohttp and from the broker loop so the rules are plain functions:
+
+* A send body is a JSON object with ``id`` (a non-empty string or an integer), ``payload``
+  (any JSON value) and optionally ``sequence`` (an integer); any other field, or a value of
+  the wrong type, is a :class:`RequestError` naming the field (the config file's rule: a
+  typo is never silently ignored).
+* The message is an ordinary AMQP message, so AMQP consumers see it: body an AMQP string
+  holding the JSON text of ``payload``, content type ``application/json``, the key as the
+  application property the queue numbers by, and a custom sequence as the application
+  property ``x-opt-sequence`` (the queue checks it and stamps the number it keeps).
+* A version is shown as ``{"id": key, "sequence": n, "payload": ...}``: the payload is the
+  body parsed as JSON when the message says it is JSON (content type
+  ``application/json``), otherwise the body's value made JSON-safe (strings as they are,
+  binary as UTF-8 text, maps with text keys); a body Proton cannot decode gives ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import proton
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.message import Message
+from proton_broker.queues.history import SEQUENCE
+
+JSON_TYPE = "application/json"
+_SEND_FIELDS = ("id", "sequence", "payload")
+
+
+class RequestError(Exception):
+    """A request the gateway refuses: ``status`` and a description for the JSON body."""
+
+    def __init__(self, status: int, description: str, field: str | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.field = field
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.description, "status": self.status}
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    key: str
+    sequence: int | None
+    payload: Any
+
+
+def parse_send(raw: bytes) -> SendRequest:
+    """The body of ``POST /queue/send/{queue}``, checked; RequestError (400) if it is not
+    what the API takes."""
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, f"the request body must be a JSON object, got "
+                                f"{_json_type(body)}")
+    unknown = sorted(set(body) - set(_SEND_FIELDS))
+    if unknown:
+        raise RequestError(400, f"unknown field {unknown[0]!r} (the fields are id, "
+                                f"sequence and payload)", unknown[0])
+    if "id" not in body:
+        raise RequestError(400, "missing field 'id' (the message's key)", "id")
+    key = body["id"]
+    if isinstance(key, bool) or not isinstance(key, (str, int)) or key == "":
+        raise RequestError(400, f"field 'id' must be a non-empty string or an integer, got "
+                                f"{_json_type(key)}", "id")
+    sequence = body.get("sequence")
+    if sequence is not None and (isinstance(sequence, bool) or not isinstance(sequence, int)):
+        raise RequestError(400, f"field 'sequence' must be an integer, got "
+                                f"{_json_type(sequence)}", "sequence")
+    if "payload" not in body:
+        raise RequestError(400, "missing field 'payload'", "payload")
+    return SendRequest(str(key), sequence, body["payload"])
+
+
+def build_message(request: SendRequest, key_property: str) -> Message:
+    """The broker's record of the AMQP message a send request stands for."""
+    properties: dict[str, Any] = {key_property: request.key}
+    if request.sequence is not None:
+        properties[SEQUENCE] = request.sequence
+    amqp = proton.Message(body=json.dumps(request.payload, separators=(",", ":")),
+                          content_type=JSON_TYPE, properties=properties)
+    return parse_message(amqp.encode())
+
+
+def version_json(key: str, sequence: int, data: bytes) -> dict[str, Any]:
+    """One stored version (the encoded message ``data``) as listeners see it."""
+    return {"id": key, "sequence": sequence, "payload": payload_of(data)}
+
+
+def payload_of(data: bytes) -> Any:
+    message = proton.Message()
+    try:
+        message.decode(data)
+        body = message.body
+    except Exception:  # noqa: BLE001 - Proton 0.40 fails on e.g. maps with binary keys
+        return None
+    if message.content_type == JSON_TYPE and isinstance(body, (str, bytes)):
+        try:
+            return json.loads(body)
+        except ValueError:
+            pass
+    return _json_safe(body)
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_key_text(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return str(value)  # UUIDs, decimals, described values
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key).decode("utf-8", "replace")
+    return key if isinstance(key, str) else str(key)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {str: "a string", int: "an integer", float: "a number", list: "an array",
+             dict: "an object"}
+    return names.get(type(value), type(value).__name__)
