@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from proton_broker.message import property_text
-from proton_broker.queues.entries import Entry, FifoOrder
+from proton_broker.queues.entries import AVAILABLE, Entry, FifoOrder
 from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
@@ -170,7 +170,17 @@ class GroupDistributor:
         group._tail.append(entry)
         self.available += 1
         if group.listed_in is None:  # it had no head: this entry is its head now
-            self._list(group, entry.seq)
+            if group.owner is None:  # _list, inlined for the common case of a free group
+                if group.spare:  # busy again
+                    group.spare = False
+                    self._idle -= 1
+                heap = self._free
+                group.listed_in = heap
+                item = group.item = (entry.seq, group)
+                _heappush(heap.items, item)
+                heap.live += 1
+            else:
+                self._list(group, entry.seq)
 
     def requeue(self, entry: Entry) -> None:
         group: Group = entry.rank
@@ -209,7 +219,10 @@ class GroupDistributor:
         if not self.available:
             return None
         heap = self._free
-        item = heap.top()
+        items = heap.items
+        while items and items[0][1].item is not items[0]:  # GroupHeap.top, inlined
+            _heappop(items)
+        item = items[0] if items else None
         own_heap = self._owned.get(consumer_id)
         if own_heap is not None and own_heap.live:
             own = own_heap.top()
@@ -218,14 +231,18 @@ class GroupDistributor:
         if item is None:
             return None
         group = item[1]
-        entry = group.peek()
+        tail = group._tail
+        if not group._back and tail and tail[0].state == AVAILABLE:
+            entry: Entry | None = tail[0]  # the head, without a call to peek
+        else:
+            entry = group.peek()
         if entry is not None and not (entry.excluded and consumer_id in entry.excluded):
-            # The head, just found by peek (which dropped any stale entries before it):
-            # take it out of the FIFO, and the group's item, on top of its heap, off.
+            # Take the head out of the FIFO (peek dropped any stale entries before it) and
+            # the group's item, on top of its heap, off the heap.
             if group._back:
                 _heappop(group._back)
             else:
-                group._tail.popleft()
+                tail.popleft()
             _heappop(heap.items)
             heap.live -= 1
             group.listed_in = group.item = None
@@ -245,8 +262,12 @@ class GroupDistributor:
                 self._just_assigned = True
                 if not self.shared:
                     self._assigned.setdefault(consumer_id, set()).add(group)
-        if group.listed_in is not None or group._tail or group._back:
-            self._relist(group)  # it has more (or took the slow path): list it anew
+        if group.listed_in is not None:
+            self._relist(group)  # the slow path left it listed
+        elif group._tail or group._back:
+            head = group.peek()  # it has more: list it under the next one
+            if head is not None:
+                self._list(group, head.seq)
         elif group.owner is None and not group.acquired and not group.spare:
             self._went_idle(group)  # an ungrouped entry of a standard queue, the last one
         return entry
@@ -289,9 +310,15 @@ class GroupDistributor:
                     if self._idle > _IDLE_KEEP:
                         self._sweep()
                 return False
+            # Messages wait: move its item from its holder's heap to the free one, under
+            # the same head (a listed group's item is always at its head's position).
             self.freed = True
-            self._relist(group)  # from its holder's heap to the free one
-            return group.listed_in is self._free
+            listed = group.listed_in
+            position = group.item[0]  # type: ignore[index]
+            group.listed_in = group.item = None
+            listed.dropped()
+            self._list(group, position)
+            return True
         if group.orphaned or self._refused_by_owner(group):
             self._unassign(group)
             self._relist(group)
