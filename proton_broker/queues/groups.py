@@ -225,9 +225,11 @@ class GroupDistributor:
         item = items[0] if items else None
         own_heap = self._owned.get(consumer_id)
         if own_heap is not None and own_heap.live:
-            own = own_heap.top()
-            if own is not None and (item is None or own[0] < item[0]):
-                item, heap = own, own_heap
+            mine = own_heap.items
+            while mine and mine[0][1].item is not mine[0]:  # GroupHeap.top, inlined
+                _heappop(mine)
+            if mine and (item is None or mine[0][0] < item[0]):
+                item, heap = mine[0], own_heap
         if item is None:
             return None
         group = item[1]
@@ -264,8 +266,12 @@ class GroupDistributor:
                     self._assigned.setdefault(consumer_id, set()).add(group)
         if group.listed_in is not None:
             self._relist(group)  # the slow path left it listed
-        elif group._tail or group._back:
-            head = group.peek()  # it has more: list it under the next one
+        elif group._tail or group._back:  # it has more: list it under the next one
+            tail = group._tail
+            if not group._back and tail[0].state == AVAILABLE:
+                head: Entry | None = tail[0]  # without a call to peek, as above
+            else:
+                head = group.peek()
             if head is not None:
                 self._list(group, head.seq)
         elif group.owner is None and not group.acquired and not group.spare:
