@@ -61,6 +61,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _NULL_RUN = re.compile(b"\x40*")
 _NULLS = [None] * 256  # a list8 holds at most 255 elements; longer runs take several steps
+_AT_RUNS = [b"\x40" * n for n in range(11)]  # runs of n nulls
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
 
@@ -572,26 +573,72 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
 
 
 def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
-    fields, stop = _list_fields(data, pos, end, "properties")
-    count = len(fields)
-    if count:
-        message.message_id = fields[0]
-    if count > 2:  # often only a message-id: the rest stay at their defaults
-        if count < 11:
-            fields += _NULLS[:11 - count]
-        to, subject, expiry, created, group = (fields[2], fields[3], fields[8], fields[9],
-                                               fields[10])
-        if to is not None:
-            message.to = _str_field(to)
-        if subject is not None:
-            message.subject = _str_field(subject)
-        if expiry is not None:
-            message.absolute_expiry_time = expiry if type(expiry) is int else None
-        if created is not None:
-            message.creation_time = created if type(created) is int else None
-        if group is not None:
-            message.group_id = _str_field(group)
+    """Read the properties the broker uses into ``message``: message-id, to, subject,
+    absolute-expiry-time, creation-time and group-id (fields 0, 2, 3, 8, 9 and 10).
+
+    Every field is checked as :func:`_list_fields` checks it, but a list8 (what every
+    client sends) is walked here without building the list: a grouped message's properties
+    are typically message-id, nine nulls, group-id and group-sequence, and this runs once
+    per message.
+    """
+    size = data[pos + 1] if pos + 1 < end else -1
+    if data[pos] != 0xC0 or pos + 3 > end or not 1 <= size <= end - pos - 2:
+        fields, stop = _list_fields(data, pos, end, "properties")
+        for index, value in enumerate(fields[:11]):
+            if value is not None:
+                _set_property(message, index, value)
+        return stop
+    at, count, stop = pos + 3, data[pos + 2], pos + 2 + size
+    index = 0
+    while index < count:
+        c = data[at] if at < stop else -1
+        if c == 0x40:  # unused fields come in runs of nulls: step over the run at once
+            if count > 10 and index < 10 and data.startswith(_AT_RUNS[10 - index], at):
+                run = 10 - index  # the usual run, up to group-id (cheaper than the regex)
+            else:
+                run = min(_NULL_RUN.match(data, at, stop).end() - at, count - index)
+            index += run
+            at += run
+            continue
+        if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
+            after = at + 2 + data[at + 1]
+            try:
+                value: Any = data[at + 2:after].decode("utf-8" if c == 0xA1 else "ascii")
+            except UnicodeDecodeError:
+                value, at = _decode(data, at, stop)  # raises the error
+            else:
+                at = after
+        elif c == 0x43:  # uint0, as group-sequence usually is
+            value = 0
+            at += 1
+        else:
+            value, at = _decode(data, at, stop)
+        if index == 0:
+            message.message_id = value
+        elif index == 10:
+            message.group_id = value if isinstance(value, str) else None
+        elif 2 <= index <= 9:
+            _set_property(message, index, value)
+        index += 1
+    if at != stop:
+        raise DecodeError(f"compound at offset {pos}: size does not match its elements")
     return stop
+
+
+def _set_property(message: Message, index: int, value: Any) -> None:
+    """Field ``index`` of the properties list, not null, into ``message`` (if used)."""
+    if index == 0:
+        message.message_id = value
+    elif index == 2:
+        message.to = _str_field(value)
+    elif index == 3:
+        message.subject = _str_field(value)
+    elif index == 8:
+        message.absolute_expiry_time = value if type(value) is int else None
+    elif index == 9:
+        message.creation_time = value if type(value) is int else None
+    elif index == 10:
+        message.group_id = _str_field(value)
 
 
 def _int_field(value: Any, name: str) -> int:

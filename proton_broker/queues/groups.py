@@ -33,51 +33,70 @@ that sorts the candidate groups.
 from __future__ import annotations
 
 import heapq
-import itertools
+from collections import deque
 from collections.abc import Iterator
 
-from proton_broker.message import Message, property_text
-from proton_broker.queues.entries import Entry, FifoOrder
+from proton_broker.message import property_text
+from proton_broker.queues.entries import AVAILABLE, Entry, FifoOrder
 from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
 _COMPACT_MIN = 64  # rebuild a heap once it holds at least this many stale items
 _IDLE_KEEP = 16384  # idle groups kept for reuse, at most (about 1 KB each)
 
+_heappush = heapq.heappush
+_heappop = heapq.heappop
 
-class Group:
-    """One group's available entries and who holds it."""
 
-    __slots__ = ("name", "fifo", "owner", "acquired", "listed_in", "listed_at", "listed_as",
-                 "orphaned", "spare")
+class Group(FifoOrder):
+    """One group: the FIFO of its available entries (it is one, to save an object and an
+    indirection per message), and who holds it.
+
+    The distributor's per-message paths reach into the FIFO's ``_tail`` and ``_back``
+    where a method call would cost more than the work (see :meth:`GroupDistributor.acquire`).
+    """
+
+    __slots__ = ("name", "owner", "acquired", "listed_in", "item", "orphaned", "spare")
 
     def __init__(self, name: str | None) -> None:
+        # FifoOrder's fields, set here rather than through its __init__: a group is made
+        # per new group id, often once per message.
+        self._tail: deque[Entry] = deque()
+        self._back: list[tuple[int, Entry]] = []
+        self._stale = 0
         self.name = name  # None: the ungrouped messages of a standard-groups queue
-        self.fifo = FifoOrder()
         self.owner: int | None = None
         self.acquired = 0  # entries of this group acquired and not yet settled
         self.listed_in: GroupHeap | None = None  # the heap its head is listed in
-        self.listed_at = -1  # the head position it is listed under
-        self.listed_as = -1  # the number of its live item there
+        self.item: tuple[int, Group] | None = None  # its live item there: (head position, it)
         self.orphaned = False  # its consumer left while still holding some of its messages
         self.spare = False  # idle, kept for reuse and counted in GroupDistributor._idle
+
+    def __bool__(self) -> bool:
+        return True  # a group is a group, however many entries its FIFO holds
 
     def idle(self) -> bool:
         """Nothing to remember: no messages, no holder."""
         return self.listed_in is None and self.owner is None and not self.acquired \
-            and not self.fifo
+            and not len(self)
 
     def __repr__(self) -> str:
         return f"<Group {self.name!r} owner={self.owner} acquired={self.acquired}>"
 
 
 class GroupHeap:
-    """Groups by the position of their first available entry, earliest on top."""
+    """Groups by the position of their first available entry, earliest on top.
+
+    Items are ``(head position, group)``; an item is live while it is its group's ``item``
+    (one identity test). Two items of a heap share a position only if they are the same
+    group's (a live one and stale ones), and tuples of the very same objects compare equal
+    without comparing the groups, so no tie-breaker is needed.
+    """
 
     __slots__ = ("items", "live")
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, int, Group]] = []  # (head position, item number, group)
+        self.items: list[tuple[int, Group]] = []
         self.live = 0
 
     def __len__(self) -> int:
@@ -88,26 +107,22 @@ class GroupHeap:
         self.live -= 1
         items = self.items
         if len(items) - self.live >= _COMPACT_MIN and len(items) > 2 * self.live:
-            self.items = [item for item in items if _is_live(item, self)]
+            self.items = [item for item in items if item[1].item is item]
             heapq.heapify(self.items)
 
     def top(self) -> tuple[int, Group] | None:
-        """(head position, group) of the earliest live item; stale ones on top are dropped."""
+        """The earliest live item, (head position, group); stale ones on top are dropped."""
         items = self.items
         while items:
-            position, number, group = items[0]
-            if group.listed_in is self and group.listed_as == number:
-                return position, group
-            heapq.heappop(items)
+            item = items[0]
+            if item[1].item is item:
+                return item
+            _heappop(items)
         return None
 
     def groups(self) -> list[Group]:
         """Every group listed here, earliest head first (O(g log g): the slow path)."""
-        return [item[2] for item in sorted(self.items) if _is_live(item, self)]
-
-
-def _is_live(item: tuple[int, int, Group], heap: GroupHeap) -> bool:
-    return item[2].listed_in is heap and item[2].listed_as == item[1]
+        return [item[1] for item in sorted(self.items) if item[1].item is item]
 
 
 class GroupDistributor:
@@ -115,6 +130,9 @@ class GroupDistributor:
 
     It is the grouped queue's ordering (``push``, ``requeue``, ``discard``, ``len``), plus
     ``acquire`` for a given consumer and ``done`` when an acquired entry is settled or back.
+
+    ``push``, ``acquire`` and ``done`` run once per message: they inline the common cases of
+    the helpers below (listing, relisting, going idle), which the other paths call.
     """
 
     def __init__(self, settings: QueueSettings, default_group: str = DEFAULT_GROUP) -> None:
@@ -127,8 +145,7 @@ class GroupDistributor:
         self._free = GroupHeap()  # groups nobody holds
         self._owned: dict[int, GroupHeap] = {}  # consumer id -> groups it holds
         self._assigned: dict[int, set[Group]] = {}  # standard mode: consumer -> its groups
-        self._numbers = itertools.count()
-        self._idle = 0  # groups in the table with nothing to remember (see _sweep)
+        self._idle = 0  # groups in the table with nothing to remember (see _went_idle)
         self._just_assigned = False  # the last acquire gave its group an owner
 
     # ---- the ordering interface (as the queue uses FifoOrder) ---------------------------
@@ -137,23 +154,48 @@ class GroupDistributor:
         return self.available
 
     def push(self, entry: Entry) -> None:
-        group = self._group_for(entry.message)
+        message = entry.message
+        if self.key is None:
+            name = message.group_id
+        else:
+            name = message.application_property(self.key)
+            if type(name) is not str:
+                name = property_text(name)
+        if name is None and self.shared:
+            name = self.default_group
+        group = self._groups.get(name)
+        if group is None:
+            group = self._groups[name] = Group(name)
         entry.rank = group
-        fifo = group.fifo
-        fifo.push(entry)
+        group._tail.append(entry)
         self.available += 1
         if group.listed_in is None:  # it had no head: this entry is its head now
-            self._list(group, entry.seq)
+            if group.owner is None:  # _list, inlined for the common case of a free group
+                if group.spare:  # busy again
+                    group.spare = False
+                    self._idle -= 1
+                heap = self._free
+                group.listed_in = heap
+                item = group.item = (entry.seq, group)
+                _heappush(heap.items, item)
+                heap.live += 1
+            else:
+                self._list(group, entry.seq)
 
     def requeue(self, entry: Entry) -> None:
         group: Group = entry.rank
-        group.fifo.requeue(entry)
+        group.requeue(entry)
         self.available += 1
         self._relist(group)
 
     def discard(self, entry: Entry) -> None:
         group: Group = entry.rank
-        group.fifo.discard(entry)
+        if group.peek() is entry:
+            # Its head leaves (still available as far as the FIFO can tell): take it out
+            # now, so that the group is relisted under its next entry, not the gone one.
+            group.pop()
+        else:
+            group.discard(entry)
         self.available -= 1
         self._relist(group)
 
@@ -166,7 +208,7 @@ class GroupDistributor:
             top = heap.top()
             if top is not None and (best is None or top[0] < best[0]):
                 best = top
-        return best[1].fifo.peek() if best is not None else None
+        return best[1].peek() if best is not None else None
 
     # ---- consumers ----------------------------------------------------------------------
 
@@ -176,27 +218,43 @@ class GroupDistributor:
         :meth:`dropped` undoes the hold."""
         if not self.available:
             return None
-        free = self._free.top()
+        heap = self._free
+        items = heap.items
+        while items and items[0][1].item is not items[0]:  # GroupHeap.top, inlined
+            _heappop(items)
+        item = items[0] if items else None
         own_heap = self._owned.get(consumer_id)
-        own = own_heap.top() if own_heap is not None else None
-        if free is None and own is None:
+        if own_heap is not None and own_heap.live:
+            mine = own_heap.items
+            while mine and mine[0][1].item is not mine[0]:  # GroupHeap.top, inlined
+                _heappop(mine)
+            if mine and (item is None or mine[0][0] < item[0]):
+                item, heap = mine[0], own_heap
+        if item is None:
             return None
-        if free is None or (own is not None and own[0] < free[0]):
-            group, heap = own[1], own_heap  # type: ignore[index]
+        group = item[1]
+        tail = group._tail
+        if not group._back and tail and tail[0].state == AVAILABLE:
+            entry: Entry | None = tail[0]  # the head, without a call to peek
         else:
-            group, heap = free[1], self._free
-        entry = group.fifo.peek()
-        if entry is None or (entry.excluded and consumer_id in entry.excluded):
-            group = self._first_allowed(consumer_id, own_heap)
-            if group is None:
-                return None
-            heap = None
-        entry = group.fifo.pop()
-        if heap is not None:  # its item is on top of that heap: take it off at once
-            heapq.heappop(heap.items)
+            entry = group.peek()
+        if entry is not None and not (entry.excluded and consumer_id in entry.excluded):
+            # Take the head out of the FIFO (peek dropped any stale entries before it) and
+            # the group's item, on top of its heap, off the heap.
+            if group._back:
+                _heappop(group._back)
+            else:
+                tail.popleft()
+            _heappop(heap.items)
             heap.live -= 1
-            group.listed_in = None
-        assert entry is not None
+            group.listed_in = group.item = None
+        else:
+            found = self._first_allowed(consumer_id, own_heap)
+            if found is None:
+                return None
+            group = found
+            entry = group.pop()
+            assert entry is not None
         self.available -= 1
         self._just_assigned = False
         if group.name is not None:
@@ -206,7 +264,18 @@ class GroupDistributor:
                 self._just_assigned = True
                 if not self.shared:
                     self._assigned.setdefault(consumer_id, set()).add(group)
-        self._relist(group)
+        if group.listed_in is not None:
+            self._relist(group)  # the slow path left it listed
+        elif group._tail or group._back:  # it has more: list it under the next one
+            tail = group._tail
+            if not group._back and tail[0].state == AVAILABLE:
+                head: Entry | None = tail[0]  # without a call to peek, as above
+            else:
+                head = group.peek()
+            if head is not None:
+                self._list(group, head.seq)
+        elif group.owner is None and not group.acquired and not group.spare:
+            self._went_idle(group)  # an ungrouped entry of a standard queue, the last one
         return entry
 
     def dropped(self, entry: Entry) -> None:
@@ -231,8 +300,32 @@ class GroupDistributor:
         group.acquired -= 1
         if group.acquired:
             return False  # its holder keeps it, listed as it was
-        if group.owner is not None and (
-                self.shared or group.orphaned or self._refused_by_owner(group)):
+        if group.owner is None:
+            self._relist(group)
+            return False
+        if self.shared:
+            # The per-message case, inlined: a shared group goes free (orphaned is never
+            # set in shared mode, and there is no standard-mode bookkeeping to undo).
+            group.owner = None
+            if group.listed_in is None:
+                # Nothing waiting (a listed group is one with available entries): it is
+                # idle now, kept for reuse (see _went_idle).
+                if not group.spare:
+                    group.spare = True
+                    self._idle += 1
+                    if self._idle > _IDLE_KEEP:
+                        self._sweep()
+                return False
+            # Messages wait: move its item from its holder's heap to the free one, under
+            # the same head (a listed group's item is always at its head's position).
+            self.freed = True
+            listed = group.listed_in
+            position = group.item[0]  # type: ignore[index]
+            group.listed_in = group.item = None
+            listed.dropped()
+            self._list(group, position)
+            return True
+        if group.orphaned or self._refused_by_owner(group):
             self._unassign(group)
             self._relist(group)
             return group.listed_in is self._free
@@ -259,18 +352,6 @@ class GroupDistributor:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _group_for(self, message: Message) -> Group:
-        if self.key is None:
-            name = message.group_id
-        else:
-            name = property_text(message.application_property(self.key))
-        if name is None and self.shared:
-            name = self.default_group
-        group = self._groups.get(name)
-        if group is None:
-            group = self._groups[name] = Group(name)
-        return group
-
     def _went_idle(self, group: Group) -> None:
         """A group has nothing left to remember (no messages, no holder).
 
@@ -283,7 +364,12 @@ class GroupDistributor:
         """
         group.spare = True
         self._idle += 1
-        if self._idle > _IDLE_KEEP and self._idle > len(self._groups) >> 1:
+        if self._idle > _IDLE_KEEP:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Drop the idle groups, if they are more than half the table (see _went_idle)."""
+        if self._idle > len(self._groups) >> 1:
             groups = self._groups
             for name, group in list(groups.items()):
                 if group.idle():
@@ -298,7 +384,7 @@ class GroupDistributor:
         if own_heap is not None:
             candidates = sorted(candidates + own_heap.groups(), key=_head_position)
         for group in candidates:
-            head = group.fifo.peek()
+            head = group.peek()
             if head is None:
                 continue
             if not (head.excluded and consumer_id in head.excluded):
@@ -309,7 +395,7 @@ class GroupDistributor:
         return None
 
     def _refused_by_owner(self, group: Group) -> bool:
-        head = group.fifo.peek()
+        head = group.peek()
         return bool(head is not None and head.excluded and group.owner in head.excluded)
 
     def _unassign(self, group: Group) -> None:
@@ -325,13 +411,13 @@ class GroupDistributor:
 
     def _relist(self, group: Group) -> None:
         """List the group under its head position, in the free heap or its owner's."""
-        head = group.fifo.peek()
+        head = group.peek()
         listed = group.listed_in
         if listed is not None:
-            if head is not None and head.seq == group.listed_at and listed is (
+            if head is not None and head.seq == group.item[0] and listed is (  # type: ignore[index]
                     self._free if group.owner is None else self._owned.get(group.owner)):
                 return  # listed where it should be, under the right position
-            group.listed_in = None
+            group.listed_in = group.item = None
             listed.dropped()
         if head is not None:
             self._list(group, head.seq)
@@ -350,12 +436,12 @@ class GroupDistributor:
         if group.spare:  # busy again
             group.spare = False
             self._idle -= 1
-        number = next(self._numbers)
-        group.listed_in, group.listed_at, group.listed_as = heap, position, number
-        heapq.heappush(heap.items, (position, number, group))
+        group.listed_in = heap
+        item = group.item = (position, group)
+        _heappush(heap.items, item)
         heap.live += 1
 
 
 def _head_position(group: Group) -> int:
-    head = group.fifo.peek()
+    head = group.peek()
     return head.seq if head is not None else -1

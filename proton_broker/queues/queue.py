@@ -625,6 +625,9 @@ class Queue:
     def _take_grouped(self, consumer_id: int) -> Entry | None:
         groups = self._groups
         assert groups is not None
+        if not groups.available:  # the usual end of a dispatch round: spare the call
+            self._skipped = False
+            return None
         while True:
             entry = groups.acquire(consumer_id)
             if entry is None:

@@ -389,6 +389,18 @@ def test_undeliverable_here_does_not_wedge_a_standard_group_for_other_consumers(
     assert b.labels() == ["A-1", "A-2"]
 
 
+def test_a_ring_limited_grouped_queue_keeps_deleting_the_oldest_messages() -> None:
+    # Deleting a group's only message must not leave the group listed under it: the next
+    # deletion would find no oldest message there and stop short of the limit.
+    q = queue({**SHARED, "qpid.policy_type": "ring", "qpid.max_count": 3})
+    fill(q, "A-1", "B-2", "C-3", "D-4", "E-5", "F-6")
+    assert [label(e) for e in q.entries()] == ["D-4", "E-5", "F-6"]
+    c = Taker()
+    q.subscribe(c)
+    c.grant(q, 10)
+    assert c.labels() == ["D-4", "E-5", "F-6"]
+
+
 def test_a_grouped_message_expiring_at_acquire_time_does_not_hold_its_group() -> None:
     q = queue(SHARED)
     q.enqueue(msg("A-1", "A", ttl=1), now=1.0)  # expired long ago by the wall clock
