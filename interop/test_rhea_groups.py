@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 from proton import Message, symbol
@@ -44,6 +45,9 @@ def test_two_rhea_consumers_share_a_group_queue_keeping_each_group_in_order(
     try:
         sender = conn.create_sender(queue, options=DynamicNodeProperties(options))
         consumers = [start_rhea_consumer(broker.url, queue) for _ in range(2)]
+        # rhea grants its credit once it has the broker's attach: give that flow frame time
+        # to arrive, or standard groups may all be assigned to the first consumer.
+        time.sleep(0.5)
         for n in range(PER_GROUP):
             for group in GROUPS:
                 sender.send(Message(body=f"{group}-{n}", properties={"GROUP_KEY": group}))
