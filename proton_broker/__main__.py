@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import signal
 import sys
 from collections.abc import Sequence
@@ -57,8 +58,21 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _raise_open_file_limit() -> None:
+    """Allow as many open files as the hard limit lets us (Debian's soft limit is 1024):
+    every connection and every waiting HTTP long poll holds a socket."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            pass  # keep the soft limit we have
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    _raise_open_file_limit()
     try:
         cfg = config.load(args.config, overrides=_overrides(args))
     except ConfigError as exc:

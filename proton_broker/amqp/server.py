@@ -43,6 +43,7 @@ from proton.handlers import IOHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 import proton_broker
+from proton_broker.amqp import poller
 from proton_broker.amqp.conditions import INTERNAL_ERROR, condition_for
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
@@ -77,6 +78,7 @@ class Server(Handler):
 
     def __init__(self, broker: Broker, config: Config | None = None) -> None:
         super().__init__()
+        poller.install()  # no FD_SETSIZE limit on the sockets we wait on
         self.broker = broker
         self.config = config or broker.config
         self.links: dict[Any, ProducerLink | ConsumerLink | CoordinatorLink] = {}  # by pn_link_t*
