@@ -28,7 +28,8 @@ def depth(broker: RunningBroker, name: str) -> int:
 
 def sender_with_outcomes(client: EngineClient, address: str | None, outcomes: list[str],
                          node_properties: dict[str, Any] | None = None) -> Link:
-    """A sender whose source lists ``outcomes``, as Qpid JMS producers send it."""
+    """A sender whose source lists ``outcomes``, as Qpid JMS producers send it, once the
+    broker has given it credit."""
     link = client.session.sender(f"send-{address}-{len(client.logs)}")
     link.target.address = address
     if node_properties:
@@ -41,7 +42,7 @@ def sender_with_outcomes(client: EngineClient, address: str | None, outcomes: li
     link.source.outcomes.exit()
     link.open()
     client.logs[link.name] = LinkLog()
-    client.pump()
+    client.wait(lambda: link.credit > 0)
     return link
 
 
@@ -125,7 +126,6 @@ def test_a_producer_whose_source_lists_rejected_gets_the_rejected_outcome(
     client = broker.client()
     sender = sender_with_outcomes(client, "jms-full", JMS_OUTCOMES,
                                   {"qpid.policy_type": "reject", "qpid.max_count": 1})
-    client.wait(lambda: sender.credit > 0)
     client.send(sender, Message(body=0))
     refused = client.wait_settled(client.send(sender, Message(body=1)))
     assert refused.remote_state == Disposition.REJECTED
@@ -138,7 +138,6 @@ def test_a_producer_whose_source_lacks_the_rejected_outcome_is_detached_instead(
     client = broker.client()
     sender = sender_with_outcomes(client, "strict", ["amqp:accepted:list"],
                                   {"qpid.policy_type": "reject", "qpid.max_count": 1})
-    client.wait(lambda: sender.credit > 0)
     first = client.send(sender, Message(body=0))
     second = client.send(sender, Message(body=1))
     client.wait_closed(sender)
@@ -158,7 +157,6 @@ def test_transfers_after_such_a_detach_are_not_stored_even_when_they_would_fit(
     client = broker.client()
     sender = sender_with_outcomes(client, "strict-burst", ["amqp:accepted:list"],
                                   {"qpid.policy_type": "reject", "qpid.max_size": 300})
-    client.wait(lambda: sender.credit > 0)
     # all on the wire before the detach comes back: small, too big, then small ones that fit
     write_only(client, sender, range(1))
     sender.delivery("too-big")
@@ -192,7 +190,6 @@ def test_the_anonymous_relay_detaches_a_producer_that_cannot_be_told_rejected(
     client.sender("relayed-strict", node_properties={"qpid.policy_type": "reject",
                                                      "qpid.max_count": 1})
     relay = sender_with_outcomes(client, None, ["amqp:accepted:list"])
-    client.wait(lambda: relay.credit > 0)
     client.send(relay, Message(address="relayed-strict", body=0))
     client.send(relay, Message(address="relayed-strict", body=1))
     client.wait_closed(relay)
