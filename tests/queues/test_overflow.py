@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import proton
 import pytest
 
+from proton_broker.amqp.codec import parse_message
 from proton_broker.broker import StorePager
 from proton_broker.errors import ResourceLimitExceeded
 from proton_broker.message import Message
@@ -25,6 +27,11 @@ from tests.queues.consumers import Taker
 
 def queue(**options: Any) -> Queue:
     return Queue("q", parse_settings(options))
+
+
+def keyed(key: str) -> Message:
+    """A message whose application property 'k' (sort key, last-value key) is ``key``."""
+    return parse_message(proton.Message(body=key, properties={"k": key}).encode())
 
 
 def msg(n: int, size: int = 0, priority: int = 4) -> Message:
@@ -244,13 +251,9 @@ def test_a_consumer_of_a_priority_ring_gets_the_survivors_by_priority() -> None:
 
 
 def test_a_sorted_ring_deletes_the_highest_key_first() -> None:
-    from proton import Message as ProtonMessage
-
-    from proton_broker.amqp.codec import parse_message
-
     q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, sortKey="k")
     for key in ["b", "a", "c", "a"]:
-        q.enqueue(parse_message(ProtonMessage(body=key, properties={"k": key}).encode()))
+        q.enqueue(keyed(key))
     keys = [e.message.application_property("k") for e in q.entries()]
     assert keys == ["a", "a"]
 
@@ -267,13 +270,9 @@ def test_a_grouped_ring_deletes_the_oldest_available_message_of_any_group() -> N
 
 
 def test_a_last_value_ring_forgets_the_key_of_a_deleted_value() -> None:
-    from proton import Message as ProtonMessage
-
-    from proton_broker.amqp.codec import parse_message
-
     q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, lvqKey="k")
     for key in ["a", "b", "c", "a"]:
-        q.enqueue(parse_message(ProtonMessage(body=key, properties={"k": key}).encode()))
+        q.enqueue(keyed(key))
     keys = [e.message.application_property("k") for e in q.entries()]
     assert keys == ["c", "a"]
 
