@@ -43,11 +43,10 @@ class QueueWatch:
     """The listeners of one queue, called by the queue for each new version."""
 
     def __init__(self, queue: Queue) -> None:
-        assert queue.history is not None
+        assert queue.history is not None and queue.sequence_key is not None
         self.queue = queue
         self.history: History = queue.history
-        # The application property holding the key (what an HTTP send sets).
-        self.key_property: str = queue.settings.lvq_key or queue.settings.sequence_key or "id"
+        self.key_property = queue.sequence_key  # the property an HTTP send sets
         self._by_key: dict[str | None, dict[int, Listener]] = {}
         queue.history_watchers.append(self._new_version)
 

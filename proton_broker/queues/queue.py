@@ -168,10 +168,11 @@ class Queue:
                                  else make_ordering(self.settings))
         self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
         # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
-        self._sequence_key = self.settings.lvq_key or self.settings.sequence_key
+        # The application property that numbers versions (None: no sequence numbers).
+        self.sequence_key = self.settings.lvq_key or self.settings.sequence_key
         keep = self.settings.max_key_updates
         self.history = History(max_key_updates if keep is None else keep,
-                               self._version_dropped) if self._sequence_key else None
+                               self._version_dropped) if self.sequence_key else None
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
         self._limit = make_limit(name, self.settings)
@@ -276,8 +277,8 @@ class Queue:
         or None for a message without the key or on a queue without sequence numbers."""
         if self.history is None:
             return None
-        assert self._sequence_key is not None
-        key = property_text(message.application_property(self._sequence_key))
+        assert self.sequence_key is not None
+        key = property_text(message.application_property(self.sequence_key))
         if key is None:
             return None
         if message.sequence is None:
