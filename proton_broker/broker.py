@@ -223,7 +223,7 @@ class Broker:
                 ack.apply()
             done(None)
 
-        if unit.enqueues or unit.dequeues:
+        if unit.enqueues or unit.dequeues or unit.retires:
             assert self.store is not None
             unit.done = written
             self.store.commit(unit)

@@ -174,3 +174,26 @@ def test_kept_versions_survive_a_restart_and_dropped_ones_leave_the_store(
     stored = broker.call(lambda: broker.broker.store._db.execute(  # type: ignore[union-attr]
         "SELECT COUNT(*) FROM messages").fetchone()[0])
     assert stored == 4  # the three kept versions of k and the one of 'other'
+
+
+def test_a_version_acknowledged_in_a_transaction_stays_in_the_history_after_a_restart(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    keyed = {"sequenceKey": "id", **DURABLE}
+    broker = brokers.start()
+    client = broker.client()
+    sender = client.sender("txseq", node_properties=keyed)
+    client.wait_settled(client.send(sender, Message(body="v1", durable=True,
+                                                    properties={"id": "k"})))
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    receiver = client.receiver("txseq", credit=1, node_properties=keyed)
+    (got,) = client.wait_received(receiver, 1)
+    client.settle(got, Disposition.ACCEPTED, txn=txn, settle=False)
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    broker = brokers.restart()
+    client = broker.client()
+    assert broker.call(lambda: broker.broker.queues["txseq"].depth) == 0  # consumed
+    replay = replay_receiver(client, "txseq", "first", key="k")
+    client.wait_received(replay, 1)
+    assert seen(client, replay) == [("v1", 1)]  # but still a kept version
