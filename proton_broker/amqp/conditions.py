@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from proton import Condition, Delivery
+
 from proton_broker import errors
 
 NOT_FOUND = "amqp:not-found"
@@ -39,3 +41,11 @@ def condition_for(error: BaseException) -> tuple[str, str, dict[str, str] | None
                 info = {"field": error.field}
             return name, str(error), info
     return INTERNAL_ERROR, f"internal error: {type(error).__name__}: {error}", None
+
+
+def reject(delivery: Delivery, error: BaseException) -> None:
+    """Settle ``delivery`` as rejected, carrying the error's condition."""
+    name, description, info = condition_for(error)
+    delivery.local.condition = Condition(name, description, info)
+    delivery.update(Delivery.REJECTED)
+    delivery.settle()

@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from proton import Condition, Delivery, Described, Link, Message, symbol, ulong
+from proton import Delivery, Described, Link, Message, symbol, ulong
 
-from proton_broker.amqp.conditions import condition_for
+from proton_broker.amqp.conditions import reject
 from proton_broker.errors import (
     BrokerError,
     InvalidField,
@@ -74,9 +74,9 @@ class CoordinatorLink:
             body.decode(data)
             self._control(delivery, body.body)
         except BrokerError as exc:
-            _reject(delivery, exc)
+            reject(delivery, exc)
         except Exception as exc:  # noqa: BLE001 - a control message we cannot read
-            _reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
+            reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
         if self.link.credit < self.credit // 2:
             self.link.flow(self.credit - self.link.credit)
 
@@ -91,8 +91,7 @@ class CoordinatorLink:
                                              "global-id) are not supported")
             txn = self.broker.transactions.declare(self)
             delivery.local.data = [txn.id]
-            delivery.update(DECLARED)
-            delivery.settle()
+            _settle(delivery, DECLARED)
         elif body.descriptor in DISCHARGE:
             txn = self.broker.transactions.get(fields[0] if fields else None)
             if txn.controller is not self:
@@ -116,7 +115,7 @@ class CoordinatorLink:
                 _settle(delivery, Delivery.ACCEPTED)
             else:
                 log.warning("transaction %r rolled back: its commit failed: %s", txn.id, error)
-                _reject(delivery, TransactionRolledBack(
+                reject(delivery, TransactionRolledBack(
                     f"commit failed, the transaction was rolled back: {error}"))
 
         self.broker.commit(txn, committed)
@@ -133,12 +132,6 @@ class CoordinatorLink:
 def _settle(delivery: Delivery, state: int) -> None:
     delivery.update(state)
     delivery.settle()
-
-
-def _reject(delivery: Delivery, exc: BrokerError) -> None:
-    name, description, info = condition_for(exc)
-    delivery.local.condition = Condition(name, description, info)
-    _settle(delivery, Delivery.REJECTED)
 
 
 def transaction_of(transactions: Transactions, dlv: Any) -> tuple[Transaction, Any]:

@@ -44,14 +44,14 @@ from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Link
 
 from proton_broker.amqp.codec import DecodeError, parse_message, redelivered
-from proton_broker.amqp.conditions import DECODE_ERROR, condition_for
+from proton_broker.amqp.conditions import DECODE_ERROR, condition_for, reject
 from proton_broker.amqp.coordinator import (
     TRANSACTIONAL_STATE,
     accepted_in,
     transaction_of,
     transactional_outcome,
 )
-from proton_broker.errors import BrokerError, ResourceLimitExceeded
+from proton_broker.errors import BrokerError, MalformedMessage, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.transactions import Acknowledgement, Transactions
@@ -230,7 +230,7 @@ class ProducerLink:
         """The broker did not take the message: say ``rejected``, or, if the producer's
         source does not allow that outcome, detach (see the module rules)."""
         if self.may_reject:
-            self._reject(dlv, exc)
+            reject(Delivery.wrap(dlv), exc)  # e.g. an unknown 'to', a full queue
             return
         name, description, info = condition_for(exc)
         log.info("detaching producer '%s' (its source lists no rejected outcome): %s %s",
@@ -290,21 +290,10 @@ class ProducerLink:
         if top_up > 0:
             _link_flow(impl, top_up)
 
-    def _reject(self, dlv: Any, exc: BrokerError) -> None:
-        """Settle the transfer as rejected, carrying the error (e.g. an unknown 'to')."""
-        name, description, info = condition_for(exc)
-        delivery = Delivery.wrap(dlv)
-        delivery.local.condition = Condition(name, description, info)
-        delivery.update(Delivery.REJECTED)
-        delivery.settle()
-
     def _refuse_malformed(self, dlv: Any, why: str) -> None:
         description = f"malformed message: {why}"
         log.warning("QUE-1006 %s on link '%s': %s", DECODE_ERROR, self.link.name, description)
-        delivery = Delivery.wrap(dlv)
-        delivery.local.condition = Condition(DECODE_ERROR, description)
-        delivery.update(Delivery.REJECTED)
-        delivery.settle()
+        reject(Delivery.wrap(dlv), MalformedMessage(description))
         close_link(self.link, DECODE_ERROR, description)
 
     def detach(self) -> None:
