@@ -1,0 +1,147 @@
+"""The Spark source: ``spark.readStream.format("amqp")`` and ``spark.read.format("amqp")``.
+
+Rules this module owns:
+
+* Nothing here connects in ``__init__``: readers are built in the planner and pickled to
+  executors. The driver side (offsets, planning) asks the broker for each queue's bounds by
+  management READ; each task's ``read()`` opens its own connection, browses exactly its
+  range (see :mod:`proton_broker.spark.client`) and closes it.
+* ``read()`` is deterministic for a range: it returns the messages of ``[start, end)``
+  still on the queue, in sequence order. Spark keeps the offsets of every batch in its
+  checkpoint and replays a failed batch from them; correctness lives there. ``commit()``
+  only moves the optional named cursor (option ``cursor``) so people can watch progress.
+* A task that finds its start below the queue's earliest number at read time reports data
+  loss the same way the planner does (see :mod:`proton_broker.spark.offsets`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from proton import Message
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from proton_broker.spark import client, offsets
+from proton_broker.spark.options import SourceOptions
+from proton_broker.spark.rows import message_to_row
+
+
+class RangePartition(InputPartition):
+    """One task: a range of one queue (picklable)."""
+
+    def __init__(self, queue: str, start: int, end: int) -> None:
+        super().__init__((queue, start, end))
+        self.queue, self.start, self.end = queue, start, end
+
+
+class InjectedFailure(RuntimeError):
+    """A fault test asked this task to fail (option ``failOnceFile``)."""
+
+
+def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any, ...]]:
+    """The rows of one range; runs on an executor."""
+    bounds = client.queue_bounds(opts.url, [part.queue], opts.timeout)[part.queue]
+    start = offsets.effective_start(part.queue, part.start, bounds, opts.fail_on_data_loss)
+    fail_at = _fail_point(opts.fail_once_file, part)
+    for count, (seq, message) in enumerate(
+            client.browse_range(opts.url, part.queue, start, part.end, timeout=opts.timeout)):
+        if count == fail_at:
+            raise InjectedFailure(f"injected failure reading {part.queue} "
+                                  f"[{part.start}, {part.end}) at {seq}")
+        yield message_to_row(part.queue, seq, message, opts.key_property)
+
+
+def _fail_point(path: str | None, part: RangePartition) -> int | None:
+    """Fault tests: when ``path`` exists, remove it and fail half way through the range."""
+    if not path:
+        return None
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        return None
+    return max((part.end - part.start) // 2, 0)
+
+
+class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.target: dict[str, int] | None = None  # available-now: stop here
+
+    def _bounds(self) -> dict[str, client.QueueBounds]:
+        return client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+
+    def initialOffset(self) -> dict:
+        return offsets.initial(self.opts.starting, self._bounds())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_per_batch is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.opts.max_per_batch)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return offsets.latest(start, self._bounds(), most, self.opts.fail_on_data_loss,
+                              self.target)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = {queue: b.next for queue, b in self._bounds().items()}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [RangePartition(r.queue, r.start, r.end)
+                for r in offsets.ranges(start, end, self.opts.max_per_partition)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        return read_range(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        if self.opts.cursor:
+            move_cursor(self.opts, end)
+
+
+class AmqpBatchReader(DataSourceReader):
+    """A bounded read of the queues' current contents: ``[earliest, next)`` of each,
+    fixed when the query is planned."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        bounds = client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+        start = {q: b.earliest for q, b in bounds.items()}
+        end = {q: b.next for q, b in bounds.items()}
+        found = offsets.ranges(start, end, self.opts.max_per_partition)
+        # Spark wants at least one partition; an empty range reads nothing.
+        return ([RangePartition(r.queue, r.start, r.end) for r in found]
+                or [RangePartition(self.opts.queues[0], 0, 0)])
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangePartition)
+        if partition.end <= partition.start:
+            return iter(())
+        return read_range(self.opts, partition)
+
+
+CURSOR_KEY = "cursor"
+
+
+def move_cursor(opts: SourceOptions, end: dict) -> None:
+    """Record the committed offset of each queue on the broker, in the last-value queue
+    named by the ``cursor`` option (created on first use, keyed by ``cursor``): one
+    message per queue, ``{"queue": q, "next": n}``, the latest replacing the previous."""
+    messages = iter([Message(body={"queue": q, "next": int(n)},
+                             properties={CURSOR_KEY: q}) for q, n in sorted(end.items())])
+    client.send_all(opts.url, opts.cursor or "", messages, timeout=opts.timeout,
+                    node_options={"qpid.last_value_queue_key": CURSOR_KEY})
