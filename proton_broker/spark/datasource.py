@@ -39,7 +39,16 @@ class AmqpDataSource(DataSource):
         return AmqpStreamReader(source_options(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _append_only(overwrite)
         return AmqpBatchWriter(sink_options(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        _append_only(overwrite)
         return AmqpStreamWriter(sink_options(self.options))
+
+
+def _append_only(overwrite: bool) -> None:
+    """A queue takes messages; it cannot be replaced by a DataFrame."""
+    if overwrite:
+        raise ValueError('the amqp sink only appends to a queue: use mode("append") '
+                         '(outputMode "append" for a stream)')
