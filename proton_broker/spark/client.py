@@ -112,10 +112,11 @@ def browse_range(url: str, queue: str, start: int, end: int, chunk: int = 500,
             queue, credit=0,
             options=[Copy(), Filter({symbol(SEQUENCE_NUMBER): ulong(start)})])
         link, fetcher = receiver.link, receiver.fetcher
+        link.drain_mode = True  # every flow asks the broker to answer with what it has
         while True:
             want = min(chunk, end - start)
-            link.drain(want)
-            conn.wait(lambda: not link.draining(), timeout=timeout,
+            link.flow(want)
+            conn.wait(lambda: link.credit == 0, timeout=timeout,
                       msg=f"browsing queue '{queue}' from {start}")
             got = 0
             while fetcher.has_message:
