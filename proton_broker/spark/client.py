@@ -39,10 +39,12 @@ class BrokerRequestError(RuntimeError):
 @dataclass(frozen=True)
 class QueueBounds:
     """A queue's retained range: ``earliest`` is the lowest number still on the queue
-    (equal to ``next`` when it is empty), ``next`` the number the next message will get."""
+    (equal to ``next`` when it is empty), ``next`` the number the next message will get;
+    ``key`` the application property that keys its messages (last-value or sequence key)."""
 
     earliest: int
     next: int
+    key: str | None = None
 
 
 class NodeOptions(LinkOption):
@@ -88,7 +90,8 @@ def _read_bounds(client: SyncRequestResponse, queue: str) -> QueueBounds:
     except (KeyError, TypeError, ValueError) as exc:
         raise BrokerRequestError(f"management READ of queue '{queue}' has no sequence "
                                  f"numbers (is the broker too old?): {attributes!r}") from exc
-    return QueueBounds(earliest, after)
+    key = attributes.get("lvqKey") or attributes.get("sequenceKey")
+    return QueueBounds(earliest, after, str(key) if key else None)
 
 
 def sequence_number(message: Message) -> int:

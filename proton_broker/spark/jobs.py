@@ -88,21 +88,11 @@ def _message_rows(db: sqlite3.Connection,
 def _arrow_schema() -> Any:
     import pyarrow as pa
 
-    text_map = pa.map_(pa.string(), pa.string())
-    return pa.schema([
-        ("queue", pa.string()), ("sequence_number", pa.int64()), ("body", pa.binary()),
-        ("body_text", pa.string()), ("message_id", pa.string()), ("user_id", pa.binary()),
-        ("to", pa.string()), ("subject", pa.string()), ("reply_to", pa.string()),
-        ("correlation_id", pa.string()), ("content_type", pa.string()),
-        ("content_encoding", pa.string()), ("absolute_expiry_time", pa.timestamp("us", "UTC")),
-        ("creation_time", pa.timestamp("us", "UTC")), ("group_id", pa.string()),
-        ("group_sequence", pa.int64()), ("reply_to_group_id", pa.string()),
-        ("durable", pa.bool_()), ("priority", pa.int32()), ("delivery_count", pa.int64()),
-        ("application_properties", text_map), ("annotations", text_map),
-        ("key", pa.string()), ("key_sequence", pa.int64()),
-        ("store_id", pa.int64()), ("arrival", pa.timestamp("us", "UTC")),
-        ("on_queue", pa.bool_()), ("group", pa.string()), ("size", pa.int64()),
-    ])
+    from proton_broker.spark.rows import arrow_fields
+
+    return pa.schema([*arrow_fields(), ("store_id", pa.int64()),
+                      ("arrival", pa.timestamp("us", "UTC")), ("on_queue", pa.bool_()),
+                      ("group", pa.string()), ("size", pa.int64())])
 
 
 def export(data_dir: str | Path, out: str | Path) -> dict[str, int]:

@@ -35,7 +35,7 @@ from pyspark.sql.streaming.datasource import (
 
 from proton_broker.spark import client, offsets
 from proton_broker.spark.options import SourceOptions
-from proton_broker.spark.rows import message_to_row
+from proton_broker.spark.rows import arrow_fields, message_to_row
 
 
 class RangePartition(InputPartition):
@@ -50,8 +50,34 @@ class InjectedFailure(RuntimeError):
     """A fault test asked this task to fail (option ``failOnceFile``)."""
 
 
-def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any, ...]]:
-    """The rows of one range; runs on an executor."""
+ROWS_PER_BATCH = 2000  # rows per Arrow record batch handed to Spark
+
+
+def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[Any]:
+    """The rows of one range as Arrow record batches; runs on an executor."""
+    import pyarrow as pa
+
+    schema = pa.schema(arrow_fields())
+    rows: list[tuple[Any, ...]] = []
+    for row in range_rows(opts, part):
+        rows.append(row)
+        if len(rows) >= ROWS_PER_BATCH:
+            yield _batch(pa, schema, rows)
+            rows = []
+    if rows:
+        yield _batch(pa, schema, rows)
+
+
+def _batch(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
+    columns = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema,
+                                                                      strict=True)],
+        schema=schema)
+
+
+def range_rows(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any, ...]]:
+    """The rows of one range, as tuples in schema order."""
     bounds = client.queue_bounds(opts.url, [part.queue], opts.timeout)[part.queue]
     start = offsets.effective_start(part.queue, part.start, bounds, opts.fail_on_data_loss)
     fail_at = _fail_point(opts.fail_once_file, part)
@@ -60,7 +86,7 @@ def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any,
         if count == fail_at:
             raise InjectedFailure(f"injected failure reading {part.queue} "
                                   f"[{part.start}, {part.end}) at {seq}")
-        yield message_to_row(part.queue, seq, message, opts.key_property)
+        yield message_to_row(part.queue, seq, message, opts.key_property or bounds.key)
 
 
 def _fail_point(path: str | None, part: RangePartition) -> int | None:
@@ -102,7 +128,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(r.queue, r.start, r.end)
                 for r in offsets.ranges(start, end, self.opts.max_per_partition)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
         return read_range(self.opts, partition)
 
@@ -127,7 +153,7 @@ class AmqpBatchReader(DataSourceReader):
         return ([RangePartition(r.queue, r.start, r.end) for r in found]
                 or [RangePartition(self.opts.queues[0], 0, 0)])
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
         if partition.end <= partition.start:
             return iter(())

@@ -18,8 +18,20 @@ from proton.utils import BlockingConnection
 from proton_broker.queues.queue import Queue
 from proton_broker.spark.client import send_all
 
+
+def _broker_side_present() -> bool:
+    """Whether this tree has the broker side of issue 9 wired in: queue sequence numbers
+    and the management attributes that read them."""
+    try:
+        from proton_broker import management  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    attributes = getattr(management, "QUEUE_ATTRIBUTES", {})
+    return hasattr(Queue, "next_sequence_number") and "nextSequenceNumber" in attributes
+
+
 needs_broker_side = pytest.mark.skipif(
-    not hasattr(Queue, "next_sequence_number"),
+    not _broker_side_present(),
     reason="needs the broker side of issue 9 (sequence numbers, browse from a sequence "
            "number, duplicate detection, $management READ): branches seqnum and mgmt")
 
@@ -163,6 +175,19 @@ def test_a_batch_read_returns_the_queues_current_contents_in_order(
     assert [r["body_text"] for r in sorted(rows, key=lambda r: r["sequence_number"])] == \
         [f"m{i}" for i in range(12)]
     assert {r["queue"] for r in rows} == {queue_name}
+
+
+@needs_broker_side
+def test_rows_carry_the_queue_key_and_the_per_key_sequence(
+        spark: Any, broker_url: str, queue_name: str) -> None:
+    readings = [("a", "1"), ("b", "2"), ("a", "3")]
+    send_all(broker_url, queue_name,
+             (Message(body=value, properties={"sensor": sensor}) for sensor, value in readings),
+             node_options={"sequenceKey": "sensor"})
+    rows = (spark.read.format("amqp").option("url", broker_url).option("queue", queue_name)
+            .load().orderBy("sequence_number").collect())
+    assert [(r["key"], r["key_sequence"], r["body_text"]) for r in rows] == \
+        [("a", 1, "1"), ("b", 1, "2"), ("a", 2, "3")]
 
 
 @needs_broker_side
