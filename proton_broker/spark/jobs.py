@@ -171,13 +171,17 @@ def backlog(spark: Any, snapshot: str) -> Any:
                  F.min("arrival").alias("oldest_arrival")))
 
 
-def _session(master: str | None, app: str) -> Any:
+def _session(master: str | None, app: str) -> tuple[Any, bool]:
+    """The session to run on, and whether this command made it (and so stops it)."""
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
-    return builder.getOrCreate()
+    return builder.getOrCreate(), True
 
 
 def _time(text: str) -> _dt.datetime:
@@ -211,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"exported {counts['messages']} messages of {counts['queues']} durable "
               f"queues to {args.out}")
         return 0
-    spark = _session(args.master, f"proton-broker {args.command}")
+    spark, own = _session(args.master, f"proton-broker {args.command}")
     try:
         result = (latest_values(spark, args.snapshot, args.as_of) if args.command == "latest"
                   else backlog(spark, args.snapshot))
@@ -220,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             result.orderBy(*result.columns[:2]).show(truncate=False)
     finally:
-        spark.stop()
+        if own:
+            spark.stop()
     return 0
 
 
