@@ -29,7 +29,7 @@ from typing import Any
 from proton import Message
 
 from proton_broker.spark import register
-from proton_broker.spark.client import queue_bounds, send_all
+from proton_broker.spark.client import browse_range, queue_bounds, send_all
 from proton_broker.testing import BrokerProcess
 
 
@@ -50,6 +50,20 @@ def session() -> Any:
 def fill(url: str, queue: str, count: int) -> None:
     body = b"x" * 100
     send_all(url, queue, (Message(body=body, properties={"n": i}) for i in range(count)))
+
+
+def client_rates(url: str, count: int) -> tuple[float, float]:
+    """The connector's AMQP client alone, in this process (no Spark): what one task can do
+    at most."""
+    queue = f"bench.client.{uuid.uuid4().hex[:8]}"
+    started = time.perf_counter()
+    fill(url, queue, count)
+    send = count / (time.perf_counter() - started)
+    bounds = queue_bounds(url, [queue])[queue]
+    started = time.perf_counter()
+    got = sum(1 for _ in browse_range(url, queue, bounds.earliest, bounds.next))
+    browse = got / (time.perf_counter() - started)
+    return send, browse
 
 
 def source_rate(spark: Any, url: str, count: int, per_partition: int | None) -> float:
@@ -94,12 +108,15 @@ def main() -> int:
     try:
         with BrokerProcess("--store", "memory") as broker:
             spark.range(1).count()  # warm the JVM and a Python worker
+            send, browse = client_rates(broker.url, args.count)
             one = source_rate(spark, broker.url, args.count, None)
             two = source_rate(spark, broker.url, args.count, (args.count + 1) // 2)
             sink = sink_rate(spark, broker.url, args.count)
     finally:
         spark.stop()
     print(f"{args.count:,} messages of 100 bytes, Spark local[2], broker in a subprocess")
+    print(f"client alone: send (unsettled)          {send:10,.0f} msgs/s")
+    print(f"client alone: browse a range            {browse:10,.0f} msgs/s")
     print(f"source -> Parquet, one task per queue:  {one:10,.0f} msgs/s")
     print(f"source -> Parquet, two tasks:           {two:10,.0f} msgs/s")
     print(f"DataFrame -> sink (2 partitions):       {sink:10,.0f} msgs/s")
