@@ -33,6 +33,7 @@ from proton_broker.queues.settings import (
 from proton_broker.store.base import (
     Completion,
     Post,
+    Recovered,
     Store,
     StoredMessage,
     StoreError,
@@ -43,6 +44,7 @@ from proton_broker.store.sqlite import SqliteStore
 from proton_broker.transactions import Transaction, Transactions
 
 log = logging.getLogger("proton_broker.broker")
+store_log = logging.getLogger("proton_broker.store")
 
 
 class Broker:
@@ -126,6 +128,10 @@ class Broker:
         section = self.config.broker
         self.store = (SqliteStore(section.data_dir, post, **_crash_hooks())
                       if section.store == "sqlite" else MemoryStore())
+        store_log.info("MST-1001 : Created : %s", section.store)
+        if self.store.location is not None:
+            store_log.info("MST-1002 : Store location : %s", self.store.location)
+        store_log.info("MST-1004 : Recovery Start")
         recovered = self.store.open()
         self._hooks["pager"] = StorePager(self.store) if self.store.pages else None
         for queue in self.queues.values():
@@ -141,6 +147,7 @@ class Broker:
             queue = self.queues.get(name)
             if queue is not None and queue.history is not None:
                 queue.history.restore(counters)
+        _log_recovery(recovered)
 
     def _recover(self, stored: StoredMessage, retired: bool) -> None:
         queue = self.queues.get(stored.queue)
@@ -243,11 +250,24 @@ class Broker:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+            store_log.info("MST-1003 : Closed")
 
     def purge_expired(self, now: float | None = None) -> int:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+
+def _log_recovery(recovered: Recovered) -> None:
+    """MST-1005 per durable queue, then MST-1006 (Broker-J's recovery lines)."""
+    counts = dict.fromkeys(recovered.queues, 0)
+    for stored in recovered.messages:
+        if stored.id not in recovered.retired:
+            counts[stored.queue] = counts.get(stored.queue, 0) + 1
+    for name, count in counts.items():
+        store_log.info("MST-1005 : Recovered %d messages for queue '%s'", count, name)
+    store_log.info("MST-1006 : Recovery Complete : %d durable queues, %d messages",
+                   len(recovered.queues), sum(counts.values()))
 
 
 def _check_same(queue: Queue, parsed: ParsedOptions) -> None:

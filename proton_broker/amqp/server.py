@@ -83,6 +83,8 @@ class Server(Handler):
         self.config = config or broker.config
         self.links: dict[Any, ProducerLink | ConsumerLink | CoordinatorLink] = {}  # by pn_link_t*
         self.connections: dict[Any, Connection] = {}
+        self.connections_opened = 0  # accepted since start (the metrics' counter)
+        self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
         self.container = _BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
@@ -93,6 +95,8 @@ class Server(Handler):
         self._acceptor: Any = None
         self.address: tuple[str, int] | None = None
         self.http: Any = None  # the HTTP gateway (proton_broker.http), when enabled
+        self.metrics: Any = None  # the metrics' own listener (proton_broker.metrics)
+        self.failed_listener: str | None = None  # which listener could not bind, if one
         self._stopping = False
 
     # ---- life cycle ----------------------------------------------------------------------
@@ -104,7 +108,13 @@ class Server(Handler):
         sock.listen(1024)  # Proton's default backlog of 10 drops bursts of clients
         self.address = sock.getsockname()[:2]
         if self.config.http.enabled and self.http is None:
+            self.failed_listener = f"{self.config.http.host}:{self.config.http.port} (HTTP)"
             self.listen_http()
+        if self.config.metrics.enabled and self.metrics is None:
+            section = self.config.metrics
+            self.failed_listener = f"{section.host}:{section.port} (metrics)"
+            self.listen_metrics()
+        self.failed_listener = None
         return self.address  # type: ignore[return-value]
 
     def listen_http(self) -> tuple[str, int]:
@@ -116,6 +126,23 @@ class Server(Handler):
         address = gateway.start()
         self.http = gateway
         return address
+
+    def listen_metrics(self) -> tuple[str, int]:
+        """Serve Prometheus metrics on their own port (config ``metrics``); returns the
+        bound address. Called by listen() when the config enables it. OSError if unbound."""
+        from proton_broker.metrics import MetricsListener, fetch_from_loop
+
+        listener = MetricsListener(fetch_from_loop(self.call_soon, self.metrics_snapshot))
+        address = listener.start(self.config.metrics.host, self.config.metrics.port)
+        self.metrics = listener
+        return address
+
+    def metrics_snapshot(self) -> Any:
+        """The figures one scrape reports (event-loop thread only; see
+        :mod:`proton_broker.metrics`)."""
+        from proton_broker.metrics import take_snapshot
+
+        return take_snapshot(self.broker, len(self.connections), self.connections_opened)
 
     def run(self) -> None:
         self.container.run()
@@ -149,6 +176,8 @@ class Server(Handler):
         log.info("shutting down")
         if self.http is not None:
             self.http.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._acceptor is not None:
             self._acceptor.close()
         for conn in list(self.connections.values()):
@@ -183,9 +212,13 @@ class Server(Handler):
         transport.max_frame_size = self.config.broker.max_frame_size
         transport.idle_timeout = self.config.broker.idle_timeout
         self.connections[event.connection._impl] = event.connection
+        self.connections_opened += 1
+        self._numbers[event.connection._impl] = self.connections_opened
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
+        log.info("CON-1001 : Open : [con:%d(%s)] : Client ID : %s : Protocol Version : 1.0",
+                 self._numbers.get(conn._impl, 0), conn.url or "?", conn.remote_container)
         conn.container = self.config.broker.container_id
         conn.offered_capabilities = OFFERED_CAPABILITIES
         conn.properties = {
@@ -220,6 +253,11 @@ class Server(Handler):
         for link in _links_of(conn):
             self._forget(link)
         self.connections.pop(conn._impl, None)
+        number = self._numbers.pop(conn._impl, None)
+        if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
+            # once, whichever of close and end of stream comes first; and only for a
+            # connection that opened (a port probe or a failed SASL logs nothing)
+            log.info("CON-1002 : Close : [con:%d(%s)]", number, conn.url or "?")
 
     # ---- links -------------------------------------------------------------------------------
 
