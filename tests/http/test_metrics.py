@@ -226,3 +226,26 @@ def test_connections_and_the_store_log_their_codes(
     assert "Client ID : metrics-test" in opened
     assert "MST-1005 : Recovered 1 messages for queue 'kept'" in lines
     assert "MST-1006 : Recovery Complete : 1 durable queues, 1 messages" in lines
+
+
+def test_many_evictions_and_refusals_log_one_line_each_and_count_every_message(
+        start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "proton_broker.queues")
+    http = start_gateway(http_config())
+    client = http.running.client()
+    ring = client.sender("ring", node_properties=RING_2)
+    for i in range(10):
+        accepted(client, ring, Message(body=i))
+    full = client.sender("full", node_properties=REJECT_1)
+    accepted(client, full, Message(body="fits"))
+    for i in range(4):
+        refused = client.wait_settled(client.send(full, Message(body=i)))
+        assert refused.remote_state == Disposition.REJECTED
+    _, samples = scrape(http.base + "/metrics")
+    assert queue_figures(samples, "ring")["queue_evicted_total"] == 8
+    assert queue_figures(samples, "full")["queue_refused_total"] == 4
+    limit_lines = [r.getMessage() for r in caplog.records
+                   if r.getMessage().startswith("QUE-1003")]
+    assert len(limit_lines) == 2
+    assert "'ring'" in limit_lines[0] and "deleting the oldest messages" in limit_lines[0]
+    assert "'full'" in limit_lines[1] and "rejecting new messages" in limit_lines[1]
