@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -90,7 +90,7 @@ def take_snapshot(broker: Broker, connections: int, connections_opened: int) -> 
     """Copy the figures (event-loop thread only): O(number of queues)."""
     queues = [
         QueueFigures(queue.name, queue.depth, queue.bytes, queue.consumer_count,
-                     {f.name: getattr(queue.stats, f.name) for f in fields(queue.stats)})
+                     dict(vars(queue.stats)))  # the quickest copy of a plain dataclass
         for queue in broker.queues.values()
     ]
     store = broker.store
