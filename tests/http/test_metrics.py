@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import time
 import urllib.request
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from proton import Disposition, Message
+from proton import Disposition, Endpoint, Message
 
 from proton_broker.config import Config
 from proton_broker.testing import BrokerProcess
@@ -88,9 +89,15 @@ def workload(running: RunningBroker) -> tuple[EngineClient, int]:
 
     other = running.client()  # a second connection that comes and goes
     other.close()
-    client.wait(lambda: running.call(lambda: len(running.server.connections)) == 1)
-    client.pump(0.1)  # the settlements of 'work' have reached the queue
+    client.wait(lambda: running.call(lambda: figures_seen(running)) == (2, 1, 2, 1))
     return client, len(bodies[3].encode())
+
+
+def figures_seen(running: RunningBroker) -> tuple[int, int, int, int]:
+    """Connections opened and open, and messages dequeued and rejected on ``work``: once
+    they match the workload, the broker has read every frame it was sent."""
+    server, stats = running.server, running.broker.queues["work"].stats
+    return server.connections_opened, len(server.connections), stats.dequeued, stats.rejected
 
 
 def gateway_config() -> Config:
@@ -249,3 +256,22 @@ def test_many_evictions_and_refusals_log_one_line_each_and_count_every_message(
     assert len(limit_lines) == 2
     assert "'ring'" in limit_lines[0] and "deleting the oldest messages" in limit_lines[0]
     assert "'full'" in limit_lines[1] and "rejecting new messages" in limit_lines[1]
+
+
+def test_a_socket_that_never_opens_a_connection_is_counted_but_not_logged(
+        start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "proton_broker.amqp")
+    http = start_gateway(http_config())
+    running = http.running
+    with socket.create_connection((running.host, running.port), timeout=5):
+        pass  # a port probe: connects and goes without a word of AMQP
+    client = running.client()
+    client.wait(lambda: client.conn.state & Endpoint.REMOTE_ACTIVE)  # the broker's open
+    server = running.server
+    client.wait(lambda: running.call(
+        lambda: (server.connections_opened, len(server.connections))) == (2, 1))
+    _, samples = scrape(http.base + "/metrics")
+    assert broker_figure(samples, "connections_opened_total") == 2
+    assert broker_figure(samples, "connections") == 1
+    assert [r.getMessage()[:8] for r in caplog.records
+            if r.getMessage().startswith("CON-")] == ["CON-1001"]
