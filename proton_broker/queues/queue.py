@@ -424,6 +424,7 @@ class Queue:
                 return  # only acquired entries are left: they leave when settled
             self._remove(victim)
             self.stats.evicted += 1
+            ring.dropped += 1
             if victim is newest:
                 return
 

@@ -235,7 +235,7 @@ def test_connections_and_the_store_log_their_codes(
     assert "MST-1006 : Recovery Complete : 1 durable queues, 1 messages" in lines
 
 
-def test_many_evictions_and_refusals_log_one_line_each_and_count_every_message(
+def test_many_evictions_and_refusals_log_one_pair_of_lines_and_count_every_message(
         start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "proton_broker.queues")
     http = start_gateway(http_config())
@@ -251,11 +251,20 @@ def test_many_evictions_and_refusals_log_one_line_each_and_count_every_message(
     _, samples = scrape(http.base + "/metrics")
     assert queue_figures(samples, "ring")["queue_evicted_total"] == 8
     assert queue_figures(samples, "full")["queue_refused_total"] == 4
-    limit_lines = [r.getMessage() for r in caplog.records
-                   if r.getMessage().startswith("QUE-1003")]
-    assert len(limit_lines) == 2
-    assert "'ring'" in limit_lines[0] and "deleting the oldest messages" in limit_lines[0]
-    assert "'full'" in limit_lines[1] and "rejecting new messages" in limit_lines[1]
+    for name in ("ring", "full"):  # one message taken: each is back at its resume level
+        receiver = client.receiver(name, credit=1)
+        client.settle(client.wait_received(receiver, 1)[0])
+    client.wait(lambda: len(limit_lines(caplog)) == 4)
+    over, back = limit_lines(caplog, "QUE-1003"), limit_lines(caplog, "QUE-1004")
+    assert "'ring'" in over[0] and "deleting the oldest messages" in over[0]
+    assert "'full'" in over[1] and "rejecting new messages" in over[1]
+    assert "'ring'" in back[0] and back[0].endswith(" : 8 messages deleted while over")
+    assert "'full'" in back[1] and back[1].endswith(" : 4 messages refused while over")
+
+
+def limit_lines(caplog: pytest.LogCaptureFixture, code: str = "QUE-100") -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith(code)
+            and r.getMessage()[:8] in ("QUE-1003", "QUE-1004")]
 
 
 def test_a_socket_that_never_opens_a_connection_is_counted_but_not_logged(
