@@ -18,6 +18,8 @@ Rules this module owns:
   2 a usage error. Errors go to stderr as ``Failed: ...``, as qpid-config prints them.
   Success is silent for ``add`` and ``del`` (as qpid-config) unless ``--json`` is given.
 * ``--json`` prints the broker's answer as JSON on stdout, for scripts.
+* The broker is ``-b``, else ``$PROTON_CONFIG_BROKER``, else ``localhost:5672`` (as
+  qpid-config), so qpid-config command lines work unchanged.
 * ``queues`` shows rates from two snapshots ``--interval`` seconds apart (0: no rates).
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +38,8 @@ from proton import ConnectionException, Timeout
 from proton_broker.cli.client import ManagementClient, Reply
 
 DEFAULT_BROKER = "localhost:5672"
+# The default for -b when set (not PROTON_BROKER_*: that prefix is the broker's own config).
+BROKER_ENV = "PROTON_CONFIG_BROKER"
 QUEUE_TYPE = "org.apache.qpid.Queue"
 LIMIT_POLICIES = ("none", "ring", "reject", "flow-to-disk", "producer-flow-control")
 TABLE_ATTRIBUTES = ["name", "type", "durable", "queueDepthMessages", "queueDepthBytes",
@@ -62,9 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("command", nargs="*", help=argparse.SUPPRESS)
     general = parser.add_argument_group("options")
     general.add_argument("-b", "--broker", "-a", "--broker-addr", dest="broker",
-                         default=DEFAULT_BROKER, metavar="URL",
+                         default=os.environ.get(BROKER_ENV) or DEFAULT_BROKER, metavar="URL",
                          help=f"broker address, [amqp://][user[:password]@]host[:port] "
-                              f"(default {DEFAULT_BROKER})")
+                              f"(default ${BROKER_ENV}, else {DEFAULT_BROKER})")
     general.add_argument("-t", "--timeout", type=float, default=10.0, metavar="SECONDS",
                          help="how long to wait for the broker (default 10)")
     general.add_argument("--json", action="store_true",
