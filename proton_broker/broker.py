@@ -143,6 +143,11 @@ class Broker:
         log.info("QUE-1002 Deleted : \"%s\" : %d message(s) discarded", name, dropped)
         return dropped
 
+    def is_live(self, queue: Queue) -> bool:
+        """Whether ``queue`` is still the broker's (not deleted): messages whose store write
+        finishes after a deletion must not join (or be left in the store for) it."""
+        return self.queues.get(queue.name) is queue
+
     def update_queue(self, name: str, changes: Mapping[str, Any]) -> Queue:
         """Change settings of a live queue (only those :meth:`Queue.update_settings`
         accepts); the options are checked as on an attach, and a durable queue's new
@@ -246,7 +251,7 @@ class Broker:
         now = time.time()
         if self.store is not None:
             for queue, message in txn.sends:
-                if message.durable and queue.persistent:
+                if message.durable and queue.persistent and self.is_live(queue):
                     message.store_id = self.store.next_id()
                     unit.enqueues.append(StoredMessage(message.store_id, queue.name,
                                                        message.data, now))
@@ -269,7 +274,10 @@ class Broker:
                 done(error)
                 return
             for queue, message in txn.sends:
-                queue.enqueue(message, admitted=True)
+                if self.is_live(queue):
+                    queue.enqueue(message, admitted=True)
+                else:  # deleted meanwhile: it goes with the queue's other messages
+                    self.forget(message)
             removed = set(unit.dequeues)
             for ack in txn.acks:
                 if ack.entry.message.store_id in removed:
