@@ -86,6 +86,7 @@ class Server(Handler):
         # Queues that live as long as the link that made them (dynamic nodes, management
         # reply queues): queue name by pn_link_t*.
         self._temporary: dict[Any, str] = {}
+        self._attached: dict[Queue, set[Any]] = {}  # pn_link_t* of the links on each queue
         self.management = ManagementNode(broker)
         broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
@@ -241,6 +242,9 @@ class Server(Handler):
             self._refuse(link, exc)
             return
         self.links[link._impl] = state
+        queue = getattr(state, "queue", None)
+        if queue is not None:
+            self._attached.setdefault(queue, set()).add(link._impl)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         link.open()
@@ -345,6 +349,7 @@ class Server(Handler):
         state = self.links.pop(link._impl, None)
         if state is not None:
             state.detach()
+            self._unindex(state, link._impl)
         temporary = self._temporary.pop(link._impl, None)
         if temporary is not None and temporary in self.broker.queues:
             self.broker.delete_queue(temporary, force=True)
@@ -358,12 +363,21 @@ class Server(Handler):
     def _queue_deleted(self, queue: Queue) -> None:
         """A queue is being deleted: detach every link attached to it with
         ``amqp:resource-deleted`` (consumers' unsettled messages go back to it first)."""
-        for impl, state in list(self.links.items()):
-            if getattr(state, "queue", None) is queue:
-                del self.links[impl]
-                self._temporary.pop(impl, None)
-                state.detach()
-                close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
+        for impl in self._attached.pop(queue, ()):
+            state = self.links.pop(impl, None)
+            if state is None:
+                continue
+            self._temporary.pop(impl, None)
+            state.detach()
+            close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
+
+    def _unindex(self, state: Any, impl: Any) -> None:
+        queue = getattr(state, "queue", None)
+        attached = self._attached.get(queue) if queue is not None else None
+        if attached is not None:
+            attached.discard(impl)
+            if not attached:
+                del self._attached[queue]
 
     # ---- hot path: raw engine events --------------------------------------------------------
 
