@@ -21,7 +21,8 @@ messages, the way Qpid Broker-J's ``ManagementNode`` does:
   node) is not performed: its delivery is settled ``rejected`` with a description, so the
   client learns why instead of waiting. One that cannot be read is rejected the same way.
   Otherwise the request is ``accepted`` once its reply is on the reply queue, whatever the
-  status in the reply.
+  status in the reply; if the reply queue refuses the reply (a full reject queue), the
+  request, performed by then, is rejected with a description that says so.
 """
 
 from __future__ import annotations
@@ -94,7 +95,14 @@ class ManagementNode:
         response = self.management.handle(properties, request.body)
         correlation = request.correlation_id if request.correlation_id is not None \
             else request.id
-        target.enqueue(parse_message(_reply(response, request.reply_to, correlation)))
+        try:
+            target.enqueue(parse_message(_reply(response, request.reply_to, correlation)))
+        except BrokerError as exc:  # e.g. a full reject-policy reply queue
+            exc.description = (f"the request was performed ({response.status} "
+                               f"{response.description}) but its reply could not be queued "
+                               f"on '{target.name}': {exc.description}")
+            exc.args = (exc.description,)
+            raise
         log.debug("management %s %s: %d %s", properties.get("operation"),
                   properties.get("name") or properties.get("identity"), response.status,
                   response.description)
