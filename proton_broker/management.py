@@ -45,6 +45,7 @@ from proton_broker.queues.settings import (
     GROUPS_NONE,
     GROUPS_SHARED,
     ParsedOptions,
+    option_names,
     parse_options,
     to_bool,
     unknown_options_error,
@@ -185,11 +186,10 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "messageGroups": lambda q: _groups(q) if q.settings.grouped else None,
     "lvqKeyCount": _lvq_keys,
 }
-# What UPDATE may send back unchanged but never change.
-READ_ONLY = frozenset({"id", "type", "qpid-type", "arguments", "queueDepthMessages",
-                       "queueDepthBytes", "consumerCount", "flowStopped", "messageGroupCount",
-                       "messageGroups", "lvqKeyCount"} | {
-                           name for name in QUEUE_ATTRIBUTES if name.startswith("total")})
+# What UPDATE may send back unchanged but never change: every attribute that is not a
+# queue option (identity, statistics, anything added to the table later).
+# ("type" is also an x-declare option the parser understands and ignores.)
+READ_ONLY = frozenset(QUEUE_ATTRIBUTES) - frozenset(option_names()) | {"type"}
 # QUERY without attribute names lists these (not the per-group lists: they can be long).
 QUERY_DEFAULT = [name for name in QUEUE_ATTRIBUTES if name != "messageGroups"]
 

@@ -263,8 +263,9 @@ def test_update_accepts_a_read_map_sent_back_with_one_change(node: Node) -> None
     attributes["ensureNondestructiveConsumers"] = True
     reply = node.ask(entity("UPDATE", "roundtrip"), attributes)
     assert status(reply)[0] == 200 and reply.body["ensureNondestructiveConsumers"] is True
-    attributes["queueDepthMessages"] = 7
-    assert status(node.ask(entity("UPDATE", "roundtrip"), attributes))[0] == 400
+    for read_only, value in (("queueDepthMessages", 7), ("type", "lvq")):
+        changed = {**attributes, read_only: value}
+        assert status(node.ask(entity("UPDATE", "roundtrip"), changed))[0] == 400
 
 
 # ---- DELETE ------------------------------------------------------------------------------------
