@@ -54,6 +54,7 @@ from proton_broker.queues.settings import (
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
 
+NODE_ADDRESS = "$management"  # where the protocol adapter attaches the node
 MANAGEMENT_TYPE = "org.amqp.management"
 SELF = "self"
 QUEUE_TYPE = "org.apache.qpid.Queue"
@@ -257,6 +258,9 @@ class Management:
                 raise ManagementError(BAD_REQUEST, f"the '{forbidden}' cannot be set when "
                                       "creating an object")
         name = _create_name(properties, attributes)
+        if name == NODE_ADDRESS:
+            raise ManagementError(BAD_REQUEST, f"'{NODE_ADDRESS}' is the management node's "
+                                  "address, not a queue name")
         if name in self.broker.queues:
             raise ManagementError(CONFLICT, f"queue '{name}' already exists")
         options = _options_of(attributes)

@@ -36,7 +36,7 @@ from proton import Delivery, Link, Message, int32
 from proton_broker.amqp.codec import parse_message
 from proton_broker.amqp.conditions import reject
 from proton_broker.errors import BrokerError, InvalidField, NotFound
-from proton_broker.management import Management, Response
+from proton_broker.management import NODE_ADDRESS, Management, Response
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("proton_broker.amqp")
 
-MANAGEMENT_ADDRESS = "$management"
+MANAGEMENT_ADDRESS = NODE_ADDRESS
 
 
 class ManagementNode:

@@ -125,6 +125,12 @@ def test_a_body_that_is_not_a_map_is_a_400(broker: RunningBroker, node: Node) ->
     assert "listy" not in queues(broker)
 
 
+def test_the_management_address_cannot_be_a_queue_name(broker: RunningBroker,
+                                                      node: Node) -> None:
+    assert status(node.ask(entity("CREATE", "$management")))[0] == 400
+    assert "$management" not in queues(broker)
+
+
 def test_an_identity_on_create_is_a_400(broker: RunningBroker, node: Node) -> None:
     assert status(node.ask(entity("CREATE", "q"), {"id": "x"}))[0] == 400
     assert "q" not in queues(broker)
