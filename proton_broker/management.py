@@ -34,6 +34,7 @@ queue. Adding an attribute is one line there.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ from proton_broker.queues.settings import (
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
+
+log = logging.getLogger("proton_broker.management")
 
 NODE_ADDRESS = "$management"  # where the protocol adapter attaches the node
 MANAGEMENT_TYPE = "org.amqp.management"
@@ -223,6 +226,9 @@ class Management:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
             return Response(_status_of(exc), exc.description)
+        except Exception as exc:  # noqa: BLE001 - a bug answers 500, the node keeps serving
+            log.exception("management request %r failed", dict(properties))
+            return Response(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
     def _handle(self, properties: Mapping[str, Any], body: Any) -> Response:
         operation = properties.get("operation")
