@@ -235,10 +235,10 @@ class Management:
         if not isinstance(operation, str) or not operation:
             raise ManagementError(BAD_REQUEST, "the request has no 'operation'")
         kind = properties.get("type")
-        if _is_node(properties, kind):
+        if _is_node(properties, kind) or operation in NODE_OPERATIONS:
+            # QUERY and GET-* are the node's own operations: Broker-J wants them addressed
+            # to 'self', other clients do not always say so; both are answered.
             return self._node_operation(operation, properties, body)
-        if operation in NODE_OPERATIONS:  # Broker-J allows QUERY etc. on the node only,
-            return self._node_operation(operation, properties, body)  # dispatch anywhere
         if kind is None:
             raise ManagementError(BAD_REQUEST, "the request has no 'type'")
         if kind not in QUEUE_TYPES:
