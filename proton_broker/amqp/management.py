@@ -35,6 +35,7 @@ from proton import Delivery, Link, Message, int32
 
 from proton_broker.amqp.codec import parse_message
 from proton_broker.amqp.conditions import reject
+from proton_broker.amqp.control import ControlLink
 from proton_broker.errors import BrokerError, InvalidField, NotFound
 from proton_broker.management import NODE_ADDRESS, Management, Response
 from proton_broker.queues.queue import Queue
@@ -117,25 +118,15 @@ def _reply(response: Response, address: str, correlation: Any) -> bytes:
     return reply.encode()
 
 
-class RequestLink:
+class RequestLink(ControlLink):
     """A link on which a client sends management requests (target ``$management``)."""
 
     def __init__(self, link: Link, node: ManagementNode, credit: int) -> None:
-        self.link = link
+        super().__init__(link, credit)
         self.node = node
-        self.credit = credit
         self.queue: Queue | None = None  # no queue behind it (see Server._queue_deleted)
-        self.closed = False
 
-    def start(self) -> None:
-        self.link.flow(self.credit)
-
-    def on_delivery(self, dlv: Any) -> None:
-        delivery = Delivery.wrap(dlv)
-        if not delivery.readable or delivery.partial:
-            return
-        data = self.link.recv(delivery.pending)
-        self.link.advance()
+    def handle(self, delivery: Delivery, data: bytes) -> None:
         try:
             self.node.request(data)
         except BrokerError as exc:
@@ -148,8 +139,3 @@ class RequestLink:
             if not delivery.settled:
                 delivery.update(Delivery.ACCEPTED)
             delivery.settle()
-        if self.link.credit < self.credit // 2:
-            self.link.flow(self.credit - self.link.credit)
-
-    def detach(self) -> None:
-        self.closed = True

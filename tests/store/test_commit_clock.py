@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import queue
-import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
 from proton_broker.store.base import COMMIT_BOUNDS, CommitClock, StoredMessage, Unit
-from proton_broker.store.sqlite import SqliteStore
+from tests.store.failing import DiskFullStore
 
 
 def test_a_duration_lands_in_the_first_bucket_whose_bound_it_does_not_exceed() -> None:
@@ -27,21 +24,14 @@ def test_a_duration_lands_in_the_first_bucket_whose_bound_it_does_not_exceed() -
 
 def test_the_sqlite_writer_times_each_commit_and_counts_the_failed_ones(
         tmp_path: Path) -> None:
-    posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-    failing = [True]
-
-    def before_commit() -> None:
-        if failing[0]:
-            raise sqlite3.OperationalError("database or disk is full")
-
-    store = SqliteStore(tmp_path, posted.put, before_commit=before_commit)
+    store = DiskFullStore(tmp_path)
     store.open()
     try:
         for body in (b"lost", b"kept"):
             store.commit(Unit(enqueues=[StoredMessage(store.next_id(), "q", body, 1.0)],
                               done=lambda error: None))
-            posted.get(timeout=10)()
-            failing[0] = False
+            store.posted.get(timeout=10)()
+            store.full = False
         times = store.commits.snapshot()
         assert (times.count, times.failures) == (1, 1)
         assert times.seconds > 0
