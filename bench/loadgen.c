@@ -124,6 +124,7 @@ typedef struct {
   char **msgs;      /* one encoding per group (one in all without -g) */
   size_t *msg_sizes;
   long groups;      /* -g: messages carry properties.group-id, cycling over this many */
+  bool ungrouped;   /* -G: ... but the queue is not asked to group them */
   bool durable;     /* -d: durable messages, on a queue declared durable */
   long sent, acked, received; /* totals over all producers and consumers */
   long cap;         /* credit per consumer: CREDIT, or a fair share of COUNT if smaller */
@@ -167,11 +168,12 @@ static void encode_messages(gen_t *g, size_t body_size) {
 /* Node properties for the queue: -g asks for shared groups (grouped by
    properties.group-id), -d for a durable queue. */
 static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
-  if (g->groups <= 0 && !g->durable) return;
+  bool grouped = g->groups > 0 && !g->ungrouped;
+  if (!grouped && !g->durable) return;
   pn_data_t *props = pn_terminus_properties(t);
   pn_data_put_map(props);
   pn_data_enter(props);
-  if (g->groups > 0) {
+  if (grouped) {
     pn_data_put_symbol(props, pn_bytes(21, "qpid.shared_msg_group"));
     pn_data_put_int(props, 1);
   }
@@ -616,7 +618,9 @@ static void usage(FILE *f) {
           "  -d            durable messages (header.durable) on a durable queue\n"
           "  -g GROUPS     messages carry properties.group-id, cycling over GROUPS groups in\n"
           "                the order the run sends them (over all producers), and every link\n"
-          "                asks for a shared-groups queue (qpid.shared_msg_group)\n");
+          "                asks for a shared-groups queue (qpid.shared_msg_group)\n"
+          "  -G            with -g, the same messages to a queue that does not group them\n"
+          "                (the baseline for the cost of grouping itself)\n");
 }
 
 int main(int argc, char **argv) {
@@ -628,10 +632,10 @@ int main(int argc, char **argv) {
   const char *addr = "127.0.0.1:5672", *queue = "loadgen", *user = NULL, *password = NULL;
   long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0;
   long producers = 1, consumers = 1;
-  bool sasl = false, durable = false;
+  bool sasl = false, durable = false, ungrouped = false;
   int opt;
   optind = 2;
-  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:dh")) != -1) {
+  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:Gdh")) != -1) {
     switch (opt) {
     case 'H': addr = optarg; break;
     case 'q': queue = optarg; break;
@@ -647,6 +651,7 @@ int main(int argc, char **argv) {
     case 't': timeout = atol(optarg); break;
     case 'g': groups = atol(optarg); break;
     case 'd': durable = true; break;
+    case 'G': ungrouped = true; break;
     default: usage(stderr); return 1;
     }
   }
@@ -680,5 +685,6 @@ int main(int argc, char **argv) {
   g.sasl = sasl;
   g.groups = groups;
   g.durable = durable;
+  g.ungrouped = ungrouped;
   return run_generator(&g, (size_t)body, timeout * 1000);
 }

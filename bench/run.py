@@ -89,6 +89,8 @@ def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
            "-t", str(args.timeout), "-P", str(args.producers), "-C", str(args.consumers)]
     if args.groups:
         cmd += ["-g", str(args.groups)]
+        if args.ungrouped:
+            cmd.append("-G")
     if args.durable:
         cmd.append("-d")
     if args.sasl:
@@ -224,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vs-plain", action="store_true",
                         help="with --groups or --durable: also run the same scenarios without "
                         "them against the same broker, interleaved, and print the ratios")
+    parser.add_argument("--vs-ungrouped", action="store_true",
+                        help="with --groups: also run the same messages (group ids and all) "
+                        "on a queue that does not group them, against the same broker, "
+                        "interleaved: the cost of grouping itself")
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
     parser.add_argument("--no-ceiling", action="store_true",
                         help="skip the generator-ceiling run against the trivial peer")
@@ -239,9 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--scenarios takes a comma-separated subset of a,b,c")
     if args.vs_plain and not (args.groups or args.durable):
         parser.error("--vs-plain compares a --groups or --durable run with a plain one")
+    if args.vs_ungrouped and not args.groups:
+        parser.error("--vs-ungrouped compares a --groups run with the same messages ungrouped")
     if args.producers < 1 or args.consumers < 1:
         parser.error("--producers and --consumers take a number of at least 1")
     args.user = args.password = None
+    args.ungrouped = False
 
     loadgen = build_loadgen()
     targets: list[Target] = []
@@ -259,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             ours = targets[0]
             targets.append(Target("same broker, plain", ours.hostport, ours.pid,
                                   overrides={"groups": 0, "durable": False}))
+        if args.vs_ungrouped:
+            ours = targets[0]
+            targets.append(Target("same broker, same messages, ungrouped queue", ours.hostport,
+                                  ours.pid, overrides={"ungrouped": True}))
         if args.baseline:
             targets.append(start_broker("baseline", Path(args.baseline).resolve(), args,
                                         processes))

@@ -39,6 +39,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "(default qpid.no-group)")
     parser.add_argument("--http-port", type=int,
                         help="serve the HTTP gateway on this port (turns it on; 0 = any free)")
+    parser.add_argument("--metrics-port", type=int,
+                        help="serve Prometheus metrics on this port (turns it on; 0 = any "
+                             "free); the HTTP gateway serves /metrics too when it is on")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
     return parser.parse_args(argv)
@@ -53,6 +56,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {"broker": broker}
     if args.http_port is not None:
         out["http"] = {"enabled": True, "port": args.http_port}
+    if args.metrics_port is not None:
+        out["metrics"] = {"enabled": True, "port": args.metrics_port}
     if args.log_level:
         out["logging"] = {"level": args.log_level.upper()}
     return out
@@ -96,14 +101,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         host, port = server.listen(cfg.broker.host, cfg.broker.port)
     except OSError as exc:
-        where = (f"{cfg.http.host}:{cfg.http.port} (HTTP)" if server.address is not None
-                 else f"{cfg.broker.host}:{cfg.broker.port}")
+        where = server.failed_listener or f"{cfg.broker.host}:{cfg.broker.port}"
         print(f"proton-broker: cannot listen on {where}: {exc}", file=sys.stderr)
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop())
     if server.http is not None:
         log.info("HTTP gateway on http://%s:%d", *server.http.address)
+    if server.metrics is not None:
+        log.info("metrics on http://%s:%d/metrics", *server.metrics.address)
     log.info("listening on %s:%d", host, port)
     server.run()
     log.info("stopped")

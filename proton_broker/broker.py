@@ -19,10 +19,10 @@ from typing import Any
 
 from proton_broker.amqp.codec import DecodeError, parse_message
 from proton_broker.config import Config
-from proton_broker.errors import InvalidField, NotFound
+from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
 from proton_broker.message import Message
 from proton_broker.queues.history import SEQUENCE
-from proton_broker.queues.queue import Queue
+from proton_broker.queues.queue import LIVE_SETTINGS, Queue
 from proton_broker.queues.settings import (
     ParsedOptions,
     QueueSettings,
@@ -33,6 +33,7 @@ from proton_broker.queues.settings import (
 from proton_broker.store.base import (
     Completion,
     Post,
+    Recovered,
     Store,
     StoredMessage,
     StoreError,
@@ -43,6 +44,7 @@ from proton_broker.store.sqlite import SqliteStore
 from proton_broker.transactions import Transaction, Transactions
 
 log = logging.getLogger("proton_broker.broker")
+store_log = logging.getLogger("proton_broker.store")
 
 
 class Broker:
@@ -54,6 +56,9 @@ class Broker:
         self._hooks: dict[str, Any] = {}
         self.store: Store | None = None  # opened by open_store(), once the loop exists
         self.transactions = Transactions()
+        # Called with a queue being deleted, before its messages go: the protocol adapter
+        # detaches the links attached to it (see delete_queue).
+        self.deletion_watchers: list[Callable[[Queue], object]] = []
         for name, options in self.config.queues.items():
             self.declare(name, options)
 
@@ -116,6 +121,62 @@ class Broker:
                  ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")
         return queue
 
+    def delete_queue(self, name: str, force: bool = False) -> int:
+        """Delete queue ``name`` and its messages; returns how many messages went.
+
+        A queue holding messages is refused (:class:`PreconditionFailed`) unless ``force``,
+        as ``qpid-config del queue`` does. The links attached to it are detached first (by
+        the :attr:`deletion_watchers`; consumers' unacknowledged messages come back and go
+        with the rest), then a durable queue leaves the store with its messages.
+        """
+        queue = self.queues.get(name)
+        if queue is None:
+            raise NotFound(f"Node not found: {name}")
+        if queue.depth and not force:
+            raise PreconditionFailed(f"queue '{name}' holds {queue.depth} message(s); "
+                                     "delete it with force to discard them")
+        del self.queues[name]
+        for watcher in list(self.deletion_watchers):
+            watcher(queue)
+        queue.removed = queue.retired = None  # the store drops the queue's rows at once
+        dropped = queue.clear()
+        if queue.persistent and self.store is not None:
+            self.store.delete_queue(name)
+        log.info("QUE-1002 Deleted : \"%s\" : %d message(s) discarded", name, dropped)
+        return dropped
+
+    def is_live(self, queue: Queue) -> bool:
+        """Whether ``queue`` is still the broker's (not deleted): messages whose store write
+        finishes after a deletion must not join (or be left in the store for) it."""
+        return self.queues.get(queue.name) is queue
+
+    def update_queue(self, name: str, changes: Mapping[str, Any]) -> Queue:
+        """Change settings of a live queue (only those :meth:`Queue.update_settings`
+        accepts); the options are checked as on an attach, and a durable queue's new
+        options are saved. Nothing changes if anything is refused."""
+        queue = self.queues.get(name)
+        if queue is None:
+            raise NotFound(f"Node not found: {name}")
+        parsed = parse_options(changes)
+        if parsed.unknown:
+            raise unknown_options_error(name, parsed.unknown)
+        declared = parse_options(queue.options).given if queue.options else {}
+        replaced = {declared[target] for target in parsed.given if target in declared}
+        options = {k: v for k, v in queue.options.items() if k not in replaced}
+        merged = parse_options({**options, **changes})
+        fixed = [key for target, key in parsed.given.items() if target not in LIVE_SETTINGS
+                 and getattr(merged.settings, target) != getattr(queue.settings, target)]
+        if fixed:
+            raise InvalidField(f"cannot change {', '.join(repr(k) for k in fixed)} on a live "
+                               f"queue ('{name}'); delete and create it again", fixed[0])
+        queue.update_settings(merged.settings)
+        queue.options = {**options, **parsed.echo}
+        if queue.persistent and self.store is not None:
+            self.store.save_queue(name, queue.options)
+        log.info("queue \"%s\" updated: %s", name,
+                 ", ".join(f"{k}={v}" for k, v in parsed.echo.items()))
+        return queue
+
     # ---- durability -------------------------------------------------------------------
 
     def open_store(self, post: Post) -> None:
@@ -126,6 +187,10 @@ class Broker:
         section = self.config.broker
         self.store = (SqliteStore(section.data_dir, post, **_crash_hooks())
                       if section.store == "sqlite" else MemoryStore())
+        store_log.info("MST-1001 : Created : %s", section.store)
+        if self.store.location is not None:
+            store_log.info("MST-1002 : Store location : %s", self.store.location)
+        store_log.info("MST-1004 : Recovery Start")
         recovered = self.store.open()
         self._hooks["pager"] = StorePager(self.store) if self.store.pages else None
         for queue in self.queues.values():
@@ -141,6 +206,7 @@ class Broker:
             queue = self.queues.get(name)
             if queue is not None and queue.history is not None:
                 queue.history.restore(counters)
+        _log_recovery(recovered)
 
     def _recover(self, stored: StoredMessage, retired: bool) -> None:
         queue = self.queues.get(stored.queue)
@@ -192,7 +258,7 @@ class Broker:
         now = time.time()
         if self.store is not None:
             for queue, message in txn.sends:
-                if message.durable and queue.persistent:
+                if message.durable and queue.persistent and self.is_live(queue):
                     message.store_id = self.store.next_id()
                     unit.enqueues.append(StoredMessage(message.store_id, queue.name,
                                                        message.data, now))
@@ -215,7 +281,10 @@ class Broker:
                 done(error)
                 return
             for queue, message in txn.sends:
-                queue.enqueue(message, admitted=True)
+                if self.is_live(queue):
+                    queue.enqueue(message, admitted=True)
+                else:  # deleted meanwhile: it goes with the queue's other messages
+                    self.forget(message)
             removed = set(unit.dequeues)
             for ack in txn.acks:
                 if ack.entry.message.store_id in removed:
@@ -243,11 +312,24 @@ class Broker:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+            store_log.info("MST-1003 : Closed")
 
     def purge_expired(self, now: float | None = None) -> int:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+
+def _log_recovery(recovered: Recovered) -> None:
+    """MST-1005 per durable queue, then MST-1006 (Broker-J's recovery lines)."""
+    counts = dict.fromkeys(recovered.queues, 0)
+    for stored in recovered.messages:
+        if stored.id not in recovered.retired:
+            counts[stored.queue] = counts.get(stored.queue, 0) + 1
+    for name, count in counts.items():
+        store_log.info("MST-1005 : Recovered %d messages for queue '%s'", count, name)
+    store_log.info("MST-1006 : Recovery Complete : %d durable queues, %d messages",
+                   len(recovered.queues), sum(counts.values()))
 
 
 def _check_same(queue: Queue, parsed: ParsedOptions) -> None:

@@ -67,6 +67,17 @@ class HttpSection:
 
 
 @dataclass
+class MetricsSection:
+    """The Prometheus text endpoint on a port of its own (README "Metrics and operational
+    logs"); off unless enabled, local-only by default. The HTTP gateway, when it is on,
+    serves ``/metrics`` as well, whatever this says."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 9464  # 0 picks a free port
+
+
+@dataclass
 class LoggingSection:
     level: str = "INFO"
 
@@ -78,11 +89,12 @@ class Config:
     logging: LoggingSection = field(default_factory=LoggingSection)
     queue: QueueSection = field(default_factory=QueueSection)
     http: HttpSection = field(default_factory=HttpSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 _SECTIONS = {"broker": BrokerSection, "sasl": SaslSection, "logging": LoggingSection,
-             "queue": QueueSection, "http": HttpSection}
+             "queue": QueueSection, "http": HttpSection, "metrics": MetricsSection}
 
 
 def load(

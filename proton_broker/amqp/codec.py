@@ -62,6 +62,7 @@ _I64 = struct.Struct(">q")
 _NULL_RUN = re.compile(b"\x40*")
 _NULLS = [None] * 256  # a list8 holds at most 255 elements; longer runs take several steps
 _AT_RUNS = [b"\x40" * n for n in range(11)]  # runs of n nulls
+_NULLS_THEN_STR8 = b"\x40" * 9 + b"\xa1"  # properties fields 1-9 unset, a str8 group-id
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
 
@@ -589,6 +590,8 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
                 _set_property(message, index, value)
         return stop
     at, count, stop = pos + 3, data[pos + 2], pos + 2 + size
+    if data[at] == 0xA1 and _common_properties(message, data, at, count, stop):
+        return stop
     index = 0
     while index < count:
         c = data[at] if at < stop else -1
@@ -623,6 +626,37 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
     if at != stop:
         raise DecodeError(f"compound at offset {pos}: size does not match its elements")
     return stop
+
+
+def _common_properties(message: Message, data: bytes, at: int, count: int, stop: int) -> bool:
+    """Read the two shapes most clients send, straight through, if the list at ``at`` is
+    one of them: a str8 message-id alone, or a str8 message-id, nine nulls, a str8
+    group-id and perhaps a uint0 group-sequence (a grouped message). Returns False, having
+    set nothing, for anything else, which the general walk then reads."""
+    after = at + 2 + data[at + 1]
+    if after > stop:
+        return False
+    group_id = None
+    if count == 1:
+        if after != stop:
+            return False
+    elif 11 <= count <= 12 and data.startswith(_NULLS_THEN_STR8, after):
+        start = after + 11
+        end = start + data[after + 10]
+        if not (end == stop if count == 11 else end + 1 == stop and data[end] == 0x43):
+            return False
+        try:
+            group_id = data[start:end].decode()
+        except UnicodeDecodeError:
+            return False
+    else:
+        return False
+    try:
+        message.message_id = data[at + 2:after].decode()
+    except UnicodeDecodeError:
+        return False
+    message.group_id = group_id
+    return True
 
 
 def _set_property(message: Message, index: int, value: Any) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from proton import Delivery, Described, Link, Message, symbol, ulong
 
 from proton_broker.amqp.conditions import reject
+from proton_broker.amqp.control import ControlLink
 from proton_broker.errors import (
     BrokerError,
     InvalidField,
@@ -51,24 +52,14 @@ OUTCOMES = {0x24: Delivery.ACCEPTED, 0x25: Delivery.REJECTED, 0x26: Delivery.REL
             0x27: Delivery.MODIFIED}
 
 
-class CoordinatorLink:
+class CoordinatorLink(ControlLink):
     """A link on which a client declares and discharges transactions."""
 
     def __init__(self, link: Link, broker: Broker, credit: int) -> None:
-        self.link = link
+        super().__init__(link, credit)
         self.broker = broker
-        self.credit = credit
-        self.closed = False
 
-    def start(self) -> None:
-        self.link.flow(self.credit)
-
-    def on_delivery(self, dlv: Any) -> None:
-        delivery = Delivery.wrap(dlv)
-        if not delivery.readable or delivery.partial:
-            return
-        data = self.link.recv(delivery.pending)
-        self.link.advance()
+    def handle(self, delivery: Delivery, data: bytes) -> None:
         try:
             body = Message()
             body.decode(data)
@@ -77,8 +68,6 @@ class CoordinatorLink:
             reject(delivery, exc)
         except Exception as exc:  # noqa: BLE001 - a control message we cannot read
             reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
-        if self.link.credit < self.credit // 2:
-            self.link.flow(self.credit - self.link.credit)
 
     def _control(self, delivery: Delivery, body: Any) -> None:
         if not isinstance(body, Described) or not isinstance(body.value, list):

@@ -51,7 +51,7 @@ from proton_broker.amqp.coordinator import (
     transaction_of,
     transactional_outcome,
 )
-from proton_broker.errors import BrokerError, MalformedMessage, ResourceLimitExceeded
+from proton_broker.errors import BrokerError, MalformedMessage, NotFound, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.transactions import Acknowledgement, Transactions
@@ -212,6 +212,11 @@ class ProducerLink:
             if item.error is not None:
                 self._settle_refused(item.dlv, ResourceLimitExceeded(
                     f"message not stored on '{item.queue.name}': {item.error}"))
+                continue
+            if not self.broker.is_live(item.queue):  # deleted while this was written
+                self.broker.forget(item.message)
+                self._settle_refused(item.dlv, NotFound(f"queue '{item.queue.name}' was "
+                                                        "deleted"))
                 continue
             try:
                 item.queue.enqueue(item.message)

@@ -44,9 +44,10 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 
 import proton_broker
 from proton_broker.amqp import poller
-from proton_broker.amqp.conditions import INTERNAL_ERROR, condition_for
+from proton_broker.amqp.conditions import INTERNAL_ERROR, RESOURCE_DELETED, condition_for
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
+from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
 from proton_broker.amqp.terminus import (
     echo_filters,
     echo_properties,
@@ -81,8 +82,16 @@ class Server(Handler):
         poller.install()  # no FD_SETSIZE limit on the sockets we wait on
         self.broker = broker
         self.config = config or broker.config
-        self.links: dict[Any, ProducerLink | ConsumerLink | CoordinatorLink] = {}  # by pn_link_t*
+        self.links: dict[Any, ProducerLink | ConsumerLink | CoordinatorLink | RequestLink] = {}
+        # Queues that live as long as the link that made them (dynamic nodes, management
+        # reply queues): queue name by pn_link_t*.
+        self._temporary: dict[Any, str] = {}
+        self._attached: dict[Queue, set[Any]] = {}  # pn_link_t* of the links on each queue
+        self.management = ManagementNode(broker)
+        broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
+        self.connections_opened = 0  # accepted since start (the metrics' counter)
+        self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
         self.container = _BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
@@ -93,6 +102,8 @@ class Server(Handler):
         self._acceptor: Any = None
         self.address: tuple[str, int] | None = None
         self.http: Any = None  # the HTTP gateway (proton_broker.http), when enabled
+        self.metrics: Any = None  # the metrics' own listener (proton_broker.metrics)
+        self.failed_listener: str | None = None  # which listener could not bind, if one
         self._stopping = False
 
     # ---- life cycle ----------------------------------------------------------------------
@@ -104,7 +115,13 @@ class Server(Handler):
         sock.listen(1024)  # Proton's default backlog of 10 drops bursts of clients
         self.address = sock.getsockname()[:2]
         if self.config.http.enabled and self.http is None:
+            self.failed_listener = f"{self.config.http.host}:{self.config.http.port} (HTTP)"
             self.listen_http()
+        if self.config.metrics.enabled and self.metrics is None:
+            section = self.config.metrics
+            self.failed_listener = f"{section.host}:{section.port} (metrics)"
+            self.listen_metrics()
+        self.failed_listener = None
         return self.address  # type: ignore[return-value]
 
     def listen_http(self) -> tuple[str, int]:
@@ -116,6 +133,23 @@ class Server(Handler):
         address = gateway.start()
         self.http = gateway
         return address
+
+    def listen_metrics(self) -> tuple[str, int]:
+        """Serve Prometheus metrics on their own port (config ``metrics``); returns the
+        bound address. Called by listen() when the config enables it. OSError if unbound."""
+        from proton_broker.metrics import MetricsListener, fetch_from_loop
+
+        listener = MetricsListener(fetch_from_loop(self.call_soon, self.metrics_snapshot))
+        address = listener.start(self.config.metrics.host, self.config.metrics.port)
+        self.metrics = listener
+        return address
+
+    def metrics_snapshot(self) -> Any:
+        """The figures one scrape reports (event-loop thread only; see
+        :mod:`proton_broker.metrics`)."""
+        from proton_broker.metrics import take_snapshot
+
+        return take_snapshot(self.broker, len(self.connections), self.connections_opened)
 
     def run(self) -> None:
         self.container.run()
@@ -149,6 +183,8 @@ class Server(Handler):
         log.info("shutting down")
         if self.http is not None:
             self.http.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self._acceptor is not None:
             self._acceptor.close()
         for conn in list(self.connections.values()):
@@ -183,9 +219,13 @@ class Server(Handler):
         transport.max_frame_size = self.config.broker.max_frame_size
         transport.idle_timeout = self.config.broker.idle_timeout
         self.connections[event.connection._impl] = event.connection
+        self.connections_opened += 1
+        self._numbers[event.connection._impl] = self.connections_opened
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
+        log.info("CON-1001 : Open : [con:%d(%s)] : Client ID : %s : Protocol Version : 1.0",
+                 self._numbers.get(conn._impl, 0), conn.url or "?", conn.remote_container)
         conn.container = self.config.broker.container_id
         conn.offered_capabilities = OFFERED_CAPABILITIES
         conn.properties = {
@@ -220,6 +260,11 @@ class Server(Handler):
         for link in _links_of(conn):
             self._forget(link)
         self.connections.pop(conn._impl, None)
+        number = self._numbers.pop(conn._impl, None)
+        if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
+            # once, whichever of close and end of stream comes first; and only for a
+            # connection that opened (a port probe or a failed SASL logs nothing)
+            log.info("CON-1002 : Close : [con:%d(%s)]", number, conn.url or "?")
 
     # ---- links -------------------------------------------------------------------------------
 
@@ -227,20 +272,24 @@ class Server(Handler):
         link: Link = event.link
         try:
             if link.is_receiver:
-                state: ProducerLink | ConsumerLink = self._attach_producer(link)
+                state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = \
+                    self._attach_producer(link)
             else:
                 state = self._attach_consumer(link)
         except BrokerError as exc:
             self._refuse(link, exc)
             return
         self.links[link._impl] = state
+        queue = getattr(state, "queue", None)
+        if queue is not None:
+            self._attached.setdefault(queue, set()).add(link._impl)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         link.open()
-        if isinstance(state, (ProducerLink, CoordinatorLink)):
+        if isinstance(state, (ProducerLink, CoordinatorLink, RequestLink)):
             state.start()
 
-    def _attach_producer(self, link: Link) -> ProducerLink | CoordinatorLink:
+    def _attach_producer(self, link: Link) -> ProducerLink | CoordinatorLink | RequestLink:
         target = link.remote_target
         if target.type == Terminus.COORDINATOR:
             link.target.type = Terminus.COORDINATOR
@@ -251,8 +300,13 @@ class Server(Handler):
             capabilities.exit()
             link.source.copy(link.remote_source)
             return CoordinatorLink(link, self.broker, self.config.broker.producer_credit)
+        if target.address == MANAGEMENT_ADDRESS and not target.dynamic:
+            echo_terminus(link.target, target, MANAGEMENT_ADDRESS, ())
+            link.source.copy(link.remote_source)
+            return RequestLink(link, self.management, self.config.broker.producer_credit)
         options = node_options(link, target)
         queue = self._node(target, options, required=False)
+        self._own_if_dynamic(link, target, queue)
         self._echo(link.target, target, queue, options)
         link.source.copy(link.remote_source)
         return ProducerLink(link, self.broker, queue, self.config.broker.producer_credit)
@@ -260,12 +314,19 @@ class Server(Handler):
     def _attach_consumer(self, link: Link) -> ConsumerLink:
         source = link.remote_source
         options = node_options(link, source)
-        queue = self._node(source, options, required=True)
+        if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
+            queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
+            self._temporary[link._impl] = queue.name
+        else:
+            queue = self._node(source, options, required=True)
+            self._own_if_dynamic(link, source, queue)
         assert queue is not None
         sequence, applied = sequence_filter(source)
         browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only \
             or sequence is not None  # a history replay is a browse
         self._echo(link.source, source, queue, options)
+        if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
+            link.source.address = MANAGEMENT_ADDRESS
         link.source.distribution_mode = (
             Terminus.DIST_MODE_COPY if browse else Terminus.DIST_MODE_MOVE
         )
@@ -326,6 +387,35 @@ class Server(Handler):
         state = self.links.pop(link._impl, None)
         if state is not None:
             state.detach()
+            self._unindex(state, link._impl)
+        temporary = self._temporary.pop(link._impl, None)
+        if temporary is not None and temporary in self.broker.queues:
+            self.broker.delete_queue(temporary, force=True)
+
+    def _own_if_dynamic(self, link: Link, terminus: Terminus, queue: Queue | None) -> None:
+        """A dynamic node lives as long as the link that asked for it (AMQP 1.0's default
+        lifetime policy for dynamic nodes, delete-on-close)."""
+        if terminus.dynamic and queue is not None:
+            self._temporary[link._impl] = queue.name
+
+    def _queue_deleted(self, queue: Queue) -> None:
+        """A queue is being deleted: detach every link attached to it with
+        ``amqp:resource-deleted`` (consumers' unsettled messages go back to it first)."""
+        for impl in self._attached.pop(queue, ()):
+            state = self.links.pop(impl, None)
+            if state is None:
+                continue
+            self._temporary.pop(impl, None)
+            state.detach()
+            close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
+
+    def _unindex(self, state: Any, impl: Any) -> None:
+        queue = getattr(state, "queue", None)
+        attached = self._attached.get(queue) if queue is not None else None
+        if attached is not None:
+            attached.discard(impl)
+            if not attached:
+                del self._attached[queue]
 
     # ---- hot path: raw engine events --------------------------------------------------------
 

@@ -18,6 +18,8 @@ Endpoints (statuses and JSON shapes are in the README, "HTTP gateway"):
   kept version from N at once, else the next new one; 204 when ``timeout`` runs out.
 * ``GET /queue/listen/ws/{queue}[/{id}]?sequence=N|first|last``: a WebSocket that gets
   the kept versions from N, then every new one, one JSON text message each.
+* ``GET /metrics``: Prometheus text (:mod:`proton_broker.metrics`; README "Metrics and
+  operational logs").
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ class Gateway:
             web.get("/queue/listen/longpoll/{queue}/{id}", self._longpoll),
             web.get("/queue/listen/ws/{queue}", self._stream),
             web.get("/queue/listen/ws/{queue}/{id}", self._stream),
+            web.get("/metrics", self._metrics),
         ])
         return app
 
@@ -223,6 +226,15 @@ class Gateway:
         finally:
             self._waiting.discard(push)
             self.server.call_soon(lambda: self._forget(name, listener))
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        from proton_broker.metrics import CONTENT_TYPE, render  # prometheus_client when used
+
+        snapshot = await self._on_broker(self.server.metrics_snapshot)
+        # formatting is O(queues) (a few hundred ms for thousands of queues): off this
+        # loop, so long polls and streams are not held up by a scrape
+        body = await asyncio.get_running_loop().run_in_executor(None, render, snapshot)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     # ---- on the broker's loop ---------------------------------------------------------------
 

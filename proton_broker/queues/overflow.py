@@ -29,7 +29,7 @@ Rules this module owns:
   when a queue goes over a limit (a ring starts deleting, a reject queue refuses, producers
   are stopped) and QUE-1004 once when it is back at its resume level. Ring and reject use
   the resume rule only for this, so a queue hovering at its limit logs one pair, not one
-  line per message.
+  line per message; their QUE-1004 says how many messages were deleted or refused meanwhile.
 """
 
 from __future__ import annotations
@@ -81,18 +81,21 @@ class _Watch:
 
     action = ""  # what the queue does while over, for the log line
     cleared = ""  # what changes when it is back
+    dropping = ""  # what happens to the messages it counts in ``dropped`` (ring, reject)
 
     def __init__(self, queue: str, limit: Thresholds, resume: Thresholds) -> None:
         self.queue = queue
         self.limit = limit
         self.resume = resume
         self.over = False
+        self.dropped = 0  # messages deleted or refused since it went over
 
     def went_over(self, depth: int, nbytes: int) -> bool:
         """Note that the limit was breached; True if that is news (it was logged)."""
         if self.over:
             return False
         self.over = True
+        self.dropped = 0
         log.warning("QUE-1003 : Maximum depth exceeded on '%s' : current %d messages, %d bytes "
                     ": limit %s : %s", self.queue, depth, nbytes, self.limit, self.action)
         return True
@@ -102,9 +105,11 @@ class _Watch:
         if not self.over or not self.resume.reached_down_to(depth, nbytes):
             return False
         self.over = False
+        meanwhile = f" : {self.dropped} messages {self.dropping} while over" \
+            if self.dropping else ""
         log.info("QUE-1004 : Maximum depth no longer exceeded on '%s' : current %d messages, "
-                 "%d bytes : resume at %s : %s", self.queue, depth, nbytes, self.resume,
-                 self.cleared)
+                 "%d bytes : resume at %s : %s%s", self.queue, depth, nbytes, self.resume,
+                 self.cleared, meanwhile)
         return True
 
 
@@ -113,6 +118,7 @@ class RejectPolicy(_Watch):
 
     action = "rejecting new messages"
     cleared = "accepting new messages"
+    dropping = "refused"
 
     def refusal(self, depth: int, nbytes: int, size: int) -> str | None:
         """Why a message of ``size`` bytes may not join the queue now (None: it may)."""
@@ -126,6 +132,7 @@ class RejectPolicy(_Watch):
         else:
             return None
         self.went_over(depth, nbytes)
+        self.dropped += 1
         return why
 
 
@@ -134,6 +141,7 @@ class RingPolicy(_Watch):
 
     action = "deleting the oldest messages (ring)"
     cleared = "nothing to delete"
+    dropping = "deleted"
 
     def needs_room(self, depth: int, nbytes: int) -> bool:
         return self.limit.over(depth, nbytes)

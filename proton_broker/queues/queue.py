@@ -140,6 +140,11 @@ class QueueStats:
     refused: int = 0  # refused by a reject policy
 
 
+# Settings a live queue can take at once (Queue.update_settings): each is read when a
+# consumer attaches or a message arrives, and nothing already queued depends on it.
+LIVE_SETTINGS = frozenset({"ensure_nondestructive", "min_ttl", "max_ttl", "default_filters"})
+
+
 def make_ordering(settings: QueueSettings) -> Ordering:
     if settings.priorities is not None:
         return PriorityOrder(settings.priorities)
@@ -424,6 +429,7 @@ class Queue:
                 return  # only acquired entries are left: they leave when settled
             self._remove(victim)
             self.stats.evicted += 1
+            ring.dropped += 1
             if victim is newest:
                 return
 
@@ -787,6 +793,31 @@ class Queue:
             self._lvq.forget(entry)
         if self._limited:
             self._drained()
+
+    def clear(self) -> int:
+        """Remove every message, whatever its state (the queue is being deleted: its
+        consumers are gone and nothing may come back); O(n). Returns how many."""
+        dropped = 0
+        for entry in list(self._log):
+            if entry.state != DEAD:
+                self._remove(entry)
+                dropped += 1
+        self._held.clear()
+        self._expiry.clear()
+        return dropped
+
+    def update_settings(self, settings: QueueSettings) -> None:
+        """Take new settings that differ only where a live queue can follow at once (see
+        :data:`LIVE_SETTINGS`): they apply to consumers that attach and messages that
+        arrive from now on."""
+        changed = {name for name in settings.__dataclass_fields__
+                   if getattr(settings, name) != getattr(self.settings, name)}
+        if not changed <= LIVE_SETTINGS:
+            raise InvalidField("cannot change on a live queue: " + ", ".join(sorted(
+                changed - LIVE_SETTINGS)), sorted(changed - LIVE_SETTINGS)[0])
+        self.settings = settings
+        self._ttl_bounds = bool(settings.min_ttl or settings.max_ttl)
+        self._default_replay = default_replay_seconds(settings.default_filters)
 
     def entries(self) -> Iterator[Entry]:
         """Live entries in arrival order (for management and tests; O(n))."""

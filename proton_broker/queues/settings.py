@@ -296,8 +296,9 @@ _option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
 _option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
 _option("sequence_key", to_key, "sequenceKey", "qpid.sequence_key")
 _option("max_key_updates", to_count, "max_key_updates", "maxKeyUpdates")
-_option("group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride")
-_option("group_mode", to_shared_groups, "qpid.shared_msg_group")
+_option("group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride",
+        "messageGroupKey")  # messageGroupKey: Broker-J before 6.1
+_option("group_mode", to_shared_groups, "qpid.shared_msg_group", "messageGroupSharedGroups")
 _option("group_mode", to_group_type, "messageGroupType")
 _option("default_group", to_text, "qpid.default-message-group", "messageGroupDefaultGroup")
 _option("max_count", to_limit, "qpid.max_count", "maximumQueueDepthMessages")

@@ -14,7 +14,9 @@ the order in which they were enqueued, per queue.
 from __future__ import annotations
 
 import abc
+import bisect
 import itertools
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +62,53 @@ class Unit:
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
 
+COMMIT_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                 2.5, 5.0)
+"""Upper bounds (seconds) of the commit-duration buckets: an fsync on an SSD is well under
+a millisecond, on a spinning disk or a loaded VM tens of milliseconds."""
+
+
+@dataclass(frozen=True)
+class CommitTimes:
+    """A copy of :class:`CommitClock`'s figures, safe to read on any thread."""
+
+    count: int = 0  # transactions committed (each holds a group of units)
+    failures: int = 0  # transactions rolled back because the write failed
+    seconds: float = 0.0  # their durations added up
+    buckets: tuple[int, ...] = (0,) * len(COMMIT_BOUNDS)  # per bound, not cumulative
+
+
+class CommitClock:
+    """How long the store's commits take, as plain numbers (the metrics module turns them
+    into a histogram; the store knows nothing of Prometheus). Written once per commit by
+    the writer thread, read by whoever asks for a :meth:`snapshot`: one small lock per
+    group commit, nothing per message."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._failures = 0
+        self._seconds = 0.0
+        self._buckets = [0] * len(COMMIT_BOUNDS)
+
+    def record(self, seconds: float) -> None:
+        index = bisect.bisect_left(COMMIT_BOUNDS, seconds)
+        with self._lock:
+            self._count += 1
+            self._seconds += seconds
+            if index < len(COMMIT_BOUNDS):
+                self._buckets[index] += 1
+
+    def failed(self) -> None:
+        with self._lock:
+            self._failures += 1
+
+    def snapshot(self) -> CommitTimes:
+        with self._lock:
+            return CommitTimes(self._count, self._failures, self._seconds,
+                               tuple(self._buckets))
+
+
 class Store(abc.ABC):
     """A backend: memory (nothing survives) or SQLite (the embedded default)."""
 
@@ -67,6 +116,7 @@ class Store(abc.ABC):
         self._ids = itertools.count(1)
         self.batching = False  # buffer units until flush() (the server flushes each pass)
         self.outbox: list[Unit] = []  # units buffered while batching
+        self.commits = CommitClock()  # durations of the commits that reach the disk
 
     def next_id(self) -> int:
         """A new message id, greater than every id given out or recovered before."""
@@ -91,6 +141,11 @@ class Store(abc.ABC):
     def commit(self, unit: Unit) -> None:
         """Write ``unit``; its ``done`` runs on the loop thread once it is durable (or
         with the error if it could not be written: then none of it was)."""
+
+    @property
+    def location(self) -> str | None:
+        """Where the store keeps its data (None: in memory only), for the operational log."""
+        return None
 
     @property
     def pages(self) -> bool:

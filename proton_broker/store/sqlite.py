@@ -103,9 +103,11 @@ class SqliteStore(Store):
         self._writer = threading.Thread(target=self._write_loop, name="store-writer",
                                         daemon=True)
         self._writer.start()
-        log.info("store %s: %d durable queues, %d messages", self.path,
-                 len(recovered.queues), len(recovered.messages))
         return recovered
+
+    @property
+    def location(self) -> str | None:
+        return str(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -295,6 +297,7 @@ class SqliteStore(Store):
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
         retires = [(message_id,) for unit in group for message_id in unit.retires]
+        started = time.perf_counter()
         try:
             db.execute("BEGIN")
             _insert(db, "messages", 5, rows)
@@ -313,8 +316,10 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+            self.commits.failed()
             log.error("store %s: a write of %d units failed: %s", self.path, len(group), exc)
             return StoreError(f"the store could not write: {exc}")
+        self.commits.record(time.perf_counter() - started)
         if self._after_commit is not None:
             self._after_commit()
         return None

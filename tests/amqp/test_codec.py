@@ -153,3 +153,40 @@ def test_find_in_map_reads_one_key_as_the_decoded_map_has_it(properties: dict) -
         got = find_in_map(data, start, stop, key) if properties else None
         assert got == expected
         assert message.application_property(key) == expected
+
+
+@pytest.mark.parametrize("fields", [
+    {"id": "only-an-id"},
+    {"id": "m", "group_id": "g-1"},
+    {"id": "m", "group_id": "g-1", "group_sequence": 0},
+    {"id": "m", "group_id": "g-1", "group_sequence": 5},
+    {"id": "m", "group_id": "g-1", "reply_to_group_id": "r"},
+    {"id": "m", "group_id": "g-1", "user_id": b"u"},
+    {"id": "é-id", "group_id": "grüppe"},
+    {"id": 42, "group_id": "g-1"},
+    {"id": "m", "address": "q", "group_id": "g-1"},
+    {"group_id": "g-1"},
+])
+def test_properties_of_every_common_shape_read_as_proton_decodes_them(fields: dict) -> None:
+    sent = Message(body=b"x", **fields)
+    message = parse_message(_encoded(sent, inferred=True))
+    decoded = Message()
+    decoded.decode(_encoded(sent, inferred=True))
+    assert (message.message_id, message.group_id, message.to) == (
+        decoded.id, decoded.group_id, decoded.address)
+
+
+def test_a_properties_list_whose_group_id_overruns_it_is_a_decode_error() -> None:
+    data = bytearray(_encoded(Message(id="m", group_id="g-1", body=b"x"), inferred=True))
+    at = data.index(b"\xa1\x03g-1")
+    data[at + 1] = 0x09  # the group-id claims more bytes than its list holds
+    with pytest.raises(DecodeError):
+        parse_message(bytes(data))
+
+
+def test_a_properties_list_with_an_invalid_utf8_group_id_is_a_decode_error() -> None:
+    data = bytearray(_encoded(Message(id="m", group_id="g-1", body=b"x"), inferred=True))
+    at = data.index(b"g-1")
+    data[at] = 0xFF
+    with pytest.raises(DecodeError):
+        parse_message(bytes(data))

@@ -12,6 +12,7 @@ import pytest
 from proton_broker.store.base import Recovered, Store, StoredMessage, StoreError, Unit
 from proton_broker.store.memory import MemoryStore
 from proton_broker.store.sqlite import FILE_NAME, SqliteStore
+from tests.store.failing import DiskFullStore
 
 
 class Backend:
@@ -135,25 +136,18 @@ def test_units_arriving_together_are_committed_in_one_group(tmp_path: Path) -> N
 
 def test_a_failed_write_completes_every_unit_with_an_error_and_writes_nothing(
         tmp_path: Path) -> None:
-    posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-    failing = [True]
-
-    def before_commit() -> None:
-        if failing[0]:
-            raise sqlite3.OperationalError("database or disk is full")
-
-    store = SqliteStore(tmp_path, posted.put, before_commit=before_commit)
+    store = DiskFullStore(tmp_path)
     store.open()
     results: list[BaseException | None] = []
     store.commit(Unit(enqueues=[message(store, "q", b"lost")], done=results.append))
-    posted.get(timeout=10)()
+    store.posted.get(timeout=10)()
     assert isinstance(results[0], StoreError) and "disk is full" in str(results[0])
-    failing[0] = False  # space freed: the next write works
+    store.full = False  # space freed: the next write works
     store.commit(Unit(enqueues=[message(store, "q", b"kept")], done=results.append))
-    posted.get(timeout=10)()
+    store.posted.get(timeout=10)()
     assert results[1] is None
     store.close()
-    reopened = SqliteStore(tmp_path, posted.put)
+    reopened = SqliteStore(tmp_path, store.posted.put)
     assert [m.data for m in reopened.open().messages] == [b"kept"]
     reopened.close()
 

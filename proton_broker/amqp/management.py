@@ -1,0 +1,141 @@
+"""The ``$management`` node on the wire: request links, reading requests, sending replies.
+
+What a request means is :mod:`proton_broker.management`'s business; this module only moves
+messages, the way Qpid Broker-J's ``ManagementNode`` does:
+
+* A client sends requests on a link whose target address is ``$management``. The
+  application properties (``operation``, ``type``, ``name``/``identity``, ...) and the body
+  (a map) are handed to :class:`~proton_broker.management.Management`.
+* The reply goes to the request's ``reply-to`` with ``correlation-id`` set to the request's
+  correlation-id, or else its message-id, and the application properties ``statusCode``
+  (an int) and ``statusDescription``. ``reply-to`` may be:
+
+  - the address of a queue, typically a dynamic node the client made with a receiver whose
+    source is ``dynamic`` (qpid-proton clients, the Qpid Dispatch tools, our CLI); a name
+    the broker may create on demand is created as a sender's would be;
+  - the target address of a receiving link attached to ``$management`` itself (Broker-J's
+    shape, as Qpid JMS uses it): such a link gets a private queue of its own, gone when
+    the link goes.
+
+* A request whose reply could not be delivered anywhere (no ``reply-to``, or one naming no
+  node) is not performed: its delivery is settled ``rejected`` with a description, so the
+  client learns why instead of waiting. One that cannot be read is rejected the same way.
+  Otherwise the request is ``accepted`` once its reply is on the reply queue, whatever the
+  status in the reply; if the reply queue refuses the reply (a full reject queue), the
+  request, performed by then, is rejected with a description that says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from proton import Delivery, Link, Message, int32
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.amqp.conditions import reject
+from proton_broker.amqp.control import ControlLink
+from proton_broker.errors import BrokerError, InvalidField, NotFound
+from proton_broker.management import NODE_ADDRESS, Management, Response
+from proton_broker.queues.queue import Queue
+
+if TYPE_CHECKING:
+    from proton_broker.broker import Broker
+
+log = logging.getLogger("proton_broker.amqp")
+
+MANAGEMENT_ADDRESS = NODE_ADDRESS
+
+
+class ManagementNode:
+    """The node: performs requests and routes replies (one per server)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.management = Management(broker)
+        self._reply_queues: dict[str, Queue] = {}  # by the receiving link's target address
+
+    def reply_queue_for(self, address: str | None) -> Queue:
+        """A private queue for a receiver attached to ``$management`` whose target address
+        is ``address`` (Broker-J's reply routing); the server deletes it with the link."""
+        if not address:
+            raise InvalidField("a receiver from $management needs a target address: the "
+                               "reply-to its requests will use", "target")
+        existing = self._reply_queues.get(address)
+        if existing is not None and existing.name in self.broker.queues:
+            raise InvalidField(f"another link receives management replies for '{address}'",
+                               "target")
+        queue = self.broker.declare(f"TempQueue{uuid.uuid4()}")
+        self._reply_queues[address] = queue
+        return queue
+
+    def _reply_target(self, reply_to: Any) -> Queue:
+        if not isinstance(reply_to, str) or not reply_to:
+            raise InvalidField("a management request needs a reply-to address for its "
+                               "answer; the request was not performed", "reply-to")
+        queue = self._reply_queues.get(reply_to)
+        if queue is not None and self.broker.queues.get(queue.name) is queue:
+            return queue
+        try:
+            return self.broker.resolve(reply_to)
+        except NotFound:
+            raise NotFound(f"reply-to '{reply_to}' names no node; the request was not "
+                           "performed") from None
+
+    def request(self, data: bytes) -> None:
+        """Perform one encoded request and queue its reply; raises :class:`BrokerError`
+        (the request is then rejected) when there is nowhere to answer."""
+        request = Message()
+        try:
+            request.decode(data)
+        except Exception as exc:  # noqa: BLE001 - whatever Proton finds wrong with it
+            raise InvalidField(f"unreadable management request: {exc}") from None
+        target = self._reply_target(request.reply_to)
+        properties = {str(k): v for k, v in (request.properties or {}).items()}
+        response = self.management.handle(properties, request.body)
+        correlation = request.correlation_id if request.correlation_id is not None \
+            else request.id
+        try:
+            target.enqueue(parse_message(_reply(response, request.reply_to, correlation)))
+        except BrokerError as exc:  # e.g. a full reject-policy reply queue
+            exc.description = (f"the request was performed ({response.status} "
+                               f"{response.description}) but its reply could not be queued "
+                               f"on '{target.name}': {exc.description}")
+            exc.args = (exc.description,)
+            raise
+        log.debug("management %s %s: %d %s", properties.get("operation"),
+                  properties.get("name") or properties.get("identity"), response.status,
+                  response.description)
+
+
+def _reply(response: Response, address: str, correlation: Any) -> bytes:
+    reply = Message(address=address, correlation_id=correlation,
+                    properties={**response.properties, "statusCode": int32(response.status),
+                                "statusDescription": response.description},
+                    body=response.body)
+    reply.id = str(uuid.uuid4())
+    return reply.encode()
+
+
+class RequestLink(ControlLink):
+    """A link on which a client sends management requests (target ``$management``)."""
+
+    def __init__(self, link: Link, node: ManagementNode, credit: int) -> None:
+        super().__init__(link, credit)
+        self.node = node
+        self.queue: Queue | None = None  # no queue behind it (see Server._queue_deleted)
+
+    def handle(self, delivery: Delivery, data: bytes) -> None:
+        try:
+            self.node.request(data)
+        except BrokerError as exc:
+            log.info("management request refused: %s", exc.description)
+            if not delivery.settled:
+                reject(delivery, exc)
+            else:
+                delivery.settle()
+        else:
+            if not delivery.settled:
+                delivery.update(Delivery.ACCEPTED)
+            delivery.settle()

@@ -1,0 +1,1 @@
+"""``proton-broker-config``: a qpid-config-style tool, a plain AMQP client of ``$management``."""

@@ -1,0 +1,75 @@
+"""A blocking client of an AMQP management node (``$management``).
+
+It speaks the AMQP Management 1.0 draft as Qpid Broker-J answers it (see
+:mod:`proton_broker.management`): replies come back on a dynamic receiver whose address is
+the requests' ``reply-to``, matched by ``correlation-id``. Nothing here is specific to this
+broker, so the tool works against any broker with the same node where the operation exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from proton import Message
+from proton.utils import BlockingConnection
+
+MANAGEMENT_ADDRESS = "$management"
+NODE_TYPE = "org.amqp.management"
+
+
+@dataclass
+class Reply:
+    status: int
+    description: str
+    body: Any
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class ManagementClient:
+    """One connection, one request link and one reply link; requests one at a time."""
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        self.timeout = timeout
+        self.connection = BlockingConnection(url, timeout=timeout)
+        try:
+            self.receiver = self.connection.create_receiver(None, dynamic=True)
+            self.reply_to = self.receiver.remote_source.address
+            self.sender = self.connection.create_sender(MANAGEMENT_ADDRESS)
+        except BaseException:
+            self.connection.close()
+            raise
+
+    def request(self, operation: str, entity_type: str, name: str | None = None,
+                body: Any = None, **properties: Any) -> Reply:
+        """Send one request and wait for its reply."""
+        correlation = str(uuid.uuid4())
+        props = {"operation": operation, "type": entity_type, **properties}
+        if name is not None:
+            props["name"] = name
+        self.sender.send(Message(reply_to=self.reply_to, correlation_id=correlation,
+                                 properties=props, body=body))
+        while True:
+            reply = self.receiver.receive(self.timeout)
+            self.receiver.accept()
+            if reply.correlation_id == correlation:
+                props = reply.properties or {}
+                return Reply(int(props.get("statusCode", 500)),
+                             str(props.get("statusDescription", "")), reply.body)
+
+    def node(self, operation: str, body: Any = None, **properties: Any) -> Reply:
+        """An operation on the management node itself (QUERY, GET-TYPES, ...)."""
+        return self.request(operation, NODE_TYPE, "self", body, identity="self", **properties)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> ManagementClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

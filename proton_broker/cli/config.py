@@ -1,0 +1,281 @@
+"""``proton-broker-config``: manage queues the way ``qpid-config`` does, over AMQP management.
+
+Commands (as qpid-config spells them; options may come before or after the words)::
+
+    proton-broker-config [-b URL] add queue NAME [--durable] [--lvq-key KEY] ...
+    proton-broker-config [-b URL] del queue NAME [--force]
+    proton-broker-config [-b URL] queues [--interval SECONDS]
+    proton-broker-config [-b URL] queue NAME
+
+Rules this module owns:
+
+* The tool is a plain client of the ``$management`` node (:mod:`.client`), so it works
+  against a remote broker, and against other brokers with that node (Qpid Broker-J): the
+  options become Broker-J attribute names (``lvqKey``, ``messageGroupKeyOverride``,
+  ``maximumQueueDepthBytes``, ...); ``--argument KEY=VALUE`` passes any other option
+  through as a string, and the broker validates it as it would on an attach.
+* Exit codes a shell user expects: 0 done, 1 the broker refused (or could not be reached),
+  2 a usage error. Errors go to stderr as ``Failed: ...``, as qpid-config prints them.
+  Success is silent for ``add`` and ``del`` (as qpid-config) unless ``--json`` is given.
+* ``--json`` prints the broker's answer as JSON on stdout, for scripts.
+* The broker is ``-b``, else ``$PROTON_CONFIG_BROKER``, else ``localhost:5672`` (as
+  qpid-config), so qpid-config command lines work unchanged.
+* ``queues`` shows rates from two snapshots ``--interval`` seconds apart (0: no rates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from proton import ConnectionException, Timeout
+
+from proton_broker.cli.client import ManagementClient, Reply
+
+DEFAULT_BROKER = "localhost:5672"
+# The default for -b when set (not PROTON_BROKER_*: that prefix is the broker's own config).
+BROKER_ENV = "PROTON_CONFIG_BROKER"
+QUEUE_TYPE = "org.apache.qpid.Queue"
+LIMIT_POLICIES = ("none", "ring", "reject", "flow-to-disk", "producer-flow-control")
+TABLE_ATTRIBUTES = ["name", "type", "durable", "queueDepthMessages", "queueDepthBytes",
+                    "consumerCount", "totalEnqueuedMessages", "totalDequeuedMessages"]
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+_ADD_ONLY = ("durable", "lvq_key", "group_header", "shared_groups", "priorities", "sort_key",
+             "max_queue_size", "max_queue_count", "limit_policy", "argument")
+
+
+class Refused(Exception):
+    """The broker said no, or could not be asked: exit 1 with this text."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="proton-broker-config",
+        description="Create, delete and inspect queues of an AMQP broker through its "
+                    "$management node (qpid-config style).",
+        usage="%(prog)s [OPTIONS] add queue NAME [ADD OPTIONS]\n"
+              "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
+              "       %(prog)s [OPTIONS] queues\n"
+              "       %(prog)s [OPTIONS] queue NAME",
+        epilog="Exit status: 0 done, 1 the broker refused or could not be reached, "
+               "2 usage error.")
+    parser.add_argument("command", nargs="*", help=argparse.SUPPRESS)
+    general = parser.add_argument_group("options")
+    general.add_argument("-b", "--broker", "-a", "--broker-addr", dest="broker",
+                         default=os.environ.get(BROKER_ENV) or DEFAULT_BROKER, metavar="URL",
+                         help=f"broker address, [amqp://][user[:password]@]host[:port] "
+                              f"(default ${BROKER_ENV}, else {DEFAULT_BROKER})")
+    general.add_argument("-t", "--timeout", type=float, default=10.0, metavar="SECONDS",
+                         help="how long to wait for the broker (default 10)")
+    general.add_argument("--json", action="store_true",
+                         help="print the broker's answer as JSON (for scripts)")
+    general.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                         help="queues: measure rates over this long (default 1; 0: no rates)")
+    add = parser.add_argument_group("add queue options")
+    add.add_argument("--durable", action="store_true", help="the queue survives a restart")
+    add.add_argument("--lvq-key", metavar="KEY",
+                     help="last-value queue keyed by this application property")
+    add.add_argument("--group-header", metavar="KEY",
+                     help="message groups: the application property holding the group id")
+    add.add_argument("--shared-groups", action="store_true",
+                     help="groups are shared by consumers in order (one holder at a time)")
+    add.add_argument("--priorities", type=int, metavar="N",
+                     help="priority queue with N levels (1-10)")
+    add.add_argument("--sort-key", metavar="KEY",
+                     help="sorted queue ordered by this application property")
+    add.add_argument("--max-queue-size", type=int, metavar="BYTES",
+                     help="limit on the bytes queued")
+    add.add_argument("--max-queue-count", type=int, metavar="N",
+                     help="limit on the messages queued")
+    add.add_argument("--limit-policy", choices=LIMIT_POLICIES,
+                     help="what happens at the limit")
+    add.add_argument("--argument", action="append", default=[], metavar="KEY=VALUE",
+                     help="any other queue option, e.g. qpid.max_count=10 (repeatable)")
+    delete = parser.add_argument_group("del queue options")
+    delete.add_argument("--force", action="store_true",
+                        help="delete the queue even if it holds messages")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_intermixed_args(argv)
+    command = _command(parser, args)
+    try:
+        with ManagementClient(args.broker, args.timeout) as client:
+            return command(client, args)
+    except Refused as exc:
+        print(f"Failed: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except (ConnectionException, Timeout, OSError) as exc:
+        print(f"Failed: cannot reach the broker at {args.broker}: {exc or type(exc).__name__}",
+              file=sys.stderr)
+        return EXIT_REFUSED
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The function for the command words, after checking them (exit 2 if wrong)."""
+    words = args.command
+    if words[:2] == ["add", "queue"] and len(words) == 3:
+        chosen = add_queue
+    elif words[:2] == ["del", "queue"] and len(words) == 3:
+        chosen = del_queue
+    elif words == ["queues"]:
+        chosen = list_queues
+    elif words[:1] == ["queue"] and len(words) == 2:
+        chosen = show_queue
+    else:
+        parser.error(f"unknown command {' '.join(words)!r}" if words else "no command given")
+    if chosen is not add_queue:
+        given = [f"--{name.replace('_', '-')}" for name in _ADD_ONLY
+                 if getattr(args, name) not in (None, False, [])]
+        if given:
+            parser.error(f"{', '.join(given)} only go with 'add queue'")
+    if args.force and chosen is not del_queue:
+        parser.error("--force only goes with 'del queue'")
+    if chosen is add_queue:
+        args.attributes = queue_attributes(parser, args)
+    return chosen
+
+
+def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace
+                     ) -> dict[str, Any]:
+    """The CREATE body for ``add queue``: Broker-J attribute names, then --argument."""
+    body: dict[str, Any] = {}
+    if args.durable:
+        body["durable"] = True
+    if args.lvq_key is not None:
+        body["lvqKey"] = args.lvq_key
+    if args.group_header is not None:
+        body["messageGroupKeyOverride"] = args.group_header
+        body["messageGroupType"] = "SHARED_GROUPS" if args.shared_groups else "STANDARD"
+    elif args.shared_groups:
+        body["messageGroupType"] = "SHARED_GROUPS"
+    if args.priorities is not None:
+        body["priorities"] = args.priorities
+    if args.sort_key is not None:
+        body["sortKey"] = args.sort_key
+    if args.max_queue_size is not None:
+        body["maximumQueueDepthBytes"] = args.max_queue_size
+    if args.max_queue_count is not None:
+        body["maximumQueueDepthMessages"] = args.max_queue_count
+    if args.limit_policy is not None:
+        body["overflowPolicy"] = args.limit_policy.upper().replace("-", "_")
+    for item in args.argument:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--argument needs KEY=VALUE, got {item!r}")
+        if key in body:
+            parser.error(f"--argument {key} repeats a setting given by another option")
+        body[key] = value
+    return body
+
+
+# ---- commands ------------------------------------------------------------------------------
+
+def add_queue(client: ManagementClient, args: argparse.Namespace) -> int:
+    name = args.command[2]
+    reply = _ok(client.request("CREATE", QUEUE_TYPE, name, {"name": name, **args.attributes}))
+    if args.json:
+        _print_json(reply.body)
+    return EXIT_OK
+
+
+def del_queue(client: ManagementClient, args: argparse.Namespace) -> int:
+    name = args.command[2]
+    props = {"force": True} if args.force else {}
+    _ok(client.request("DELETE", QUEUE_TYPE, name, **props))
+    if args.json:
+        _print_json({"name": name, "deleted": True})
+    return EXIT_OK
+
+
+def show_queue(client: ManagementClient, args: argparse.Namespace) -> int:
+    reply = _ok(client.request("READ", QUEUE_TYPE, args.command[1]))
+    if args.json:
+        _print_json(reply.body)
+        return EXIT_OK
+    attributes = reply.body if isinstance(reply.body, dict) else {}
+    width = max((len(str(k)) for k in attributes), default=0)
+    for key, value in attributes.items():
+        print(f"{key:<{width}}  {_text(value)}")
+    return EXIT_OK
+
+
+def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
+    before, started = _snapshot(client), time.monotonic()
+    rows = before
+    if args.interval > 0:
+        time.sleep(args.interval)
+        rows = _snapshot(client)
+        elapsed = time.monotonic() - started
+        for name, row in rows.items():
+            old = before.get(name, {})
+            for total, rate in (("totalEnqueuedMessages", "enqueueRate"),
+                                ("totalDequeuedMessages", "dequeueRate")):
+                if isinstance(row.get(total), int) and isinstance(old.get(total), int):
+                    row[rate] = round((row[total] - old[total]) / elapsed, 1)
+    if args.json:
+        _print_json(list(rows.values()))
+        return EXIT_OK
+    _print_table(list(rows.values()))
+    return EXIT_OK
+
+
+def _snapshot(client: ManagementClient) -> dict[str, dict[str, Any]]:
+    reply = _ok(client.node("QUERY", {"attributeNames": TABLE_ATTRIBUTES},
+                            entityType=QUEUE_TYPE))
+    body = reply.body if isinstance(reply.body, dict) else {}
+    names = list(body.get("attributeNames") or TABLE_ATTRIBUTES)
+    rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
+    return {str(row.get("name")): row for row in rows
+            if row.get("name") != client.reply_to}  # not the tool's own reply queue
+
+
+COLUMNS = [("Queue", "name"), ("Type", "type"), ("Dur", "durable"),
+           ("Msgs", "queueDepthMessages"), ("Bytes", "queueDepthBytes"),
+           ("Cons", "consumerCount"), ("Enq", "totalEnqueuedMessages"),
+           ("Deq", "totalDequeuedMessages"), ("Enq/s", "enqueueRate"),
+           ("Deq/s", "dequeueRate")]
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    columns = [(title, key) for title, key in COLUMNS
+               if key not in ("enqueueRate", "dequeueRate") or any(key in r for r in rows)]
+    cells = [[title for title, _ in columns]]
+    cells += [[_text(row.get(key), table=True) for _, key in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    for n, line in enumerate(cells):
+        print("  ".join(c.ljust(w) if i < 2 or n == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip())
+        if n == 0:
+            print("=" * (sum(widths) + 2 * (len(widths) - 1)))
+
+
+def _text(value: Any, table: bool = False) -> str:
+    if value is None:
+        return "-" if table else ""
+    if isinstance(value, bool):
+        return ("Y" if value else "N") if table else str(value).lower()
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def _ok(reply: Reply) -> Reply:
+    if not reply.ok:
+        raise Refused(f"{reply.status} {reply.description}")
+    return reply
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
