@@ -102,6 +102,17 @@ def test_a_sink_given_two_queues_is_refused_before_anything_is_sent(
          .option("queues", "a,b").save())
 
 
+def test_a_write_fails_when_the_queue_refuses_a_row(
+        spark: Any, broker_url: str, queue_name: str) -> None:
+    _send(broker_url, queue_name, ["first"],
+          options={"qpid.max_count": 2, "qpid.policy_type": "reject"})
+    frame = spark.createDataFrame([(f"row {i}",) for i in range(5)], "body STRING")
+    with pytest.raises(Exception, match=f"queue '{queue_name}' did not accept a message"):
+        (frame.coalesce(1).write.format("amqp").mode("append").option("url", broker_url)
+         .option("queue", queue_name).save())
+    assert len(_drain(broker_url, queue_name, browse=True)) == 2  # full, nothing more
+
+
 @needs_broker_side
 def test_a_streaming_query_with_a_checkpoint_continues_exactly_where_it_stopped(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
