@@ -58,6 +58,9 @@ class Message:
     # Sequence history: the number its queue gave it before it joined (a durable message is
     # numbered before it is written, so that the stored bytes carry the number).
     sequence: int | None = None
+    # The queue sequence number its queue gave it when it joined (x-opt-sequence-number,
+    # stamped on every delivery); None until then.
+    number: int | None = None
     in_history: bool = False  # one of the versions its queue's history keeps
     on_queue: bool = False  # its entry is live on the queue (history: both may hold it)
 

@@ -43,7 +43,13 @@ from typing import TYPE_CHECKING, Any
 from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Link
 
-from proton_broker.amqp.codec import DecodeError, parse_message, redelivered
+from proton_broker.amqp.codec import (
+    DecodeError,
+    encode_header,
+    parse_message,
+    redelivered,
+    with_sequence_number,
+)
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for, reject
 from proton_broker.amqp.coordinator import (
     TRANSACTIONAL_STATE,
@@ -199,7 +205,7 @@ class ProducerLink:
         durable; it goes on its queue, and is settled, when everything before it has."""
         item = _Pending(dlv, message, queue)
         self._pending.append(item)
-        if message.durable and queue.persistent:
+        if message.durable and queue.persistent and not queue.is_duplicate(message):
             self.broker.persist(message, queue, item.written(self._drain_pending))
         else:
             item.ready = True
@@ -214,7 +220,8 @@ class ProducerLink:
                     f"message not stored on '{item.queue.name}': {item.error}"))
                 continue
             try:
-                item.queue.enqueue(item.message)
+                if item.queue.enqueue(item.message) is None:  # a duplicate: accepted, dropped
+                    self.broker.forget(item.message)
             except BrokerError as exc:
                 self.broker.forget(item.message)  # written, but it never joined the queue
                 self._settle_refused(item.dlv, exc)
@@ -353,9 +360,17 @@ class ConsumerLink:
 
     def deliver(self, entry: Entry) -> None:
         message = entry.message
-        data = message.data
-        if entry.delivery_count != message.delivery_count:
+        number = message.number
+        if number is not None:  # every message on a queue: stamp x-opt-sequence-number
+            header = None
+            if entry.delivery_count != message.delivery_count:
+                header = encode_header(message.durable, message.priority, message.ttl,
+                                       message.first_acquirer, entry.delivery_count)
+            data = with_sequence_number(message, number, header)
+        elif entry.delivery_count != message.delivery_count:
             data = redelivered(message, entry.delivery_count)
+        else:
+            data = message.data
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
         self._sent += 1

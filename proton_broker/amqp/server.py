@@ -54,6 +54,7 @@ from proton_broker.amqp.terminus import (
     node_options,
     replay_period,
     sequence_filter,
+    sequence_number_filter,
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
@@ -263,16 +264,21 @@ class Server(Handler):
         queue = self._node(source, options, required=True)
         assert queue is not None
         sequence, applied = sequence_filter(source)
+        from_number, from_applied = sequence_number_filter(source)
+        applied = {**applied, **from_applied}
         browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only \
-            or sequence is not None  # a history replay is a browse
+            or sequence is not None or from_number is not None  # replays are browses
         self._echo(link.source, source, queue, options)
         link.source.distribution_mode = (
             Terminus.DIST_MODE_COPY if browse else Terminus.DIST_MODE_MOVE
         )
         link.target.copy(link.remote_target)
         period, requested = replay_period(link, source)
+        if from_number is not None and requested is not None:
+            raise InvalidField(f"{REPLAY_PERIOD} and x-opt-sequence-number cannot be "
+                               "combined: each says where browsing starts", REPLAY_PERIOD)
         consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
-        queue.subscribe(consumer, period, sequence)
+        queue.subscribe(consumer, period, sequence, from_number)
         if requested is not None:
             applied = {**applied, REPLAY_PERIOD: requested}
         if applied:
