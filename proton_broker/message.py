@@ -42,6 +42,9 @@ class Message:
     # (value start, section end); decoded only when a queue feature asks for them.
     app_properties_span: tuple[int, int] | None = None
     annotations_span: tuple[int, int] | None = None
+    # Where the delivery-annotations section ends (0: none), the place a message without
+    # message-annotations gets the section holding its queue sequence number.
+    delivery_annotations_end: int = 0
     # Set by the broker on arrival:
     expires_at: float | None = None  # seconds since the epoch (time.time() scale)
     arrival: float = 0.0

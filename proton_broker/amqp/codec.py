@@ -477,6 +477,8 @@ def _parse(data: bytes, message: Message) -> Message:
                 message.app_properties_span = (at, pos)
             elif code == MESSAGE_ANNOTATIONS:
                 message.annotations_span = (at, pos)
+            elif code == DELIVERY_ANNOTATIONS:
+                message.delivery_annotations_end = pos
     if pos != end:
         raise _explain(data)
     return message
@@ -722,6 +724,9 @@ _NUMBER_PAIR = b"\xa3" + bytes((len(SEQUENCE_NUMBER),)) + SEQUENCE_NUMBER.encode
 # A whole message-annotations section holding only the number (a map8 of one pair), up to
 # the number's eight bytes: what a message without annotations gets.
 _NUMBER_SECTION = b"\x00\x53\x72\xc1" + bytes((1 + len(_NUMBER_PAIR) + 8, 2)) + _NUMBER_PAIR
+# The whole section, packed in one call: number_section(prefix, number).
+number_section = struct.Struct(f">{len(_NUMBER_SECTION)}sQ").pack
+NUMBER_SECTION_PREFIX = _NUMBER_SECTION
 
 
 def with_sequence_number(message: Message, number: int, header: bytes | None = None) -> bytes:
@@ -733,17 +738,9 @@ def with_sequence_number(message: Message, number: int, header: bytes | None = N
     data = message.data
     start = message.header_end
     span = message.annotations_span
-    if span is None:
-        pos = start
-        if data.startswith(b"\x00\x53", pos):  # a section, as every client writes it
-            if data[pos + 2] == DELIVERY_ANNOTATIONS:  # they come before ours
-                pos = _skip_section_value(data, pos + 3)
-        elif pos < len(data):  # a descriptor written another way
-            code, value_at = _section_code(data, pos, len(data))
-            if code == DELIVERY_ANNOTATIONS:
-                pos = _skip_section_value(data, value_at)
-        middle = _NUMBER_SECTION + _U64.pack(number)
-        at = stop = pos
+    if span is None:  # after the header and delivery-annotations: see parse_message
+        at = stop = message.delivery_annotations_end or start
+        middle = number_section(_NUMBER_SECTION, number)
     else:
         at, stop = span
         middle = _map_with_number(data, at, stop, number)

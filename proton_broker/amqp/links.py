@@ -44,8 +44,10 @@ from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Link
 
 from proton_broker.amqp.codec import (
+    NUMBER_SECTION_PREFIX,
     DecodeError,
     encode_header,
+    number_section,
     parse_message,
     redelivered,
     with_sequence_number,
@@ -91,6 +93,7 @@ _remote_state = lib.pn_delivery_remote_state
 _link_credit = lib.pn_link_credit
 _link_flow = lib.pn_link_flow
 _unpack = ffi.unpack
+_number_section = number_section
 _U64 = struct.Struct(">Q")
 
 _ids = itertools.count(1)
@@ -360,8 +363,15 @@ class ConsumerLink:
 
     def deliver(self, entry: Entry) -> None:
         message = entry.message
-        number = message.number
-        if number is not None:  # every message on a queue: stamp x-opt-sequence-number
+        number = message.number  # x-opt-sequence-number: every delivery carries it
+        if message.annotations_span is None and entry.delivery_count == message.delivery_count \
+                and number is not None:
+            # The usual message: the section goes in after the header and any
+            # delivery-annotations (with_sequence_number, inlined: this runs per delivery).
+            data = message.data
+            at = message.delivery_annotations_end or message.header_end
+            data = data[:at] + _number_section(NUMBER_SECTION_PREFIX, number) + data[at:]
+        elif number is not None:
             header = None
             if entry.delivery_count != message.delivery_count:
                 header = encode_header(message.durable, message.priority, message.ttl,

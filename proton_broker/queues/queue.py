@@ -591,7 +591,7 @@ class Queue:
             return
         if from_number is not None:
             if not consumer.browse:
-                raise InvalidField("browsing from a sequence number needs a browser "
+                raise InvalidField("an x-opt-sequence-number filter browses: it needs a browser "
                                    "(distribution mode copy)", "x-opt-sequence-number")
             start = from_number
         else:
@@ -794,6 +794,8 @@ class Queue:
             if entry is None:
                 break
             index += 1
+            if entry.seq < seq:
+                continue  # before a start that was beyond the end (a future number)
             seq = entry.seq + 1
             if entry.state == DEAD or entry.state == HELD or entry.superseded:
                 continue  # a held entry comes through ``late`` once it is valid
