@@ -261,11 +261,11 @@ class Server(Handler):
     def _attach_consumer(self, link: Link) -> ConsumerLink:
         source = link.remote_source
         options = node_options(link, source)
-        queue = self._node(source, options, required=True)
-        assert queue is not None
-        sequence, applied = sequence_filter(source)
+        sequence, applied = sequence_filter(source)  # bad filters: refused, nothing created
         from_number, from_applied = sequence_number_filter(source)
         applied = {**applied, **from_applied}
+        queue = self._node(source, options, required=True)
+        assert queue is not None
         browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only \
             or sequence is not None or from_number is not None  # replays are browses
         self._echo(link.source, source, queue, options)

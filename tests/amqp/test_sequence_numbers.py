@@ -167,6 +167,14 @@ def test_combining_it_with_a_history_replay_filter_is_refused(broker: RunningBro
     assert link.remote_condition.name == "amqp:invalid-field"
 
 
+def test_a_refused_filter_does_not_create_the_queue(broker: RunningBroker) -> None:
+    client = broker.client()
+    link = browse(client, "never-made", -5)
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    assert "never-made" not in broker.broker.queues
+
+
 # ---- durable numbers -------------------------------------------------------------------
 
 
