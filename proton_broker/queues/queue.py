@@ -282,11 +282,11 @@ class Queue:
         limited = self._limited
         if limited and not admitted:
             self._admit(message)
-        if dedupe is not None and message.message_id is not None:  # after the admission
-            dedupe.remember(id_key(message.message_id), time.time() if now is None else now,
-                            kept=self.persistent and message.store_id is not None)
         key = self._sequence(message) if self.history is not None else None
         arrival = time.time() if now is None else now
+        if dedupe is not None and message.message_id is not None:  # it can no longer be refused
+            dedupe.remember(id_key(message.message_id), arrival,
+                            kept=self.persistent and message.store_id is not None)
         message.arrival = arrival
         expires = (_expiry_time(message, arrival, self.settings)
                    if self._ttl_bounds or message.ttl or message.absolute_expiry_time else None)

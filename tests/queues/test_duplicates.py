@@ -138,3 +138,13 @@ def test_the_window_options_accept_their_text_forms_and_aliases() -> None:
     assert (settings.duplicate_count, settings.duplicate_seconds) == (5, 2.5)
     assert settings.detects_duplicates
     assert not parse_settings({}).detects_duplicates
+
+
+def test_a_message_refused_for_a_bad_key_sequence_is_not_remembered() -> None:
+    q = queue(duplicateDetectionCount=10, sequenceKey="k")
+    bad = parse_message(proton.Message(id="m", properties={"k": "a"},
+                                       annotations={"x-opt-sequence": "x"}).encode())
+    with pytest.raises(InvalidField):
+        q.enqueue(bad)
+    good = parse_message(proton.Message(id="m", properties={"k": "a"}).encode())
+    assert q.enqueue(good) is not None
