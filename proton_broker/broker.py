@@ -200,15 +200,41 @@ class Broker:
                 self._make_durable(queue)
         for name, options in recovered.queues.items():
             self.declare(name, options)
+        for name, records in recovered.seen.items():
+            queue = self.queues.get(name)
+            if queue is not None:
+                queue.restore_seen(records)
+        floors = _number_floors(recovered)
+        last: dict[str, int] = {}
         for stored in recovered.messages:
-            self._recover(stored, stored.id in recovered.retired)
+            self._recover(stored, stored.id in recovered.retired,
+                          self._recovered_number(stored, recovered, floors, last))
         for name, counters in recovered.sequences.items():
             queue = self.queues.get(name)
             if queue is not None and queue.history is not None:
                 queue.history.restore(counters)
+        for queue in self.queues.values():
+            if queue.persistent:
+                queue.restore_numbers(floors.get(queue.name, 1))
         _log_recovery(recovered)
 
-    def _recover(self, stored: StoredMessage, retired: bool) -> None:
+    def _recovered_number(self, stored: StoredMessage, recovered: Recovered,
+                          floors: dict[str, int], last: dict[str, int]) -> int:
+        """The queue sequence number a recovered message gets back: its stored one, or,
+        for one stored without (a crash before its number was written, or a store from
+        before numbers) or out of order, a new one above every number given out before
+        the restart (written to the store), so the queue stays ordered by number."""
+        number = recovered.numbers.get(stored.id)
+        previous = last.get(stored.queue, 0)
+        if number is None or number <= previous:
+            number = max(previous + 1, floors.get(stored.queue, 1))
+            floors[stored.queue] = number + 1
+            if self.store is not None:
+                self.store.number(stored.id, number)
+        last[stored.queue] = number
+        return number
+
+    def _recover(self, stored: StoredMessage, retired: bool, number: int) -> None:
         queue = self.queues.get(stored.queue)
         if queue is None:  # cannot happen with the store's own deletes; keep the data
             log.warning("store: message %d names unknown queue '%s'; left in the store",
@@ -221,12 +247,13 @@ class Broker:
                              f"valid message: {exc}") from exc
         message.store_id = stored.id
         if queue.history is not None:  # numbered before it was written: keep that number
-            number = message.message_annotation(SEQUENCE)
-            message.sequence = number if type(number) is int else None
+            key_number = message.message_annotation(SEQUENCE)
+            message.sequence = key_number if type(key_number) is int else None
             if retired:  # a past version its history keeps, no longer on the queue
+                message.number = number
                 queue.recover_version(message)
                 return
-        queue.enqueue(message, now=stored.arrival, admitted=True)
+        queue.enqueue(message, now=stored.arrival, admitted=True, number=number)
 
     def _make_durable(self, queue: Queue) -> None:
         if self.store is None:
@@ -236,6 +263,7 @@ class Broker:
         if queue.history is not None:
             queue.retired = self.store.retire
         queue.persistent = True
+        queue.keep_numbers(StoreJournal(self.store))
 
     def persist(self, message: Message, queue: Queue, done: Completion) -> None:
         """Write ``message`` for ``queue``; ``done(error)`` runs on the loop thread once it
@@ -281,9 +309,9 @@ class Broker:
                 done(error)
                 return
             for queue, message in txn.sends:
-                if self.is_live(queue):
-                    queue.enqueue(message, admitted=True)
-                else:  # deleted meanwhile: it goes with the queue's other messages
+                if not self.is_live(queue):  # deleted meanwhile: it goes with the queue's others
+                    self.forget(message)
+                elif queue.enqueue(message, admitted=True) is None:  # a duplicate, dropped
                     self.forget(message)
             removed = set(unit.dequeues)
             for ack in txn.acks:
@@ -338,6 +366,39 @@ def _check_same(queue: Queue, parsed: ParsedOptions) -> None:
         first = next(iter(parsed.given.values()))
         raise InvalidField(f"queue '{queue.name}' exists with different settings: "
                            + "; ".join(diffs), first)
+
+
+def _number_floors(recovered: Recovered) -> dict[str, int]:
+    """Per queue, the lowest queue sequence number that may be given out anew: above the
+    store's reservation mark and above every recovered message's number."""
+    floors = dict(recovered.marks)
+    by_id = {stored.id: stored.queue for stored in recovered.messages}
+    for message_id, number in recovered.numbers.items():
+        name = by_id.get(message_id)
+        if name is not None and number >= floors.get(name, 1):
+            floors[name] = number + 1
+    return floors
+
+
+class StoreJournal:
+    """A durable queue's NumberJournal: its numbers and duplicate-detection records go to
+    the store, in the pass's shared unit (written with the pass's other writes)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def numbered(self, queue: Queue, message: Message) -> None:
+        assert message.store_id is not None and message.number is not None
+        self.store.number(message.store_id, message.number)
+
+    def reserve(self, queue: Queue, upto: int) -> None:
+        self.store.mark(queue.name, upto)
+
+    def seen(self, queue: Queue, key: str, when: float) -> None:
+        self.store.seen(queue.name, key, when)
+
+    def unseen(self, queue: Queue, key: str) -> None:
+        self.store.unseen(queue.name, key)
 
 
 class StorePager:

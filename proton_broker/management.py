@@ -170,6 +170,8 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "minimumMessageTtl": lambda q: q.settings.min_ttl or 0,
     "maximumMessageTtl": lambda q: q.settings.max_ttl or 0,
     "holdOnPublishEnabled": lambda q: q.settings.hold_on_publish,
+    "duplicateDetectionCount": lambda q: q.settings.duplicate_count,
+    "duplicateDetectionSeconds": lambda q: q.settings.duplicate_seconds,
     "arguments": lambda q: dict(q.options),  # as declared, under the names then used
     # statistics
     "queueDepthMessages": lambda q: q.depth,
@@ -184,6 +186,11 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "totalReleasedMessages": lambda q: q.stats.released,
     "totalRedeliveredMessages": lambda q: q.stats.redelivered,
     "totalReplacedMessages": lambda q: q.stats.replaced,
+    "totalDuplicateMessages": lambda q: q.stats.duplicates,
+    # queue sequence numbers (x-opt-sequence-number): the lowest still on the queue (the
+    # next when it is empty) and the one the next message will get
+    "earliestSequenceNumber": lambda q: q.earliest_sequence_number,
+    "nextSequenceNumber": lambda q: q.next_sequence_number,
     "flowStopped": lambda q: q.flow_stopped,
     # per-group and per-key figures (None where the queue has no groups / keys)
     "messageGroupCount": lambda q: len(_groups(q)) if q.settings.grouped else None,

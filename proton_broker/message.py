@@ -42,6 +42,9 @@ class Message:
     # (value start, section end); decoded only when a queue feature asks for them.
     app_properties_span: tuple[int, int] | None = None
     annotations_span: tuple[int, int] | None = None
+    # Where the delivery-annotations section ends (0: none), the place a message without
+    # message-annotations gets the section holding its queue sequence number.
+    delivery_annotations_end: int = 0
     # Set by the broker on arrival:
     expires_at: float | None = None  # seconds since the epoch (time.time() scale)
     arrival: float = 0.0
@@ -58,6 +61,9 @@ class Message:
     # Sequence history: the number its queue gave it before it joined (a durable message is
     # numbered before it is written, so that the stored bytes carry the number).
     sequence: int | None = None
+    # The queue sequence number its queue gave it when it joined (x-opt-sequence-number,
+    # stamped on every delivery); None until then.
+    number: int | None = None
     in_history: bool = False  # one of the versions its queue's history keeps
     on_queue: bool = False  # its entry is live on the queue (history: both may hold it)
 

@@ -62,6 +62,9 @@ QUEUE_COUNTERS: dict[str, tuple[str, str]] = {
                     "Messages returned with delivery-failed, to be delivered again."),
     "replaced": ("queue_replaced",
                  "Messages replaced by a newer value for their key (last-value queues)."),
+    "duplicates": ("queue_duplicates",
+                   "Messages dropped because their message-id was seen within the queue's "
+                   "duplicate detection window (answered accepted)."),
     "paged_out": ("queue_paged_out",
                   "Messages whose bytes were moved from memory to the store (flow to disk)."),
 }

@@ -43,7 +43,15 @@ from typing import TYPE_CHECKING, Any
 from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Link
 
-from proton_broker.amqp.codec import DecodeError, parse_message, redelivered
+from proton_broker.amqp.codec import (
+    NUMBER_SECTION_PREFIX,
+    DecodeError,
+    encode_header,
+    number_section,
+    parse_message,
+    redelivered,
+    with_sequence_number,
+)
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for, reject
 from proton_broker.amqp.coordinator import (
     TRANSACTIONAL_STATE,
@@ -85,6 +93,7 @@ _remote_state = lib.pn_delivery_remote_state
 _link_credit = lib.pn_link_credit
 _link_flow = lib.pn_link_flow
 _unpack = ffi.unpack
+_number_section = number_section
 _U64 = struct.Struct(">Q")
 
 _ids = itertools.count(1)
@@ -199,7 +208,7 @@ class ProducerLink:
         durable; it goes on its queue, and is settled, when everything before it has."""
         item = _Pending(dlv, message, queue)
         self._pending.append(item)
-        if message.durable and queue.persistent:
+        if message.durable and queue.persistent and not queue.is_duplicate(message):
             self.broker.persist(message, queue, item.written(self._drain_pending))
         else:
             item.ready = True
@@ -219,7 +228,8 @@ class ProducerLink:
                                                         "deleted"))
                 continue
             try:
-                item.queue.enqueue(item.message)
+                if item.queue.enqueue(item.message) is None:  # a duplicate: accepted, dropped
+                    self.broker.forget(item.message)
             except BrokerError as exc:
                 self.broker.forget(item.message)  # written, but it never joined the queue
                 self._settle_refused(item.dlv, exc)
@@ -358,9 +368,24 @@ class ConsumerLink:
 
     def deliver(self, entry: Entry) -> None:
         message = entry.message
-        data = message.data
-        if entry.delivery_count != message.delivery_count:
+        number = message.number  # x-opt-sequence-number: every delivery carries it
+        if message.annotations_span is None and entry.delivery_count == message.delivery_count \
+                and number is not None:
+            # The usual message: the section goes in after the header and any
+            # delivery-annotations (with_sequence_number, inlined: this runs per delivery).
+            data = message.data
+            at = message.delivery_annotations_end or message.header_end
+            data = data[:at] + _number_section(NUMBER_SECTION_PREFIX, number) + data[at:]
+        elif number is not None:
+            header = None
+            if entry.delivery_count != message.delivery_count:
+                header = encode_header(message.durable, message.priority, message.ttl,
+                                       message.first_acquirer, entry.delivery_count)
+            data = with_sequence_number(message, number, header)
+        elif entry.delivery_count != message.delivery_count:
             data = redelivered(message, entry.delivery_count)
+        else:
+            data = message.data
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
         self._sent += 1

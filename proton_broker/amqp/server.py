@@ -55,6 +55,7 @@ from proton_broker.amqp.terminus import (
     node_options,
     replay_period,
     sequence_filter,
+    sequence_number_filter,
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
@@ -314,6 +315,9 @@ class Server(Handler):
     def _attach_consumer(self, link: Link) -> ConsumerLink:
         source = link.remote_source
         options = node_options(link, source)
+        sequence, applied = sequence_filter(source)  # bad filters: refused, nothing created
+        from_number, from_applied = sequence_number_filter(source)
+        applied = {**applied, **from_applied}
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
             self._temporary[link._impl] = queue.name
@@ -321,9 +325,8 @@ class Server(Handler):
             queue = self._node(source, options, required=True)
             self._own_if_dynamic(link, source, queue)
         assert queue is not None
-        sequence, applied = sequence_filter(source)
         browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only \
-            or sequence is not None  # a history replay is a browse
+            or sequence is not None or from_number is not None  # replays are browses
         self._echo(link.source, source, queue, options)
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             link.source.address = MANAGEMENT_ADDRESS
@@ -332,8 +335,11 @@ class Server(Handler):
         )
         link.target.copy(link.remote_target)
         period, requested = replay_period(link, source)
+        if from_number is not None and requested is not None:
+            raise InvalidField(f"{REPLAY_PERIOD} and x-opt-sequence-number cannot be "
+                               "combined: each says where browsing starts", REPLAY_PERIOD)
         consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
-        queue.subscribe(consumer, period, sequence)
+        queue.subscribe(consumer, period, sequence, from_number)
         if requested is not None:
             applied = {**applied, REPLAY_PERIOD: requested}
         if applied:

@@ -27,7 +27,7 @@ from typing import Any
 from cproton_ffi import ffi, lib
 from proton import Array, Data, Described, Link, Terminus, symbol, ulong
 
-from proton_broker.amqp.codec import DecodeError, decode_value
+from proton_broker.amqp.codec import SEQUENCE_NUMBER, DecodeError, decode_value
 from proton_broker.amqp.codec import Described as DecodedDescribed
 from proton_broker.errors import InvalidField
 from proton_broker.message import property_text
@@ -131,6 +131,26 @@ def sequence_filter(source: Terminus) -> tuple[tuple[int | str, str | None] | No
         key = property_text(key)
         echoed[SEQUENCE_KEY] = key_raw
     return (start, key), echoed
+
+
+def sequence_number_filter(source: Terminus) -> tuple[int | None, dict[str, Any]]:
+    """Browse from a queue sequence number: the source filter ``x-opt-sequence-number``
+    whose value is a ulong or long N >= 0, plain or described (by any descriptor, as
+    ``x-opt-sequence`` is read); N and the entry to echo, or (None, {}) without one.
+    Anything else is refused with amqp:invalid-field."""
+    filters = _map_of(source.filter, "source filter")
+    raw = filters.get(SEQUENCE_NUMBER)
+    if raw is None:
+        return None, {}
+    value = raw.value if isinstance(raw, DecodedDescribed) else raw
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidField(f"{SEQUENCE_NUMBER} filter must be a sequence number (a ulong or "
+                           f"a non-negative long), got {value!r}", SEQUENCE_NUMBER)
+    if SEQUENCE in filters:
+        raise InvalidField(f"{SEQUENCE_NUMBER} (browse from a queue sequence number) and "
+                           f"{SEQUENCE} (replay a key's history) cannot be combined",
+                           SEQUENCE_NUMBER)
+    return value, {SEQUENCE_NUMBER: raw}
 
 
 def echo_filters(local: Terminus, applied: Mapping[str, Any]) -> None:

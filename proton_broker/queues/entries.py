@@ -244,12 +244,13 @@ class ArrivalLog:
     holding a list index to find their place again by position (O(log n)).
     """
 
-    __slots__ = ("_entries", "_dead", "generation")
+    __slots__ = ("_entries", "_dead", "generation", "_head")
 
     def __init__(self) -> None:
         self._entries: list[Entry] = []
         self._dead = 0
         self.generation = 0
+        self._head = 0  # every entry before this index is dead (see first_live)
 
     def __len__(self) -> int:
         """Entries held, tombstones included (what memory the log takes)."""
@@ -265,7 +266,17 @@ class ArrivalLog:
         if self._dead >= _COMPACT_MIN and self._dead * 2 > len(entries):
             self._entries = [e for e in entries if e.state != DEAD]
             self._dead = 0
+            self._head = 0
             self.generation += 1
+
+    def first_live(self) -> Entry | None:
+        """The oldest live entry (the lowest position), or None. O(1) amortised: the dead
+        entries in front are stepped over once and remembered."""
+        entries, head = self._entries, self._head
+        while head < len(entries) and entries[head].state == DEAD:
+            head += 1
+        self._head = head
+        return entries[head] if head < len(entries) else None
 
     def first_since(self, arrival: float) -> int | None:
         """The position (seq) of the first entry that arrived at or after ``arrival``

@@ -58,6 +58,7 @@ from typing import Any, Protocol
 
 from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
 from proton_broker.message import Message, property_text
+from proton_broker.queues.duplicates import DuplicateWindow, id_key
 from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
@@ -84,9 +85,13 @@ from proton_broker.queues.overflow import (
 from proton_broker.queues.settings import QueueSettings
 
 __all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "HELD", "Consumer", "Entry", "FlowObserver",
-           "Queue", "QueueStats"]
+           "NumberJournal", "Queue", "QueueStats"]
 
 NOT_VALID_BEFORE = "x-qpid-not-valid-before"
+# Queue sequence numbers a durable queue reserves in the store at a time: a restart skips
+# at most this many (gaps are allowed, reuse is not); see Queue.restore_numbers.
+NUMBER_BLOCK = 1 << 16
+_NEVER = 1 << 64  # the reservation watermark of a queue that keeps nothing (beyond a ulong)
 
 log = logging.getLogger("proton_broker.queues")
 
@@ -111,6 +116,23 @@ class FlowObserver(Protocol):
 
     def flow_resumed(self, queue: Queue) -> None:
         """``queue`` is back at its resume threshold."""
+
+
+class NumberJournal(Protocol):
+    """Where a durable queue keeps its sequence numbers and duplicate-detection window (the
+    store, through the broker); every call is a write that completes in the background."""
+
+    def numbered(self, queue: Queue, message: Message) -> None:
+        """A stored message joined ``queue`` with ``message.number``."""
+
+    def reserve(self, queue: Queue, upto: int) -> None:
+        """No number below ``upto`` may be given out again after a restart."""
+
+    def seen(self, queue: Queue, key: str, when: float) -> None:
+        """A stored message with message-id ``key`` joined ``queue`` at ``when``."""
+
+    def unseen(self, queue: Queue, key: str) -> None:
+        """``key`` left ``queue``'s duplicate-detection window."""
 
 
 class Pager(Protocol):
@@ -138,6 +160,7 @@ class QueueStats:
     evicted: int = 0  # deleted by a ring to make room
     paged_out: int = 0  # bytes dropped from memory, kept in the store (flow to disk)
     refused: int = 0  # refused by a reject policy
+    duplicates: int = 0  # dropped by duplicate detection (answered accepted)
 
 
 # Settings a live queue can take at once (Queue.update_settings): each is read when a
@@ -185,7 +208,16 @@ class Queue:
         self._limited = self._limit is not None or self._flow is not None
         self.flow_stopped = False  # producer flow control: producers must hold off
         self._flow_observers: dict[FlowObserver, None] = {}
-        self._next_seq = 0
+        # The queue sequence number (x-opt-sequence-number): the next entry's position.
+        # Entry.seq is that number, so the arrival log is ordered by it.
+        self._next_seq = 1
+        # A durable queue reserves numbers in the store (see restore_numbers): when
+        # _next_seq reaches _watermark, the next block is reserved. _NEVER elsewhere.
+        self._watermark = _NEVER
+        self.journal: NumberJournal | None = None  # set by the broker on a durable queue
+        self._dedupe = (DuplicateWindow(self.settings.duplicate_count,
+                                        self.settings.duplicate_seconds, self._unseen)
+                        if self.settings.detects_duplicates else None)
         self._expiry: list[tuple[float, int, Entry]] = []
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
@@ -239,25 +271,40 @@ class Queue:
     # ---- producers -------------------------------------------------------------------
 
     def enqueue(self, message: Message, now: float | None = None,
-                admitted: bool = False) -> Entry:
-        """Append ``message`` and hand it out at once if someone is waiting for it.
+                admitted: bool = False, number: int | None = None) -> Entry | None:
+        """Append ``message`` with the queue's next sequence number and hand it out at once
+        if someone is waiting for it. None: a duplicate, dropped (see is_duplicate).
 
         With limits: raises :class:`ResourceLimitExceeded` (reject policy) before anything
         changes, unless the message was ``admitted`` earlier (a committed transaction's
         message: see :meth:`check_admission`); a ring may delete older entries, or this one
-        (see the module rules)."""
+        (see the module rules). ``number``: recovery only, the number the message had
+        (greater than every number on the queue); it is not checked for duplicates."""
+        dedupe = self._dedupe
+        if dedupe is not None and number is None and self.is_duplicate(message, now):
+            self.stats.duplicates += 1
+            return None
         limited = self._limited
         if limited and not admitted:
             self._admit(message)
         key = self._sequence(message) if self.history is not None else None
         arrival = time.time() if now is None else now
+        if dedupe is not None and message.message_id is not None:  # it can no longer be refused
+            dedupe.remember(id_key(message.message_id), arrival,
+                            kept=self.persistent and message.store_id is not None)
         message.arrival = arrival
         expires = (_expiry_time(message, arrival, self.settings)
                    if self._ttl_bounds or message.ttl or message.absolute_expiry_time else None)
-        entry = Entry(self._next_seq, message, expires)
+        seq = self._next_seq if number is None else number
+        entry = Entry(seq, message, expires)
         entry.key = key
         message.on_queue = True
-        self._next_seq += 1
+        message.number = seq
+        self._next_seq = seq + 1
+        if seq >= self._watermark:
+            self._reserve()
+        if self.persistent and message.store_id is not None and number is None:
+            self._journal_joined(message)
         self._log.append(entry)
         self.depth += 1
         self.bytes += len(message.data)
@@ -274,6 +321,76 @@ class Queue:
         if self._ready or self._browsers or self._replayers:
             self._wake()
         return entry
+
+    # ---- queue sequence numbers and duplicate detection ------------------------------
+
+    @property
+    def next_sequence_number(self) -> int:
+        """The number the next message will get (x-opt-sequence-number)."""
+        return self._next_seq
+
+    @property
+    def earliest_sequence_number(self) -> int:
+        """The lowest number still on the queue; the next number when it is empty.
+        O(1) amortised (the log skips its dead head once)."""
+        first = self._log.first_live()
+        return self._next_seq if first is None else first.seq
+
+    def restore_numbers(self, floor: int) -> None:
+        """At start-up, after the stored messages are back: no number below ``floor`` (the
+        reservation the store kept, or above the recovered messages' numbers) is given out
+        again. Reserves the next block at once, before anything new arrives."""
+        self._next_seq = max(self._next_seq, floor)
+        self._reserve()
+
+    def _reserve(self) -> None:
+        """Reserve numbers up to a block ahead. Numbers handed out stay below the latest
+        reservation asked for; the store keeps up unless it falls half a block of this
+        queue's messages behind (see README, queue sequence numbers)."""
+        if self.journal is None:
+            self._watermark = _NEVER
+            return
+        upto = self._next_seq + NUMBER_BLOCK
+        self._watermark = upto - NUMBER_BLOCK // 2
+        self.journal.reserve(self, upto)
+
+    def keep_numbers(self, journal: NumberJournal) -> None:
+        """The broker made this queue durable: numbers and seen ids go to ``journal``."""
+        self.journal = journal
+        self._watermark = 0  # the first message reserves the first block
+
+    def _journal_joined(self, message: Message) -> None:
+        """A stored message joined: write its number and, on a queue that detects
+        duplicates, its id (so that a retry after a crash is still recognised)."""
+        journal = self.journal
+        if journal is None:
+            return
+        journal.numbered(self, message)
+        if self._dedupe is not None and message.message_id is not None:
+            key = id_key(message.message_id)
+            if key in self._dedupe:
+                journal.seen(self, key, message.arrival)
+
+    def is_duplicate(self, message: Message, now: float | None = None) -> bool:
+        """Whether ``message``'s id is in the duplicate-detection window (changes nothing;
+        the broker asks before it writes a durable message)."""
+        if self._dedupe is None or message.message_id is None:
+            return False
+        return self._dedupe.seen(id_key(message.message_id), time.time() if now is None else now)
+
+    def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
+        """At start-up: the stored duplicate-detection records of this queue, oldest first;
+        those that fell out of the window while the broker was down are deleted."""
+        if self._dedupe is None:
+            for key, _ in records:
+                self._unseen(key)
+            return
+        for key in self._dedupe.restore(records, time.time() if now is None else now):
+            self._unseen(key)
+
+    def _unseen(self, key: str) -> None:
+        if self.journal is not None:
+            self.journal.unseen(self, key)
 
     def number(self, message: Message) -> tuple[str, int] | None:
         """Give ``message`` the next number of its key now, before it joins (the broker
@@ -467,16 +584,25 @@ class Queue:
         return len(self._consumers)
 
     def subscribe(self, consumer: Consumer, replay_period: float | None = None,
-                  sequence: tuple[int | str, str | None] | None = None) -> None:
+                  sequence: tuple[int | str, str | None] | None = None,
+                  from_number: int | None = None) -> None:
         """Add a consumer. With a replay period (seconds; the queue's default filter when
         None) it gets only what arrived in that period, then every new message. With a
         ``sequence`` (start, key or None), a browser gets the kept versions from that start
-        (of that key, or all), then every new message (of that key)."""
+        (of that key, or all), then every new message (of that key). With ``from_number``
+        (x-opt-sequence-number), a browser gets the messages on the queue whose number is
+        at least that, in number order, then new ones; its start is found in O(log n)."""
         if sequence is not None:
             self._subscribe_replay(consumer, *sequence)
             return
-        period = self._default_replay if replay_period is None else replay_period
-        start = 0 if period is None else self._replay_start(period)
+        if from_number is not None:
+            if not consumer.browse:
+                raise InvalidField("an x-opt-sequence-number filter browses: it needs a browser "
+                                   "(distribution mode copy)", "x-opt-sequence-number")
+            start = from_number
+        else:
+            period = self._default_replay if replay_period is None else replay_period
+            start = 0 if period is None else self._replay_start(period)
         if start and not consumer.browse and self._groups is not None:
             raise NotImplementedByBroker("a replay period on a grouped queue is supported "
                                          "for browsing consumers only")
@@ -674,6 +800,8 @@ class Queue:
             if entry is None:
                 break
             index += 1
+            if entry.seq < seq:
+                continue  # before a start that was beyond the end (a future number)
             seq = entry.seq + 1
             if entry.state == DEAD or entry.state == HELD or entry.superseded:
                 continue  # a held entry comes through ``late`` once it is valid

@@ -103,6 +103,14 @@ class QueueSettings:
     lifetime_policy: str = PERMANENT
     auto_delete_timeout: int | None = None  # seconds
     exclusive: bool = False
+    # duplicate detection (queues/duplicates.py): remember the last N message-ids and/or
+    # the ids seen in the last T seconds; both None: off
+    duplicate_count: int | None = None
+    duplicate_seconds: float | None = None
+
+    @property
+    def detects_duplicates(self) -> bool:
+        return self.duplicate_count is not None or self.duplicate_seconds is not None
 
     @property
     def kind(self) -> str:
@@ -196,6 +204,28 @@ def to_percent(name: str, value: Any) -> int:
     if not 0 <= number <= 100:
         raise _bad(name, value, "a percentage from 0 to 100")
     return number
+
+
+def to_positive(name: str, value: Any) -> int:
+    """An integer of at least 1 (a window of message-ids)."""
+    number = _to_int(name, value)
+    if number < 1:
+        raise _bad(name, value, "an integer of at least 1")
+    return number
+
+
+def to_seconds(name: str, value: Any) -> float:
+    """A number of seconds greater than zero (an integer, a float or their text)."""
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) \
+            or not 0 < number < float("inf"):
+        raise _bad(name, value, "a number of seconds greater than 0")
+    return float(number)
 
 
 def to_priorities(name: str, value: Any) -> int:
@@ -320,6 +350,9 @@ _option("lifetime_policy", to_lifetime, "qpid.lifetime-policy", "qpid.lifetime_p
 _option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
 _option("exclusive", to_bool, "exclusive")
+_option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
+_option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds",
+        "duplicate_detection_seconds")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
 _option("", to_dist_modes, "supported-dist-modes")
 _option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node

@@ -9,6 +9,12 @@ to a producer only from that callback.
 
 Ids are given out by the store, in increasing order, so ordering messages by id recovers
 the order in which they were enqueued, per queue.
+
+Queue sequence numbers (x-opt-sequence-number) are kept beside the messages: each stored
+message's number (written once it has joined its queue, so a unit later than the message's
+own; deleted with the message), and per queue a reservation mark below which no number
+may be given out again. Duplicate detection keeps, per queue, the message-ids of stored
+messages with the time they were seen, until the queue's window lets them go.
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ class Recovered:
     # queue -> key -> the last sequence number given out (sequence history)
     sequences: dict[str, dict[str, int]] = field(default_factory=dict)
     retired: set[int] = field(default_factory=set)  # ids of messages kept as history only
+    numbers: dict[int, int] = field(default_factory=dict)  # message id -> queue number
+    marks: dict[str, int] = field(default_factory=dict)  # queue -> numbers reserved below
+    # queue -> (message-id key, when seen), oldest first (duplicate detection)
+    seen: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,6 +68,10 @@ class Unit:
     unpages: list[int] = field(default_factory=list)
     sequences: list[tuple[str, str, int]] = field(default_factory=list)  # (queue, key, seq)
     retires: list[int] = field(default_factory=list)  # messages now kept as history only
+    numbers: list[tuple[int, int]] = field(default_factory=list)  # (message id, number)
+    marks: list[tuple[str, int]] = field(default_factory=list)  # (queue, reserved below)
+    seen: list[tuple[str, str, float]] = field(default_factory=list)  # (queue, key, when)
+    unseen: list[tuple[str, str]] = field(default_factory=list)  # (queue, key)
     done: Completion | None = None
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
@@ -179,3 +193,19 @@ class Store(abc.ABC):
     def sequence(self, queue: str, key: str, seq: int) -> None:
         """``seq`` was given out for ``key`` on ``queue`` (with the message that has it)."""
         self.commit(Unit(sequences=[(queue, key, seq)]))
+
+    def number(self, message_id: int, number: int) -> None:
+        """The stored message ``message_id`` has the queue sequence number ``number``."""
+        self.commit(Unit(numbers=[(message_id, number)]))
+
+    def mark(self, queue: str, upto: int) -> None:
+        """No queue sequence number below ``upto`` may be given out on ``queue`` again."""
+        self.commit(Unit(marks=[(queue, upto)]))
+
+    def seen(self, queue: str, key: str, when: float) -> None:
+        """Duplicate detection: ``queue`` saw a stored message with id ``key`` at ``when``."""
+        self.commit(Unit(seen=[(queue, key, when)]))
+
+    def unseen(self, queue: str, key: str) -> None:
+        """Duplicate detection: ``queue``'s window no longer holds ``key``."""
+        self.commit(Unit(unseen=[(queue, key)]))

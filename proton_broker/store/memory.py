@@ -17,11 +17,16 @@ class MemoryStore(Store):
         self.messages: dict[int, StoredMessage] = {}
         self.sequences: dict[str, dict[str, int]] = {}
         self.retired: set[int] = set()
+        self.numbers: dict[int, int] = {}
+        self.marks: dict[str, int] = {}
+        self.seen_ids: dict[str, dict[str, float]] = {}  # queue -> key -> when
 
     def open(self) -> Recovered:
         return Recovered(dict(self.queues), sorted(self.messages.values(), key=_by_id),
                          {queue: dict(keys) for queue, keys in self.sequences.items()},
-                         set(self.retired))
+                         set(self.retired), dict(self.numbers), dict(self.marks),
+                         {queue: sorted(keys.items(), key=_by_time)
+                          for queue, keys in self.seen_ids.items()})
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
         self.queues[name] = dict(options)
@@ -29,18 +34,31 @@ class MemoryStore(Store):
     def delete_queue(self, name: str) -> None:
         self.queues.pop(name, None)
         self.sequences.pop(name, None)
+        self.marks.pop(name, None)
+        self.seen_ids.pop(name, None)
         for message in [m for m in self.messages.values() if m.queue == name]:
             del self.messages[message.id]
+            self.numbers.pop(message.id, None)
 
     def commit(self, unit: Unit) -> None:
         for message in unit.enqueues:
             self.messages[message.id] = message
         self.retired.update(unit.retires)
+        for message_id, number in unit.numbers:
+            if message_id in self.messages:
+                self.numbers[message_id] = number
         for message_id in unit.dequeues:
             self.messages.pop(message_id, None)
             self.retired.discard(message_id)
+            self.numbers.pop(message_id, None)
         for queue, key, seq in unit.sequences:
             self.sequences.setdefault(queue, {})[key] = seq
+        for queue, upto in unit.marks:
+            self.marks[queue] = max(upto, self.marks.get(queue, 0))
+        for queue, key, when in unit.seen:
+            self.seen_ids.setdefault(queue, {})[key] = when
+        for queue, key in unit.unseen:
+            self.seen_ids.get(queue, {}).pop(key, None)
         if unit.done is not None:
             unit.done(None)
 
@@ -50,3 +68,7 @@ class MemoryStore(Store):
 
 def _by_id(message: StoredMessage) -> int:
     return message.id
+
+
+def _by_time(item: tuple[str, float]) -> float:
+    return item[1]

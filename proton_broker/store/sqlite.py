@@ -57,6 +57,14 @@ CREATE TABLE IF NOT EXISTS sequences (
     seq INTEGER NOT NULL,
     PRIMARY KEY (queue, key)
 );
+CREATE TABLE IF NOT EXISTS numbers (id INTEGER PRIMARY KEY, number INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS marks (queue TEXT PRIMARY KEY, upto INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS seen (
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (queue, key)
+);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
     queue TEXT NOT NULL,
@@ -89,6 +97,7 @@ class SqliteStore(Store):
         self._shared: Unit | None = None  # this pass's unit for enqueue() and dequeue()
         self._db: sqlite3.Connection | None = None  # the loop thread's, for declarations
         self._retired_rows = False  # the retired table may hold rows (see retire())
+        self._number_rows = False  # the numbers table may hold rows (writer thread's)
 
     # ---- opening and recovery ---------------------------------------------------------
 
@@ -139,7 +148,15 @@ class SqliteStore(Store):
         for queue, key, seq in db.execute("SELECT queue, key, seq FROM sequences"):
             recovered.sequences.setdefault(queue, {})[key] = seq
         recovered.retired = {row[0] for row in db.execute("SELECT id FROM retired")}
+        # A number whose message is gone (it cannot be written after the message's
+        # removal, but a store from before numbers may hold neither) is dropped here.
+        db.execute("DELETE FROM numbers WHERE id NOT IN (SELECT id FROM messages)")
+        recovered.numbers = dict(db.execute("SELECT id, number FROM numbers"))
+        recovered.marks = dict(db.execute("SELECT queue, upto FROM marks"))
+        for queue, key, at in db.execute("SELECT queue, key, at FROM seen ORDER BY at"):
+            recovered.seen.setdefault(queue, []).append((key, at))
         self._retired_rows = bool(recovered.retired)
+        self._number_rows = bool(recovered.numbers)
         last = 0
         rows = db.execute("SELECT id, queue, arrival, crc, data FROM messages ORDER BY id")
         for message_id, queue, arrival, crc, data in rows:
@@ -159,9 +176,13 @@ class SqliteStore(Store):
                       (name, json.dumps(dict(options), default=str)))
 
     def delete_queue(self, name: str) -> None:
-        self._declare("DELETE FROM messages WHERE queue = ?", (name,),
+        self._declare("DELETE FROM numbers WHERE id IN (SELECT id FROM messages "
+                      "WHERE queue = ?)", (name,),
+                      "DELETE FROM messages WHERE queue = ?",
                       "DELETE FROM queues WHERE name = ?",
                       "DELETE FROM sequences WHERE queue = ?",
+                      "DELETE FROM marks WHERE queue = ?",
+                      "DELETE FROM seen WHERE queue = ?",
                       "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)")
 
     def _declare(self, sql: str, args: tuple[Any, ...], *more: str) -> None:
@@ -221,6 +242,26 @@ class SqliteStore(Store):
 
     def sequence(self, queue: str, key: str, seq: int) -> None:
         self._shared_unit().sequences.append((queue, key, seq))
+        if not self.batching:
+            self.flush()
+
+    def number(self, message_id: int, number: int) -> None:
+        self._shared_unit().numbers.append((message_id, number))
+        if not self.batching:
+            self.flush()
+
+    def mark(self, queue: str, upto: int) -> None:
+        self._shared_unit().marks.append((queue, upto))
+        if not self.batching:
+            self.flush()
+
+    def seen(self, queue: str, key: str, when: float) -> None:
+        self._shared_unit().seen.append((queue, key, when))
+        if not self.batching:
+            self.flush()
+
+    def unseen(self, queue: str, key: str) -> None:
+        self._shared_unit().unseen.append((queue, key))
         if not self.batching:
             self.flush()
 
@@ -297,11 +338,27 @@ class SqliteStore(Store):
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
         retires = [(message_id,) for unit in group for message_id in unit.retires]
+        numbers = [row for unit in group for row in unit.numbers]
+        marks = [row for unit in group for row in unit.marks]
+        seen = [row for unit in group for row in unit.seen]
+        unseen = [row for unit in group for row in unit.unseen]
         started = time.perf_counter()
         try:
             db.execute("BEGIN")
             _insert(db, "messages", 5, rows)
+            if numbers:
+                db.executemany("INSERT OR REPLACE INTO numbers VALUES (?, ?)", numbers)
+                self._number_rows = True
             _delete(db, "messages", gone)
+            if gone and self._number_rows:  # only durable queues' messages have numbers
+                _delete(db, "numbers", gone)
+            if marks:
+                db.executemany("INSERT INTO marks VALUES (?, ?) ON CONFLICT (queue) DO "
+                               "UPDATE SET upto = max(upto, excluded.upto)", marks)
+            if seen:
+                db.executemany("INSERT OR REPLACE INTO seen VALUES (?, ?, ?)", seen)
+            if unseen:
+                db.executemany("DELETE FROM seen WHERE queue = ? AND key = ?", unseen)
             _insert(db, "pages", 2, pages)
             _delete(db, "pages", unpages)
             if retires:

@@ -211,6 +211,22 @@ def test_read_reports_the_key_count_of_a_last_value_queue(broker: RunningBroker,
     assert body["totalReplacedMessages"] == 2
 
 
+def test_read_reports_the_queue_sequence_numbers_and_duplicates(broker: RunningBroker,
+                                                               node: Node) -> None:
+    node.ask(entity("CREATE", "numbered"), {"duplicateDetectionCount": 10})
+    body = node.ask(entity("READ", "numbered")).body
+    assert (body["earliestSequenceNumber"], body["nextSequenceNumber"]) == (1, 1)
+    send_all(broker, "numbered", [Message(id=f"m{i}", body=i) for i in (1, 2, 3, 2)])
+    client = broker.client()
+    first = client.wait_received(client.receiver("numbered", credit=1), 1)[0]
+    client.settle(first)
+    client.pump(0.3)
+    assert first.message.body == 1
+    body = node.ask(entity("READ", "numbered")).body
+    assert (body["earliestSequenceNumber"], body["nextSequenceNumber"]) == (2, 4)
+    assert body["totalDuplicateMessages"] == 1 and body["duplicateDetectionCount"] == 10
+
+
 def test_query_lists_queues_with_the_attributes_asked_for(node: Node) -> None:
     for name, attributes in (("b", {"lvqKey": "k"}), ("a", {}), ("c", {"sortKey": "s"})):
         node.ask(entity("CREATE", name), attributes)

@@ -118,7 +118,7 @@ def test_metrics_after_a_known_workload_have_exact_values(
         "queue_enqueued_total": 4, "queue_dequeued_total": 2, "queue_rejected_total": 1,
         "queue_expired_total": 0, "queue_evicted_total": 0, "queue_refused_total": 0,
         "queue_released_total": 0, "queue_redelivered_total": 0, "queue_replaced_total": 0,
-        "queue_paged_out_total": 0,
+        "queue_paged_out_total": 0, "queue_duplicates_total": 0,
     }
     ring = queue_figures(samples, "ring")
     assert (ring["queue_depth_messages"], ring["queue_enqueued_total"],
@@ -149,8 +149,12 @@ def test_store_commit_latency_is_a_histogram_of_the_durable_commits(
     _, samples = scrape(http.base + "/metrics")
     buckets = sorted((float(dict(labels)["le"]), value) for (name, labels), value
                      in samples.items() if name == "proton_broker_store_commit_seconds_bucket")
-    assert broker_figure(samples, "store_commit_seconds_count") == 3
-    assert buckets[-1] == (float("inf"), 3)
+    # Each send is a commit of its own; the queue sequence numbers the messages got when
+    # they joined the queue (and the first block of numbers the queue reserves) are written
+    # by later commits, which a following send may share, and nothing for the transient one.
+    commits = broker_figure(samples, "store_commit_seconds_count")
+    assert 3 < commits <= 7
+    assert buckets[-1] == (float("inf"), commits)
     assert [value for _, value in buckets] == sorted(value for _, value in buckets)
     assert 0 < broker_figure(samples, "store_commit_seconds_sum") < 30
 

@@ -108,6 +108,39 @@ def test_the_last_sequence_number_of_each_key_is_recovered(backend: Backend) -> 
     assert backend.reopen().sequences == {}
 
 
+def test_queue_sequence_numbers_are_recovered_and_leave_with_their_message(
+        backend: Backend) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    kept, gone = message(store, "q", b"kept"), message(store, "q", b"gone")
+    backend.commit(Unit(enqueues=[kept, gone]))
+    backend.commit(Unit(numbers=[(kept.id, 4), (gone.id, 9)]))
+    backend.commit(Unit(dequeues=[gone.id]))
+    assert backend.reopen().numbers == {kept.id: 4}
+
+
+def test_a_queues_reservation_mark_only_grows_and_goes_with_the_queue(
+        backend: Backend) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    backend.commit(Unit(marks=[("q", 500), ("q", 300)]))
+    backend.commit(Unit(marks=[("q", 400)]))
+    assert backend.reopen().marks == {"q": 500}
+    backend.store.delete_queue("q")
+    assert backend.reopen().marks == {}
+
+
+def test_seen_message_ids_are_recovered_oldest_first_until_forgotten(
+        backend: Backend) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    backend.commit(Unit(seen=[("q", "s:b", 20.0), ("q", "s:a", 10.0), ("q", "s:c", 30.0)]))
+    backend.commit(Unit(unseen=[("q", "s:c")]))
+    assert backend.reopen().seen == {"q": [("s:a", 10.0), ("s:b", 20.0)]}
+    backend.store.delete_queue("q")
+    assert backend.reopen().seen == {}
+
+
 def test_a_unit_completes_once_with_no_error(backend: Backend) -> None:
     calls: list[BaseException | None] = []
     backend.store.commit(Unit(enqueues=[message(backend.store, "q", b"x")], done=calls.append))

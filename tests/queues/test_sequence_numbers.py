@@ -1,0 +1,186 @@
+"""Queue sequence numbers: given at enqueue, strictly increasing from 1, never reused; browse
+from a number finds its start by bisection; earliest and next as queue properties."""
+
+from __future__ import annotations
+
+import proton
+import pytest
+
+from proton_broker.amqp.codec import parse_message
+from proton_broker.errors import InvalidField
+from proton_broker.message import Message
+from proton_broker.queues.entries import ArrivalLog
+from proton_broker.queues.queue import NUMBER_BLOCK, Queue
+from proton_broker.queues.settings import parse_settings
+from tests.queues.consumers import Taker
+
+
+def msg(body: object, priority: int = 4) -> Message:
+    return parse_message(proton.Message(body=body, priority=priority).encode())
+
+
+def fill(q: Queue, count: int) -> None:
+    for i in range(count):
+        q.enqueue(msg(i))
+
+
+def numbers(taker: Taker) -> list[int | None]:
+    return [e.message.number for e in taker.got]
+
+
+def test_messages_are_numbered_from_one_in_arrival_order() -> None:
+    q = Queue("numbered")
+    fill(q, 3)
+    assert [e.message.number for e in q.entries()] == [1, 2, 3]
+    assert [e.seq for e in q.entries()] == [1, 2, 3]
+    assert q.next_sequence_number == 4
+
+
+def test_an_empty_queue_reports_earliest_equal_to_next() -> None:
+    q = Queue("empty")
+    assert (q.earliest_sequence_number, q.next_sequence_number) == (1, 1)
+    fill(q, 2)
+    taker = Taker(credit=2)
+    q.subscribe(taker)
+    for entry in taker.got:
+        q.settle(entry)
+    assert (q.earliest_sequence_number, q.next_sequence_number) == (3, 3)
+
+
+def test_earliest_is_the_lowest_number_still_on_the_queue() -> None:
+    q = Queue("earliest")
+    fill(q, 5)
+    taker = Taker(credit=2)
+    q.subscribe(taker)
+    assert q.earliest_sequence_number == 1  # acquired, not settled: still on the queue
+    q.settle(taker.got[1])
+    assert q.earliest_sequence_number == 1
+    q.settle(taker.got[0])
+    assert q.earliest_sequence_number == 3
+
+
+def test_numbers_are_not_reused_after_messages_leave() -> None:
+    q = Queue("no-reuse")
+    fill(q, 2)
+    taker = Taker(credit=2)
+    q.subscribe(taker)
+    for entry in taker.got:
+        q.settle(entry)
+    q.enqueue(msg("later"))
+    assert [e.message.number for e in q.entries()] == [3]
+
+
+def test_a_browser_from_n_gets_numbers_at_or_above_n_then_new_ones() -> None:
+    q = Queue("from-n")
+    fill(q, 5)
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=3)
+    assert numbers(browser) == [3, 4, 5]
+    q.enqueue(msg("new"))
+    assert numbers(browser) == [3, 4, 5, 6]
+    assert q.depth == 6  # browsing takes nothing
+
+
+def test_browsing_from_a_number_that_has_left_starts_at_the_next_one_still_there() -> None:
+    q = Queue("ring", parse_settings({"qpid.max_count": 3, "qpid.policy_type": "ring"}))
+    fill(q, 6)  # the ring dropped 1, 2 and 3
+    assert q.earliest_sequence_number == 4
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=2)
+    assert numbers(browser) == [4, 5, 6]
+
+
+def test_a_browser_from_a_future_number_waits_for_it() -> None:
+    q = Queue("future")
+    fill(q, 2)
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=4)
+    q.enqueue(msg("three"))
+    assert browser.got == []
+    q.enqueue(msg("four"))
+    assert numbers(browser) == [4]
+
+
+def test_on_a_priority_queue_browsing_from_a_number_follows_number_order() -> None:
+    q = Queue("prio", parse_settings({"qpid.priorities": 10}))
+    for priority in (1, 9, 5, 7):
+        q.enqueue(msg(priority, priority))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=2)
+    assert numbers(browser) == [2, 3, 4]
+    assert [body(e.message) for e in browser.got] == [9, 5, 7]
+
+
+def body(message: Message) -> object:
+    decoded = proton.Message()
+    decoded.decode(message.data)
+    return decoded.body
+
+
+def test_browsing_from_n_finds_its_start_without_walking_the_queue(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    q = Queue("big")
+    fill(q, 5_000)
+    reads = []
+    at = ArrivalLog.at
+    monkeypatch.setattr(ArrivalLog, "at", lambda log, index: reads.append(index) or at(log, index))
+    browser = Taker(credit=1, browse=True)
+    q.subscribe(browser, from_number=3_000)
+    assert numbers(browser) == [3_000]
+    assert len(reads) == 1  # bisection found the index: one entry read, not 3,000
+
+
+def test_a_consumer_that_does_not_browse_cannot_start_from_a_number() -> None:
+    q = Queue("move")
+    with pytest.raises(InvalidField, match="x-opt-sequence-number"):
+        q.subscribe(Taker(credit=1), from_number=1)
+    assert q.consumer_count == 0
+
+
+class Journal:
+    """What the broker's store journal records, kept in lists."""
+
+    def __init__(self) -> None:
+        self.numbers: list[tuple[int, int]] = []
+        self.reserved: list[int] = []
+
+    def numbered(self, queue: Queue, message: Message) -> None:
+        self.numbers.append((message.store_id, message.number))  # type: ignore[arg-type]
+
+    def reserve(self, queue: Queue, upto: int) -> None:
+        self.reserved.append(upto)
+
+    def seen(self, queue: Queue, key: str, when: float) -> None:
+        pass
+
+    def unseen(self, queue: Queue, key: str) -> None:
+        pass
+
+
+def test_a_durable_queue_reserves_numbers_a_block_ahead_and_writes_stored_ones() -> None:
+    q = Queue("durable", parse_settings({"durable": True}))
+    journal = Journal()
+    q.keep_numbers(journal)
+    q.persistent = True
+    stored = msg("stored")
+    stored.store_id = 41
+    q.enqueue(stored)
+    q.enqueue(msg("transient"))
+    assert journal.numbers == [(41, 1)]  # only a stored message's number is written
+    assert len(journal.reserved) == 1 and journal.reserved[0] > NUMBER_BLOCK
+    for i in range(NUMBER_BLOCK // 2):
+        q.enqueue(msg(i))
+    assert len(journal.reserved) == 2 and journal.reserved[1] > journal.reserved[0]
+    assert q.next_sequence_number < journal.reserved[-1]
+
+
+def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> None:
+    q = Queue("restored")
+    journal = Journal()
+    q.keep_numbers(journal)
+    q.enqueue(msg("kept"), number=7)  # as recovery gives a stored message its number back
+    q.restore_numbers(70_000)
+    q.enqueue(msg("new"))
+    assert [e.seq for e in q.entries()] == [7, 70_000]
+    assert q.earliest_sequence_number == 7
+    assert journal.reserved[-1] == 70_000 + NUMBER_BLOCK
