@@ -137,12 +137,10 @@ def browse_range(url: str, queue: str, start: int, end: int, chunk: int = 500,
 
 
 def send_all(url: str, queue: str, messages: Iterator[Message], window: int = 1000,
-             timeout: float = 30.0, after_each: Callable[[int], None] | None = None,
-             node_options: dict[str, Any] | None = None) -> int:
+             timeout: float = 30.0, node_options: dict[str, Any] | None = None) -> int:
     """Send every message unsettled and wait until each is ``accepted``; at most
-    ``window`` are in flight. ``after_each(n)`` runs after the n-th is handed to Proton
-    (fault tests use it to stop half way). ``node_options``: queue options, should the
-    attach create the queue. Returns how many were sent."""
+    ``window`` are in flight. ``node_options``: queue options, should the attach create
+    the queue. Returns how many were sent."""
     conn = connect(url, timeout)
     try:
         sender = conn.create_sender(
@@ -157,8 +155,6 @@ def send_all(url: str, queue: str, messages: Iterator[Message], window: int = 10
                 pending = _check_outcomes(pending, queue)
             pending.append(link.send(message))
             sent += 1
-            if after_each is not None:
-                after_each(sent)
         conn.wait(lambda: all(d.remote_state for d in pending), timeout=timeout,
                   msg=f"waiting for '{queue}' to accept")
         _check_outcomes(pending, queue)
