@@ -18,7 +18,6 @@ Rules this module owns:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -183,13 +182,3 @@ def _check_outcomes(pending: list[Delivery], queue: str) -> list[Delivery]:
                                         if condition else ""))
         delivery.settle()
     return waiting
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, step: float = 0.05) -> Any:
-    """Poll ``condition`` until it is true (tests and benchmarks use it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
