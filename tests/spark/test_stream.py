@@ -1,8 +1,4 @@
-"""The connector end to end: Spark queries against the broker in a subprocess.
-
-The tests marked ``needs_broker_side`` use the broker side of issue 9 (per-queue sequence
-numbers, browse from a sequence number, duplicate detection, earliest/next through
-``$management``); they are skipped, saying so, while that code is not in this tree."""
+"""The connector end to end: Spark queries against the broker in a subprocess."""
 
 from __future__ import annotations
 
@@ -15,25 +11,7 @@ from proton import Message
 from proton.reactor import Copy
 from proton.utils import BlockingConnection
 
-from proton_broker.queues.queue import Queue
 from proton_broker.spark.client import send_all
-
-
-def _broker_side_present() -> bool:
-    """Whether this tree has the broker side of issue 9 wired in: queue sequence numbers
-    and the management attributes that read them."""
-    try:
-        from proton_broker import management  # type: ignore[attr-defined]
-    except ImportError:
-        return False
-    attributes = getattr(management, "QUEUE_ATTRIBUTES", {})
-    return hasattr(Queue, "next_sequence_number") and "nextSequenceNumber" in attributes
-
-
-needs_broker_side = pytest.mark.skipif(
-    not _broker_side_present(),
-    reason="needs the broker side of issue 9 (sequence numbers, browse from a sequence "
-           "number, duplicate detection, $management READ): branches seqnum and mgmt")
 
 
 def _send(url: str, queue: str, bodies: range | list[str],
@@ -113,7 +91,6 @@ def test_a_write_fails_when_the_queue_refuses_a_row(
     assert len(_drain(broker_url, queue_name, browse=True)) == 2  # full, nothing more
 
 
-@needs_broker_side
 def test_a_streaming_query_with_a_checkpoint_continues_exactly_where_it_stopped(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -132,7 +109,6 @@ def test_a_streaming_query_with_a_checkpoint_continues_exactly_where_it_stopped(
     assert len(_drain(broker_url, queue_name, browse=True)) == 25  # browsing took nothing
 
 
-@needs_broker_side
 def test_a_batch_that_fails_inside_read_is_replayed_with_no_loss_and_no_duplicate(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     out, checkpoint, fail = tmp_path / "out", tmp_path / "checkpoint", tmp_path / "fail"
@@ -151,7 +127,6 @@ def test_a_batch_that_fails_inside_read_is_replayed_with_no_loss_and_no_duplicat
     assert len(numbers) == len(set(numbers)) == 30
 
 
-@needs_broker_side
 def test_max_messages_per_batch_limits_every_micro_batch(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     _send(broker_url, queue_name, range(10))
@@ -162,7 +137,6 @@ def test_max_messages_per_batch_limits_every_micro_batch(
     assert len(_read_numbers(spark, tmp_path / "out")) == 10
 
 
-@needs_broker_side
 def test_starting_offsets_latest_and_json_start_where_they_say(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     _send(broker_url, queue_name, range(5))
@@ -177,7 +151,6 @@ def test_starting_offsets_latest_and_json_start_where_they_say(
     assert _read_numbers(spark, tmp_path / "json") == numbers[2:]
 
 
-@needs_broker_side
 def test_a_batch_read_returns_the_queues_current_contents_in_order(
         spark: Any, broker_url: str, queue_name: str) -> None:
     _send(broker_url, queue_name, range(12))
@@ -188,7 +161,6 @@ def test_a_batch_read_returns_the_queues_current_contents_in_order(
     assert {r["queue"] for r in rows} == {queue_name}
 
 
-@needs_broker_side
 def test_rows_carry_the_queue_key_and_the_per_key_sequence(
         spark: Any, broker_url: str, queue_name: str) -> None:
     readings = [("a", "1"), ("b", "2"), ("a", "3")]
@@ -201,7 +173,6 @@ def test_rows_carry_the_queue_key_and_the_per_key_sequence(
         [("a", 1, "1"), ("b", 1, "2"), ("a", 2, "3")]
 
 
-@needs_broker_side
 def test_data_loss_fails_the_query_or_is_skipped_with_fail_on_data_loss_false(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     ring = {"qpid.max_count": 5, "qpid.policy_type": "ring"}
@@ -218,7 +189,6 @@ def test_data_loss_fails_the_query_or_is_skipped_with_fail_on_data_loss_false(
     assert bodies == sorted(f"m{i}" for i in [0, 1, 2, 8, 9, 10, 11, 12])
 
 
-@needs_broker_side
 def test_commit_moves_the_named_cursor_on_the_broker(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     cursor = f"{queue_name}.cursor"
@@ -238,7 +208,6 @@ def test_commit_moves_the_named_cursor_on_the_broker(
     assert [(m.body["queue"], m.body["next"]) for m in got] == [(queue_name, max(first) + 1)]
 
 
-@needs_broker_side
 def test_the_stream_sink_with_an_injected_task_failure_leaves_every_row_once(
         spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
     source_dir, checkpoint, fail = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "fail"
