@@ -387,9 +387,9 @@ class StoreJournal:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def numbered(self, queue: Queue, message: Message) -> None:
+    def numbered(self, queue: Queue, message: Message, done: Completion) -> None:
         assert message.store_id is not None and message.number is not None
-        self.store.number(message.store_id, message.number)
+        self.store.number(message.store_id, message.number, done)
 
     def reserve(self, queue: Queue, upto: int) -> None:
         self.store.mark(queue.name, upto)
@@ -435,11 +435,19 @@ class StorePager:
 
 def _crash_hooks() -> dict[str, Callable[[], None]]:
     """Fault tests only: ``PROTON_TEST_CRASH_AT=before_commit`` (or ``after_commit``)
-    ends the process at that point of the first store commit, as a power cut would."""
-    where = os.environ.get("PROTON_TEST_CRASH_AT")
+    ends the process at that point of the first store commit, as a power cut would;
+    ``before_commit:N`` (or ``after_commit:N``) at the N-th commit."""
+    where, _, nth = os.environ.get("PROTON_TEST_CRASH_AT", "").partition(":")
     if where not in ("before_commit", "after_commit"):
         return {}
-    return {where: lambda: os._exit(CRASH_EXIT_CODE)}
+    remaining = [int(nth or 1)]
+
+    def crash() -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            os._exit(CRASH_EXIT_CODE)
+
+    return {where: crash}
 
 
 CRASH_EXIT_CODE = 86

@@ -48,6 +48,7 @@ The queue knows nothing about sockets or AMQP: consumers are objects with ``cred
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import time
@@ -122,8 +123,10 @@ class NumberJournal(Protocol):
     """Where a durable queue keeps its sequence numbers and duplicate-detection window (the
     store, through the broker); every call is a write that completes in the background."""
 
-    def numbered(self, queue: Queue, message: Message) -> None:
-        """A stored message joined ``queue`` with ``message.number``."""
+    def numbered(self, queue: Queue, message: Message,
+                 done: Callable[[BaseException | None], object]) -> None:
+        """A stored message joined ``queue`` with ``message.number``; ``done`` once the
+        number is on disk."""
 
     def reserve(self, queue: Queue, upto: int) -> None:
         """No number below ``upto`` may be given out again after a restart."""
@@ -215,6 +218,8 @@ class Queue:
         # _next_seq reaches _watermark, the next block is reserved. _NEVER elsewhere.
         self._watermark = _NEVER
         self.journal: NumberJournal | None = None  # set by the broker on a durable queue
+        self._unwritten: deque[Message] = deque()  # joined, number not yet on disk, in order
+        self._journaling = False  # inside journal.numbered (a store may complete at once)
         self._dedupe = (DuplicateWindow(self.settings.duplicate_count,
                                         self.settings.duplicate_seconds, self._unseen)
                         if self.settings.detects_duplicates else None)
@@ -326,8 +331,11 @@ class Queue:
 
     @property
     def next_sequence_number(self) -> int:
-        """The number the next message will get (x-opt-sequence-number)."""
-        return self._next_seq
+        """The end of what readers may read now (x-opt-sequence-number): the number the
+        next message will get, or, while a durable message's number is still being written,
+        that number (browsers wait there; see _journal_joined). O(1)."""
+        unwritten = self._unwritten
+        return unwritten[0].number if unwritten else self._next_seq  # type: ignore[return-value]
 
     @property
     def earliest_sequence_number(self) -> int:
@@ -365,12 +373,34 @@ class Queue:
         journal = self.journal
         if journal is None:
             return
-        journal.numbered(self, message)
+        # Until its number is on disk no browser passes it (_feed_browser) and
+        # next_sequence_number stops below it: a crash before that write gives the message
+        # a new number at recovery, and no reader can have seen the old one.
+        message.number_unwritten = True
+        self._unwritten.append(message)
+        self._journaling = True
+        try:
+            journal.numbered(self, message, functools.partial(self._number_written, message))
+        finally:
+            self._journaling = False
         if self._dedupe is not None and message.message_id is not None:
             key = id_key(message.message_id)
             if key in self._dedupe:
                 journal.seen(self, key, message.arrival)
 
+
+    def _number_written(self, message: Message, error: BaseException | None) -> None:
+        """A joined message's number is on disk (or could not be written: then it is as
+        safe as it will get, and holding browsers back for it would stop them for good)."""
+        if error is not None:
+            log.warning("queue '%s': the number of message %s was not written: %s",
+                        self.name, message.store_id, error)
+        message.number_unwritten = False
+        unwritten = self._unwritten
+        while unwritten and not unwritten[0].number_unwritten:
+            unwritten.popleft()
+        if self._browsers and not self._journaling:
+            self._wake()  # browsers waiting at it may go on
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
         """Whether ``message``'s id is in the duplicate-detection window (changes nothing;
         the broker asks before it writes a durable message)."""
@@ -799,6 +829,8 @@ class Queue:
             entry = log.at(index)
             if entry is None:
                 break
+            if entry.message.number_unwritten and entry.state != DEAD:
+                break  # its number is not on disk yet: wait for it (see _journal_joined)
             index += 1
             if entry.seq < seq:
                 continue  # before a start that was beyond the end (a future number)

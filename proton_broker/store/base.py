@@ -194,9 +194,10 @@ class Store(abc.ABC):
         """``seq`` was given out for ``key`` on ``queue`` (with the message that has it)."""
         self.commit(Unit(sequences=[(queue, key, seq)]))
 
-    def number(self, message_id: int, number: int) -> None:
-        """The stored message ``message_id`` has the queue sequence number ``number``."""
-        self.commit(Unit(numbers=[(message_id, number)]))
+    def number(self, message_id: int, number: int, done: Completion | None = None) -> None:
+        """The stored message ``message_id`` has the queue sequence number ``number``;
+        ``done`` once that is on disk."""
+        self.commit(Unit(numbers=[(message_id, number)], done=done))
 
     def mark(self, queue: str, upto: int) -> None:
         """No queue sequence number below ``upto`` may be given out on ``queue`` again."""

@@ -245,8 +245,11 @@ class SqliteStore(Store):
         if not self.batching:
             self.flush()
 
-    def number(self, message_id: int, number: int) -> None:
-        self._shared_unit().numbers.append((message_id, number))
+    def number(self, message_id: int, number: int, done: Completion | None = None) -> None:
+        unit = self._shared_unit()
+        unit.numbers.append((message_id, number))
+        if done is not None:
+            unit.dones.append(done)
         if not self.batching:
             self.flush()
 

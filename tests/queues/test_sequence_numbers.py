@@ -3,6 +3,8 @@ from a number finds its start by bisection; earliest and next as queue propertie
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import proton
 import pytest
 
@@ -140,12 +142,23 @@ def test_a_consumer_that_does_not_browse_cannot_start_from_a_number() -> None:
 class Journal:
     """What the broker's store journal records, kept in lists."""
 
-    def __init__(self) -> None:
+    def __init__(self, at_once: bool = True) -> None:
         self.numbers: list[tuple[int, int]] = []
         self.reserved: list[int] = []
+        self.at_once = at_once  # complete each write at once, as the memory store does
+        self.writing: list[Callable[[BaseException | None], object]] = []
 
-    def numbered(self, queue: Queue, message: Message) -> None:
+    def numbered(self, queue: Queue, message: Message,
+                 done: Callable[[BaseException | None], object]) -> None:
         self.numbers.append((message.store_id, message.number))  # type: ignore[arg-type]
+        if self.at_once:
+            done(None)
+        else:
+            self.writing.append(done)
+
+    def finish_one(self) -> None:
+        """The oldest number write reaches the disk."""
+        self.writing.pop(0)(None)
 
     def reserve(self, queue: Queue, upto: int) -> None:
         self.reserved.append(upto)
@@ -184,3 +197,53 @@ def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> N
     assert [e.seq for e in q.entries()] == [7, 70_000]
     assert q.earliest_sequence_number == 7
     assert journal.reserved[-1] == 70_000 + NUMBER_BLOCK
+
+
+def stored_queue(journal: Journal) -> Queue:
+    q = Queue("durable", parse_settings({"durable": True}))
+    q.keep_numbers(journal)
+    q.persistent = True
+    return q
+
+
+def stored_msg(body: object, store_id: int) -> Message:
+    message = msg(body)
+    message.store_id = store_id
+    return message
+
+
+def test_a_browser_waits_at_a_stored_message_until_its_number_is_on_disk() -> None:
+    journal = Journal(at_once=False)
+    q = stored_queue(journal)
+    q.enqueue(msg("before"))
+    q.enqueue(stored_msg("stored", 1))
+    q.enqueue(msg("after"))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=1)
+    assert numbers(browser) == [1]  # not past number 2: a crash could still renumber it
+    assert q.next_sequence_number == 2  # readers plan no further than that either
+    journal.finish_one()
+    assert numbers(browser) == [1, 2, 3]
+    assert q.next_sequence_number == 4
+
+
+def test_a_consumer_takes_a_stored_message_before_its_number_is_on_disk() -> None:
+    journal = Journal(at_once=False)
+    q = stored_queue(journal)
+    q.enqueue(stored_msg("stored", 1))
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert numbers(consumer) == [1]  # only browsers wait: a consumer's copy is its own
+
+
+def test_a_stored_message_consumed_before_its_number_is_written_does_not_hold_browsers() -> None:
+    journal = Journal(at_once=False)
+    q = stored_queue(journal)
+    q.enqueue(stored_msg("gone", 1))
+    consumer = Taker(credit=1)
+    q.subscribe(consumer)
+    q.settle(consumer.got[0])
+    q.enqueue(msg("next"))
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=1)
+    assert numbers(browser) == [2]

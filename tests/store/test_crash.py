@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from proton import Disposition, Message
+from proton import Disposition, Endpoint, Message, ulong
 
 from proton_broker.broker import CRASH_EXIT_CODE
 from proton_broker.testing import BrokerProcess
@@ -183,6 +183,29 @@ def test_a_crash_around_the_commit_keeps_exactly_what_was_committed(
     broker = start(tmp_path)
     try:
         assert drain(broker, "edge", DURABLE) == (["only"] if kept else [])
+    finally:
+        broker.stop()
+
+
+def test_a_browser_never_sees_a_sequence_number_a_crash_could_change(tmp_path: Path) -> None:
+    # A durable message is written (commit 1), joins its queue with number 1, and its
+    # number is written by a later commit (2), at which this broker dies. Had a browser
+    # been given the message as number 1, the restarted broker could give it another
+    # number, and a reader that counts by numbers (the Spark source) would read it twice.
+    broker = start(tmp_path, PROTON_TEST_CRASH_AT="before_commit:2")
+    client = EngineClient(broker.host, broker.port)
+    browser = client.receiver("numbered", credit=10, node_properties=DURABLE,
+                              filters={"x-opt-sequence-number": ulong(1)})
+    client.wait(lambda: browser.state & Endpoint.REMOTE_ACTIVE)
+    client.send(client.sender("numbered", node_properties=DURABLE),
+                Message(body="m", durable=True))
+    assert broker.proc.wait(10) == CRASH_EXIT_CODE  # type: ignore[union-attr]
+    client.pump(0.2)
+    seen = [(r.message.body, r.message.annotations) for r in client.received(browser)]
+    assert seen == []  # nothing was shown under a number that was not on disk
+    broker = start(tmp_path)
+    try:
+        assert drain(broker, "numbered", DURABLE) == ["m"]
     finally:
         broker.stop()
 
