@@ -44,6 +44,8 @@ from proton_broker.store.sqlite import SqliteStore
 from proton_broker.transactions import Transaction, Transactions
 
 log = logging.getLogger("proton_broker.broker")
+
+MANAGEMENT_NODE = "$management"  # the address of the management node (proton_broker.management)
 store_log = logging.getLogger("proton_broker.store")
 
 
@@ -95,6 +97,9 @@ class Broker:
         """
         if not name:
             raise NotFound("no address given")
+        if name == MANAGEMENT_NODE:  # reached by the anonymous relay or the HTTP gateway
+            raise NotFound(f"'{name}' is the management node, not a queue: send requests on "
+                           f"a link whose target address is {name}")
         return self._get_or_create(name, options, allowed=create and self.may_create(name))
 
     def _get_or_create(self, name: str, options: Mapping[str, Any] | None,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proton_broker import errors
+from proton_broker.broker import MANAGEMENT_NODE
 from proton_broker.queues.queue import LIVE_SETTINGS, Queue
 from proton_broker.queues.settings import (
     GROUPS_NONE,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("proton_broker.management")
 
-NODE_ADDRESS = "$management"  # where the protocol adapter attaches the node
+NODE_ADDRESS = MANAGEMENT_NODE  # where the protocol adapter attaches the node
 MANAGEMENT_TYPE = "org.amqp.management"
 SELF = "self"
 QUEUE_TYPE = "org.apache.qpid.Queue"

@@ -92,6 +92,17 @@ def test_the_anonymous_relay_rejects_a_message_for_an_unknown_address(
     assert ok.remote_state == Disposition.ACCEPTED
 
 
+def test_the_anonymous_relay_does_not_make_a_queue_of_the_management_node(
+        broker: RunningBroker) -> None:
+    client = broker.client()
+    relay = client.sender(None)
+    delivery = client.wait_settled(client.send(relay, Message(address="$management", body=1)))
+    assert delivery.remote_state == Disposition.REJECTED
+    assert delivery.remote.condition.name == "amqp:not-found"
+    assert "management node" in delivery.remote.condition.description
+    assert broker.call(lambda: "$management" not in broker.broker.queues)
+
+
 def test_a_dynamic_source_gets_a_new_temporary_queue(broker: RunningBroker) -> None:
     client = broker.client()
     link = client.receiver(None, credit=1, dynamic=True)
