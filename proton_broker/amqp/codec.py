@@ -745,7 +745,11 @@ def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:
         count, body = 0, b""
     else:
         raise DecodeError(f"message-annotations at offset {at} is not a map")
-    count, body = count + 2, body + pair
+    return _encode_map(count + 2, body + pair)
+
+
+def _encode_map(count: int, body: bytes) -> bytes:
+    """A map of ``count`` keys and values (``body``, encoded): a map8 when it fits."""
     if len(body) + 1 <= 255 and count <= 255:
         return bytes((0xC1, len(body) + 1, count)) + body
     return b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(count) + body
@@ -790,11 +794,7 @@ def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
     pairs = _map_pairs(data, at)
     kept = [data[k:v_end] for k, k_end, v_end in pairs
             if decode_value(data, k, k_end) != SEQUENCE_NUMBER]
-    body = b"".join(kept) + pair
-    count = 2 * (len(kept) + 1)
-    if len(body) + 1 <= 255 and count <= 255:
-        return bytes((0xC1, len(body) + 1, count)) + body
-    return b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(count) + body
+    return _encode_map(2 * (len(kept) + 1), b"".join(kept) + pair)
 
 
 def _map_pairs(data: bytes, at: int) -> list[tuple[int, int, int]]:
