@@ -212,8 +212,8 @@ class Broker:
         floors = _number_floors(recovered)
         last: dict[str, int] = {}
         for stored in recovered.messages:
-            self._recover(stored, stored.id in recovered.retired,
-                          self._recovered_number(stored, recovered, floors, last))
+            number, fresh = _recovered_number(stored, recovered, floors, last)
+            self._recover(stored, stored.id in recovered.retired, number, fresh)
         for name, counters in recovered.sequences.items():
             queue = self.queues.get(name)
             if queue is not None and queue.history is not None:
@@ -223,23 +223,8 @@ class Broker:
                 queue.restore_numbers(floors.get(queue.name, 1))
         _log_recovery(recovered)
 
-    def _recovered_number(self, stored: StoredMessage, recovered: Recovered,
-                          floors: dict[str, int], last: dict[str, int]) -> int:
-        """The queue sequence number a recovered message gets back: its stored one, or,
-        for one stored without (a crash before its number was written, or a store from
-        before numbers) or out of order, a new one above every number given out before
-        the restart (written to the store), so the queue stays ordered by number."""
-        number = recovered.numbers.get(stored.id)
-        previous = last.get(stored.queue, 0)
-        if number is None or number <= previous:
-            number = max(previous + 1, floors.get(stored.queue, 1))
-            floors[stored.queue] = number + 1
-            if self.store is not None:
-                self.store.number(stored.id, number)
-        last[stored.queue] = number
-        return number
-
-    def _recover(self, stored: StoredMessage, retired: bool, number: int) -> None:
+    def _recover(self, stored: StoredMessage, retired: bool, number: int,
+                 fresh: bool) -> None:
         queue = self.queues.get(stored.queue)
         if queue is None:  # cannot happen with the store's own deletes; keep the data
             log.warning("store: message %d names unknown queue '%s'; left in the store",
@@ -257,8 +242,12 @@ class Broker:
             if retired:  # a past version its history keeps, no longer on the queue
                 message.number = number
                 queue.recover_version(message)
+                if fresh:
+                    queue.write_number(message)
                 return
         queue.enqueue(message, now=stored.arrival, admitted=True, number=number)
+        if fresh:  # browsers are not given it until this number is on disk either
+            queue.write_number(message)
 
     def _make_durable(self, queue: Queue) -> None:
         if self.store is None:
@@ -351,6 +340,22 @@ class Broker:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+
+def _recovered_number(stored: StoredMessage, recovered: Recovered, floors: dict[str, int],
+                      last: dict[str, int]) -> tuple[int, bool]:
+    """The queue sequence number a recovered message gets back, and whether it is a new one:
+    its stored one, or, for one stored without (a crash before its number was written, or a
+    store from before numbers) or out of order, a new one above every number given out
+    before the restart, so the queue stays ordered by number (the queue writes it)."""
+    number = recovered.numbers.get(stored.id)
+    previous = last.get(stored.queue, 0)
+    fresh = number is None or number <= previous
+    if fresh:
+        number = max(previous + 1, floors.get(stored.queue, 1))
+        floors[stored.queue] = number + 1
+    last[stored.queue] = number
+    return number, fresh
 
 
 def _log_recovery(recovered: Recovered) -> None:

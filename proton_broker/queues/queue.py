@@ -373,9 +373,22 @@ class Queue:
         journal = self.journal
         if journal is None:
             return
-        # Until its number is on disk no browser passes it (_feed_browser) and
-        # next_sequence_number stops below it: a crash before that write gives the message
-        # a new number at recovery, and no reader can have seen the old one.
+        self.write_number(message)
+        if self._dedupe is not None and message.message_id is not None:
+            key = id_key(message.message_id)
+            if key in self._dedupe:
+                journal.seen(self, key, message.arrival)
+
+    def write_number(self, message: Message) -> None:
+        """Write the number of ``message``, a stored message on this queue: when it joins,
+        or at recovery when it comes back without one and gets a new number.
+
+        Until the number is on disk no browser passes the message (_feed_browser) and
+        next_sequence_number stops below it: a crash before that write gives the message
+        a new number at recovery, and no reader can have seen the old one."""
+        journal = self.journal
+        if journal is None:
+            return
         message.number_unwritten = True
         self._unwritten.append(message)
         self._journaling = True
@@ -383,11 +396,6 @@ class Queue:
             journal.numbered(self, message, functools.partial(self._number_written, message))
         finally:
             self._journaling = False
-        if self._dedupe is not None and message.message_id is not None:
-            key = id_key(message.message_id)
-            if key in self._dedupe:
-                journal.seen(self, key, message.arrival)
-
 
     def _number_written(self, message: Message, error: BaseException | None) -> None:
         """A joined message's number is on disk (or could not be written: then it is as
@@ -401,6 +409,7 @@ class Queue:
             unwritten.popleft()
         if self._browsers and not self._journaling:
             self._wake()  # browsers waiting at it may go on
+
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
         """Whether ``message``'s id is in the duplicate-detection window (changes nothing;
         the broker asks before it writes a durable message)."""

@@ -247,3 +247,18 @@ def test_a_stored_message_consumed_before_its_number_is_written_does_not_hold_br
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, from_number=1)
     assert numbers(browser) == [2]
+
+
+def test_a_message_renumbered_at_recovery_waits_for_its_new_number_to_be_written() -> None:
+    journal = Journal(at_once=False)
+    q = stored_queue(journal)
+    recovered = stored_msg("came back without a number", 7)
+    q.enqueue(recovered, number=5)  # as recovery gives it a new number
+    q.write_number(recovered)
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser, from_number=1)
+    assert numbers(browser) == []  # another crash now could give it yet another number
+    assert q.next_sequence_number == 5
+    journal.finish_one()
+    assert numbers(browser) == [5]
+    assert journal.numbers[-1] == (7, 5)
