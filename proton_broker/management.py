@@ -126,7 +126,7 @@ def _groups(queue: Queue) -> list[dict[str, Any]]:
     if groups is None:
         return []
     return [{"groupId": g.name if g.name is not None else groups.default_group,
-             "messageCount": len(g) + g.acquired, "acquiredMessages": g.acquired,
+             "messageCount": g.waiting + g.acquired, "acquiredMessages": g.acquired,
              "consumer": g.owner} for g in groups.groups()]
 
 

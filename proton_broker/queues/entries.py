@@ -53,7 +53,7 @@ class Entry:
     """A message's place in a queue and its delivery state."""
 
     __slots__ = ("seq", "message", "state", "delivery_count", "expires_at", "excluded",
-                 "rank", "key", "superseded")
+                 "rank", "key", "superseded", "parked")
 
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
         self.seq = seq
@@ -65,6 +65,7 @@ class Entry:
         self.rank: Any = None  # the ordering's sort position (priority level, sort key)
         self.key: str | None = None  # the last-value key, when the queue has one
         self.superseded = False  # a newer value for the same key has arrived
+        self.parked = False  # grouped queues: waiting in its group (see queues/groups.py)
 
     def __repr__(self) -> str:
         return f"<Entry {self.seq} state={self.state}>"

@@ -19,15 +19,30 @@ Semantics (shared/seeds/qpid-cpp-message-groups.xml and qpid-broker-j-queues.txt
   behind a blocked group's messages.
 * Within a group, order is arrival order, and a released message goes back to its position.
 
-How it stays fast (no scanning of blocked groups): each group keeps its own FIFO of
-available entries. A group with available entries is listed, under the position of its
-first one, in exactly one min-heap: the heap of free groups, or the heap of groups owned by
-its consumer. A consumer's next entry is the head of whichever of the two heaps' tops comes
-first, so acquiring is O(log g) for g groups with available messages, however many groups
-are blocked. Heaps are updated lazily: relisting a group pushes a new item and leaves the
-old one stale, to be dropped when it reaches the top (or when stale items outnumber live
-ones). Only a consumer refused by a group's head (undeliverable-here) takes a slower path
-that sorts the candidate groups.
+How it stays fast (no scanning of blocked groups, and little work for the rest):
+
+* New entries join one FIFO, the *lane*, as on a plain queue. A consumer takes the lane's
+  first entry when its group is free or already its own, which is what happens to nearly
+  every message of a queue whose consumers keep up.
+* An entry whose group another consumer holds, met at the front of the lane, is *parked*:
+  moved into its group's own FIFO. So is every released or newly valid entry. Each entry is
+  parked at most once per time it becomes available, so parking is O(1) amortised.
+* A group with parked entries is listed, under the position of its first one, in exactly
+  one min-heap: the heap of free groups, or the heap of groups owned by its consumer.
+  A group's parked entries keep their order among themselves, and since a consumer always
+  takes the earliest of its candidates (below), the group's order holds across the lane.
+* A consumer's next entry is the earliest of three: the lane's front, the free heap's top,
+  its own heap's top. Groups another consumer holds are in neither heap, so acquiring is
+  O(log g) for g listed groups however many are blocked, and O(1) when nothing is parked.
+* Heaps are updated lazily: relisting a group pushes a new item and leaves the old one
+  stale, to be dropped when it reaches the top (or when stale items outnumber live ones).
+* Only a consumer refused by a group's first entry (undeliverable-here) takes a slower
+  path: it parks the whole lane, then sorts the candidate groups.
+* Groups with nothing to remember stay in the table for reuse (a group with one message in
+  flight is idle between its settlement and its next message); when the table has doubled
+  since the last sweep, or (past ``_IDLE_KEEP`` groups) as many groups have gone idle as
+  half the table, the idle ones are dropped: O(1) amortised per message, and the table
+  stays within twice the groups in use or ``_IDLE_KEEP``, whichever is more.
 """
 
 from __future__ import annotations
@@ -42,21 +57,18 @@ from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
 _COMPACT_MIN = 64  # rebuild a heap once it holds at least this many stale items
-_IDLE_KEEP = 16384  # idle groups kept for reuse, at most (about 1 KB each)
+_LANE_COMPACT_MIN = 1024  # rebuild the lane once it holds at least this many stale entries
+_IDLE_KEEP = 16384  # groups kept in the table, idle or not, before the first sweep
 
 _heappush = heapq.heappush
 _heappop = heapq.heappop
 
 
 class Group(FifoOrder):
-    """One group: the FIFO of its available entries (it is one, to save an object and an
-    indirection per message), and who holds it.
+    """One group: the FIFO of its parked entries (it is one, to save an object per group),
+    how many of its entries are available anywhere, and who holds it."""
 
-    The distributor's per-message paths reach into the FIFO's ``_tail`` and ``_back``
-    where a method call would cost more than the work (see :meth:`GroupDistributor.acquire`).
-    """
-
-    __slots__ = ("name", "owner", "acquired", "listed_in", "item", "orphaned", "spare")
+    __slots__ = ("name", "owner", "acquired", "waiting", "listed_in", "item", "orphaned")
 
     def __init__(self, name: str | None) -> None:
         # FifoOrder's fields, set here rather than through its __init__: a group is made
@@ -67,18 +79,29 @@ class Group(FifoOrder):
         self.name = name  # None: the ungrouped messages of a standard-groups queue
         self.owner: int | None = None
         self.acquired = 0  # entries of this group acquired and not yet settled
-        self.listed_in: GroupHeap | None = None  # the heap its head is listed in
+        self.waiting = 0  # entries of this group available, in the lane or parked
+        self.listed_in: GroupHeap | None = None  # the heap its parked head is listed in
         self.item: tuple[int, Group] | None = None  # its live item there: (head position, it)
         self.orphaned = False  # its consumer left while still holding some of its messages
-        self.spare = False  # idle, kept for reuse and counted in GroupDistributor._idle
 
     def __bool__(self) -> bool:
         return True  # a group is a group, however many entries its FIFO holds
 
     def idle(self) -> bool:
         """Nothing to remember: no messages, no holder."""
-        return self.listed_in is None and self.owner is None and not self.acquired \
-            and not len(self)
+        return not self.waiting and self.owner is None and not self.acquired
+
+    def park(self, entry: Entry) -> None:
+        """Keep an available entry here, in position order."""
+        entry.parked = True
+        tail, seq = self._tail, entry.seq
+        if tail and seq > tail[-1].seq or not tail and not self._back:
+            tail.append(entry)  # the usual case: met at the lane's front, newest so far
+        elif not tail or seq < tail[0].seq:
+            _heappush(self._back, (seq, entry))  # handed out before all of the tail
+        else:  # a held entry that became valid behind some of the tail: rare, O(k)
+            index = next(i for i, e in enumerate(tail) if e.seq > seq)
+            tail.insert(index, entry)
 
     def __repr__(self) -> str:
         return f"<Group {self.name!r} owner={self.owner} acquired={self.acquired}>"
@@ -158,22 +181,24 @@ class GroupDistributor:
 
     It is the grouped queue's ordering (``push``, ``requeue``, ``discard``, ``len``), plus
     ``acquire`` for a given consumer and ``done`` when an acquired entry is settled or back.
-
-    ``push``, ``acquire`` and ``done`` run once per message: they inline the common cases of
-    the helpers below (listing, relisting, going idle), which the other paths call.
+    ``push``, ``acquire`` and ``done`` run once per message and inline their common case.
     """
 
     def __init__(self, settings: QueueSettings, default_group: str = DEFAULT_GROUP) -> None:
         self.shared = settings.group_mode == GROUPS_SHARED
         self.key = settings.group_key
         self.default_group = settings.default_group or default_group
-        self.available = 0  # entries in the groups' FIFOs
+        self.available = 0  # available entries, in the lane or parked
         self.freed = False  # a group with messages waiting went free since the caller cleared this
         self._groups: dict[str | None, Group] = {}
+        self._sweep_at = _IDLE_KEEP  # sweep idle groups when the table reaches this size,
+        self._sweep_after = _IDLE_KEEP  # or when this many groups have gone idle since
+        self._idled = 0  # groups that went idle in done() since the last sweep (or again)
+        self._lane: deque[Entry] = deque()  # new entries, in arrival order (see module rules)
+        self._lane_stale = 0  # entries in the lane that are no longer there for the taking
         self._free = GroupHeap()  # groups nobody holds
         self._owned: dict[int, GroupHeap] = {}  # consumer id -> groups it holds
         self._assigned: dict[int, set[Group]] = {}  # standard mode: consumer -> its groups
-        self._idle = 0  # groups in the table with nothing to remember (see _went_idle)
         self._just_assigned = False  # the last acquire gave its group an owner
 
     # ---- the ordering interface (as the queue uses FifoOrder) ---------------------------
@@ -193,54 +218,48 @@ class GroupDistributor:
             name = self.default_group
         group = self._groups.get(name)
         if group is None:
-            group = self._groups[name] = Group(name)
+            group = self._new_group(name)
         entry.rank = group
-        group._tail.append(entry)
+        group.waiting += 1
         self.available += 1
-        if group.listed_in is None:  # it had no head: this entry is its head now
-            if group.owner is None:  # _list, inlined for the common case of a free group
-                if group.spare:  # busy again
-                    group.spare = False
-                    self._idle -= 1
-                heap = self._free
-                group.listed_in = heap
-                item = group.item = (entry.seq, group)
-                run = heap.run  # GroupHeap.add, inlined
-                if not run or item[0] > run[-1][0]:
-                    run.append(item)
-                else:
-                    _heappush(heap.items, item)
-                heap.live += 1
-            else:
-                self._list(group, entry.seq)
+        self._lane.append(entry)
 
     def requeue(self, entry: Entry) -> None:
-        group: Group = entry.rank
-        group.requeue(entry)
+        """A released entry, or a held one now valid: parked in its group."""
+        group = self._current(entry)
+        group.waiting += 1
         self.available += 1
-        self._relist(group)
+        self._park(group, entry)
 
     def discard(self, entry: Entry) -> None:
         group: Group = entry.rank
-        if group.peek() is entry:
+        group.waiting -= 1
+        self.available -= 1
+        if not entry.parked:
+            self._lane_stale += 1  # dropped when it reaches the lane's front
+            lane = self._lane
+            if self._lane_stale >= _LANE_COMPACT_MIN and self._lane_stale * 2 > len(lane):
+                self._lane = deque(e for e in lane if e.state == AVAILABLE and not e.parked
+                                   and e is not entry)
+                self._lane_stale = 0
+        elif group.peek() is entry:
             # Its head leaves (still available as far as the FIFO can tell): take it out
             # now, so that the group is relisted under its next entry, not the gone one.
             group.pop()
+            self._relist(group)
         else:
             group.discard(entry)
-        self.available -= 1
-        self._relist(group)
 
     def victim(self) -> Entry | None:
         """The oldest available entry, whatever its group (a ring deletes it first): the
-        earliest head among the free groups' heap and each consumer's, O(c) for c
-        consumers holding groups."""
-        best: tuple[int, Group] | None = None
+        earliest of the lane's front and the heads listed in the free heap and each
+        consumer's, O(c) for c consumers holding groups."""
+        best = self._lane_front()
         for heap in (self._free, *self._owned.values()):
             top = heap.top()
-            if top is not None and (best is None or top[0] < best[0]):
-                best = top
-        return best[1].peek() if best is not None else None
+            if top is not None and (best is None or top[0] < best.seq):
+                best = top[1].peek()
+        return best
 
     # ---- consumers ----------------------------------------------------------------------
 
@@ -250,68 +269,40 @@ class GroupDistributor:
         :meth:`dropped` undoes the hold."""
         if not self.available:
             return None
-        heap = self._free
-        items, run = heap.items, heap.run
-        if items or not run or run[0][1].item is not run[0]:
-            item = heap.top()
-        else:
-            item = run[0]  # GroupHeap.top, inlined for its common case
-        own_heap = self._owned.get(consumer_id)
-        if own_heap is not None and own_heap.live:
-            mine = own_heap.top()
-            if mine is not None and (item is None or mine[0] < item[0]):
-                item, heap = mine, own_heap
-        if item is None:
-            return None
-        group = item[1]
-        tail = group._tail
-        if not group._back and tail and tail[0].state == AVAILABLE:
-            entry: Entry | None = tail[0]  # the head, without a call to peek
-        else:
-            entry = group.peek()
-        if entry is not None and not (entry.excluded and consumer_id in entry.excluded):
-            # Take the head out of the FIFO (peek dropped any stale entries before it) and
-            # the group's item, on top of its heap, off the heap.
-            if group._back:
-                _heappop(group._back)
+        lane, free = self._lane, self._free
+        own = self._owned.get(consumer_id) if self._owned else None
+        while True:
+            if lane and lane[0].state == AVAILABLE and not lane[0].parked:
+                front: Entry | None = lane[0]
             else:
-                tail.popleft()
-            run = heap.run  # GroupHeap.pop, inlined
-            if run and run[0] is item:
-                run.popleft()
-            else:
-                _heappop(heap.items)
-            heap.live -= 1
-            group.listed_in = group.item = None
-        else:
-            found = self._first_allowed(consumer_id, own_heap)
-            if found is None:
+                front = self._lane_front()
+            if free.live or own is not None and own.live:
+                listed = self._earliest_listed(own)
+                if listed is not None and (front is None or listed[0][0] < front.seq):
+                    return self._take_listed(consumer_id, *listed, own)
+            if front is None:
                 return None
-            group = found
-            entry = group.pop()
-            assert entry is not None
-        self.available -= 1
-        self._just_assigned = False
-        if group.name is not None:
-            group.acquired += 1
-            if group.owner is None:
-                group.owner = consumer_id
-                self._just_assigned = True
-                if not self.shared:
-                    self._assigned.setdefault(consumer_id, set()).add(group)
-        if group.listed_in is not None:
-            self._relist(group)  # the slow path left it listed
-        elif group._tail or group._back:  # it has more: list it under the next one
-            tail = group._tail
-            if not group._back and tail[0].state == AVAILABLE:
-                head: Entry | None = tail[0]  # without a call to peek, as above
-            else:
-                head = group.peek()
-            if head is not None:
-                self._list(group, head.seq)
-        elif group.owner is None and not group.acquired and not group.spare:
-            self._went_idle(group)  # an ungrouped entry of a standard queue, the last one
-        return entry
+            group: Group = front.rank
+            owner = group.owner
+            lane.popleft()
+            if owner is None or owner == consumer_id:  # the lane's front is its to take
+                self.available -= 1
+                group.waiting -= 1
+                if group.name is None:  # ungrouped (standard mode)
+                    self._just_assigned = False
+                    return front
+                group.acquired += 1
+                if owner is None:  # _hold, inlined
+                    group.owner = consumer_id
+                    self._just_assigned = True
+                    if not self.shared:
+                        self._assigned.setdefault(consumer_id, set()).add(group)
+                else:
+                    self._just_assigned = False
+                if group.listed_in is not None:
+                    self._relist(group)  # parked entries too (rare): where the owner looks
+                return front
+            self._park(group, front)  # another consumer's: out of everyone else's way
 
     def dropped(self, entry: Entry) -> None:
         """The entry :meth:`acquire` just returned leaves the queue instead (it expired):
@@ -327,7 +318,7 @@ class GroupDistributor:
 
     def done(self, entry: Entry) -> bool:
         """A held entry is no longer with its consumer (settled, or already requeued).
-        Returns whether its group became free with messages waiting, so that other
+        Returns whether its group became free with messages parked, so that other
         consumers may now take something they could not before."""
         group: Group = entry.rank
         if group.name is None:
@@ -342,19 +333,16 @@ class GroupDistributor:
             # The per-message case, inlined: a shared group goes free (orphaned is never
             # set in shared mode, and there is no standard-mode bookkeeping to undo).
             group.owner = None
-            if group.listed_in is None:
-                # Nothing waiting (a listed group is one with available entries): it is
-                # idle now, kept for reuse (see _went_idle).
-                if not group.spare:
-                    group.spare = True
-                    self._idle += 1
-                    if self._idle > _IDLE_KEEP:
+            listed = group.listed_in
+            if listed is None:  # nothing parked: its entries in the lane are anyone's now
+                if not group.waiting:  # none: idle
+                    self._idled += 1
+                    if self._idled > self._sweep_after and len(self._groups) > _IDLE_KEEP:
                         self._sweep()
                 return False
-            # Messages wait: move its item from its holder's heap to the free one, under
+            # Entries parked: move its item from its holder's heap to the free one, under
             # the same head (a listed group's item is always at its head's position).
             self.freed = True
-            listed = group.listed_in
             position = group.item[0]  # type: ignore[index]
             group.listed_in = group.item = None
             listed.dropped()
@@ -387,34 +375,121 @@ class GroupDistributor:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _went_idle(self, group: Group) -> None:
-        """A group has nothing left to remember (no messages, no holder).
-
-        It stays in the table for reuse rather than being dropped at once: groups in use go
-        idle and busy again all the time (a group with one message in flight is idle between
-        its settlement and its next message), and making a new one each time is a good part
-        of a grouped message's cost. Once more than ``_IDLE_KEEP`` groups (or half the
-        table) are idle, the idle ones are dropped: O(1) per message amortised, and at most
-        that many idle groups kept.
-        """
-        group.spare = True
-        self._idle += 1
-        if self._idle > _IDLE_KEEP:
+    def _new_group(self, name: str | None) -> Group:
+        """A group for a name the table does not have; idle groups are swept out first
+        once the table has doubled since the last sweep (see the module rules)."""
+        if len(self._groups) >= self._sweep_at:
             self._sweep()
+        group = self._groups[name] = Group(name)
+        return group
 
     def _sweep(self) -> None:
-        """Drop the idle groups, if they are more than half the table (see _went_idle)."""
-        if self._idle > len(self._groups) >> 1:
-            groups = self._groups
-            for name, group in list(groups.items()):
-                if group.idle():
-                    del groups[name]
-            self._idle = 0
+        """Drop the idle groups. The next sweep comes once the table has doubled or half
+        of it has gone idle (again), so the O(g) sweep is O(1) amortised per message."""
+        groups = self._groups
+        for name, group in list(groups.items()):
+            if group.idle():
+                del groups[name]
+        self._sweep_at = max(_IDLE_KEEP, 2 * len(groups))
+        self._sweep_after = max(_IDLE_KEEP, len(groups) // 2)
+        self._idled = 0
+
+    def _current(self, entry: Entry) -> Group:
+        """The table's group for an entry coming back: a held entry's group may have been
+        swept while it was held, and a new one made under its name since."""
+        group: Group = entry.rank
+        current = self._groups.get(group.name)
+        if current is not group:
+            if current is None:
+                self._groups[group.name] = group
+            else:
+                entry.rank = group = current
+        return group
+
+    def _lane_front(self) -> Entry | None:
+        """The lane's first entry still there for the taking; stale ones in front go."""
+        lane = self._lane
+        while lane:
+            entry = lane[0]
+            if entry.state == AVAILABLE and not entry.parked:
+                return entry
+            lane.popleft()
+            self._lane_stale -= 1
+        return None
+
+    def _earliest_listed(self, own: GroupHeap | None) -> tuple[tuple[int, Group], GroupHeap] | None:
+        """The earliest item of the free heap and the consumer's own, with its heap."""
+        free = self._free
+        best = free.top() if free.live else None
+        heap = free
+        if own is not None and own.live:
+            mine = own.top()
+            if mine is not None and (best is None or mine[0] < best[0]):
+                best, heap = mine, own
+        return (best, heap) if best is not None else None
+
+    def _take_listed(self, consumer_id: int, item: tuple[int, Group], heap: GroupHeap,
+                     own: GroupHeap | None) -> Entry | None:
+        """Take the head of the group ``item`` lists, on top of ``heap``, unless the
+        consumer refused it."""
+        group = item[1]
+        entry = group.peek()
+        if entry is None or entry.excluded and consumer_id in entry.excluded:
+            return self._take_allowed(consumer_id, own)
+        group.pop()  # the head (peek dropped any stale entries before it)
+        heap.pop(item)
+        group.listed_in = group.item = None
+        return self._taken(consumer_id, group, entry)
+
+    def _take_allowed(self, consumer_id: int, own: GroupHeap | None) -> Entry | None:
+        """The slow path, for a consumer refused by a group's head (undeliverable-here):
+        every entry is parked, then the earliest group whose head it may take gives it."""
+        lane = self._lane
+        while lane:
+            entry = lane.popleft()
+            if entry.state == AVAILABLE and not entry.parked:
+                self._park(entry.rank, entry)
+        self._lane_stale = 0
+        group = self._first_allowed(consumer_id, own)
+        if group is None:
+            return None
+        entry = group.pop()
+        assert entry is not None
+        return self._taken(consumer_id, group, entry)
+
+    def _taken(self, consumer_id: int, group: Group, entry: Entry) -> Entry:
+        """``entry``, just out of ``group``'s FIFO, is the consumer's."""
+        entry.parked = False
+        self.available -= 1
+        group.waiting -= 1
+        self._just_assigned = False
+        if group.name is not None:
+            group.acquired += 1
+            if group.owner is None:
+                self._hold(group, consumer_id)
+        self._relist(group)
+        return entry
+
+    def _hold(self, group: Group, consumer_id: int) -> None:
+        group.owner = consumer_id
+        self._just_assigned = True
+        if not self.shared:
+            self._assigned.setdefault(consumer_id, set()).add(group)
+
+    def _park(self, group: Group, entry: Entry) -> None:
+        """Park an available entry in its group, and list the group where its holder (or
+        everyone, if free) looks, under its first parked entry."""
+        group.park(entry)
+        listed = group.item
+        if listed is None:
+            self._list(group, entry.seq)
+        elif entry.seq < listed[0]:
+            self._relist(group)
 
     def _first_allowed(self, consumer_id: int, own_heap: GroupHeap | None) -> Group | None:
-        """The slow path, for a consumer refused by a group's head (undeliverable-here):
-        the earliest group whose head it may take. On the way, a standard group of its own
-        whose head it refused, and of which it holds nothing, is given up."""
+        """The earliest listed group whose head the consumer may take. On the way, a
+        standard group of its own whose head it refused, and of which it holds nothing, is
+        given up."""
         candidates = self._free.groups()
         if own_heap is not None:
             candidates = sorted(candidates + own_heap.groups(), key=_head_position)
@@ -441,11 +516,12 @@ class GroupDistributor:
             if assigned is not None:
                 assigned.discard(group)
         group.owner, group.orphaned = None, False
-        if group.listed_in is not None:  # it has messages waiting, others may take now
+        if group.listed_in is not None:  # it has entries parked, others may take now
             self.freed = True
 
     def _relist(self, group: Group) -> None:
-        """List the group under its head position, in the free heap or its owner's."""
+        """List the group under its parked head, in the free heap or its owner's; or not
+        at all when nothing is parked."""
         head = group.peek()
         listed = group.listed_in
         if listed is not None:
@@ -456,8 +532,6 @@ class GroupDistributor:
             listed.dropped()
         if head is not None:
             self._list(group, head.seq)
-        elif group.owner is None and not group.acquired and not group.spare:
-            self._went_idle(group)
 
     def _list(self, group: Group, position: int) -> None:
         """List an unlisted group under ``position``: in the free heap, or its owner's."""
@@ -468,9 +542,6 @@ class GroupDistributor:
             heap = self._owned.get(owner)
             if heap is None:
                 heap = self._owned[owner] = GroupHeap()
-        if group.spare:  # busy again
-            group.spare = False
-            self._idle -= 1
         group.listed_in = heap
         item = group.item = (position, group)
         heap.add(item)

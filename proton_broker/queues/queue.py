@@ -261,6 +261,9 @@ class Queue:
         self._dispatching = False  # dispatch() is running (see there)
         self._again = False
         self._skipped = False  # the last _take passed over entries the consumer refused
+        # How a consumer's next entry is found, chosen once: dispatch calls it per message.
+        self._take: Callable[[int], Entry | None] = (
+            self._take_grouped if self._groups is not None else self._take_ordered)
         # Whether messages need an expiry time even without a TTL of their own.
         self._ttl_bounds = bool(self.settings.min_ttl or self.settings.max_ttl)
 
@@ -764,10 +767,8 @@ class Queue:
             for cid in list(self._replayers):
                 self._feed_replayer(self._consumers[cid])
 
-    def _take(self, consumer_id: int) -> Entry | None:
+    def _take_ordered(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
-        if self._groups is not None:
-            return self._take_grouped(consumer_id)
         order = self._order
         entry = order.pop()
         if entry is not None and entry.expires_at is None and entry.excluded is None \
@@ -795,6 +796,7 @@ class Queue:
         return found
 
     def _take_grouped(self, consumer_id: int) -> Entry | None:
+        """Acquire the next entry ``consumer_id`` may have on a grouped queue."""
         groups = self._groups
         assert groups is not None
         if not groups.available:  # the usual end of a dispatch round: spare the call

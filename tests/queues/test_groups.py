@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import random
+import time
 from typing import Any
 
 import proton
@@ -32,7 +33,7 @@ class Taker(consumers.Taker):
 
 
 def msg(text: str, group: str | None = None, *, group_id: str | None = None,
-        ttl: float | None = None, key: str = KEY) -> Message:
+        ttl: float | None = None, key: str = KEY, hold_until: float | None = None) -> Message:
     """A parsed message labelled ``text`` (its message-id), in application-property group
     ``group`` and/or with properties.group-id ``group_id``."""
     properties = {} if group is None else {key: group}
@@ -41,6 +42,8 @@ def msg(text: str, group: str | None = None, *, group_id: str | None = None,
         kwargs["group_id"] = group_id
     if ttl is not None:
         kwargs["ttl"] = ttl
+    if hold_until is not None:  # seconds since the epoch (needs holdOnPublishEnabled)
+        properties["x-qpid-not-valid-before"] = int(hold_until * 1000)
     return parse_message(proton.Message(**kwargs).encode())
 
 
@@ -533,6 +536,33 @@ def test_idle_groups_kept_for_reuse_stay_bounded_when_group_ids_never_repeat() -
     assert len(groups._groups) <= 2 * _IDLE_KEEP
 
 
+def test_a_held_message_whose_group_was_forgotten_meanwhile_rejoins_the_group() -> None:
+    q = queue(dict(SHARED, holdOnPublishEnabled=True))
+    q.enqueue(msg("A-held", "A", hold_until=time.time() + 3600))
+    passing = Taker()
+    q.subscribe(passing)
+    template = msg("x", "x")
+    for n in range(3 * _IDLE_KEEP):  # as many groups come and go: idle ones are swept
+        message = copy.copy(template)
+        message.app_properties_cache = {KEY: f"g{n}"}
+        q.enqueue(message)
+        passing.grant(q, 1)
+        q.settle(passing.got.pop())
+    q.unsubscribe(passing)
+    assert q._groups is not None and "A" not in q._groups._groups  # A was swept
+    a, b = Taker(), Taker()
+    q.subscribe(a)
+    q.subscribe(b)
+    fill(q, "A-1")
+    a.grant(q, 1)
+    assert a.labels() == ["A-1"]
+    q.release_held(now=time.time() + 7200)
+    b.grant(q, 1)
+    assert b.labels() == []  # a holds group A, whichever object stood for it when held
+    q.settle(a.got[0])
+    assert b.labels() == ["A-held"]
+
+
 def test_a_standard_groups_queue_forgets_groups_once_their_consumers_are_gone() -> None:
     q = queue(STANDARD)
     consumers = _consume_everything(q, 20_000, 5_000)
@@ -557,7 +587,8 @@ class Model:
         self.rng = random.Random(seed)
         self.choices = self.GROUPS if ungrouped else [g for g in self.GROUPS if g is not None]
         self.shared = mode == "shared"
-        self.q = queue(SHARED if self.shared else STANDARD)
+        options = dict(SHARED if self.shared else STANDARD, holdOnPublishEnabled=True)
+        self.q = queue(options)
         self.groups: dict[str, str | None] = {}  # label -> group (None: ungrouped)
         self.consumers: list[Taker] = []
         self.unsettled: dict[int, list[Entry]] = {}  # consumer id -> entries it holds
@@ -602,14 +633,27 @@ class Model:
 
     def step(self) -> None:
         rng, q = self.rng, self.q
-        action = rng.choices(["enqueue", "grant", "settle", "release", "churn"],
-                             weights=[6, 3, 4, 2, 1])[0]
-        if action == "enqueue":
+        action = rng.choices(["enqueue", "grant", "settle", "release", "churn", "hold",
+                              "valid", "refuse"], weights=[6, 3, 4, 2, 1, 1, 1, 1])[0]
+        if action in ("enqueue", "hold"):
             group = rng.choice(self.choices)
             text = f"m{self.enqueued}"
             self.groups[text] = group  # before enqueue: it may be delivered at once
-            q.enqueue(msg(text, group))
+            message = msg(text, group)
+            if action == "hold":  # valid only once the "valid" step says so
+                message = msg(text, group, hold_until=time.time() + 3600)
+            q.enqueue(message)
             self.enqueued += 1
+        elif action == "valid":  # every held message becomes valid, back in its place
+            q.release_held(now=time.time() + 7200)
+        elif action == "refuse":  # modified, undeliverable-here (shared mode: see check)
+            holding = [c for c in self.consumers if self.unsettled[c.id]]
+            if not holding or not self.shared:
+                return
+            c = rng.choice(holding)
+            held = self.unsettled[c.id]
+            q.release(held.pop(rng.randrange(len(held))), delivery_failed=True,
+                      undeliverable_for=c.id)
         elif action == "grant":
             rng.choice(self.consumers).grant(q, rng.randint(1, 3))
         elif action in ("settle", "release"):
@@ -656,14 +700,24 @@ class Model:
         held = [e for held in self.unsettled.values() for e in held]
         assert sorted(e.seq for e in live if e.state == ACQUIRED) == sorted(e.seq for e in held)
         groups = q._groups
-        assert groups is not None  # its count of idle groups kept for reuse is exact
-        assert groups._idle == sum(g.idle() for g in groups._groups.values())
-        # Nobody with credit sits idle while there is a message it may take.
+        assert groups is not None  # each group knows how many of its entries are available
+        available = [e for e in live if e.state == AVAILABLE]
+        assert groups.available == len(available)
+        for group in groups._groups.values():
+            assert group.waiting == sum(e.rank is group for e in available), group
+        # Nobody with credit sits idle while there is a message it may take: an ungrouped
+        # one, or the first available one of a group it may have, unless it refused that.
+        firsts: set[int] = set()
+        for e in available:
+            group = self.group(e)
+            if group is None or not any(self.group(x) == group for x in available
+                                        if x.seq < e.seq):
+                firsts.add(e.seq)
         for c in self.consumers:
             if c.credit <= 0:
                 continue
-            for e in live:
-                if e.state != AVAILABLE:
+            for e in available:
+                if e.seq not in firsts or e.excluded and c.id in e.excluded:
                     continue
                 group = self.group(e)
                 if group is None:
