@@ -47,6 +47,7 @@ from proton_broker.queues.history import sequence_start
 
 if TYPE_CHECKING:
     from proton_broker.amqp.server import Server
+    from proton_broker.queues.queue import Queue
 
 log = logging.getLogger("proton_broker.http")
 
@@ -54,6 +55,8 @@ T = TypeVar("T")
 AUTO_CREATE_OPTIONS = {"sequenceKey": "id"}  # a queue first named over HTTP, as in the seed
 STREAM_BACKLOG = 10_000  # versions a WebSocket client may fall behind before it is dropped
 _CLOSING = object()  # handed to waiting polls and streams when the gateway stops
+_DELETED = object()  # handed to the polls and streams of a queue that is deleted
+WS_QUEUE_DELETED = 4404  # the WebSocket close code of a stream whose queue was deleted
 
 
 class Gateway:
@@ -64,6 +67,7 @@ class Gateway:
         self.section = section
         self.address: tuple[str, int] | None = None  # bound address, once started
         self._watches: dict[str, QueueWatch] = {}  # broker loop thread only
+        server.broker.deletion_watchers.append(self._queue_deleted)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._waiting: set[Callable[[object], None]] = set()  # gateway thread only
@@ -200,6 +204,8 @@ class Gateway:
                 self.server.call_soon(lambda: self._forget(name, listener))
         if found is _CLOSING:
             raise RequestError(503, "the broker is shutting down")
+        if found is _DELETED:
+            raise RequestError(404, f"queue '{name}' was deleted")
         return web.json_response(version_json(*found))
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
@@ -271,6 +277,14 @@ class Gateway:
         except BrokerError as exc:
             raise RequestError(400, exc.description) from None
         return watch.history.current(send.key)
+
+    def _queue_deleted(self, queue: Queue) -> None:
+        """A queue is being deleted: its waiting polls get a 404 and its streams close
+        (code 4404), rather than waiting on a queue nothing will reach any more."""
+        watch = self._watches.get(queue.name)
+        if watch is not None and watch.queue is queue:
+            del self._watches[queue.name]
+            watch.end(_DELETED)
 
     def _forget(self, name: str, listener: Listener) -> None:
         watch = self._watches.get(name)
@@ -376,6 +390,9 @@ async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None
                 break
             if item is _CLOSING:
                 await ws.close(code=1001, message=b"broker shutting down")
+                break
+            if item is _DELETED:
+                await ws.close(code=WS_QUEUE_DELETED, message=b"queue deleted")
                 break
             await ws.send_json(version_json(*item))
     finally:

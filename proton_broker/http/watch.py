@@ -64,6 +64,15 @@ class QueueWatch:
             if not listeners:
                 del self._by_key[listener.key]
 
+    def end(self, final: object) -> None:
+        """The queue is gone: hand ``final`` to every listener and stop following it."""
+        listeners = [listener for by_id in self._by_key.values() for listener in by_id.values()]
+        self._by_key.clear()
+        if self._new_version in self.queue.history_watchers:
+            self.queue.history_watchers.remove(self._new_version)
+        for listener in listeners:
+            _safely(listener.answer, final)  # type: ignore[arg-type]
+
     def kept(self, start: int | str | None, key: str | None) -> list[Item]:
         """The kept versions from ``start`` (as History.replay; ``None``: none)."""
         if start is None:
