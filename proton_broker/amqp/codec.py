@@ -704,13 +704,6 @@ def encode_header(durable: bool, priority: int, ttl: int | None, first_acquirer:
     return b"\x00\x53\x70\xc0" + bytes((len(body) + 1, len(fields))) + body
 
 
-def redelivered(message: Message, delivery_count: int) -> bytes:
-    """The message's bytes with its header re-encoded to carry ``delivery_count``."""
-    header = encode_header(message.durable, message.priority, message.ttl,
-                           message.first_acquirer, delivery_count)
-    return header + message.data[message.header_end:]
-
-
 # ---- adding a message annotation (sequence numbers) ------------------------------------
 
 

@@ -49,7 +49,6 @@ from proton_broker.amqp.codec import (
     encode_header,
     number_section,
     parse_message,
-    redelivered,
     with_sequence_number,
 )
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for, reject
@@ -368,24 +367,21 @@ class ConsumerLink:
 
     def deliver(self, entry: Entry) -> None:
         message = entry.message
-        number = message.number  # x-opt-sequence-number: every delivery carries it
-        if message.annotations_span is None and entry.delivery_count == message.delivery_count \
-                and number is not None:
+        # x-opt-sequence-number: every delivery carries it (a queue numbers every message
+        # that joins it, so a delivered message always has one)
+        number: int = message.number  # type: ignore[assignment]
+        if message.annotations_span is None and entry.delivery_count == message.delivery_count:
             # The usual message: the section goes in after the header and any
             # delivery-annotations (with_sequence_number, inlined: this runs per delivery).
             data = message.data
             at = message.delivery_annotations_end or message.header_end
             data = data[:at] + _number_section(NUMBER_SECTION_PREFIX, number) + data[at:]
-        elif number is not None:
+        else:
             header = None
             if entry.delivery_count != message.delivery_count:
                 header = encode_header(message.durable, message.priority, message.ttl,
                                        message.first_acquirer, entry.delivery_count)
             data = with_sequence_number(message, number, header)
-        elif entry.delivery_count != message.delivery_count:
-            data = redelivered(message, entry.delivery_count)
-        else:
-            data = message.data
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
         self._sent += 1
