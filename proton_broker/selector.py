@@ -226,7 +226,7 @@ class _Parser:
     # -- grammar --
 
     def selector(self) -> _Expr:
-        expression = self.condition()
+        expression = _check(self.condition(), BOOL)
         token = self.peek()
         if token.kind != "end":
             raise _SyntaxError(f"unexpected {token.describe()}", token.pos)
