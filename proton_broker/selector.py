@@ -191,6 +191,11 @@ class _Expr(NamedTuple):
     kind: str  # BOOL, NUM, STR or ANY (an identifier or NULL: known only per message)
     pos: int  # where it starts in the text
     depth: int
+    literal: tuple[Any] | None = None  # (its value,) when it is a literal
+
+
+def _literal(value: Any, kind: str, pos: int) -> _Expr:
+    return _Expr(lambda message: value, kind, pos, 1, (value,))
 
 
 class _Parser:
@@ -262,8 +267,8 @@ class _Parser:
             if after.kind == "op" and after.value in _COMPARISONS:
                 raise _SyntaxError(f"comparisons do not chain (join them with AND), found "
                                    f"{after.describe()}", after.pos)
-            return _node(_binary(_COMPARE[token.value], left.evaluate, right.evaluate), BOOL,
-                         left.pos, left, right)
+            return _node(_comparison(_COMPARE[token.value], left, right), BOOL, left.pos, left,
+                         right)
         if token.kind != "kw":
             return left
         if token.value == "IS":
@@ -361,8 +366,7 @@ class _Parser:
             literal = self.tokens[self.at - 1]
             if token.value == "-" and literal.kind == "num" and operand.kind == NUM \
                     and literal.pos == operand.pos:  # a negative literal: fold it
-                value = -literal.value
-                return _Expr(lambda message: value, NUM, token.pos, 1)
+                return _literal(-literal.value, NUM, token.pos)
             op = _negate if token.value == "-" else _plus
             return _node(_unary(op, operand.evaluate), NUM, token.pos, operand)
         return self.primary()
@@ -380,14 +384,11 @@ class _Parser:
         if token.kind == "ident":
             return _Expr(_identifier(token.value), ANY, token.pos, 1)
         if token.kind in ("num", "str"):
-            value = token.value
-            return _Expr(lambda message: value, NUM if token.kind == "num" else STR,
-                         token.pos, 1)
+            return _literal(token.value, NUM if token.kind == "num" else STR, token.pos)
         if token.kind == "kw" and token.value in ("TRUE", "FALSE"):
-            truth = token.value == "TRUE"
-            return _Expr(lambda message: truth, BOOL, token.pos, 1)
+            return _literal(token.value == "TRUE", BOOL, token.pos)
         if token.kind == "kw" and token.value == "NULL":
-            return _Expr(lambda message: None, ANY, token.pos, 1)
+            return _literal(None, ANY, token.pos)
         if token.kind == "kw":
             raise _SyntaxError(f"expected a value, found the reserved word {token.value}",
                                token.pos)
@@ -475,7 +476,8 @@ def _equality(negated: bool) -> Callable[[Any, Any], bool | None]:
     def compare(left: Any, right: Any) -> bool | None:
         if left is None or right is None:
             return None
-        if type(left) is type(right) or (_is_number(left) and _is_number(right)):
+        kind, other = type(left), type(right)
+        if kind is other or ((kind is int or kind is float) and (other is int or other is float)):
             return (left != right) if negated else (left == right)
         return None  # different types: UNKNOWN
     return compare
@@ -483,10 +485,21 @@ def _equality(negated: bool) -> Callable[[Any, Any], bool | None]:
 
 def _ordering(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool | None]:
     def compare(left: Any, right: Any) -> bool | None:
-        if _is_number(left) and _is_number(right):
+        kind, other = type(left), type(right)
+        if (kind is int or kind is float) and (other is int or other is float):
             return op(left, right)
         return None  # NULL, strings, booleans, mixed types: UNKNOWN
     return compare
+
+
+def _comparison(compare: Callable[[Any, Any], bool | None], left: _Expr,
+                right: _Expr) -> Evaluate:
+    """``left <op> right``; against a literal (the usual shape) one call fewer."""
+    first, second = left.evaluate, right.evaluate
+    if right.literal is not None:
+        value = right.literal[0]
+        return lambda message: compare(first(message), value)
+    return lambda message: compare(first(message), second(message))
 
 
 _COMPARE = {"=": _equality(False), "<>": _equality(True), "<": _ordering(operator.lt),
@@ -642,37 +655,52 @@ def _jms_type(message: Message) -> str | None:
     return _text(annotated) if annotated is not None else message.subject
 
 
-# Qpid JMS's mapping of the JMS header fields and JMSX properties onto AMQP.
-_HEADERS: dict[str, Evaluate] = {
+# Qpid JMS's mapping of the JMS header fields and JMSX properties onto AMQP. First those
+# the record keeps, already of the selector's types (the codec made them so) ...
+_RECORD_FIELDS: dict[str, Evaluate] = {
     "JMSMessageID": lambda message: _id_text(message.message_id),
-    "JMSCorrelationID": lambda message: _id_text(message.properties_field(5)),
     "JMSPriority": lambda message: message.priority,
     "JMSDeliveryMode": lambda message: "PERSISTENT" if message.durable else "NON_PERSISTENT",
     "JMSTimestamp": lambda message: message.creation_time,
     "JMSExpiration": lambda message: message.absolute_expiry_time,
-    "JMSType": _jms_type,
     "JMSDestination": lambda message: message.to,
-    "JMSReplyTo": lambda message: _text(message.properties_field(4)),
     "JMSRedelivered": lambda message: message.delivery_count > 0,
     "JMSXGroupID": lambda message: message.group_id,
-    "JMSXGroupSeq": lambda message: _sql_value(message.properties_field(11)),
-    "JMSXUserID": _user_id,
     "JMSXDeliveryCount": lambda message: message.delivery_count + 1,
+}
+# ... then those read from the message's bytes on demand.
+_HEADERS: dict[str, Evaluate] = {
+    "JMSCorrelationID": lambda message: _id_text(message.properties_field(5)),
+    "JMSType": _jms_type,
+    "JMSReplyTo": lambda message: _text(message.properties_field(4)),
+    "JMSXGroupSeq": lambda message: message.properties_field(11),
+    "JMSXUserID": _user_id,
 }
 
 
 def _identifier(name: str) -> Evaluate:
-    """The lookup for identifier ``name``, run per message; any failure to read the message
-    (a paged-out or damaged one) reads as NULL."""
-    read = _HEADERS.get(name) or _application_property(name)
+    """The lookup for identifier ``name``, run per message. Fields of the record are read
+    as they are; anything read from the message's bytes is guarded, so that a failure to
+    read them (a paged-out or damaged message) reads as NULL."""
+    field = _RECORD_FIELDS.get(name)
+    if field is not None:
+        return field
+    read = _HEADERS.get(name)
+    if read is not None:
+        def evaluate(message: Message) -> Any:
+            try:
+                return _sql_value(read(message))
+            except Exception:  # never raise on a message: unreadable is NULL
+                return None
+        return evaluate
 
-    def evaluate(message: Message) -> Any:
+    def application_property(message: Message) -> Any:
         try:
-            return _sql_value(read(message))
-        except Exception:  # never raise on a message: unreadable is NULL
+            value = message.application_property(name)
+        except Exception:  # as above
             return None
-    return evaluate
-
-
-def _application_property(name: str) -> Evaluate:
-    return lambda message: message.application_property(name)
+        kind = type(value)
+        if kind is str or kind is int or kind is float or kind is bool:
+            return value
+        return _sql_value(value)
+    return application_property
