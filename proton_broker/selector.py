@@ -16,11 +16,14 @@ The rules this module owns:
 - Values are only NULL, booleans, numbers (int and float, compared across each other) and
   strings. A property of any other type (binary, list, map, described, uuid, decimal) is
   NULL; symbols and chars are strings, unsigned and small integers are numbers.
-- Identifiers named ``JMS...`` in the table below read the message's header and properties
-  the way Qpid JMS maps them onto AMQP (as Broker-J evaluates them); every other
-  identifier is the application property of that name. Fields the broker's record does not
-  keep (correlation-id, user-id, reply-to, group-sequence) are decoded from the message on
-  demand, so only selectors that name them pay for them.
+- Comparisons do not chain ("a = b = c" is refused, as the JMS grammar has it), and kinds
+  are checked where the text alone shows them: "a + 'x'", "a LIKE 5", "1 AND 2" are
+  refused at attach rather than being UNKNOWN on every message.
+- The identifiers in ``_RECORD_FIELDS`` and ``_HEADERS`` (below) read the message's
+  header and properties the way Qpid JMS maps them onto AMQP (as Broker-J evaluates them);
+  every other identifier is the application property of that name. Fields the broker's
+  record does not keep (correlation-id, user-id, reply-to, group-sequence) are decoded
+  from the message on demand, so only selectors that name them pay for them.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ Evaluate = Callable[[Message], Any]
 _KEYWORDS = frozenset(("NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN",
                        "IS", "ESCAPE"))
 _COMPARISONS = frozenset(("=", "<>", "<", "<=", ">", ">="))
-_NUMBER_TYPES = (int, float)
 # The deepest expression tree accepted: evaluation recurses once per level, on a broker
 # thread whose stack is already in use; no sensible selector comes near it.
 _MAX_DEPTH = 100
@@ -83,7 +85,7 @@ def parse_selector(text: str) -> Selector:
     if not text.strip():
         return Selector(text, None)
     try:
-        parser = _Parser(text, _tokens(text))
+        parser = _Parser(_tokens(text))
         expression = parser.selector()
     except _SyntaxError as exc:
         raise InvalidField(f'invalid selector "{text}": {exc.problem} at position {exc.pos}',
@@ -202,8 +204,8 @@ class _Parser:
     """Recursive descent over the JMS grammar, lowest precedence first:
     OR, AND, NOT, predicates (comparison, BETWEEN, LIKE, IN, IS NULL), + -, * /, unary."""
 
-    def __init__(self, text: str, tokens: list[_Token]) -> None:
-        self.text, self.tokens, self.at = text, tokens, 0
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens, self.at = tokens, 0
         self.nesting = 0  # parentheses open here
 
     # -- token helpers --
