@@ -271,8 +271,11 @@ class _Parser:
                                    f"{after.describe()}", after.pos)
             return _node(_comparison(_COMPARE[token.value], left, right), BOOL, left.pos, left,
                          right)
-        if token.kind != "kw":
-            return left
+        return self.keyword_predicate(left) if token.kind == "kw" else left
+
+    def keyword_predicate(self, left: _Expr) -> _Expr:
+        """``left`` IS [NOT] NULL, or [NOT] BETWEEN, LIKE or IN; else ``left`` alone."""
+        token = self.peek()
         if token.value == "IS":
             self.take()
             negated = self.accept("kw", "NOT")
