@@ -51,6 +51,9 @@ class Message:
     # Decoded sections, cached on first use (None until then: most messages never need them).
     app_properties_cache: dict[Any, Any] | None = None
     annotations_cache: dict[Any, Any] | None = None
+    # The whole properties list, decoded only when a selector names a field the record does
+    # not keep (correlation-id, user-id, reply-to, group-sequence): see properties_field.
+    properties_cache: list[Any] | None = None
     # Its id in the store while it is persisted there (a durable message on a durable queue).
     store_id: int | None = None
     # Flow to disk: ``data`` is not in memory (b"") while ``paged``; its bytes are in the
@@ -95,6 +98,18 @@ class Message:
         if cached is None:
             cached = self.annotations_cache = _decode_span(self.data, self.annotations_span)
         return cached
+
+    def properties_field(self, index: int) -> Any:
+        """Field ``index`` of the properties section (0 message-id ... 12
+        reply-to-group-id), None when unset. The record keeps only the fields queues use;
+        the rest are read from ``data`` here, the whole list decoded once and cached, so
+        that no message pays for them unless a selector asks."""
+        cached = self.properties_cache
+        if cached is None:
+            cached = _codec().decode_properties(self)
+            if not self.paged:  # a paged message's bytes are not here: try again later
+                self.properties_cache = cached
+        return cached[index] if 0 <= index < len(cached) else None
 
     def annotate(self, key: str, value: int) -> None:
         """Add the message annotation ``key`` (a long) to the encoded message, unless it is

@@ -485,6 +485,27 @@ def _parse(data: bytes, message: Message) -> Message:
     return message
 
 
+def decode_properties(message: Message) -> list[Any]:
+    """The properties section of the parsed ``message``, all thirteen fields decoded
+    (None where unset or when there is no section).
+
+    Not on the hot path: :func:`parse_message` reads only the fields queues use, and this
+    serves the rest on demand (selectors naming correlation-id, user-id, reply-to or
+    group-sequence). Properties follow the message-annotations, delivery-annotations and
+    header sections, whose ends the record already knows, so nothing else is walked.
+    """
+    data = message.data
+    span = message.annotations_span
+    pos = span[1] if span is not None else message.delivery_annotations_end or message.header_end
+    fields: list[Any] = []
+    if pos < len(data):
+        code, at = _section_code(data, pos, len(data))
+        if code == PROPERTIES:
+            value = decode_value(data, at)
+            fields = value if isinstance(value, list) else []
+    return fields[:13] + [None] * (13 - len(fields))
+
+
 def _explain(data: bytes) -> DecodeError:
     """The precise error for bytes the fast walk found short: the same walk, checked."""
     pos, end = 0, len(data)

@@ -12,6 +12,7 @@ from proton_broker.amqp.codec import (
     _list_fields,
     _section_code,
     _skip,
+    decode_properties,
     decode_value,
     find_in_map,
     parse_message,
@@ -190,3 +191,39 @@ def test_a_properties_list_with_an_invalid_utf8_group_id_is_a_decode_error() -> 
     data[at] = 0xFF
     with pytest.raises(DecodeError):
         parse_message(bytes(data))
+
+
+_ALL_PROPERTIES = {"id": "m", "user_id": b"bob", "address": "q", "subject": "s",
+                   "reply_to": "r", "correlation_id": "c", "content_type": "text/plain",
+                   "content_encoding": "utf-8", "expiry_time": 9.0, "creation_time": 8.0,
+                   "group_id": "g", "group_sequence": 3, "reply_to_group_id": "rg"}
+
+
+@pytest.mark.parametrize("sections", [
+    {},
+    {"durable": True},
+    {"annotations": {symbol("x-k"): "v"}},
+    {"durable": True, "instructions": {symbol("x-d"): 1}},
+    {"durable": True, "instructions": {symbol("x-d"): 1}, "annotations": {symbol("x-k"): 1}},
+])
+def test_decode_properties_finds_the_section_after_whatever_precedes_it(sections: dict) -> None:
+    message = parse_message(_encoded(Message(body=b"x", **_ALL_PROPERTIES, **sections)))
+    assert decode_properties(message) == [
+        "m", b"bob", "q", "s", "r", "c", "text/plain", "utf-8", 9000, 8000, "g", 3, "rg"]
+
+
+def test_decode_properties_pads_a_short_list_and_a_message_without_one_reads_all_none() -> None:
+    short = parse_message(_encoded(Message(id="m", body=b"x"), inferred=True))
+    assert decode_properties(short) == ["m"] + [None] * 12
+    bare = parse_message(b"\x00\x53\x77\xa1\x01x")  # an amqp-value body alone
+    assert decode_properties(bare) == [None] * 13
+
+
+def test_properties_field_decodes_once_and_caches_but_not_while_paged() -> None:
+    message = parse_message(_encoded(Message(correlation_id="c", body=b"x")))
+    assert message.properties_cache is None  # parse_message does not pay for it
+    assert message.properties_field(5) == "c" and message.properties_field(13) is None
+    assert message.properties_cache is not None
+    paged = parse_message(_encoded(Message(correlation_id="c", body=b"x")))
+    paged.data, paged.paged = b"", True
+    assert paged.properties_field(5) is None and paged.properties_cache is None

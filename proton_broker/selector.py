@@ -1,0 +1,711 @@
+"""JMS message selectors: the SQL-92 subset of JMS 2.0 (javax.jms.Message, "Message
+Selectors"), parsed once and evaluated against every message a consumer might take.
+
+The rules this module owns:
+
+- A selector is compiled once, at attach, into a tree of small closures, so that the
+  broker thread pays per message only for the identifiers the selector names, looked up
+  afresh each time. A syntax error is refused then, as ``InvalidField(..., "filter")``,
+  naming the selector and the position; a selector that compiles never raises afterwards,
+  whatever a message carries, because the one broker thread evaluates it on every message.
+- Three-valued logic, as the JMS tables: a condition is TRUE, FALSE or UNKNOWN (``None``
+  here), and a message matches only when it is TRUE. A missing identifier is NULL;
+  arithmetic and comparisons with NULL, comparisons between different types (a string
+  with a number, a boolean with a number), ordering of strings or booleans, division by
+  zero and LIKE on a non-string are all UNKNOWN, not errors.
+- Values are only NULL, booleans, numbers (int and float, compared across each other) and
+  strings. A property of any other type (binary, list, map, described, uuid, decimal) is
+  NULL; symbols and chars are strings, unsigned and small integers are numbers.
+- Comparisons do not chain ("a = b = c" is refused, as the JMS grammar has it), and kinds
+  are checked where the text alone shows them: "a + 'x'", "a LIKE 5", "1 AND 2" are
+  refused at attach rather than being UNKNOWN on every message.
+- The identifiers in ``_RECORD_FIELDS`` and ``_HEADERS`` (below) read the message's
+  header and properties the way Qpid JMS maps them onto AMQP (as Broker-J evaluates them);
+  every other identifier is the application property of that name. Fields the broker's
+  record does not keep (correlation-id, user-id, reply-to, group-sequence) are decoded
+  from the message on demand, so only selectors that name them pay for them.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from proton_broker.errors import InvalidField
+from proton_broker.message import Message
+
+# A compiled expression: message -> None (NULL / UNKNOWN), bool, int, float or str.
+Evaluate = Callable[[Message], Any]
+
+_KEYWORDS = frozenset(("NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN",
+                       "IS", "ESCAPE"))
+_COMPARISONS = frozenset(("=", "<>", "<", "<=", ">", ">="))
+# The deepest expression tree accepted: evaluation recurses once per level, on a broker
+# thread whose stack is already in use; no sensible selector comes near it.
+_MAX_DEPTH = 100
+_MAX_PARENTHESES = 32  # parsing recurses through eight functions per parenthesis
+
+# Static kinds, so that what can never make sense ("a + 'x'", "a LIKE 5", "1 AND 2") is
+# refused at attach rather than being silently UNKNOWN on every message.
+BOOL, NUM, STR, ANY = "a condition", "a number", "a string", "a value"
+
+
+class Selector:
+    """A compiled selector; :meth:`matches` is True only when it evaluates to TRUE."""
+
+    __slots__ = ("text", "_evaluate")
+
+    def __init__(self, text: str, evaluate: Evaluate | None) -> None:
+        self.text = text
+        self._evaluate = evaluate
+
+    def matches(self, message: Message) -> bool:
+        """Whether ``message`` is selected (FALSE and UNKNOWN are not). Never raises: a
+        failure reading the message (a paged-out or damaged one) reads as no match."""
+        evaluate = self._evaluate
+        if evaluate is None:
+            return True
+        try:
+            return evaluate(message) is True
+        except Exception:  # a broker thread runs this on every message: no escape
+            return False
+
+    def __repr__(self) -> str:
+        return f"Selector({self.text!r})"
+
+
+def parse_selector(text: str) -> Selector:
+    """Compile ``text``; an empty or blank selector selects every message (JMS).
+
+    Raises ``InvalidField(description, "filter")`` for any syntax error, the description
+    naming the selector, the problem and its position (0-based, in characters).
+    """
+    if not text.strip():
+        return Selector(text, None)
+    try:
+        parser = _Parser(_tokens(text))
+        expression = parser.selector()
+    except _SyntaxError as exc:
+        raise InvalidField(f'invalid selector "{text}": {exc.problem} at position {exc.pos}',
+                           "filter") from None
+    except RecursionError:
+        raise InvalidField(f'invalid selector "{text}": nested too deeply',
+                           "filter") from None
+    return Selector(text, expression.evaluate)
+
+
+# ---- tokens ------------------------------------------------------------------------------
+
+
+class _SyntaxError(Exception):
+    def __init__(self, problem: str, pos: int) -> None:
+        super().__init__(problem)
+        self.problem, self.pos = problem, pos
+
+
+class _Token(NamedTuple):
+    kind: str  # "str", "num", "ident", "kw", "op" or "end"
+    value: Any  # the string, the number, the name, the keyword upper-cased, the operator
+    pos: int
+
+    def describe(self) -> str:
+        if self.kind == "end":
+            return "end of selector"
+        if self.kind == "str":
+            return "string '" + self.value.replace("'", "''") + "'"
+        if self.kind == "ident":
+            return f"identifier {self.value}"
+        return str(self.value) if self.kind != "op" else f"'{self.value}'"
+
+
+_NUMBER = re.compile(r"([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_OPERATORS = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", ")", ",")
+
+
+def _tokens(text: str) -> list[_Token]:
+    """Split ``text`` into tokens, ending with an "end" token."""
+    tokens: list[_Token] = []
+    pos, end = 0, len(text)
+    while pos < end:
+        char = text[pos]
+        if char.isspace():
+            pos += 1
+        elif char == "'":
+            pos = _string(text, pos, tokens)
+        elif char.isdigit() or (char == "." and text[pos + 1:pos + 2].isdigit()):
+            pos = _number(text, pos, tokens)
+        elif char.isalpha() or char in "_$":
+            stop = pos + 1
+            while stop < end and (text[stop].isalnum() or text[stop] in "_$"):
+                stop += 1
+            word = text[pos:stop]
+            if word.upper() in _KEYWORDS:
+                tokens.append(_Token("kw", word.upper(), pos))
+            else:
+                tokens.append(_Token("ident", word, pos))
+            pos = stop
+        else:
+            for op in _OPERATORS:
+                if text.startswith(op, pos):
+                    tokens.append(_Token("op", op, pos))
+                    pos += len(op)
+                    break
+            else:
+                raise _SyntaxError(f"unexpected character {char!r}", pos)
+    tokens.append(_Token("end", None, end))
+    return tokens
+
+
+def _string(text: str, pos: int, tokens: list[_Token]) -> int:
+    """Read the quoted string at ``pos`` ('' is a quote); return the offset after it."""
+    parts, at = [], pos + 1
+    while True:
+        close = text.find("'", at)
+        if close < 0:
+            raise _SyntaxError("unterminated string", pos)
+        parts.append(text[at:close])
+        if not text.startswith("''", close):
+            tokens.append(_Token("str", "'".join(parts), pos))
+            return close + 1
+        at = close + 2
+
+
+def _number(text: str, pos: int, tokens: list[_Token]) -> int:
+    match = _NUMBER.match(text, pos)
+    if match is None:  # a non-ASCII digit
+        raise _SyntaxError("malformed number", pos)
+    stop = match.end()
+    if stop < len(text) and (text[stop].isalnum() or text[stop] in "_$."):
+        raise _SyntaxError("malformed number", pos)
+    literal = match.group()
+    exact = match.group(2) is None and "." not in literal
+    tokens.append(_Token("num", int(literal) if exact else float(literal), pos))
+    return stop
+
+
+# ---- parsing into closures ---------------------------------------------------------------
+
+
+class _Expr(NamedTuple):
+    evaluate: Evaluate
+    kind: str  # BOOL, NUM, STR or ANY (an identifier or NULL: known only per message)
+    pos: int  # where it starts in the text
+    depth: int
+    literal: tuple[Any] | None = None  # (its value,) when it is a literal
+
+
+def _literal(value: Any, kind: str, pos: int) -> _Expr:
+    return _Expr(lambda message: value, kind, pos, 1, (value,))
+
+
+class _Parser:
+    """Recursive descent over the JMS grammar, lowest precedence first:
+    OR, AND, NOT, predicates (comparison, BETWEEN, LIKE, IN, IS NULL), + -, * /, unary."""
+
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens, self.at = tokens, 0
+        self.nesting = 0  # parentheses open here
+
+    # -- token helpers --
+
+    def peek(self) -> _Token:
+        return self.tokens[self.at]
+
+    def take(self) -> _Token:
+        token = self.tokens[self.at]
+        self.at += 1
+        return token
+
+    def accept(self, kind: str, value: Any) -> bool:
+        token = self.tokens[self.at]
+        if token.kind == kind and token.value == value:
+            self.at += 1
+            return True
+        return False
+
+    def expect(self, kind: str, value: Any, what: str) -> None:
+        if not self.accept(kind, value):
+            token = self.peek()
+            raise _SyntaxError(f"expected {what}, found {token.describe()}", token.pos)
+
+    # -- grammar --
+
+    def selector(self) -> _Expr:
+        expression = _check(self.condition(), BOOL)
+        token = self.peek()
+        if token.kind != "end":
+            raise _SyntaxError(f"unexpected {token.describe()}", token.pos)
+        return expression
+
+    def condition(self) -> _Expr:
+        """OR of ANDs, each flattened into one node so long chains stay shallow."""
+        terms = [self.conjunction()]
+        while self.accept("kw", "OR"):
+            terms.append(self.conjunction())
+        return terms[0] if len(terms) == 1 else _junction(_or, terms)
+
+    def conjunction(self) -> _Expr:
+        terms = [self.negation()]
+        while self.accept("kw", "AND"):
+            terms.append(self.negation())
+        return terms[0] if len(terms) == 1 else _junction(_and, terms)
+
+    def negation(self) -> _Expr:
+        pos = self.peek().pos
+        if self.accept("kw", "NOT"):
+            operand = _check(self.negation(), BOOL)
+            return _node(_unary(_not, operand.evaluate), BOOL, pos, operand)
+        return self.predicate()
+
+    def predicate(self) -> _Expr:
+        left = self.sum()
+        token = self.peek()
+        if token.kind == "op" and token.value in _COMPARISONS:
+            self.take()
+            right = self.sum()
+            after = self.peek()
+            if after.kind == "op" and after.value in _COMPARISONS:
+                raise _SyntaxError(f"comparisons do not chain (join them with AND), found "
+                                   f"{after.describe()}", after.pos)
+            return _node(_comparison(_COMPARE[token.value], left, right), BOOL, left.pos, left,
+                         right)
+        return self.keyword_predicate(left) if token.kind == "kw" else left
+
+    def keyword_predicate(self, left: _Expr) -> _Expr:
+        """``left`` IS [NOT] NULL, or [NOT] BETWEEN, LIKE or IN; else ``left`` alone."""
+        token = self.peek()
+        if token.value == "IS":
+            self.take()
+            negated = self.accept("kw", "NOT")
+            self.expect("kw", "NULL", "NULL after IS" + (" NOT" if negated else ""))
+            return _node(_is_null(left.evaluate, negated), BOOL, left.pos, left)
+        negated = token.value == "NOT" and self.tokens[self.at + 1].kind == "kw"
+        if negated:
+            self.take()
+        keyword = self.peek()
+        if keyword.kind == "kw" and keyword.value in ("BETWEEN", "LIKE", "IN"):
+            self.take()
+            parse = {"BETWEEN": self.between, "LIKE": self.like, "IN": self.in_list}
+            expression = parse[keyword.value](left)
+            if not negated:
+                return expression
+            return _node(_unary(_not, expression.evaluate), BOOL, left.pos, expression)
+        if negated:
+            raise _SyntaxError(f"expected BETWEEN, LIKE or IN after NOT, found "
+                               f"{keyword.describe()}", keyword.pos)
+        return left
+
+    def between(self, left: _Expr) -> _Expr:
+        _check(left, NUM)
+        low = _check(self.sum(), NUM)
+        self.expect("kw", "AND", "AND in BETWEEN")
+        high = _check(self.sum(), NUM)
+        return _node(_between(left.evaluate, low.evaluate, high.evaluate), BOOL, left.pos,
+                     left, low, high)
+
+    def like(self, left: _Expr) -> _Expr:
+        _check(left, STR)
+        pattern = self.take()
+        if pattern.kind != "str":
+            raise _SyntaxError(f"expected a string pattern after LIKE, found "
+                               f"{pattern.describe()}", pattern.pos)
+        escape = None
+        if self.accept("kw", "ESCAPE"):
+            token = self.take()
+            if token.kind != "str" or len(token.value) != 1:
+                raise _SyntaxError(f"expected one character in quotes after ESCAPE, found "
+                                   f"{token.describe()}", token.pos)
+            escape = token.value
+        regex = _like_regex(pattern.value, escape, pattern.pos)
+        return _node(_like(left.evaluate, regex), BOOL, left.pos, left)
+
+    def in_list(self, left: _Expr) -> _Expr:
+        _check(left, STR, NUM)
+        self.expect("op", "(", "'(' after IN")
+        items = [self.in_item()]
+        while self.accept("op", ","):
+            items.append(self.in_item())
+        self.expect("op", ")", "',' or ')' in the IN list")
+        return _node(_in(left.evaluate, items), BOOL, left.pos, left)
+
+    def in_item(self) -> Any:
+        token = self.take()
+        sign = 1
+        if token.kind == "op" and token.value in "+-":
+            sign = -1 if token.value == "-" else 1
+            token = self.take()
+            if token.kind != "num":
+                raise _SyntaxError(f"expected a number, found {token.describe()}", token.pos)
+        if token.kind == "str":
+            return token.value
+        if token.kind == "num":
+            return sign * token.value
+        raise _SyntaxError(f"expected a string or number in the IN list, found "
+                           f"{token.describe()}", token.pos)
+
+    def sum(self) -> _Expr:
+        left = self.product()
+        while self.peek().kind == "op" and self.peek().value in "+-":
+            op = _ADD if self.take().value == "+" else _SUBTRACT
+            _check(left, NUM)
+            right = _check(self.product(), NUM)
+            left = _node(_binary(op, left.evaluate, right.evaluate), NUM, left.pos, left, right)
+        return left
+
+    def product(self) -> _Expr:
+        left = self.unary()
+        while self.peek().kind == "op" and self.peek().value in "*/":
+            op = _MULTIPLY if self.take().value == "*" else _divide
+            _check(left, NUM)
+            right = _check(self.unary(), NUM)
+            left = _node(_binary(op, left.evaluate, right.evaluate), NUM, left.pos, left, right)
+        return left
+
+    def unary(self) -> _Expr:
+        token = self.peek()
+        if token.kind == "op" and token.value in "+-":
+            self.take()
+            operand = _check(self.unary(), NUM)
+            literal = self.tokens[self.at - 1]
+            if token.value == "-" and literal.kind == "num" and operand.kind == NUM \
+                    and literal.pos == operand.pos:  # a negative literal: fold it
+                return _literal(-literal.value, NUM, token.pos)
+            op = _negate if token.value == "-" else _plus
+            return _node(_unary(op, operand.evaluate), NUM, token.pos, operand)
+        return self.primary()
+
+    def primary(self) -> _Expr:
+        token = self.take()
+        if token.kind == "op" and token.value == "(":
+            self.nesting += 1
+            if self.nesting > _MAX_PARENTHESES:
+                raise _SyntaxError("parentheses nested too deeply", token.pos)
+            inner = self.condition()
+            self.expect("op", ")", "')'")
+            self.nesting -= 1
+            return inner._replace(pos=token.pos)
+        if token.kind == "ident":
+            return _Expr(_identifier(token.value), ANY, token.pos, 1)
+        if token.kind in ("num", "str"):
+            return _literal(token.value, NUM if token.kind == "num" else STR, token.pos)
+        if token.kind == "kw" and token.value in ("TRUE", "FALSE"):
+            return _literal(token.value == "TRUE", BOOL, token.pos)
+        if token.kind == "kw" and token.value == "NULL":
+            return _literal(None, ANY, token.pos)
+        if token.kind == "kw":
+            raise _SyntaxError(f"expected a value, found the reserved word {token.value}",
+                               token.pos)
+        if token.kind == "end":
+            raise _SyntaxError("expected a value", token.pos)
+        raise _SyntaxError(f"expected a value, found {token.describe()}", token.pos)
+
+
+def _check(expression: _Expr, *kinds: str) -> _Expr:
+    """``expression``, if it may be of one of ``kinds`` (an identifier may be anything)."""
+    if expression.kind == ANY or expression.kind in kinds:
+        return expression
+    raise _SyntaxError(f"expected {' or '.join(kinds)}, found {expression.kind}",
+                       expression.pos)
+
+
+def _node(evaluate: Evaluate, kind: str, pos: int, *children: _Expr) -> _Expr:
+    depth = 1 + max(child.depth for child in children)
+    if depth > _MAX_DEPTH:
+        raise _SyntaxError("nested too deeply", pos)
+    return _Expr(evaluate, kind, pos, depth)
+
+
+def _junction(combine: Callable[[list[Evaluate]], Evaluate], terms: list[_Expr]) -> _Expr:
+    for term in terms:
+        _check(term, BOOL)
+    return _node(combine([term.evaluate for term in terms]), BOOL, terms[0].pos, *terms)
+
+
+# ---- three-valued logic ------------------------------------------------------------------
+# A condition's value is True, False or None (UNKNOWN); any other value (a number, a
+# string, or a boolean property's absence) used as a condition is UNKNOWN.
+
+
+def _and(terms: list[Evaluate]) -> Evaluate:
+    def evaluate(message: Message) -> bool | None:
+        result: bool | None = True
+        for term in terms:
+            value = term(message)
+            if value is False:
+                return False
+            if value is not True:
+                result = None
+        return result
+    return evaluate
+
+
+def _or(terms: list[Evaluate]) -> Evaluate:
+    def evaluate(message: Message) -> bool | None:
+        result: bool | None = False
+        for term in terms:
+            value = term(message)
+            if value is True:
+                return True
+            if value is not False:
+                result = None
+        return result
+    return evaluate
+
+
+def _not(value: Any) -> bool | None:
+    if value is True:
+        return False
+    return True if value is False else None
+
+
+def _unary(op: Callable[[Any], Any], operand: Evaluate) -> Evaluate:
+    return lambda message: op(operand(message))
+
+
+def _binary(op: Callable[[Any, Any], Any], left: Evaluate, right: Evaluate) -> Evaluate:
+    return lambda message: op(left(message), right(message))
+
+
+# ---- comparison and arithmetic -----------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    # Values are normalised (see _sql_value), so bool is never taken for an int here.
+    kind = type(value)
+    return kind is int or kind is float
+
+
+def _equality(negated: bool) -> Callable[[Any, Any], bool | None]:
+    def compare(left: Any, right: Any) -> bool | None:
+        if left is None or right is None:
+            return None
+        kind, other = type(left), type(right)
+        if kind is other or ((kind is int or kind is float) and (other is int or other is float)):
+            return (left != right) if negated else (left == right)
+        return None  # different types: UNKNOWN
+    return compare
+
+
+def _ordering(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool | None]:
+    def compare(left: Any, right: Any) -> bool | None:
+        kind, other = type(left), type(right)
+        if (kind is int or kind is float) and (other is int or other is float):
+            return op(left, right)
+        return None  # NULL, strings, booleans, mixed types: UNKNOWN
+    return compare
+
+
+def _comparison(compare: Callable[[Any, Any], bool | None], left: _Expr,
+                right: _Expr) -> Evaluate:
+    """``left <op> right``; against a literal (the usual shape) one call fewer."""
+    first, second = left.evaluate, right.evaluate
+    if right.literal is not None:
+        value = right.literal[0]
+        return lambda message: compare(first(message), value)
+    return lambda message: compare(first(message), second(message))
+
+
+_COMPARE = {"=": _equality(False), "<>": _equality(True), "<": _ordering(operator.lt),
+            "<=": _ordering(operator.le), ">": _ordering(operator.gt),
+            ">=": _ordering(operator.ge)}
+
+
+def _arithmetic(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def apply(left: Any, right: Any) -> Any:
+        if not (_is_number(left) and _is_number(right)):
+            return None
+        try:
+            return op(left, right)
+        except OverflowError:  # an integer too large to meet a float
+            return None
+    return apply
+
+
+def _divide(left: Any, right: Any) -> Any:
+    """Java's division: integers truncate toward zero; by zero is UNKNOWN, not an error."""
+    if not (_is_number(left) and _is_number(right)) or right == 0:
+        return None
+    try:
+        if type(left) is int and type(right) is int:
+            quotient = abs(left) // abs(right)
+            return quotient if (left < 0) == (right < 0) else -quotient
+        return left / right
+    except OverflowError:
+        return None
+
+
+_ADD, _SUBTRACT, _MULTIPLY = (_arithmetic(operator.add), _arithmetic(operator.sub),
+                              _arithmetic(operator.mul))
+
+
+def _negate(value: Any) -> Any:
+    return -value if _is_number(value) else None
+
+
+def _plus(value: Any) -> Any:
+    return value if _is_number(value) else None
+
+
+def _between(value: Evaluate, low: Evaluate, high: Evaluate) -> Evaluate:
+    """``low <= value AND value <= high``, with the AND's UNKNOWN rules."""
+    at_least, at_most = _COMPARE["<="], _COMPARE["<="]
+
+    def evaluate(message: Message) -> bool | None:
+        v = value(message)
+        above = at_least(low(message), v)
+        if above is False:
+            return False
+        below = at_most(v, high(message))
+        if below is False:
+            return False
+        return True if above is True and below is True else None
+    return evaluate
+
+
+def _is_null(value: Evaluate, negated: bool) -> Evaluate:
+    if negated:
+        return lambda message: value(message) is not None
+    return lambda message: value(message) is None
+
+
+def _in(value: Evaluate, items: list[Any]) -> Evaluate:
+    """``value IN (items)``, as the OR of ``value = item``: TRUE on a match; else UNKNOWN
+    when some item is of another type than the value (or the value is NULL); else FALSE."""
+    strings = frozenset(item for item in items if isinstance(item, str))
+    numbers = frozenset(item for item in items if not isinstance(item, str))
+    has_strings, has_numbers = bool(strings), bool(numbers)
+
+    def evaluate(message: Message) -> bool | None:
+        v = value(message)
+        if type(v) is str:
+            return True if v in strings else (None if has_numbers else False)
+        if _is_number(v):
+            return True if v in numbers else (None if has_strings else False)
+        return None  # NULL or a boolean
+    return evaluate
+
+
+def _like_regex(pattern: str, escape: str | None, pos: int) -> re.Pattern[str]:
+    """The regular expression for a LIKE pattern: % any run, _ one character, the escape
+    character makes the next one literal; everything else is literal."""
+    parts, index = [], 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == escape:
+            index += 1
+            if index == len(pattern):
+                raise _SyntaxError("the LIKE pattern ends with its ESCAPE character", pos)
+            parts.append(re.escape(pattern[index]))
+        elif char == "%":
+            parts.append(".*")
+        elif char == "_":
+            parts.append(".")
+        else:
+            parts.append(re.escape(char))
+        index += 1
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _like(value: Evaluate, regex: re.Pattern[str]) -> Evaluate:
+    fullmatch = regex.fullmatch
+
+    def evaluate(message: Message) -> bool | None:
+        v = value(message)
+        return fullmatch(v) is not None if type(v) is str else None
+    return evaluate
+
+
+# ---- identifiers -------------------------------------------------------------------------
+
+
+def _sql_value(value: Any) -> Any:
+    """A message value as the selector sees it: None, bool, int, float or str (subclasses
+    such as symbols and unsigned integers made plain); anything else is NULL."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return None
+
+
+def _id_text(value: Any) -> str | None:
+    """A message-id or correlation-id as text: a string as it is, others as their str()."""
+    if value is None:
+        return None
+    return str(value)
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str) else None
+
+
+def _user_id(message: Message) -> str | None:
+    value = message.properties_field(1)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return _text(value)
+
+
+def _jms_type(message: Message) -> str | None:
+    annotated = message.message_annotation("x-opt-jms-type")
+    return _text(annotated) if annotated is not None else message.subject
+
+
+# Qpid JMS's mapping of the JMS header fields and JMSX properties onto AMQP. First those
+# the record keeps, already of the selector's types (the codec made them so) ...
+_RECORD_FIELDS: dict[str, Evaluate] = {
+    "JMSMessageID": lambda message: _id_text(message.message_id),
+    "JMSPriority": lambda message: message.priority,
+    "JMSDeliveryMode": lambda message: "PERSISTENT" if message.durable else "NON_PERSISTENT",
+    "JMSTimestamp": lambda message: message.creation_time,
+    "JMSExpiration": lambda message: message.absolute_expiry_time,
+    "JMSDestination": lambda message: message.to,
+    "JMSRedelivered": lambda message: message.delivery_count > 0,
+    "JMSXGroupID": lambda message: message.group_id,
+    "JMSXDeliveryCount": lambda message: message.delivery_count + 1,
+}
+# ... then those read from the message's bytes on demand.
+_HEADERS: dict[str, Evaluate] = {
+    "JMSCorrelationID": lambda message: _id_text(message.properties_field(5)),
+    "JMSType": _jms_type,
+    "JMSReplyTo": lambda message: _text(message.properties_field(4)),
+    "JMSXGroupSeq": lambda message: message.properties_field(11),
+    "JMSXUserID": _user_id,
+}
+
+
+def _identifier(name: str) -> Evaluate:
+    """The lookup for identifier ``name``, run per message. Fields of the record are read
+    as they are; anything read from the message's bytes is guarded, so that a failure to
+    read them (a paged-out or damaged message) reads as NULL."""
+    field = _RECORD_FIELDS.get(name)
+    if field is not None:
+        return field
+    read = _HEADERS.get(name)
+    if read is not None:
+        def evaluate(message: Message) -> Any:
+            try:
+                return _sql_value(read(message))
+            except Exception:  # never raise on a message: unreadable is NULL
+                return None
+        return evaluate
+
+    def application_property(message: Message) -> Any:
+        try:
+            value = message.application_property(name)
+        except Exception:  # as above
+            return None
+        kind = type(value)
+        if kind is str or kind is int or kind is float or kind is bool:
+            return value
+        return _sql_value(value)
+    return application_property
