@@ -15,6 +15,9 @@ Scenarios:
 * Cycle: enqueue one message, let a consumer take one (grant it one credit) and settle
   (accept) it, on a FIFO queue, a priority queue (10 levels, priorities 0-9 at random) and a
   sorted queue (random 7-digit keys), each held at a steady depth of 1,000 versus 1,000,000.
+* Selector: the same cycle by a consumer with the JMS selector ``color = 'red'``, of red
+  messages, on a FIFO queue that also holds 1,000 versus 1,000,000 blue messages nobody
+  takes (its cursor is past them: they must not be looked at again).
 
 Messages are encoded once with Proton and parsed once with ``parse_message``; each
 operation gets a fresh copy of the parsed record (made before the clock starts) whose
@@ -46,6 +49,7 @@ from proton_broker.amqp.codec import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
+from proton_broker.selector import parse_selector
 
 KEY_MARK = "k" + "X" * 7  # fixed width, so patched encodings keep every offset valid
 SORT_MARK = "s" + "X" * 7
@@ -207,6 +211,23 @@ def cycle_case(kind: str, depth: int, rng: random.Random, consumer_id: int) -> C
     return Case(f"{label} cycle, depth {depth:,}", queue, make, cycle_run_for(consumer))
 
 
+def selector_case(depth: int, consumer_id: int) -> Case:
+    red, blue = template({"color": "red"}), template({"color": "blue"})
+    queue = Queue(f"selector-{depth}", QueueSettings())
+    for _ in range(depth):
+        queue.enqueue(predecoded(blue, {"color": "blue"}), now=0.0)
+    consumer = Taker(consumer_id)
+    queue.subscribe(consumer, selector=parse_selector("color = 'red'"))
+    consumer.credit = 1
+    queue.credit_granted(consumer)  # walks past the blue messages once, before timing
+    assert queue.depth == depth and consumer.credit == 1
+
+    def make(n: int) -> list[Message]:
+        return [fresh(red) for _ in range(n)]
+
+    return Case(f"selector cycle, {depth:,} unmatched", queue, make, cycle_run_for(consumer))
+
+
 # ---- main ----------------------------------------------------------------------------------
 
 
@@ -224,7 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="operations per timed batch (default 20,000; 5,000 with --quick)")
     parser.add_argument("--repeat", type=int, default=None,
                         help="interleaved batches per queue; the best is kept (default 3)")
-    parser.add_argument("--only", choices=["lvq", "fifo", "priority", "sorted"], action="append",
+    parser.add_argument("--only", choices=["lvq", "fifo", "priority", "sorted", "selector"],
+                        action="append",
                         help="run only these scenarios (repeatable)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     args = parser.parse_args(argv)
@@ -233,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ops = args.ops or (5_000 if args.quick else 20_000)
     repeat = args.repeat or 3
     lvq_small, cycle_small = 100, 1_000
-    scenarios = args.only or ["lvq", "fifo", "priority", "sorted"]
+    scenarios = args.only or ["lvq", "fifo", "priority", "sorted", "selector"]
     rng = random.Random(args.seed)
 
     print(f"queue_ops: Python {sys.version.split()[0]}, {ops:,} ops per batch, best of "
@@ -247,6 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 small_case, big_case = lvq_case(lvq_small, rng), lvq_case(big, rng)
             name = "LVQ replace (enqueue, key exists)"
             sizes = f"{lvq_small} vs {big:,} keys"
+        elif scenario == "selector":
+            with gc_paused():
+                small_case, big_case = selector_case(cycle_small, 1), selector_case(big, 2)
+            name = "selector: enqueue+acquire+settle"
+            sizes = f"{cycle_small:,} vs {big:,} unmatched"
         else:
             with gc_paused():
                 small_case = cycle_case(scenario, cycle_small, rng, 1)

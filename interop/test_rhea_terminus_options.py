@@ -49,3 +49,13 @@ def test_rhea_browses_with_a_replay_period_filter_that_the_broker_echoes(broker,
     with pytest.raises(ClientError):  # a period of 0: only messages newer than the attach
         RHEA.receive(broker.url, queue, 1, browse=True, timeout=1,
                      options=["--replay-period", "0"])
+
+
+def test_a_rhea_receiver_with_a_jms_selector_gets_only_matching_messages(broker, queue) -> None:
+    PYTHON.send(broker.url, queue, [{"body": n, "properties": {"color": color}}
+                                    for n, color in enumerate(["red", "blue", "red"])])
+    got = RHEA.receive(broker.url, queue, 2,
+                       options=["--selector", "color = 'red'", "--print-attach"])
+    assert got[0]["attach"]["filter"] == ["jms-selector"]
+    assert [m["body"] for m in got[1:]] == [0, 2]
+    assert [m["body"] for m in RHEA.receive(broker.url, queue, 1)] == [1]

@@ -11,7 +11,8 @@ const rhea = require('rhea');
 
 const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
        node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
-options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS`;
+options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS
+         --selector TEXT`;
 
 function parseArgs(argv) {
   const [url, address, count, ...rest] = argv;
@@ -32,6 +33,7 @@ function parseArgs(argv) {
     else if (name === '--dynamic-node-properties') opts.dynamicNodeProperties = JSON.parse(next());
     else if (name === '--print-attach') opts.printAttach = true;
     else if (name === '--replay-period') opts.replayPeriod = next();
+    else if (name === '--selector') opts.selector = next();
     else fail(`unknown option ${name}\n${USAGE}`, 2);
   }
   return opts;
@@ -52,6 +54,10 @@ function terminus(opts) {
     t.filter = { 'x-qpid-replay-period': rhea.types.wrap_described(
       rhea.types.wrap_string(opts.replayPeriod),
       rhea.types.wrap_symbol('apache.org:x-qpid-replay-period:string')) };
+  }
+  if (opts.selector !== undefined) {
+    // rhea's own JMS selector filter (key jms-selector, the numeric descriptor), as Qpid JMS.
+    t.filter = Object.assign(t.filter || {}, rhea.filter.selector(opts.selector));
   }
   return t;
 }

@@ -54,6 +54,7 @@ from proton_broker.amqp.terminus import (
     echo_terminus,
     node_options,
     replay_period,
+    selector_filter,
     sequence_filter,
     sequence_number_filter,
 )
@@ -317,7 +318,8 @@ class Server(Handler):
         options = node_options(link, source)
         sequence, applied = sequence_filter(source)  # bad filters: refused, nothing created
         from_number, from_applied = sequence_number_filter(source)
-        applied = {**applied, **from_applied}
+        selector, selector_applied = selector_filter(source)
+        applied = {**applied, **from_applied, **selector_applied}
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
             self._temporary[link._impl] = queue.name
@@ -339,7 +341,7 @@ class Server(Handler):
             raise InvalidField(f"{REPLAY_PERIOD} and x-opt-sequence-number cannot be "
                                "combined: each says where browsing starts", REPLAY_PERIOD)
         consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
-        queue.subscribe(consumer, period, sequence, from_number)
+        queue.subscribe(consumer, period, sequence, from_number, selector)
         if requested is not None:
             applied = {**applied, REPLAY_PERIOD: requested}
         if applied:

@@ -34,6 +34,7 @@ from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
 from proton_broker.queues.history import SEQUENCE, SEQUENCE_KEY, sequence_start
 from proton_broker.queues.settings import option_names
+from proton_broker.selector import Selector, parse_selector
 
 _OPTION_NAMES = frozenset(option_names())
 _OPTION_PREFIXES = ("qpid.", "x-qpid-")
@@ -151,6 +152,31 @@ def sequence_number_filter(source: Terminus) -> tuple[int | None, dict[str, Any]
                            f"{SEQUENCE} (replay a key's history) cannot be combined",
                            SEQUENCE_NUMBER)
     return value, {SEQUENCE_NUMBER: raw}
+
+
+# The JMS selector filter (shared/reference/qpid-wire-mapping.md 2.5): matched by its
+# descriptor, numeric or symbolic, never by its key (JMS says jms-selector, Proton Python
+# and qpid::messaging say selector). Broker-J also takes the legacy symbol.
+SELECTOR_DESCRIPTORS = frozenset({0x0000468C00000004, "apache.org:selector-filter:string",
+                                  "apache.org:jms-selector-filter:string"})
+
+
+def selector_filter(source: Terminus) -> tuple[Selector | None, dict[str, Any]]:
+    """The JMS selector a consumer asked for, compiled, and the filter entry to echo;
+    (None, {}) without one. A selector that is not a string, or does not parse, or two of
+    them, are refused with amqp:invalid-field (field ``filter``)."""
+    filters = _map_of(source.filter, "source filter")
+    found = {name: raw for name, raw in filters.items()
+             if isinstance(raw, DecodedDescribed) and raw.descriptor in SELECTOR_DESCRIPTORS}
+    if not found:
+        return None, {}
+    if len(found) > 1:
+        raise InvalidField(f"one selector filter at most, got {sorted(found)}", "filter")
+    (name, raw), = found.items()
+    if not isinstance(raw.value, str):
+        raise InvalidField(f"selector filter '{name}' must be a string, got {raw.value!r}",
+                           "filter")
+    return parse_selector(raw.value), found
 
 
 def echo_filters(local: Terminus, applied: Mapping[str, Any]) -> None:

@@ -54,6 +54,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -106,6 +107,14 @@ class Consumer(Protocol):
 
     def deliver(self, entry: Entry) -> None:
         """Send ``entry`` and take one credit. Called only while ``credit > 0``."""
+
+
+class MessageFilter(Protocol):
+    """What a consumer's selector is to a queue: a test of each message (the selector
+    language lives in :mod:`proton_broker.selector`; queues only call this)."""
+
+    def matches(self, message: Message) -> bool:
+        """Whether the consumer wants this message."""
 
 
 class FlowObserver(Protocol):
@@ -237,6 +246,11 @@ class Queue:
         self.history_watchers: list[Callable[[str, int, Message], object]] = []
         # Consumers with a replay period: consumer id -> the first position they may take.
         self._floors: dict[int, int] = {}
+        # Consumers with a selector: consumer id -> it. The ones that consume (not browse)
+        # find their next message by walking the arrival log from a cursor of their own,
+        # [seq, index, generation] as a browser's: consumer id -> cursor. See _take_selected.
+        self._selectors: dict[int, MessageFilter] = {}
+        self._picky: dict[int, list[int]] = {}
         self._default_replay = default_replay_seconds(self.settings.default_filters)
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
@@ -506,6 +520,8 @@ class Queue:
                 continue
             entry.state = AVAILABLE
             self._order.requeue(entry)
+            if self._picky:
+                self._rewind_picky(entry.seq)
             for cursor in self._browsers.values():
                 if cursor[0] > entry.seq:
                     cursor[3].append(entry)
@@ -627,13 +643,21 @@ class Queue:
 
     def subscribe(self, consumer: Consumer, replay_period: float | None = None,
                   sequence: tuple[int | str, str | None] | None = None,
-                  from_number: int | None = None) -> None:
+                  from_number: int | None = None,
+                  selector: MessageFilter | None = None) -> None:
         """Add a consumer. With a replay period (seconds; the queue's default filter when
         None) it gets only what arrived in that period, then every new message. With a
         ``sequence`` (start, key or None), a browser gets the kept versions from that start
         (of that key, or all), then every new message (of that key). With ``from_number``
         (x-opt-sequence-number), a browser gets the messages on the queue whose number is
-        at least that, in number order, then new ones; its start is found in O(log n)."""
+        at least that, in number order, then new ones; its start is found in O(log n).
+        With a ``selector``, a consumer or browser gets only the messages it matches (see
+        :meth:`_take_selected` for a consumer's order)."""
+        if selector is not None and not consumer.browse and self._groups is not None:
+            raise NotImplementedByBroker("a selector on a grouped queue is supported for "
+                                         "browsing consumers only")
+        if selector is not None:
+            self._selectors[consumer.id] = selector
         if sequence is not None:
             self._subscribe_replay(consumer, *sequence)
             return
@@ -652,6 +676,8 @@ class Queue:
         if consumer.browse:
             self._browsers[consumer.id] = [start, self._log.index_of(start),
                                            self._log.generation, deque()]
+        elif selector is not None:
+            self._picky[consumer.id] = [start, self._log.index_of(start), self._log.generation]
         elif start:
             self._floors[consumer.id] = start
         self.credit_granted(consumer)
@@ -694,6 +720,8 @@ class Queue:
         self._browsers.pop(consumer.id, None)
         self._replayers.pop(consumer.id, None)
         self._floors.pop(consumer.id, None)
+        self._selectors.pop(consumer.id, None)
+        self._picky.pop(consumer.id, None)
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
             self._ready.remove(consumer)
@@ -769,6 +797,8 @@ class Queue:
 
     def _take_ordered(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
+        if self._picky and consumer_id in self._picky:
+            return self._take_selected(consumer_id)
         order = self._order
         entry = order.pop()
         if entry is not None and entry.expires_at is None and entry.excluded is None \
@@ -794,6 +824,75 @@ class Queue:
             order.requeue(entry)
         self._skipped = bool(refused)
         return found
+
+    def _take_selected(self, consumer_id: int) -> Entry | None:
+        """Acquire the next available entry a consumer with a selector matches.
+
+        It walks the arrival log from its own cursor, as Broker-J's consumers walk the
+        queue, so a message it does not match is looked at once, not on every dispatch:
+        O(1) amortised per message and consumer. A message that becomes available again
+        behind the cursor (released, or held until now) moves the cursor back to it (see
+        _rewind_picky). The order is arrival order, also on a priority or sorted queue.
+        """
+        cursor = self._picky[consumer_id]
+        selector = self._selectors[consumer_id]
+        log = self._log
+        index = cursor[1] if cursor[2] == log.generation else log.index_of(cursor[0])
+        found = None
+        now = 0.0
+        while True:
+            entry = log.at(index)
+            if entry is None:
+                break
+            index += 1
+            if entry.state != AVAILABLE or entry.seq < cursor[0] \
+                    or (entry.excluded and consumer_id in entry.excluded):
+                continue
+            if entry.expires_at is not None:
+                now = now or time.time()
+                if entry.expires_at <= now:
+                    generation = log.generation
+                    self._remove(entry)
+                    self.stats.expired += 1
+                    if log.generation != generation:  # the log was compacted meanwhile
+                        index = log.index_of(entry.seq + 1)
+                    continue
+            if self._selected(selector, entry.message):
+                found = entry
+                break
+        if found is not None:
+            found.state = ACQUIRED  # first, so that a compaction the discard sets off drops it
+            self._order.discard(found)  # out of the ordering, as if popped
+            cursor[0], cursor[1], cursor[2] = found.seq + 1, index, log.generation
+        else:
+            cursor[0], cursor[1], cursor[2] = self._next_seq, index, log.generation
+        self._skipped = found is None and len(self._order) > 0  # others may want the rest
+        return found
+
+    def _selected(self, selector: MessageFilter, message: Message) -> bool:
+        """Whether ``selector`` matches ``message`` (a paged-out one is read for it)."""
+        if not message.paged:
+            return selector.matches(message)
+        with self._read_back(message):
+            return selector.matches(message)
+
+    @contextmanager
+    def _read_back(self, message: Message) -> Iterator[None]:
+        """A paged-out message's bytes, in memory only while they are needed: it stays
+        paged (flow to disk), whoever reads it."""
+        assert self.pager is not None
+        message.data = self.pager.page_in(message)
+        try:
+            yield
+        finally:
+            message.data = b""
+
+    def _rewind_picky(self, seq: int) -> None:
+        """An entry at ``seq`` is available again: consumers with a selector whose cursor
+        is past it look again from there."""
+        for cursor in self._picky.values():
+            if cursor[0] > seq:
+                cursor[0], cursor[2] = seq, -1  # -1: find the index again (index_of)
 
     def _take_grouped(self, consumer_id: int) -> Entry | None:
         """Acquire the next entry ``consumer_id`` may have on a grouped queue."""
@@ -862,17 +961,16 @@ class Queue:
             self._browse(consumer, pending.popleft())
 
     def _browse(self, consumer: Consumer, entry: Entry) -> None:
-        """Send a browser a copy; a paged-out message is read for it and stays paged."""
+        """Send a browser a copy, if its selector (if any) matches it; a paged-out message
+        is read for it and stays paged."""
         message = entry.message
-        if not message.paged:
+        selector = self._selectors.get(consumer.id) if self._selectors else None
+        if message.paged:
+            with self._read_back(message):
+                if selector is None or selector.matches(message):
+                    consumer.deliver(entry)
+        elif selector is None or selector.matches(message):
             consumer.deliver(entry)
-            return
-        assert self.pager is not None
-        message.data = self.pager.page_in(message)
-        try:
-            consumer.deliver(entry)
-        finally:
-            message.data = b""
 
     # ---- outcomes ----------------------------------------------------------------------
 
@@ -915,6 +1013,8 @@ class Queue:
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
         self._order.requeue(entry)
+        if self._picky:
+            self._rewind_picky(entry.seq)
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
         if self._ready:
