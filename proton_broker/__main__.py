@@ -42,6 +42,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--metrics-port", type=int,
                         help="serve Prometheus metrics on this port (turns it on; 0 = any "
                              "free); the HTTP gateway serves /metrics too when it is on")
+    parser.add_argument("--tls-port", type=int,
+                        help="serve AMQPS (TLS) on this port too (turns it on; 0 = any free); "
+                             "needs tls.cert_file and tls.key_file in the config")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
     return parser.parse_args(argv)
@@ -58,6 +61,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         out["http"] = {"enabled": True, "port": args.http_port}
     if args.metrics_port is not None:
         out["metrics"] = {"enabled": True, "port": args.metrics_port}
+    if args.tls_port is not None:
+        out["tls"] = {"enabled": True, "port": args.tls_port}
     if args.log_level:
         out["logging"] = {"level": args.log_level.upper()}
     return out
@@ -110,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("HTTP gateway on http://%s:%d", *server.http.address)
     if server.metrics is not None:
         log.info("metrics on http://%s:%d/metrics", *server.metrics.address)
+    if server.tls_address is not None:
+        log.info("AMQPS (TLS) on %s:%d", *server.tls_address)
     log.info("listening on %s:%d", host, port)
     server.run()
     log.info("stopped")

@@ -78,6 +78,21 @@ class MetricsSection:
 
 
 @dataclass
+class TlsSection:
+    """An AMQPS listener (TLS; IANA port 5671) beside the plain one; off unless enabled.
+    SASL applies inside TLS as on the plain port (README "TLS")."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 5671  # 0 picks a free port
+    cert_file: str = ""  # PEM: the broker's certificate (chain)
+    key_file: str = ""  # PEM: its private key
+    key_password: str = ""  # for an encrypted key ("": none)
+    ca_file: str = ""  # PEM: the CAs client certificates are checked against
+    verify_clients: bool = False  # require a client certificate signed by ca_file
+
+
+@dataclass
 class LoggingSection:
     level: str = "INFO"
 
@@ -90,11 +105,13 @@ class Config:
     queue: QueueSection = field(default_factory=QueueSection)
     http: HttpSection = field(default_factory=HttpSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
+    tls: TlsSection = field(default_factory=TlsSection)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 _SECTIONS = {"broker": BrokerSection, "sasl": SaslSection, "logging": LoggingSection,
-             "queue": QueueSection, "http": HttpSection, "metrics": MetricsSection}
+             "queue": QueueSection, "http": HttpSection, "metrics": MetricsSection,
+             "tls": TlsSection}
 
 
 def load(

@@ -18,6 +18,7 @@ from types import TracebackType
 
 _REPO = Path(__file__).resolve().parent.parent
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
+_TLS_LISTENING = re.compile(r"AMQPS \(TLS\) on (\S+):(\d+)")
 
 
 class BrokerProcess:
@@ -37,6 +38,7 @@ class BrokerProcess:
         self.startup_timeout = startup_timeout
         self.host = "127.0.0.1"
         self.port = 0
+        self.tls_port: int | None = None  # the AMQPS port, when the broker serves TLS
         self.output: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
 
@@ -67,6 +69,9 @@ class BrokerProcess:
         assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
             self.output.append(line)
+            tls = _TLS_LISTENING.search(line)
+            if tls:
+                self.tls_port = int(tls.group(2))
             match = _LISTENING.search(line)
             if match and not ready.is_set():
                 self.host, self.port = match.group(1), int(match.group(2))

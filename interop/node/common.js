@@ -12,7 +12,7 @@ const rhea = require('rhea');
 const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
        node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
 options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS
-         --selector TEXT`;
+         --selector TEXT  --tls-ca FILE (connect with TLS, trusting the CAs in FILE)`;
 
 function parseArgs(argv) {
   const [url, address, count, ...rest] = argv;
@@ -34,6 +34,7 @@ function parseArgs(argv) {
     else if (name === '--print-attach') opts.printAttach = true;
     else if (name === '--replay-period') opts.replayPeriod = next();
     else if (name === '--selector') opts.selector = next();
+    else if (name === '--tls-ca') opts.tlsCa = next();
     else fail(`unknown option ${name}\n${USAGE}`, 2);
   }
   return opts;
@@ -70,8 +71,13 @@ function connect(opts, handlers) {
   container.on('disconnected', (context) => {
     if (context.error) fail(`disconnected: ${context.error}`);
   });
-  return container.connect({ host: url.hostname, port: Number(url.port || 5672),
-                             reconnect: false });
+  const options = { host: url.hostname, port: Number(url.port || 5672), reconnect: false };
+  if (opts.tlsCa !== undefined) {
+    // AMQPS: node's TLS, checking the broker's certificate against the given CAs and name.
+    Object.assign(options, { transport: 'tls', ca: [require('fs').readFileSync(opts.tlsCa)],
+                             servername: url.hostname });
+  }
+  return container.connect(options);
 }
 
 function isTag(value, tag) {

@@ -102,6 +102,8 @@ class Server(Handler):
         if self.broker.store is not None:
             self.broker.store.batching = True  # flushed once per pass (_BrokerContainer)
         self._acceptor: Any = None
+        self._tls_acceptor: Any = None  # the AMQPS listener, when config ``tls`` enables it
+        self.tls_address: tuple[str, int] | None = None
         self.address: tuple[str, int] | None = None
         self.http: Any = None  # the HTTP gateway (proton_broker.http), when enabled
         self.metrics: Any = None  # the metrics' own listener (proton_broker.metrics)
@@ -119,12 +121,31 @@ class Server(Handler):
         if self.config.http.enabled and self.http is None:
             self.failed_listener = f"{self.config.http.host}:{self.config.http.port} (HTTP)"
             self.listen_http()
+        if self.config.tls.enabled and self._tls_acceptor is None:
+            self.failed_listener = f"{self.config.tls.host}:{self.config.tls.port} (AMQPS)"
+            self.listen_tls()
         if self.config.metrics.enabled and self.metrics is None:
             section = self.config.metrics
             self.failed_listener = f"{section.host}:{section.port} (metrics)"
             self.listen_metrics()
         self.failed_listener = None
         return self.address  # type: ignore[return-value]
+
+    def listen_tls(self) -> tuple[str, int]:
+        """The AMQPS listener (config ``tls``): the same broker over TLS on its own port;
+        returns its address. Called by listen() when the config enables it. OSError (a
+        TlsConfigError naming the file) if it cannot start."""
+        from proton_broker.amqp.tls import server_domain
+
+        section = self.config.tls
+        domain = server_domain(section)
+        acceptor = self.container.acceptor(section.host, section.port)
+        acceptor.set_ssl_domain(domain)
+        sock = acceptor._selectable._delegate  # as listen(): a backlog for bursts
+        sock.listen(1024)
+        self._tls_acceptor = acceptor
+        self.tls_address = sock.getsockname()[:2]
+        return self.tls_address  # type: ignore[return-value]
 
     def listen_http(self) -> tuple[str, int]:
         """Start the HTTP gateway (its own thread; config ``http``) and bind it; returns
@@ -189,6 +210,8 @@ class Server(Handler):
             self.metrics.stop()
         if self._acceptor is not None:
             self._acceptor.close()
+        if self._tls_acceptor is not None:
+            self._tls_acceptor.close()
         for conn in list(self.connections.values()):
             conn.condition = Condition("amqp:connection:forced", "broker shutting down")
             conn.close()

@@ -1,0 +1,46 @@
+"""TLS for the AMQPS listener: the server's Proton ``SSLDomain``, built from config ``tls``.
+
+Proton does the TLS itself, inside the transport, so the broker's socket loop is the same
+for both listeners; only the acceptor differs (``Acceptor.set_ssl_domain``). The files are
+checked here, at start-up, so that a missing or unreadable certificate is a clear error
+naming the file rather than every client's handshake failing later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from proton import SSLDomain, SSLException
+
+from proton_broker.config import TlsSection
+
+
+class TlsConfigError(OSError):
+    """The TLS listener cannot be set up from its configuration (an OSError, as any
+    listener that cannot start)."""
+
+
+def server_domain(section: TlsSection) -> SSLDomain:
+    """The server-side domain: the broker's certificate and key; client certificates
+    required and checked against ``ca_file`` when ``verify_clients``, else not asked for."""
+    for key in ("cert_file", "key_file") + (("ca_file",) if section.verify_clients else ()):
+        path = getattr(section, key)
+        if not path:
+            raise TlsConfigError(f"tls.{key} is required")
+        if not Path(path).is_file():
+            raise TlsConfigError(f"tls.{key}: no such file: {path}")
+    domain = SSLDomain(SSLDomain.MODE_SERVER)
+    try:
+        domain.set_credentials(section.cert_file, section.key_file,
+                               section.key_password or None)
+        if section.ca_file:
+            domain.set_trusted_ca_db(section.ca_file)
+        if section.verify_clients:
+            domain.set_peer_authentication(SSLDomain.VERIFY_PEER, section.ca_file)
+        else:
+            domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+    except SSLException as exc:
+        raise TlsConfigError(f"tls: cannot use {section.cert_file} / {section.key_file}"
+                             f"{' / ' + section.ca_file if section.ca_file else ''}: "
+                             f"{exc or 'rejected by the TLS library'}") from exc
+    return domain

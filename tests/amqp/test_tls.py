@@ -1,0 +1,151 @@
+"""AMQPS: the broker over TLS on its own port (config ``tls``), with certificates made for
+each run by trustme (a throwaway CA). Clients are Proton Python's own TLS clients."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+from proton import ConnectionException, Message, SSLDomain
+from proton.utils import BlockingConnection
+
+from proton_broker.config import Config
+from tests.conftest import RunningBroker
+
+HOST = "localhost"  # the name the broker's certificate is for
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """PEM files: the CA, the broker's certificate and key, a client's certificate and
+    key, and a CA nobody trusts."""
+    where = tmp_path_factory.mktemp("tls")
+    server, client = ca.issue_cert(HOST, "127.0.0.1"), ca.issue_cert("a-client")
+    paths = {name: str(where / f"{name}.pem") for name in (
+        "ca", "cert", "key", "client_cert", "client_key", "other_ca")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    server.cert_chain_pems[0].write_to_path(paths["cert"])
+    server.private_key_pem.write_to_path(paths["key"])
+    client.cert_chain_pems[0].write_to_path(paths["client_cert"])
+    client.private_key_pem.write_to_path(paths["client_key"])
+    trustme.CA().cert_pem.write_to_path(paths["other_ca"])
+    return paths
+
+
+def tls_config(files: dict[str, str], verify_clients: bool = False) -> Config:
+    config = Config()
+    config.broker.store = "memory"
+    config.tls.enabled = True
+    config.tls.port = 0
+    config.tls.cert_file, config.tls.key_file = files["cert"], files["key"]
+    config.tls.ca_file = files["ca"]
+    config.tls.verify_clients = verify_clients
+    return config
+
+
+@pytest.fixture
+def tls_broker(files: dict[str, str]) -> Iterator[RunningBroker]:
+    running = RunningBroker(tls_config(files))
+    yield running
+    running.stop()
+
+
+def client_domain(ca_file: str, cert: tuple[str, str] | None = None) -> SSLDomain:
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(ca_file)
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, ca_file)
+    if cert is not None:
+        domain.set_credentials(cert[0], cert[1], None)
+    return domain
+
+
+def amqps(running: RunningBroker, domain: SSLDomain) -> BlockingConnection:
+    port = running.server.tls_address[1]
+    return BlockingConnection(f"amqps://{HOST}:{port}", ssl_domain=domain, timeout=5)
+
+
+def round_trip(connection: BlockingConnection, address: str) -> object:
+    sender = connection.create_sender(address)
+    sender.send(Message(body="over tls"))
+    receiver = connection.create_receiver(address)
+    body = receiver.receive(timeout=5).body
+    receiver.accept()
+    return body
+
+
+def test_a_client_that_trusts_the_broker_ca_sends_and_receives_over_tls(
+        tls_broker: RunningBroker, files: dict[str, str]) -> None:
+    connection = amqps(tls_broker, client_domain(files["ca"]))
+    try:
+        assert round_trip(connection, "tls-q") == "over tls"
+    finally:
+        connection.close()
+
+
+def test_a_client_that_does_not_trust_the_broker_ca_cannot_connect_and_others_carry_on(
+        tls_broker: RunningBroker, files: dict[str, str]) -> None:
+    with pytest.raises(ConnectionException):
+        amqps(tls_broker, client_domain(files["other_ca"])).create_sender("tls-q")
+    connection = amqps(tls_broker, client_domain(files["ca"]))
+    try:
+        assert round_trip(connection, "tls-q2") == "over tls"
+    finally:
+        connection.close()
+
+
+def test_the_plain_port_still_serves_and_speaks_no_tls(
+        tls_broker: RunningBroker) -> None:
+    connection = BlockingConnection(tls_broker.url, timeout=5)
+    try:
+        assert round_trip(connection, "plain-q") == "over tls"
+    finally:
+        connection.close()
+    port = tls_broker.server.tls_address[1]
+    with pytest.raises(ConnectionException):  # plain AMQP on the TLS port: no handshake
+        BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=2).create_sender("x")
+    assert tls_broker.alive()
+
+
+def test_with_verify_clients_only_a_client_with_a_certificate_from_the_ca_gets_in(
+        files: dict[str, str]) -> None:
+    running = RunningBroker(tls_config(files, verify_clients=True))
+    try:
+        with pytest.raises(ConnectionException):
+            amqps(running, client_domain(files["ca"])).create_sender("tls-q")
+        connection = amqps(running, client_domain(
+            files["ca"], (files["client_cert"], files["client_key"])))
+        try:
+            assert round_trip(connection, "tls-mutual") == "over tls"
+        finally:
+            connection.close()
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("broken, words", [
+    ({"cert_file": "/nonexistent/cert.pem"}, "tls.cert_file: no such file: /nonexistent/cert.pem"),
+    ({"key_file": ""}, "tls.key_file is required"),
+    ({"cert_file": "CA"}, "tls: cannot use"),  # a CA certificate without its key
+])
+def test_a_broker_with_unusable_tls_files_says_which_and_exits(
+        files: dict[str, str], tmp_path: Path, broken: dict[str, str], words: str) -> None:
+    values = {"cert_file": files["cert"], "key_file": files["key"], **broken}
+    if values["cert_file"] == "CA":
+        values["cert_file"] = files["ca"]
+    config = tmp_path / "broker.yaml"
+    config.write_text("tls:\n  enabled: true\n  port: 0\n" + "".join(
+        f"  {k}: '{v}'\n" for k, v in values.items()))
+    done = subprocess.run(
+        [sys.executable, "-m", "proton_broker", "--config", str(config), "--port", "0",
+         "--store", "memory"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "(AMQPS)" in done.stderr and words in done.stderr
