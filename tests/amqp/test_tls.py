@@ -74,41 +74,32 @@ def amqps(running: RunningBroker, domain: SSLDomain) -> BlockingConnection:
 
 
 def round_trip(connection: BlockingConnection, address: str) -> object:
-    sender = connection.create_sender(address)
-    sender.send(Message(body="over tls"))
-    receiver = connection.create_receiver(address)
-    body = receiver.receive(timeout=5).body
-    receiver.accept()
-    return body
+    """Send a message to ``address`` and take it back, then close the connection."""
+    try:
+        connection.create_sender(address).send(Message(body="over tls"))
+        receiver = connection.create_receiver(address)
+        body = receiver.receive(timeout=5).body
+        receiver.accept()
+        return body
+    finally:
+        connection.close()
 
 
 def test_a_client_that_trusts_the_broker_ca_sends_and_receives_over_tls(
         tls_broker: RunningBroker, files: dict[str, str]) -> None:
-    connection = amqps(tls_broker, client_domain(files["ca"]))
-    try:
-        assert round_trip(connection, "tls-q") == "over tls"
-    finally:
-        connection.close()
+    assert round_trip(amqps(tls_broker, client_domain(files["ca"])), "tls-q") == "over tls"
 
 
 def test_a_client_that_does_not_trust_the_broker_ca_cannot_connect_and_others_carry_on(
         tls_broker: RunningBroker, files: dict[str, str]) -> None:
     with pytest.raises(ConnectionException):
         amqps(tls_broker, client_domain(files["other_ca"])).create_sender("tls-q")
-    connection = amqps(tls_broker, client_domain(files["ca"]))
-    try:
-        assert round_trip(connection, "tls-q2") == "over tls"
-    finally:
-        connection.close()
+    assert round_trip(amqps(tls_broker, client_domain(files["ca"])), "tls-q2") == "over tls"
 
 
 def test_the_plain_port_still_serves_and_speaks_no_tls(
         tls_broker: RunningBroker) -> None:
-    connection = BlockingConnection(tls_broker.url, timeout=5)
-    try:
-        assert round_trip(connection, "plain-q") == "over tls"
-    finally:
-        connection.close()
+    assert round_trip(BlockingConnection(tls_broker.url, timeout=5), "plain-q") == "over tls"
     port = tls_broker.server.tls_address[1]
     with pytest.raises(ConnectionException):  # plain AMQP on the TLS port: no handshake
         BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=2).create_sender("x")
@@ -121,12 +112,8 @@ def test_with_verify_clients_only_a_client_with_a_certificate_from_the_ca_gets_i
     try:
         with pytest.raises(ConnectionException):
             amqps(running, client_domain(files["ca"])).create_sender("tls-q")
-        connection = amqps(running, client_domain(
-            files["ca"], (files["client_cert"], files["client_key"])))
-        try:
-            assert round_trip(connection, "tls-mutual") == "over tls"
-        finally:
-            connection.close()
+        mutual = client_domain(files["ca"], (files["client_cert"], files["client_key"]))
+        assert round_trip(amqps(running, mutual), "tls-mutual") == "over tls"
     finally:
         running.stop()
 
