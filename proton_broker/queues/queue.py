@@ -839,7 +839,6 @@ class Queue:
         log = self._log
         index = cursor[1] if cursor[2] == log.generation else log.index_of(cursor[0])
         found = None
-        now = 0.0
         while True:
             entry = log.at(index)
             if entry is None:
@@ -848,15 +847,11 @@ class Queue:
             if entry.state != AVAILABLE or entry.seq < cursor[0] \
                     or (entry.excluded and consumer_id in entry.excluded):
                 continue
-            if entry.expires_at is not None:
-                now = now or time.time()
-                if entry.expires_at <= now:
-                    generation = log.generation
-                    self._remove(entry)
-                    self.stats.expired += 1
-                    if log.generation != generation:  # the log was compacted meanwhile
-                        index = log.index_of(entry.seq + 1)
-                    continue
+            generation = log.generation
+            if self._drop_if_expired(entry):
+                if log.generation != generation:  # the log was compacted meanwhile
+                    index = log.index_of(entry.seq + 1)
+                continue
             if self._selected(selector, entry.message):
                 found = entry
                 break
@@ -916,7 +911,8 @@ class Queue:
             return entry
 
     def _drop_if_expired(self, entry: Entry) -> bool:
-        """An entry just acquired whose time has passed leaves the queue instead."""
+        """An entry just acquired (or, for a consumer with a selector, about to be) whose
+        time has passed leaves the queue instead."""
         if entry.expires_at is None or entry.expires_at > time.time():
             return False
         self._remove(entry)
