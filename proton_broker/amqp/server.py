@@ -115,9 +115,7 @@ class Server(Handler):
     def listen(self, host: str, port: int) -> tuple[str, int]:
         """Bind the listener; returns the actual address (port 0 picks a free port)."""
         self._acceptor = self.container.acceptor(host, port)
-        sock = self._acceptor._selectable._delegate  # the listening socket Proton made
-        sock.listen(1024)  # Proton's default backlog of 10 drops bursts of clients
-        self.address = sock.getsockname()[:2]
+        self.address = _bound(self._acceptor)
         if self.config.http.enabled and self.http is None:
             self.failed_listener = f"{self.config.http.host}:{self.config.http.port} (HTTP)"
             self.listen_http()
@@ -141,11 +139,9 @@ class Server(Handler):
         domain = server_domain(section)
         acceptor = self.container.acceptor(section.host, section.port)
         acceptor.set_ssl_domain(domain)
-        sock = acceptor._selectable._delegate  # as listen(): a backlog for bursts
-        sock.listen(1024)
         self._tls_acceptor = acceptor
-        self.tls_address = sock.getsockname()[:2]
-        return self.tls_address  # type: ignore[return-value]
+        self.tls_address = _bound(acceptor)
+        return self.tls_address
 
     def listen_http(self) -> tuple[str, int]:
         """Start the HTTP gateway (its own thread; config ``http``) and bind it; returns
@@ -487,6 +483,14 @@ class _Callback:
 
     def on_timer_task(self, event: Event) -> None:
         self.fn()
+
+
+def _bound(acceptor: Any) -> tuple[str, int]:
+    """The address a Proton acceptor listens on, after giving its socket a real backlog
+    (Proton's default of 10 drops bursts of clients)."""
+    sock = acceptor._selectable._delegate  # the listening socket Proton made
+    sock.listen(1024)
+    return sock.getsockname()[:2]
 
 
 class _BrokerContainer(Container):
