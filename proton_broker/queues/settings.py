@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,27 +192,26 @@ def to_threshold(name: str, value: Any) -> int | None:
     return number or None
 
 
+def _int_in(name: str, value: Any, low: int, high: float, what: str) -> int:
+    """An integer from ``low`` to ``high``; anything else is refused as not ``what``."""
+    number = _to_int(name, value)
+    if not low <= number <= high:
+        raise _bad(name, value, what)
+    return number
+
+
 def to_count(name: str, value: Any) -> int:
     """A non-negative integer (a threshold, a time)."""
-    number = _to_int(name, value)
-    if number < 0:
-        raise _bad(name, value, "a non-negative integer")
-    return number
+    return _int_in(name, value, 0, math.inf, "a non-negative integer")
 
 
 def to_percent(name: str, value: Any) -> int:
-    number = _to_int(name, value)
-    if not 0 <= number <= 100:
-        raise _bad(name, value, "a percentage from 0 to 100")
-    return number
+    return _int_in(name, value, 0, 100, "a percentage from 0 to 100")
 
 
 def to_positive(name: str, value: Any) -> int:
     """An integer of at least 1 (a window of message-ids)."""
-    number = _to_int(name, value)
-    if number < 1:
-        raise _bad(name, value, "an integer of at least 1")
-    return number
+    return _int_in(name, value, 1, math.inf, "an integer of at least 1")
 
 
 def to_seconds(name: str, value: Any) -> float:
@@ -229,10 +229,8 @@ def to_seconds(name: str, value: Any) -> float:
 
 
 def to_priorities(name: str, value: Any) -> int:
-    number = _to_int(name, value)
-    if not 1 <= number <= MAX_PRIORITIES:
-        raise _bad(name, value, f"a number of priority levels from 1 to {MAX_PRIORITIES}")
-    return number
+    return _int_in(name, value, 1, MAX_PRIORITIES,
+                   f"a number of priority levels from 1 to {MAX_PRIORITIES}")
 
 
 def to_key(name: str, value: Any) -> str:
