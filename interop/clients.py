@@ -121,8 +121,7 @@ class PythonClient(Client):
             out = []
             for _ in range(count):
                 out.append(from_message(receiver.receive(timeout=timeout)))
-                if not browse:  # the broker sends browsed messages settled: nothing to accept
-                    receiver.accept()
+                receiver.accept()  # a browsed one too: it settles it, the queue keeps it
             return out
         finally:
             conn.close()

@@ -102,6 +102,19 @@ class Broker:
                            f"a link whose target address is {name}")
         return self._get_or_create(name, options, allowed=create and self.may_create(name))
 
+    def relay_target(self, to: str | None) -> Queue:
+        """The queue a message sent through the anonymous relay goes to: only one that
+        exists. Auto-creation applies to attach, as in qpidd, so a late reply to a
+        temporary queue that is gone cannot bring it back as a permanent one; the message is
+        refused (Broker-J's "Unknown destination")."""
+        queue = self.queues.get(to) if to else None
+        if queue is not None:
+            return queue
+        if not to or to == MANAGEMENT_NODE:
+            return self.resolve(to)  # raises, saying what is wrong with the address
+        raise NotFound(f"Unknown destination '{to}': the anonymous relay sends only to "
+                       "queues that exist")
+
     def _get_or_create(self, name: str, options: Mapping[str, Any] | None,
                        allowed: bool) -> Queue:
         parsed = parse_options(options) if options else None

@@ -1,7 +1,9 @@
 """Start a real broker in a subprocess, for tests, interop suites and benchmarks.
 
 The broker prints ``listening on HOST:PORT`` once its listener is bound; this helper waits
-for that line, so callers can use ``--port 0`` and never race on a fixed port.
+for that line, so callers can use ``--port 0`` and never race on a fixed port. Programs that
+only know the default address (some of Proton's examples, the README's snippets) get a
+broker on ``port=5672``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class BrokerProcess:
         data_dir: str | None = None,
         env: dict[str, str] | None = None,
         startup_timeout: float = 30.0,
+        port: int = 0,
     ) -> None:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="proton-broker-")
         self.data_dir = data_dir or self._tmp.name  # type: ignore[union-attr]
@@ -38,6 +41,7 @@ class BrokerProcess:
         self.startup_timeout = startup_timeout
         self.host = "127.0.0.1"
         self.port = 0
+        self.requested_port = port  # 0: any free port (read from the log line)
         self.tls_port: int | None = None  # the AMQPS port, when the broker serves TLS
         self.output: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
@@ -52,7 +56,8 @@ class BrokerProcess:
         return self.proc.pid
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "proton_broker", "--host", self.host, "--port", "0",
+        cmd = [sys.executable, "-m", "proton_broker", "--host", self.host,
+               "--port", str(self.requested_port),
                "--data-dir", self.data_dir, *self.args]
         if "--config" not in self.args:
             cmd += ["--config", str(_REPO / "conf" / "broker.yaml")]

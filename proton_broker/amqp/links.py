@@ -27,7 +27,10 @@ Rules owned here:
   the anonymous relay, whose credit serves every queue) are stored, and their settlement is
   withheld until the queue resumes (the C++ broker's shape). Nothing is refused or lost;
 * a consumer never receives more than its credit; drain is answered at once;
-* a consumer never receives more than its credit; drain is answered at once;
+* browsed (``copy``) deliveries are sent unsettled unless the receiver asked for
+  ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) and Broker-J
+  (``ConsumerTarget_1_0``) do; whatever outcome the browser gives settles the delivery and
+  changes nothing on the queue (nothing removed, released or counted as redelivered);
 * a consumer's unsettled deliveries go back to the queue when its link goes away.
 """
 
@@ -93,6 +96,7 @@ _link_credit = lib.pn_link_credit
 _link_flow = lib.pn_link_flow
 _unpack = ffi.unpack
 _number_section = number_section
+_TERMINAL = frozenset((PN_ACCEPTED, PN_REJECTED, PN_RELEASED, PN_MODIFIED))
 _U64 = struct.Struct(">Q")
 
 _ids = itertools.count(1)
@@ -171,7 +175,7 @@ class ProducerLink:
         try:
             queue = self.queue
             if queue is None:
-                queue = self.broker.resolve(message.to)
+                queue = self.broker.relay_target(message.to)
             if _remote_state(dlv) == TRANSACTIONAL_STATE:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 txn.stage(queue, message)
@@ -257,14 +261,43 @@ class ProducerLink:
     def _discard(self, dlv: Any) -> None:
         """A transfer after we detached: read (so the session window moves on), not stored,
         not settled."""
-        if not _readable(dlv) or _partial(dlv):
-            return
+        if _readable(dlv) and not _partial(dlv):
+            self._skip(dlv)
+
+    def _skip(self, dlv: Any) -> None:
+        """Read a complete transfer's bytes without keeping them."""
         size = _pending(dlv)
         if size > self._buf_size:
             self._buf_size = size * 2
             self._buf = ffi.new("char[]", self._buf_size)
         _recv(self.impl, self._buf, size)
         _advance(self.impl)
+
+    # ---- our queue was deleted --------------------------------------------------------------
+
+    def target_deleted(self) -> None:
+        """Our queue was deleted: stay attached and refuse every later transfer with
+        ``amqp:not-found`` naming it, as qpidd does, so a program that keeps one sender per
+        reply address (Proton's ``server`` examples) outlives the clients it answers.
+        Settlements held for the queue's flow control are given (those messages were
+        stored, then went with the queue) and credit is restored."""
+        queue = self.queue
+        assert queue is not None
+        self.flow_resumed(queue)
+        queue.unwatch_flow(self)
+        self.on_delivery = self._refuse_deleted  # type: ignore[method-assign]
+
+    def _refuse_deleted(self, dlv: Any) -> None:
+        if not _readable(dlv) or _partial(dlv):
+            return
+        if _aborted(dlv):
+            _settle(dlv)
+            return
+        self._skip(dlv)
+        assert self.queue is not None
+        self._refuse(dlv, NotFound(f"queue '{self.queue.name}' was deleted"))
+        if not self.closed and _link_credit(self.impl) < self.window >> 1:
+            _link_flow(self.impl, self.window - _link_credit(self.impl))
 
     def _hold(self, dlv: Any, queue: Queue) -> None:
         """Withhold the settlement of a message stored on a flow-stopped queue."""
@@ -390,13 +423,12 @@ class ConsumerLink:
         _send(impl, data, len(data))
         _advance(impl)
         self.credit -= 1
-        if self.browse:
+        if self.presettled:
             _settle(dlv)
-        elif self.presettled:
-            _settle(dlv)
-            self.queue.settle(entry)  # at-most-once: sent settled counts as consumed
+            if not self.browse:
+                self.queue.settle(entry)  # at-most-once: sent settled counts as consumed
         else:
-            self.unsettled[dlv] = entry
+            self.unsettled[dlv] = entry  # a browsed one too: the client settles it
 
     def on_flow(self) -> None:
         """The client changed our credit (or asked us to drain)."""
@@ -414,6 +446,9 @@ class ConsumerLink:
         if entry is None:
             return
         state = _remote_state(dlv)
+        if self.browse:
+            self._browsed_settled(dlv, state)
+            return
         if state == PN_ACCEPTED:
             self.queue.settle(entry)
         elif state == PN_RELEASED or state == PN_REJECTED:
@@ -431,6 +466,13 @@ class ConsumerLink:
             return  # a non-terminal state (received): keep waiting
         del self.unsettled[dlv]
         _settle(dlv)
+
+    def _browsed_settled(self, dlv: Any, state: int) -> None:
+        """A browser gave an outcome (or settled): settle our side; the queue is not
+        touched, since a browser never acquired the message (qpidd and Broker-J alike)."""
+        if state in _TERMINAL or state == TRANSACTIONAL_STATE or _settled(dlv):
+            del self.unsettled[dlv]
+            _settle(dlv)
 
     # ---- transactional acknowledgements ----------------------------------------------------
 
@@ -497,5 +539,7 @@ class ConsumerLink:
         self.queue.unsubscribe(self)
         entries = sorted(self.unsettled.values(), key=lambda e: e.seq)
         self.unsettled.clear()
+        if self.browse:
+            return  # browsed messages were never taken from the queue
         for entry in entries:
             self.queue.release(entry, delivery_failed=True)

@@ -426,15 +426,18 @@ class Server(Handler):
             self._temporary[link._impl] = queue.name
 
     def _queue_deleted(self, queue: Queue) -> None:
-        """A queue is being deleted: detach every link attached to it with
-        ``amqp:resource-deleted`` (consumers' unsettled messages go back to it first)."""
+        """A queue is being deleted: detach every consumer and browser attached to it with
+        ``amqp:resource-deleted`` (their unsettled messages go back to it first); producers
+        stay attached and have their later transfers refused (see ProducerLink)."""
         for impl in self._attached.pop(queue, ()):
-            state = self.links.pop(impl, None)
-            if state is None:
-                continue
             self._temporary.pop(impl, None)
-            state.detach()
-            close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
+            state = self.links.get(impl)
+            if isinstance(state, ProducerLink):
+                state.target_deleted()
+            elif state is not None:
+                del self.links[impl]
+                state.detach()
+                close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
 
     def _unindex(self, state: Any, impl: Any) -> None:
         queue = getattr(state, "queue", None)

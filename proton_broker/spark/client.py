@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proton import Delivery, Message, symbol, ulong
-from proton.reactor import Copy, Filter, LinkOption
+from proton.reactor import AtMostOnce, Copy, Filter, LinkOption
 from proton.utils import BlockingConnection, SyncRequestResponse
 
 SEQUENCE_NUMBER = "x-opt-sequence-number"
@@ -112,7 +112,8 @@ def browse_range(url: str, queue: str, start: int, end: int, chunk: int = 500,
     try:
         receiver = conn.create_receiver(
             queue, credit=0,
-            options=[Copy(), Filter({symbol(SEQUENCE_NUMBER): ulong(start)})])
+            # sent settled: a browse acquires nothing, so there is nothing to acknowledge
+            options=[Copy(), AtMostOnce(), Filter({symbol(SEQUENCE_NUMBER): ulong(start)})])
         link, fetcher = receiver.link, receiver.fetcher
         link.drain_mode = True  # every flow asks the broker to answer with what it has
         while True:

@@ -62,11 +62,11 @@ def test_only_names_matching_the_auto_create_patterns_are_created(broker: Runnin
 
 def test_the_anonymous_relay_routes_each_message_by_its_to_address(broker: RunningBroker) -> None:
     client = broker.client()
+    a = client.receiver("relay-a", credit=5)  # the relay sends only to queues that exist
+    b = client.receiver("relay-b", credit=5)
     relay = client.sender(None)
     for address in ("relay-a", "relay-b", "relay-a"):
         client.wait_settled(client.send(relay, Message(address=address, body=address)))
-    a = client.receiver("relay-a", credit=5)
-    b = client.receiver("relay-b", credit=5)
     assert [r.message.body for r in client.wait_received(a, 2)] == ["relay-a", "relay-a"]
     assert [r.message.body for r in client.wait_received(b, 1)] == ["relay-b"]
 

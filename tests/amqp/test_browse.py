@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from proton import Message, Terminus
+import pytest
+from proton import Disposition, Message, Terminus
+from proton.reactor import Copy
+from proton.utils import BlockingConnection
 
 from tests.amqp.test_disposition import depth
 from tests.amqp.test_flow import fill
@@ -58,3 +61,73 @@ def test_move_consumers_and_browsers_coexist(broker: RunningBroker) -> None:
         client.send(sender, Message(body=i))
     assert len(client.wait_received(browser, 3)) == 3
     assert len(client.wait_received(consumer, 3)) == 3
+
+
+# ---- settlement of browsed messages (qpidd Outgoing.cpp, Broker-J ConsumerTarget_1_0) ------
+
+def test_a_browser_in_mixed_mode_receives_unsettled_deliveries(broker: RunningBroker) -> None:
+    fill(broker, "browse-mixed", 2)
+    client = broker.client()
+    browser = client.receiver("browse-mixed", credit=10, browse=True)
+    got = client.wait_received(browser, 2)
+    assert [r.delivery.settled for r in got] == [False, False]
+
+
+def test_a_browser_that_asks_for_settled_receives_settled_deliveries(
+        broker: RunningBroker) -> None:
+    fill(broker, "browse-settled", 2)
+    client = broker.client()
+    browser = client.receiver("browse-settled", credit=10, browse=True, settled=True)
+    got = client.wait_received(browser, 2)
+    assert [r.delivery.settled for r in got] == [True, True]
+    assert depth(broker, "browse-settled") == 2
+
+
+@pytest.mark.parametrize("outcome", [Disposition.ACCEPTED, Disposition.REJECTED,
+                                     Disposition.RELEASED, Disposition.MODIFIED])
+def test_any_outcome_for_a_browsed_message_settles_it_and_changes_nothing(
+        broker: RunningBroker, outcome: int) -> None:
+    fill(broker, "browse-outcome", 2)
+    client = broker.client()
+    browser = client.receiver("browse-outcome", credit=10, browse=True)
+    got = client.wait_received(browser, 2)
+    for received in got:
+        client.settle(received, outcome, failed=True, undeliverable=True)
+    # the consumer attaches on the same connection, so the broker has handled the
+    # dispositions before it
+    assert depth(broker, "browse-outcome") == 2
+    consumer = client.receiver("browse-outcome", credit=10)
+    taken = client.wait_received(consumer, 2)
+    assert [r.message.body for r in taken] == [0, 1]
+    # not counted as redelivered: a browser never acquired them
+    assert [r.message.delivery_count for r in taken] == [0, 0]
+
+
+def test_a_browser_leaving_with_unsettled_deliveries_changes_nothing(
+        broker: RunningBroker) -> None:
+    fill(broker, "browse-leave", 2)
+    client = broker.client()
+    browser = client.receiver("browse-leave", credit=10, browse=True)
+    client.wait_received(browser, 2)
+    browser.close()
+    client.wait_closed(browser)
+    consumer = client.receiver("browse-leave", credit=10)
+    taken = client.wait_received(consumer, 2)
+    assert [(r.message.body, r.message.delivery_count) for r in taken] == [(0, 0), (1, 0)]
+
+
+def test_a_blocking_receiver_can_browse_and_accept(broker: RunningBroker) -> None:
+    """Proton's BlockingReceiver accepts what it receives; with pre-settled browsed
+    deliveries its accept() raised IndexError."""
+    fill(broker, "browse-blocking", 3)
+    conn = BlockingConnection(broker.url)
+    try:
+        browser = conn.create_receiver("browse-blocking", credit=10, options=Copy())
+        bodies = []
+        for _ in range(3):
+            bodies.append(browser.receive(timeout=5).body)
+            browser.accept()
+        assert bodies == [0, 1, 2]
+    finally:
+        conn.close()
+    assert depth(broker, "browse-blocking") == 3

@@ -294,6 +294,7 @@ def test_the_anonymous_relay_holds_settlements_for_a_stopped_queue(
     client = broker.client()
     client.sender("pfc-relayed", node_properties={"qpid.flow_stop_count": 2,
                                                   "qpid.flow_resume_count": 1})
+    client.sender("pfc-relay-other")  # the relay sends only to queues that exist
     relay = client.sender(None)
     client.wait(lambda: relay.credit > 0)
     deliveries = [client.send(relay, Message(address="pfc-relayed", body=i))

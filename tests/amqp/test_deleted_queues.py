@@ -1,0 +1,151 @@
+"""A queue that is deleted: who is detached, who stays, and what late messages meet.
+
+As in qpidd: consumers and browsers are detached with ``amqp:resource-deleted``; a sender
+stays attached and each transfer it sends afterwards is rejected with ``amqp:not-found``
+naming the queue; the anonymous relay never brings a deleted (or any unknown) queue back.
+"""
+
+from __future__ import annotations
+
+from proton import Disposition, Endpoint, Message
+
+from tests.conftest import RunningBroker
+
+
+def queue_exists(broker: RunningBroker, name: str) -> bool:
+    return bool(broker.call(lambda: name in broker.broker.queues))
+
+
+def delete(broker: RunningBroker, name: str) -> None:
+    broker.call(lambda: broker.broker.delete_queue(name, force=True))
+
+
+def test_a_sender_stays_attached_when_its_queue_is_deleted(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("doomed")
+    consumer = client.receiver("doomed", credit=5)
+    client.wait_settled(client.send(sender, Message(body="before")))
+    delete(broker, "doomed")
+    client.wait_closed(consumer)
+    assert consumer.remote_condition.name == "amqp:resource-deleted"
+    client.pump(0.1)
+    assert sender.state & Endpoint.REMOTE_ACTIVE
+
+
+def test_a_transfer_to_a_deleted_queue_is_rejected_with_not_found_naming_it(
+        broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("gone-later")
+    client.wait_settled(client.send(sender, Message(body="kept")))
+    delete(broker, "gone-later")
+    late = client.wait_settled(client.send(sender, Message(body="late")))
+    assert late.remote_state == Disposition.REJECTED
+    assert late.remote.condition.name == "amqp:not-found"
+    assert "'gone-later'" in late.remote.condition.description
+    assert not queue_exists(broker, "gone-later")  # not brought back by the late message
+    again = client.wait_settled(client.send(sender, Message(body="later still")))
+    assert again.remote_state == Disposition.REJECTED  # the link goes on answering
+
+
+def test_a_server_outlives_the_temporary_queues_of_the_clients_it_answers(
+        broker: RunningBroker) -> None:
+    """Proton's server examples keep one sender per reply-to address."""
+    server = broker.client(container="server")
+    replies = {}
+    for n in range(3):
+        client = broker.client(container=f"client-{n}")
+        reply_queue = client.receiver(None, credit=1, dynamic=True)
+        address = client.wait(lambda link=reply_queue: link.remote_source.address)
+        replies[address] = server.sender(address)
+        server.wait_settled(server.send(replies[address], Message(body=f"answer {n}")))
+        (answer,) = client.wait_received(reply_queue, 1)
+        assert answer.message.body == f"answer {n}"
+        client.close()
+        server.wait(lambda a=address: not queue_exists(broker, a))
+    for address, sender in replies.items():
+        assert sender.state & Endpoint.REMOTE_ACTIVE
+        late = server.wait_settled(server.send(sender, Message(body="too late")))
+        assert late.remote.condition.name == "amqp:not-found"
+        assert not queue_exists(broker, address)
+
+
+def test_a_sender_held_by_flow_control_is_settled_and_given_credit_when_its_queue_goes(
+        broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("stopped", node_properties={
+        "qpid.policy_type": "producer-flow-control", "qpid.max_count": 1})
+    first = client.send(sender, Message(body=1))
+    second = client.send(sender, Message(body=2))  # over the limit: settlement withheld
+    client.wait_settled(first)
+    client.pump(0.2)
+    assert not second.remote_state
+    delete(broker, "stopped")
+    client.wait_settled(second)
+    assert second.remote_state == Disposition.ACCEPTED  # it was stored, then went with it
+    client.wait(lambda: sender.credit > 0)
+    late = client.wait_settled(client.send(sender, Message(body=3)))
+    assert late.remote.condition.name == "amqp:not-found"
+
+
+# ---- the anonymous relay ---------------------------------------------------------------------
+
+def test_the_anonymous_relay_never_creates_a_queue_even_with_auto_create(
+        broker: RunningBroker) -> None:
+    assert broker.config.broker.auto_create  # the default
+    client = broker.client()
+    relay = client.sender(None)
+    delivery = client.wait_settled(client.send(relay, Message(address="nowhere", body=1)))
+    assert delivery.remote_state == Disposition.REJECTED
+    assert delivery.remote.condition.name == "amqp:not-found"
+    assert "'nowhere'" in delivery.remote.condition.description
+    assert not queue_exists(broker, "nowhere")
+
+
+def test_a_late_reply_through_the_relay_does_not_bring_a_temporary_queue_back(
+        broker: RunningBroker) -> None:
+    """A request/reply service whose clients time out leaks no queue."""
+    server = broker.client(container="server")
+    relay = server.sender(None)
+    before = broker.call(lambda: len(broker.broker.queues))
+    for _ in range(5):
+        client = broker.client()
+        reply_queue = client.receiver(None, credit=1, dynamic=True)
+        address = client.wait(lambda link=reply_queue: link.remote_source.address)
+        client.close()  # timed out: gone before the answer
+        server.wait(lambda a=address: not queue_exists(broker, a))
+        late = server.wait_settled(server.send(relay, Message(address=address, body="late")))
+        assert late.remote.condition.name == "amqp:not-found"
+    assert broker.call(lambda: len(broker.broker.queues)) == before
+
+
+# ---- re-used link names ------------------------------------------------------------------
+
+def test_a_link_name_can_be_attached_again_once_its_detach_is_acknowledged(
+        broker: RunningBroker) -> None:
+    client = broker.client()
+    first = client.receiver("renamed", credit=1, name="the-name")
+    delete(broker, "renamed")
+    client.wait_closed(first)
+    first.close()  # the client's acknowledging detach
+    client.pump(0.05)
+    client.sender("renamed").close()  # make the queue again
+    second = client.receiver("renamed", credit=1, name="the-name")
+    client.wait(lambda: second.state & Endpoint.REMOTE_ACTIVE)
+    assert second.remote_source.address == "renamed"
+
+
+def test_attaching_a_name_still_in_use_ends_only_that_connection(broker: RunningBroker) -> None:
+    """Proton's engine, not the broker, decides this: an attach naming a link whose handle is
+    still mapped (attached, or detached by the broker but not yet acknowledged) is a
+    connection error, ``amqp:invalid-field`` "link name already attached"."""
+    bystander = broker.client(container="bystander")
+    keep = bystander.receiver("same-name-queue", credit=1)
+    client = broker.client(container="reuser")
+    client.receiver("same-name-queue", credit=1, name="dup")
+    client.receiver("same-name-queue", credit=1, name="dup")
+    client.wait(lambda: client.conn.state & Endpoint.REMOTE_CLOSED)
+    assert client.conn.remote_condition.name == "amqp:invalid-field"
+    assert "link name already attached: dup" in client.conn.remote_condition.description
+    sender = bystander.sender("same-name-queue")
+    bystander.wait_settled(bystander.send(sender, Message(body="still served")))
+    assert bystander.wait_received(keep, 1)[0].message.body == "still served"
