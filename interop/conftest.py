@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from interop.clients import CPP_CLIENT, NODE_DIR
+from interop.examples import EXAMPLE_PROGRAMS
 from proton_broker.testing import BrokerProcess
 
 
@@ -18,8 +19,10 @@ def _clients_built() -> None:
     missing = []
     if not CPP_CLIENT.exists():
         missing.append(str(CPP_CLIENT))
-    if not (NODE_DIR / "node_modules" / "rhea").is_dir():
-        missing.append("rhea in interop/node/node_modules")
+    for package in ("rhea", "rhea-promise", "amqp10"):
+        if not (NODE_DIR / "node_modules" / package).is_dir():
+            missing.append(f"{package} in interop/node/node_modules")
+    missing += [str(path) for path in EXAMPLE_PROGRAMS if not path.exists()]
     if shutil.which("node") is None:
         missing.append("node")
     if missing:
