@@ -6,12 +6,12 @@ localhost:5672)."""
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +221,5 @@ def test_help_lists_every_option() -> None:
 
 
 def test_the_console_script_is_declared() -> None:
-    parser = configparser.ConfigParser()
-    parser.read(REPO / "setup.cfg")
-    scripts = parser["options.entry_points"]["console_scripts"]
-    assert "proton-broker-config = proton_broker.cli.config:main" in scripts
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["proton-broker-config"] == "proton_broker.cli.config:main"
