@@ -29,7 +29,7 @@ Messages are encoded once with Proton and parsed once with ``parse_message``; ea
 message is a fresh copy of the parsed record (made before the clock starts, its bytes
 patched to name its group) whose application properties are NOT decoded yet, so the group
 key's decoding happens in the timed enqueue as in the broker. The "decode" column shows that
-share alone (pure Python, see ``proton_broker.amqp.codec``).
+share alone (pure Python, see ``proton_broker.codec``).
 
 Usage: ``python bench/group_dispatch.py`` (about a minute) or ``--quick`` (about 10 s);
 ``--profile CASE`` prints a cProfile of one batch of that case. See ``--help``.
@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 import proton
 from records import clone, gc_paused
 
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings

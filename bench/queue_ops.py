@@ -22,7 +22,7 @@ Scenarios:
 Messages are encoded once with Proton and parsed once with ``parse_message``; each
 operation gets a fresh copy of the parsed record (made before the clock starts) whose
 application properties are NOT decoded yet. The LVQ key and the sort key are read from the
-application properties, so their decoding (pure Python, see ``proton_broker.amqp.codec``)
+application properties, so their decoding (pure Python, see ``proton_broker.codec``)
 happens inside the timed enqueue, as it does in the broker: it is a real, size-independent
 part of the figure. The "decode" column shows that part on its own. Pre-filled messages
 carry their properties already decoded, only to keep the set-up short.
@@ -45,7 +45,7 @@ from typing import Any
 import proton
 from records import clone, gc_paused
 
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings

@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proton_broker.amqp.codec import DecodeError, parse_message
+from proton_broker.codec.sections import parse_message
+from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
 from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
 from proton_broker.message import Message
@@ -219,18 +220,18 @@ class Broker:
         for name, options in recovered.queues.items():
             self.declare(name, options)
         for name, records in recovered.seen.items():
-            queue = self.queues.get(name)
-            if queue is not None:
-                queue.restore_seen(records)
+            seen_on = self.queues.get(name)
+            if seen_on is not None:
+                seen_on.restore_seen(records)
         floors = _number_floors(recovered)
         last: dict[str, int] = {}
         for stored in recovered.messages:
             number, fresh = _recovered_number(stored, recovered, floors, last)
             self._recover(stored, stored.id in recovered.retired, number, fresh)
         for name, counters in recovered.sequences.items():
-            queue = self.queues.get(name)
-            if queue is not None and queue.history is not None:
-                queue.history.restore(counters)
+            numbered = self.queues.get(name)
+            if numbered is not None and numbered.history is not None:
+                numbered.history.restore(counters)
         for queue in self.queues.values():
             if queue.persistent:
                 queue.restore_numbers(floors.get(queue.name, 1))
@@ -297,8 +298,9 @@ class Broker:
                     message.store_id = self.store.next_id()
                     unit.enqueues.append(StoredMessage(message.store_id, queue.name,
                                                        message.data, now))
-                    if message.sequence is not None:  # numbered when it was sent
-                        unit.sequences.append((queue.name, *queue.number(message)))
+                    numbered = queue.number(message) if message.sequence is not None else None
+                    if numbered is not None:  # numbered when it was sent
+                        unit.sequences.append((queue.name, *numbered))
             for ack in txn.acks:
                 message = ack.entry.message
                 if ack.removes and ack.queue.persistent and message.store_id:
@@ -361,12 +363,14 @@ def _recovered_number(stored: StoredMessage, recovered: Recovered, floors: dict[
     its stored one, or, for one stored without (a crash before its number was written, or a
     store from before numbers) or out of order, a new one above every number given out
     before the restart, so the queue stays ordered by number (the queue writes it)."""
-    number = recovered.numbers.get(stored.id)
+    stored_number = recovered.numbers.get(stored.id)
     previous = last.get(stored.queue, 0)
-    fresh = number is None or number <= previous
-    if fresh:
+    fresh = stored_number is None or stored_number <= previous
+    if stored_number is None or fresh:
         number = max(previous + 1, floors.get(stored.queue, 1))
         floors[stored.queue] = number + 1
+    else:
+        number = stored_number
     last[stored.queue] = number
     return number, fresh
 

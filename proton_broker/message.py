@@ -2,17 +2,17 @@
 
 Queues never see Proton objects: they hold this record, which keeps the message exactly as
 the producer encoded it (``data``) and only the few fields that queue semantics need,
-extracted once on arrival by :mod:`proton_broker.amqp.codec`. Forwarding ``data`` unchanged
+extracted once on arrival by :mod:`proton_broker.codec.sections`. Forwarding ``data`` unchanged
 keeps every AMQP type intact (see shared/reference/client-interop-notes.md) and avoids a
 decode/encode per message.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
+
+from proton_broker.codec.values import decode_properties, decode_value, find_in_map
 
 
 @dataclass(slots=True)
@@ -106,23 +106,13 @@ class Message:
         that no message pays for them unless a selector asks."""
         cached = self.properties_cache
         if cached is None:
-            cached = _codec().decode_properties(self)
+            span = self.annotations_span
+            at = span[1] if span is not None else \
+                self.delivery_annotations_end or self.header_end
+            cached = decode_properties(self.data, at)
             if not self.paged:  # a paged message's bytes are not here: try again later
                 self.properties_cache = cached
         return cached[index] if 0 <= index < len(cached) else None
-
-    def annotate(self, key: str, value: int) -> None:
-        """Add the message annotation ``key`` (a long) to the encoded message, unless it is
-        there already (the broker stamps sequence numbers this way)."""
-        codec = _codec()
-        data = codec.with_annotation(self.data, key, value)
-        if data is self.data:
-            return
-        parsed = codec.parse_message(data)
-        self.data, self.header_end = data, parsed.header_end
-        self.app_properties_span = parsed.app_properties_span
-        self.annotations_span = parsed.annotations_span
-        self.annotations_cache = None
 
     @property
     def size(self) -> int:
@@ -136,21 +126,13 @@ def _lookup(cached: dict[Any, Any] | None, data: bytes, span: tuple[int, int] | 
         return cached.get(key)
     if span is None:
         return None
-    return _codec().find_in_map(data, span[0], span[1], key)
-
-
-@functools.cache
-def _codec() -> ModuleType:
-    """The codec module, imported on first use: it imports this module."""
-    from proton_broker.amqp import codec  # pure Python, no Proton
-
-    return codec
+    return find_in_map(data, span[0], span[1], key)
 
 
 def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
     if span is None:
         return {}
-    value = _codec().decode_value(data, span[0], span[1])
+    value = decode_value(data, span[0], span[1])
     return value if isinstance(value, dict) else {}
 
 

@@ -46,14 +46,6 @@ from typing import TYPE_CHECKING, Any
 from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Link
 
-from proton_broker.amqp.codec import (
-    NUMBER_SECTION_PREFIX,
-    DecodeError,
-    encode_header,
-    number_section,
-    parse_message,
-    with_sequence_number,
-)
 from proton_broker.amqp.conditions import DECODE_ERROR, condition_for, reject
 from proton_broker.amqp.coordinator import (
     TRANSACTIONAL_STATE,
@@ -61,6 +53,14 @@ from proton_broker.amqp.coordinator import (
     transaction_of,
     transactional_outcome,
 )
+from proton_broker.codec.encode import (
+    NUMBER_SECTION_PREFIX,
+    encode_header,
+    number_section,
+    with_sequence_number,
+)
+from proton_broker.codec.sections import parse_message
+from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, MalformedMessage, NotFound, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.queue import Entry, Queue

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Link, Message, int32
 
-from proton_broker.amqp.codec import parse_message
 from proton_broker.amqp.conditions import reject
 from proton_broker.amqp.control import ControlLink
+from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError, InvalidField, NotFound
 from proton_broker.management import NODE_ADDRESS, Management, Response
 from proton_broker.queues.queue import Queue

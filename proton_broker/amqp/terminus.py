@@ -27,8 +27,9 @@ from typing import Any
 from cproton_ffi import ffi, lib
 from proton import Array, Data, Described, Link, Terminus, symbol, ulong
 
-from proton_broker.amqp.codec import SEQUENCE_NUMBER, DecodeError, decode_value
-from proton_broker.amqp.codec import Described as DecodedDescribed
+from proton_broker.codec.encode import SEQUENCE_NUMBER
+from proton_broker.codec.values import DecodeError, decode_value
+from proton_broker.codec.values import Described as DecodedDescribed
 from proton_broker.errors import InvalidField
 from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds

@@ -14,7 +14,10 @@ Kept apart from aiohttp and from the broker loop so the rules are plain function
 * A version is shown as ``{"id": key, "sequence": n, "payload": ...}``: the payload is the
   body parsed as JSON when the message says it is JSON (content type
   ``application/json``), otherwise the body's value made JSON-safe (strings as they are,
-  binary as UTF-8 text, maps with text keys); a body Proton cannot decode gives ``null``.
+  binary as UTF-8 text, maps with text keys); a body that does not decode gives ``null``.
+
+Messages are built and read with the broker's own codec (:mod:`proton_broker.codec`), not
+Proton: only ``amqp/`` and the client packages import Proton.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import proton
-
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.encode import encode_message
+from proton_broker.codec.sections import body_of, parse_message
+from proton_broker.codec.values import DecodeError
 from proton_broker.message import Message
 from proton_broker.queues.history import SEQUENCE
 
@@ -91,9 +94,8 @@ def build_message(request: SendRequest, key_property: str) -> Message:
     properties: dict[str, Any] = {key_property: request.key}
     if request.sequence is not None:
         properties[SEQUENCE] = request.sequence
-    amqp = proton.Message(body=json.dumps(request.payload, separators=(",", ":")),
-                          content_type=JSON_TYPE, properties=properties)
-    return parse_message(amqp.encode())
+    return parse_message(encode_message(json.dumps(request.payload, separators=(",", ":")),
+                                        JSON_TYPE, properties))
 
 
 def version_json(key: str, sequence: int, data: bytes) -> dict[str, Any]:
@@ -102,13 +104,13 @@ def version_json(key: str, sequence: int, data: bytes) -> dict[str, Any]:
 
 
 def payload_of(data: bytes) -> Any:
-    message = proton.Message()
     try:
-        message.decode(data)
-        body = message.body
-    except Exception:  # noqa: BLE001 - Proton 0.40 fails on e.g. maps with binary keys
+        message = parse_message(data)
+        body = body_of(message)
+        content_type = message.properties_field(6)
+    except DecodeError:
         return None
-    if message.content_type == JSON_TYPE and isinstance(body, (str, bytes)):
+    if content_type == JSON_TYPE and isinstance(body, (str, bytes)):
         try:
             return json.loads(body)
         except ValueError:

@@ -58,6 +58,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
 from proton_broker.message import Message, property_text
 from proton_broker.queues.duplicates import DuplicateWindow, id_key
@@ -133,7 +134,7 @@ class NumberJournal(Protocol):
     store, through the broker); every call is a write that completes in the background."""
 
     def numbered(self, queue: Queue, message: Message,
-                 done: Callable[[BaseException | None], object]) -> None:
+                 done: Callable[[BaseException | None], None]) -> None:
         """A stored message joined ``queue`` with ``message.number``; ``done`` once the
         number is on disk."""
 
@@ -204,8 +205,8 @@ class Queue:
         self._log = ArrivalLog()
         self._groups = (GroupDistributor(self.settings, default_group)
                         if self.settings.grouped else None)
-        self._order: Ordering = (self._groups if self._groups is not None
-                                 else make_ordering(self.settings))
+        self._order: Ordering | GroupDistributor = (
+            self._groups if self._groups is not None else make_ordering(self.settings))
         self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
         # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
         # The application property that numbers versions (None: no sequence numbers).
@@ -465,7 +466,7 @@ class Queue:
                 custom = message.application_property(SEQUENCE)
             message.sequence = self.history.next_sequence(key, custom)
             self.history.reserve(key, message.sequence)
-            message.annotate(SEQUENCE, message.sequence)
+            annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
 
     def _sequence(self, message: Message) -> str | None:
@@ -799,7 +800,7 @@ class Queue:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
         if self._picky and consumer_id in self._picky:
             return self._take_selected(consumer_id)
-        order = self._order
+        order: Ordering = self._order  # type: ignore[assignment] # grouped queues take elsewhere
         entry = order.pop()
         if entry is not None and entry.expires_at is None and entry.excluded is None \
                 and not self._floors:
@@ -927,9 +928,9 @@ class Queue:
             index = log.index_of(seq)
         late: deque[Entry] = cursor[3]
         while late and consumer.credit > 0:  # held entries behind the cursor, now valid
-            entry = late.popleft()
-            if entry.state != DEAD and entry.state != HELD and not entry.superseded:
-                self._browse(consumer, entry)
+            valid = late.popleft()
+            if valid.state != DEAD and valid.state != HELD and not valid.superseded:
+                self._browse(consumer, valid)
         now = 0.0
         while consumer.credit > 0:
             entry = log.at(index)

@@ -8,7 +8,7 @@ import uuid
 import proton
 import pytest
 
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.duplicates import DuplicateWindow, id_key

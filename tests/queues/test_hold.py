@@ -7,7 +7,7 @@ from typing import Any
 import proton
 import pytest
 
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings

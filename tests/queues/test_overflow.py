@@ -14,8 +14,8 @@ from typing import Any
 import proton
 import pytest
 
-from proton_broker.amqp.codec import parse_message
 from proton_broker.broker import StorePager
+from proton_broker.codec.sections import parse_message
 from proton_broker.errors import ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.queue import Queue

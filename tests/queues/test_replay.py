@@ -5,7 +5,7 @@ from __future__ import annotations
 import proton
 import pytest
 
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.message import Message
 from proton_broker.queues.filters import replay_seconds

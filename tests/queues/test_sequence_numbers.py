@@ -8,7 +8,7 @@ from collections.abc import Callable
 import proton
 import pytest
 
-from proton_broker.amqp.codec import parse_message
+from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
 from proton_broker.queues.entries import ArrivalLog

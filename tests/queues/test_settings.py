@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proton_broker.amqp.codec import Described
+from proton_broker.codec.values import Described
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.queues.settings import (
     DELETE_IF_UNUSED,

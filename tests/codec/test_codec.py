@@ -7,16 +7,12 @@ import random
 import pytest
 from proton import Message, symbol
 
-from proton_broker.amqp.codec import (
-    DecodeError,
-    _list_fields,
-    _section_code,
-    _skip,
-    decode_properties,
-    decode_value,
-    find_in_map,
-    parse_message,
-)
+from proton_broker.codec.sections import _list_fields, parse_message
+from proton_broker.codec.values import DecodeError, decode_value, find_in_map, section_code, skip
+
+
+def all_properties(message: object) -> list[object]:
+    return [message.properties_field(i) for i in range(13)]  # type: ignore[attr-defined]
 
 
 def _encoded(message: Message, inferred: bool = False) -> bytes:
@@ -91,10 +87,10 @@ def _checked_walk(data: bytes) -> list[tuple[int, int, int]]:
     """(section code, value start, end) of each section, every value checked for size."""
     sections, pos, end = [], 0, len(data)
     while pos < end:
-        code, at = _section_code(data, pos, end)
+        code, at = section_code(data, pos, end)
         if code < 0:
             raise DecodeError("unknown section")
-        stop = _skip(data, at, end)
+        stop = skip(data, at, end)
         sections.append((code, at, stop))
         pos = stop
     return sections
@@ -208,15 +204,15 @@ _ALL_PROPERTIES = {"id": "m", "user_id": b"bob", "address": "q", "subject": "s",
 ])
 def test_decode_properties_finds_the_section_after_whatever_precedes_it(sections: dict) -> None:
     message = parse_message(_encoded(Message(body=b"x", **_ALL_PROPERTIES, **sections)))
-    assert decode_properties(message) == [
+    assert all_properties(message) == [
         "m", b"bob", "q", "s", "r", "c", "text/plain", "utf-8", 9000, 8000, "g", 3, "rg"]
 
 
 def test_decode_properties_pads_a_short_list_and_a_message_without_one_reads_all_none() -> None:
     short = parse_message(_encoded(Message(id="m", body=b"x"), inferred=True))
-    assert decode_properties(short) == ["m"] + [None] * 12
+    assert all_properties(short) == ["m"] + [None] * 12
     bare = parse_message(b"\x00\x53\x77\xa1\x01x")  # an amqp-value body alone
-    assert decode_properties(bare) == [None] * 13
+    assert all_properties(bare) == [None] * 13
 
 
 def test_properties_field_decodes_once_and_caches_but_not_while_paged() -> None:

@@ -1,0 +1,211 @@
+"""Writing the few bytes the broker changes in a message it forwards.
+
+The rules this module owns: every byte of a message is forwarded as received except the
+header (re-encoded on a redelivery, to carry the new delivery count) and the
+message-annotations section, which gains the queue's sequence number
+(``x-opt-sequence-number``, replacing one the producer set) or another broker annotation;
+a message without annotations gets a new section in its right place, after the header and
+delivery-annotations.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from proton_broker.codec.values import (
+    MESSAGE_ANNOTATIONS,
+    SECTION_ORDER,
+    DecodeError,
+    decode_value,
+    find_in_map,
+    section_code,
+    skip,
+    skip_values,
+)
+
+if TYPE_CHECKING:
+    from proton_broker.message import Message
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
+
+
+def encode_header(durable: bool, priority: int, ttl: int | None, first_acquirer: bool,
+                  delivery_count: int) -> bytes:
+    """A complete header section carrying these values (trailing defaults omitted)."""
+    fields = [
+        b"\x41" if durable else b"\x42",
+        b"\x50" + bytes((priority & 0xFF,)),
+        b"\x40" if ttl is None else b"\x70" + _U32.pack(ttl),
+        b"\x41" if first_acquirer else b"\x42",
+        b"\x70" + _U32.pack(delivery_count),
+    ]
+    body = b"".join(fields)
+    return b"\x00\x53\x70\xc0" + bytes((len(body) + 1, len(fields))) + body
+
+
+# ---- adding a message annotation (sequence numbers) ------------------------------------
+
+
+def with_annotation(data: bytes, key: str, value: int) -> bytes:
+    """``data`` (a valid message) with the message annotation ``key`` (a symbol) set to
+    ``value`` (a long), added to its message-annotations section or in a new one; a message
+    that already carries ``key`` is returned unchanged. Every other byte is kept."""
+    name = key.encode("ascii")
+    pair = b"\xa3" + bytes((len(name),)) + name + b"\x81" + _I64.pack(value)
+    pos, end = 0, len(data)
+    while pos < end:
+        code, at = section_code(data, pos, end)
+        stop = skip(data, at, end)
+        if code == MESSAGE_ANNOTATIONS:
+            if data[at] != 0x40 and find_in_map(data, at, stop, key) is not None:
+                return data
+            return data[:at] + _map_with(data, at, stop, pair) + data[stop:]
+        if SECTION_ORDER.get(code, len(SECTION_ORDER)) > SECTION_ORDER[MESSAGE_ANNOTATIONS]:
+            break  # the section goes here, before properties and everything after
+        pos = stop
+    return data[:pos] + b"\x00\x53\x72" + _map_with(b"\xc1\x01\x00", 0, 3, pair) + data[pos:]
+
+
+def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:
+    """The map at ``at`` (or null) re-encoded with one more key/value ``pair``."""
+    code = data[at]
+    if code == 0xC1:
+        count, body = data[at + 2], data[at + 3:stop]
+    elif code == 0xD1:
+        count, body = _U32.unpack_from(data, at + 5)[0], data[at + 9:stop]
+    elif code == 0x40:
+        count, body = 0, b""
+    else:
+        raise DecodeError(f"message-annotations at offset {at} is not a map")
+    return _encode_map(count + 2, body + pair)
+
+
+def _encode_map(count: int, body: bytes) -> bytes:
+    """A map of ``count`` keys and values (``body``, encoded): a map8 when it fits."""
+    if len(body) + 1 <= 255 and count <= 255:
+        return bytes((0xC1, len(body) + 1, count)) + body
+    return b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(count) + body
+
+
+# ---- the queue sequence number, stamped on every delivery ------------------------------
+
+SEQUENCE_NUMBER = "x-opt-sequence-number"
+_NUMBER_PAIR = b"\xa3" + bytes((len(SEQUENCE_NUMBER),)) + SEQUENCE_NUMBER.encode() + b"\x80"
+# A whole message-annotations section holding only the number (a map8 of one pair), up to
+# the number's eight bytes: what a message without annotations gets.
+_NUMBER_SECTION = b"\x00\x53\x72\xc1" + bytes((1 + len(_NUMBER_PAIR) + 8, 2)) + _NUMBER_PAIR
+# The whole section, packed in one call: number_section(prefix, number).
+number_section = struct.Struct(f">{len(_NUMBER_SECTION)}sQ").pack
+NUMBER_SECTION_PREFIX = _NUMBER_SECTION
+
+
+def with_sequence_number(message: Message, number: int, header: bytes | None = None) -> bytes:
+    """The bytes to deliver: ``message`` with the message annotation
+    ``x-opt-sequence-number`` (a ulong) set to ``number``, replacing one the producer may
+    have set, and with ``header`` in place of its own header section when given (a
+    redelivery). Runs once per delivery: a message without annotations (the usual case)
+    costs two slices and a join; every other byte is kept."""
+    data = message.data
+    start = message.header_end
+    span = message.annotations_span
+    if span is None:  # after the header and delivery-annotations: see parse_message
+        at = stop = message.delivery_annotations_end or start
+        middle = number_section(_NUMBER_SECTION, number)
+    else:
+        at, stop = span
+        middle = _map_with_number(data, at, stop, number)
+    head = data[:at] if header is None else header + data[start:at]
+    return b"".join((head, middle, data[stop:]))
+
+
+def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
+    """The annotations map at ``at`` re-encoded with our number (any earlier one gone)."""
+    pair = _NUMBER_PAIR + _U64.pack(number)
+    if data[at] == 0x40 or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None:
+        return _map_with(data, at, stop, pair)
+    pairs = _map_pairs(data, at)
+    kept = [data[k:v_end] for k, k_end, v_end in pairs
+            if decode_value(data, k, k_end) != SEQUENCE_NUMBER]
+    return _encode_map(2 * (len(kept) + 1), b"".join(kept) + pair)
+
+
+def _map_pairs(data: bytes, at: int) -> list[tuple[int, int, int]]:
+    """(key start, key end, value end) of each pair of the validated map at ``at``."""
+    if data[at] == 0xC1:
+        count, pos = data[at + 2], at + 3
+    else:
+        count, pos = _U32.unpack_from(data, at + 5)[0], at + 9
+    pairs = []
+    for _ in range(count // 2):
+        key_end = skip_values(data, pos, 1)
+        value_end = skip_values(data, key_end, 1)
+        pairs.append((pos, key_end, value_end))
+        pos = value_end
+    return pairs
+
+
+# ---- whole messages, for the messages the broker itself makes (the HTTP gateway) --------
+
+
+def encode_message(body: Any, content_type: str | None = None,
+                   application_properties: dict[str, Any] | None = None) -> bytes:
+    """An AMQP message: a properties section with ``content_type`` (when given),
+    ``application_properties`` (string keys, simple values) and ``body`` as an amqp-value."""
+    sections = []
+    if content_type is not None:
+        # properties is a list whose seventh field is content-type (a symbol)
+        sections.append(b"\x00\x53\x73" + _list([b"\x40"] * 6 + [_symbol(content_type)]))
+    if application_properties:
+        sections.append(b"\x00\x53\x74" + _map(
+            [item for key, value in application_properties.items()
+             for item in (encode_value(key), encode_value(value))]))
+    sections.append(b"\x00\x53\x77" + encode_value(body))
+    return b"".join(sections)
+
+
+def encode_value(value: Any) -> bytes:
+    """One value in its AMQP encoding: null, boolean, long, double, string, binary, list
+    or map (with keys and values of these types); TypeError for anything else."""
+    if value is None:
+        return b"\x40"
+    if value is True or value is False:
+        return b"\x41" if value else b"\x42"
+    if isinstance(value, int):
+        return b"\x81" + _I64.pack(value)  # struct.error past the long range
+    if isinstance(value, float):
+        return b"\x82" + _F64.pack(value)
+    if isinstance(value, str):
+        return _variable(0xA1, 0xB1, value.encode("utf-8"))
+    if isinstance(value, bytes | bytearray):
+        return _variable(0xA0, 0xB0, bytes(value))
+    if isinstance(value, list | tuple):
+        return _list([encode_value(item) for item in value])
+    if isinstance(value, dict):
+        return _map([item for key, v in value.items()
+                     for item in (encode_value(key), encode_value(v))])
+    raise TypeError(f"no AMQP encoding here for {type(value).__name__}")
+
+
+def _symbol(text: str) -> bytes:
+    return _variable(0xA3, 0xB3, text.encode("ascii"))
+
+
+def _variable(small: int, large: int, raw: bytes) -> bytes:
+    if len(raw) <= 255:
+        return bytes((small, len(raw))) + raw
+    return bytes((large,)) + _U32.pack(len(raw)) + raw
+
+
+def _list(items: list[bytes]) -> bytes:
+    body = b"".join(items)
+    if len(body) + 1 <= 255 and len(items) <= 255:
+        return bytes((0xC0, len(body) + 1, len(items))) + body
+    return b"\xd0" + _U32.pack(len(body) + 4) + _U32.pack(len(items)) + body
+
+
+def _map(items: list[bytes]) -> bytes:
+    return _encode_map(len(items), b"".join(items))

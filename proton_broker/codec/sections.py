@@ -1,0 +1,348 @@
+"""Reading a message once: validate every section and fill the broker's message record.
+
+The rules this module owns: a message is accepted only as a whole, well-formed AMQP message
+(sections in order, body kinds not mixed, nothing after the last section, each value
+checked by :mod:`proton_broker.codec.values`); the record keeps the header and the few
+properties fields queues use, and where the application-properties and message-annotations
+are, so they can be decoded later only when a feature asks. When the fast walk finds the
+bytes short, a second, checked walk says where.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import Any
+
+from proton_broker.codec.encode import with_annotation
+from proton_broker.codec.values import (
+    AMQP_SEQUENCE,
+    AMQP_VALUE,
+    APPLICATION_PROPERTIES,
+    DATA,
+    DELIVERY_ANNOTATIONS,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    SECTION_RANK,
+    DecodeError,
+    compound_header,
+    decode_at,
+    section_code,
+    skip,
+    skip_section_value,
+)
+from proton_broker.message import Message
+
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+_NULL_RUN = re.compile(b"\x40*")
+# A list8 holds at most 255 elements; longer runs of nulls take several steps.
+_NULLS: list[Any] = [None] * 256
+_AT_RUNS = [b"\x40" * n for n in range(11)]  # runs of n nulls
+
+
+def _null_run(data: bytes, at: int, stop: int) -> int:
+    """How many nulls (0x40) follow ``at``, before ``stop``."""
+    # \x40* always matches (perhaps nothing), so there is always a match object
+    return _NULL_RUN.match(data, at, stop).end() - at  # type: ignore[union-attr]
+
+
+_NULLS_THEN_STR8 = b"\x40" * 9 + b"\xa1"  # properties fields 1-9 unset, a str8 group-id
+
+
+def parse_message(data: bytes) -> Message:
+    """Validate ``data`` as a whole AMQP message and read the fields the broker uses.
+
+    Runs once per message on the hot path, so it walks the sections with the lenient
+    :func:`skip_values` and checks sizes where compounds and the message end; when the
+    bytes run out, :func:`_explain` walks them again with the checking helpers to say where.
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    if not data:
+        raise DecodeError("empty message")
+    try:
+        return _parse(data, Message(data))
+    except (IndexError, struct.error):
+        raise _explain(data) from None
+
+
+def _parse(data: bytes, message: Message) -> Message:
+    end = len(data)
+    ranks = SECTION_RANK
+    pos, rank, body = 0, -1, -1
+    while pos < end:
+        if data[pos] == 0x00 and data[pos + 1] == 0x53:  # descriptor as a smallulong
+            code, at = data[pos + 2], pos + 3
+            new_rank = ranks[code]
+        else:
+            code, at = section_code(data, pos, end)
+            new_rank = ranks[code] if 0 <= code < 256 else -1
+        if new_rank < 0:
+            raise DecodeError(f"unknown section descriptor at offset {pos}")
+        if new_rank <= rank and (new_rank < rank or new_rank != 5 or code != body
+                                 or code == AMQP_VALUE):
+            raise DecodeError(f"section 0x{code:02x} at offset {pos} is out of order")
+        rank = new_rank
+        kind = data[at]
+        if new_rank == 5:  # a body section
+            body = code
+            if code == DATA and kind == 0xA0:
+                pos = at + 2 + data[at + 1]
+            elif code == DATA and kind == 0xB0:
+                pos = at + 5 + _U32.unpack_from(data, at + 1)[0]
+            else:
+                pos = skip_section_value(data, at)
+        elif code == HEADER:
+            # list0 is an all-defaults header, which the Message defaults already say.
+            pos = at + 1 if kind == 0x45 else _read_header(message, data, at, end)
+            message.header_end = pos
+        elif code == PROPERTIES:
+            pos = at + 1 if kind == 0x45 else _read_properties(message, data, at, end)
+        else:
+            pos = skip_section_value(data, at)
+            if code == APPLICATION_PROPERTIES:
+                message.app_properties_span = (at, pos)
+            elif code == MESSAGE_ANNOTATIONS:
+                message.annotations_span = (at, pos)
+            elif code == DELIVERY_ANNOTATIONS:
+                message.delivery_annotations_end = pos
+    if pos != end:
+        raise _explain(data)
+    return message
+
+
+def _explain(data: bytes) -> DecodeError:
+    """The precise error for bytes the fast walk found short: the same walk, checked."""
+    pos, end = 0, len(data)
+    try:
+        while pos < end:
+            code, at = section_code(data, pos, end)
+            if code < 0:
+                return DecodeError(f"unknown section descriptor at offset {pos}")
+            pos = skip(data, at, end)
+    except DecodeError as exc:
+        return exc
+    return DecodeError(f"message of {end} bytes is truncated")
+
+
+def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[Any], int]:
+    """The elements of the list at ``pos`` (header, properties), decoded.
+
+    Elements of the common simple types are decoded inline; any other element, and any
+    element whose bytes do not check out here, goes through :func:`decode_at`, which decodes
+    it the same way or raises the error.
+    """
+    code = data[pos] if pos < end else -1
+    if code != 0xC0 and code != 0xD0:
+        value, stop = decode_at(data, pos, end)
+        if not isinstance(value, list):
+            raise DecodeError(f"the {section} section at offset {pos} is not a list")
+        return value, stop
+    if code == 0xC0 and pos + 3 <= end and pos + 3 <= pos + 2 + data[pos + 1] <= end:
+        at, count, stop = pos + 3, data[pos + 2], pos + 2 + data[pos + 1]  # list8 that fits
+    else:
+        at, count, stop = compound_header(data, code, pos + 1, end)
+    fields: list[Any] = []
+    append = fields.append
+    while len(fields) < count:
+        c = data[at] if at < stop else -1
+        if c == 0x40:  # nulls come in runs (unused properties fields): take the run at once
+            run = min(_null_run(data, at, stop), count - len(fields))
+            fields += _NULLS[:run]
+            at += run
+            continue
+        if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
+            after = at + 2 + data[at + 1]
+            try:
+                append(data[at + 2:after].decode("utf-8" if c == 0xA1 else "ascii"))
+            except UnicodeDecodeError:
+                pass  # decode_at below raises the error
+            else:
+                at = after
+                continue
+        if (c == 0x80 or c == 0x83) and at + 9 <= stop:
+            append(_U64.unpack_from(data, at + 1)[0] if c == 0x80
+                   else _I64.unpack_from(data, at + 1)[0])
+            at += 9
+            continue
+        if c == 0x41 or c == 0x42:
+            append(c == 0x41)
+            at += 1
+            continue
+        if c == 0x43 or c == 0x44:
+            append(0)
+            at += 1
+            continue
+        if (c == 0x50 or c == 0x52 or c == 0x53) and at + 2 <= stop:
+            append(data[at + 1])
+            at += 2
+            continue
+        if c == 0x70 and at + 5 <= stop:
+            append(_U32.unpack_from(data, at + 1)[0])
+            at += 5
+            continue
+        value, at = decode_at(data, at, stop)
+        append(value)
+    if at != stop:
+        raise DecodeError(f"compound at offset {pos}: size does not match its elements")
+    return fields, stop
+
+
+def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
+    fields, stop = _list_fields(data, pos, end, "header")
+    fields += [None] * (5 - len(fields))
+    durable, priority, ttl, first_acquirer, delivery_count = fields[:5]
+    message.durable = bool(durable)
+    message.priority = 4 if priority is None else _int_field(priority, "priority")
+    message.ttl = None if ttl is None else _int_field(ttl, "ttl")
+    message.first_acquirer = bool(first_acquirer)
+    message.delivery_count = 0 if delivery_count is None else _int_field(delivery_count,
+                                                                         "delivery-count")
+    return stop
+
+
+def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:
+    """Read the properties the broker uses into ``message``: message-id, to, subject,
+    absolute-expiry-time, creation-time and group-id (fields 0, 2, 3, 8, 9 and 10).
+
+    Every field is checked as :func:`_list_fields` checks it, but a list8 (what every
+    client sends) is walked here without building the list: a grouped message's properties
+    are typically message-id, nine nulls, group-id and group-sequence, and this runs once
+    per message.
+    """
+    size = data[pos + 1] if pos + 1 < end else -1
+    if data[pos] != 0xC0 or pos + 3 > end or not 1 <= size <= end - pos - 2:
+        fields, stop = _list_fields(data, pos, end, "properties")
+        for index, field in enumerate(fields[:11]):
+            if field is not None:
+                _set_property(message, index, field)
+        return stop
+    at, count, stop = pos + 3, data[pos + 2], pos + 2 + size
+    if data[at] == 0xA1 and _common_properties(message, data, at, count, stop):
+        return stop
+    index = 0
+    while index < count:
+        c = data[at] if at < stop else -1
+        if c == 0x40:  # unused fields come in runs of nulls: step over the run at once
+            if count > 10 and index < 10 and data.startswith(_AT_RUNS[10 - index], at):
+                run = 10 - index  # the usual run, up to group-id (cheaper than the regex)
+            else:
+                run = min(_null_run(data, at, stop), count - index)
+            index += run
+            at += run
+            continue
+        if (c == 0xA1 or c == 0xA3) and at + 1 < stop and at + 2 + data[at + 1] <= stop:
+            after = at + 2 + data[at + 1]
+            value: Any
+            try:
+                value = data[at + 2:after].decode("utf-8" if c == 0xA1 else "ascii")
+            except UnicodeDecodeError:
+                value, at = decode_at(data, at, stop)  # raises the error
+            else:
+                at = after
+        elif c == 0x43:  # uint0, as group-sequence usually is
+            value = 0
+            at += 1
+        else:
+            value, at = decode_at(data, at, stop)
+        if index == 0:
+            message.message_id = value
+        elif index == 10:
+            message.group_id = value if isinstance(value, str) else None
+        elif 2 <= index <= 9:
+            _set_property(message, index, value)
+        index += 1
+    if at != stop:
+        raise DecodeError(f"compound at offset {pos}: size does not match its elements")
+    return stop
+
+
+def _common_properties(message: Message, data: bytes, at: int, count: int, stop: int) -> bool:
+    """Read the two shapes most clients send, straight through, if the list at ``at`` is
+    one of them: a str8 message-id alone, or a str8 message-id, nine nulls, a str8
+    group-id and perhaps a uint0 group-sequence (a grouped message). Returns False, having
+    set nothing, for anything else, which the general walk then reads."""
+    after = at + 2 + data[at + 1]
+    if after > stop:
+        return False
+    group_id = None
+    if count == 1:
+        if after != stop:
+            return False
+    elif 11 <= count <= 12 and data.startswith(_NULLS_THEN_STR8, after):
+        start = after + 11
+        end = start + data[after + 10]
+        if not (end == stop if count == 11 else end + 1 == stop and data[end] == 0x43):
+            return False
+        try:
+            group_id = data[start:end].decode()
+        except UnicodeDecodeError:
+            return False
+    else:
+        return False
+    try:
+        message.message_id = data[at + 2:after].decode()
+    except UnicodeDecodeError:
+        return False
+    message.group_id = group_id
+    return True
+
+
+def _set_property(message: Message, index: int, value: Any) -> None:
+    """Field ``index`` of the properties list, not null, into ``message`` (if used)."""
+    if index == 0:
+        message.message_id = value
+    elif index == 2:
+        message.to = _str_field(value)
+    elif index == 3:
+        message.subject = _str_field(value)
+    elif index == 8:
+        message.absolute_expiry_time = value if type(value) is int else None
+    elif index == 9:
+        message.creation_time = value if type(value) is int else None
+    elif index == 10:
+        message.group_id = _str_field(value)
+
+
+def _int_field(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DecodeError(f"header {name} must be an integer, got {value!r}")
+    return value
+
+
+def _str_field(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def annotate(message: Message, key: str, value: int) -> None:
+    """Add the message annotation ``key`` (a long) to ``message``'s bytes, unless it is
+    there already (the broker stamps sequence numbers this way), and move the record's
+    section offsets with them."""
+    data = with_annotation(message.data, key, value)
+    if data is message.data:
+        return
+    parsed = parse_message(data)
+    message.data, message.header_end = data, parsed.header_end
+    message.app_properties_span = parsed.app_properties_span
+    message.annotations_span = parsed.annotations_span
+    message.annotations_cache = None
+
+
+def body_of(message: Message) -> Any:
+    """The decoded body of a parsed message: an amqp-value's value, the bytes of its data
+    sections joined, or the lists of its amqp-sequence sections joined; None without one."""
+    data, pos, end = message.data, 0, len(message.data)
+    body: Any = None
+    while pos < end:
+        code, at = section_code(data, pos, end)
+        pos = skip(data, at, end)
+        if code == AMQP_VALUE:
+            return decode_at(data, at, pos)[0]
+        if code == DATA:
+            body = (body or b"") + decode_at(data, at, pos)[0]
+        elif code == AMQP_SEQUENCE:
+            body = (body or []) + decode_at(data, at, pos)[0]
+    return body
