@@ -90,35 +90,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=cfg.logging.level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from proton_broker.amqp.server import Server  # after logging, so import logs show
-    from proton_broker.broker import Broker
+    from proton_broker.app import App  # after logging, so import logs show
 
     try:
-        broker = Broker(cfg)
+        app = App(cfg)
     except BrokerError as exc:
         print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
         return 2
-    try:
-        server = Server(broker, cfg)
     except StoreError as exc:
         print(f"proton-broker: cannot open the store: {exc}", file=sys.stderr)
         return 2
     try:
-        host, port = server.listen(cfg.broker.host, cfg.broker.port)
+        host, port = app.listen()
     except OSError as exc:
-        where = server.failed_listener or f"{cfg.broker.host}:{cfg.broker.port}"
-        print(f"proton-broker: cannot listen on {where}: {exc}", file=sys.stderr)
+        print(f"proton-broker: cannot listen on {app.failed_listener}: {exc}", file=sys.stderr)
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: server.stop())
-    if server.http is not None:
-        log.info("HTTP gateway on http://%s:%d", *server.http.address)
-    if server.metrics is not None:
-        log.info("metrics on http://%s:%d/metrics", *server.metrics.address)
-    if server.tls_address is not None:
-        log.info("AMQPS (TLS) on %s:%d", *server.tls_address)
+        signal.signal(sig, lambda *_: app.stop())
+    if app.http is not None:
+        log.info("HTTP gateway on http://%s:%d", *app.http.address)
+    if app.metrics is not None:
+        log.info("metrics on http://%s:%d/metrics", *app.metrics.address)
+    if app.server.tls_address is not None:
+        log.info("AMQPS (TLS) on %s:%d", *app.server.tls_address)
     log.info("listening on %s:%d", host, port)
-    server.run()
+    app.run()
     log.info("stopped")
     return 0
 

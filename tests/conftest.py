@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proton_broker.amqp.server import Server
-from proton_broker.broker import Broker
+from proton_broker.app import App
 from proton_broker.config import Config
 from tests.engine_client import EngineClient
 
@@ -19,10 +18,12 @@ class RunningBroker:
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
-        self.broker = Broker(self.config)
-        self.server = Server(self.broker, self.config)
-        self.host, self.port = self.server.listen("127.0.0.1", 0)
-        self.thread = threading.Thread(target=self.server.run, name="broker", daemon=True)
+        self.config.broker.host, self.config.broker.port = "127.0.0.1", 0
+        self.app = App(self.config)
+        self.broker = self.app.broker
+        self.server = self.app.server
+        self.host, self.port = self.app.listen()
+        self.thread = threading.Thread(target=self.app.run, name="broker", daemon=True)
         self.thread.start()
         self.clients: list[EngineClient] = []
 
@@ -52,7 +53,7 @@ class RunningBroker:
                 client.close()
             except OSError:
                 pass
-        self.server.stop()
+        self.app.stop()
         self.thread.join(10)
 
 

@@ -1,12 +1,11 @@
-"""The AMQP 1.0 server: a Proton reactor ``Container`` and its event loop.
+"""The AMQP 1.0 server: the event handler that turns Proton endpoints into broker producers
+and consumers.
 
-The ``Container`` stays the shell Proton users know (listeners, SASL, TLS, timers,
-``EventInjector`` for other threads). What changes is how events reach us: ``process`` is the
-reactor's own loop with one difference, a table of hot event types (transfers and
-dispositions, link credit, transport output) that are handled straight from the C event
-pointer by :mod:`proton_broker.amqp.links`, skipping the generic per-event wrapping and
-dispatch. Transport updates are coalesced: a connection that produced output many times in
-one pass has its socket interest updated once.
+It answers connection, session and link events (attach, detach, refusals in Qpid's
+shape, dynamic nodes, management and transaction-coordinator links) and hands transfers,
+dispositions and credit to the link state objects of :mod:`proton_broker.amqp.links`. The
+loop that feeds it events, and every private Proton API that loop uses, live in
+:mod:`proton_broker.amqp.loop`.
 
 Every event is guarded: an exception closes only the link (or connection) it concerns, with
 ``amqp:internal-error``, and the loop carries on serving everyone else.
@@ -19,12 +18,11 @@ from __future__ import annotations
 
 import logging
 import queue as _queue
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from cproton_ffi import ffi, lib
+from cproton_ffi import lib
 from proton import (
     Condition,
     Connection,
@@ -38,15 +36,13 @@ from proton import (
     Transport,
     symbol,
 )
-from proton._selectable import Selectable
-from proton.handlers import IOHandler
-from proton.reactor import ApplicationEvent, Container, EventInjector
+from proton.reactor import ApplicationEvent, EventInjector
 
 import proton_broker
-from proton_broker.amqp import poller
 from proton_broker.amqp.conditions import INTERNAL_ERROR, RESOURCE_DELETED, condition_for
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
+from proton_broker.amqp.loop import BrokerContainer, Callback, bound_address, install_poll
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
 from proton_broker.amqp.terminus import (
     echo_filters,
@@ -81,7 +77,7 @@ class Server(Handler):
 
     def __init__(self, broker: Broker, config: Config | None = None) -> None:
         super().__init__()
-        poller.install()  # no FD_SETSIZE limit on the sockets we wait on
+        install_poll()  # no FD_SETSIZE limit on the sockets we wait on
         self.broker = broker
         self.config = config or broker.config
         self.links: dict[Any, ProducerLink | ConsumerLink | CoordinatorLink | RequestLink] = {}
@@ -94,7 +90,7 @@ class Server(Handler):
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
-        self.container = _BrokerContainer(self, container_id=self.config.broker.container_id)
+        self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
         self.container.selectable(self._injector)
@@ -105,34 +101,20 @@ class Server(Handler):
         self._tls_acceptor: Any = None  # the AMQPS listener, when config ``tls`` enables it
         self.tls_address: tuple[str, int] | None = None
         self.address: tuple[str, int] | None = None
-        self.http: Any = None  # the HTTP gateway (proton_broker.http), when enabled
-        self.metrics: Any = None  # the metrics' own listener (proton_broker.metrics)
-        self.failed_listener: str | None = None  # which listener could not bind, if one
         self._stopping = False
 
     # ---- life cycle ----------------------------------------------------------------------
 
     def listen(self, host: str, port: int) -> tuple[str, int]:
-        """Bind the listener; returns the actual address (port 0 picks a free port)."""
+        """Bind the AMQP listener; returns the actual address (port 0 picks a free port)."""
         self._acceptor = self.container.acceptor(host, port)
-        self.address = _bound(self._acceptor)
-        if self.config.http.enabled and self.http is None:
-            self.failed_listener = f"{self.config.http.host}:{self.config.http.port} (HTTP)"
-            self.listen_http()
-        if self.config.tls.enabled and self._tls_acceptor is None:
-            self.failed_listener = f"{self.config.tls.host}:{self.config.tls.port} (AMQPS)"
-            self.listen_tls()
-        if self.config.metrics.enabled and self.metrics is None:
-            section = self.config.metrics
-            self.failed_listener = f"{section.host}:{section.port} (metrics)"
-            self.listen_metrics()
-        self.failed_listener = None
-        return self.address  # type: ignore[return-value]
+        self.address = bound_address(self._acceptor)
+        return self.address
 
     def listen_tls(self) -> tuple[str, int]:
         """The AMQPS listener (config ``tls``): the same broker over TLS on its own port;
-        returns its address. Called by listen() when the config enables it. OSError (a
-        TlsConfigError naming the file) if it cannot start."""
+        returns its address. OSError (a TlsConfigError naming the file) if it cannot
+        start."""
         from proton_broker.amqp.tls import server_domain
 
         section = self.config.tls
@@ -140,28 +122,8 @@ class Server(Handler):
         acceptor = self.container.acceptor(section.host, section.port)
         acceptor.set_ssl_domain(domain)
         self._tls_acceptor = acceptor
-        self.tls_address = _bound(acceptor)
+        self.tls_address = bound_address(acceptor)
         return self.tls_address
-
-    def listen_http(self) -> tuple[str, int]:
-        """Start the HTTP gateway (its own thread; config ``http``) and bind it; returns
-        its address. Called by listen() when the config enables it. OSError if unbound."""
-        from proton_broker.http.gateway import Gateway  # aiohttp only when it is used
-
-        gateway = Gateway(self, self.config.http)
-        address = gateway.start()
-        self.http = gateway
-        return address
-
-    def listen_metrics(self) -> tuple[str, int]:
-        """Serve Prometheus metrics on their own port (config ``metrics``); returns the
-        bound address. Called by listen() when the config enables it. OSError if unbound."""
-        from proton_broker.metrics import MetricsListener, fetch_from_loop
-
-        listener = MetricsListener(fetch_from_loop(self.call_soon, self.metrics_snapshot))
-        address = listener.start(self.config.metrics.host, self.config.metrics.port)
-        self.metrics = listener
-        return address
 
     def metrics_snapshot(self) -> Any:
         """The figures one scrape reports (event-loop thread only; see
@@ -172,8 +134,6 @@ class Server(Handler):
 
     def run(self) -> None:
         self.container.run()
-        if self.http is not None:
-            self.http.join(5)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the event-loop thread (safe to call from any thread)."""
@@ -200,10 +160,6 @@ class Server(Handler):
             return
         self._stopping = True
         log.info("shutting down")
-        if self.http is not None:
-            self.http.stop()
-        if self.metrics is not None:
-            self.metrics.stop()
         if self._acceptor is not None:
             self._acceptor.close()
         if self._tls_acceptor is not None:
@@ -212,7 +168,7 @@ class Server(Handler):
             conn.condition = Condition("amqp:connection:forced", "broker shutting down")
             conn.close()
         self._injector.close()
-        self.container.schedule(0.2, _Callback(self._stop_loop))
+        self.container.schedule(0.2, Callback(self._stop_loop))
 
     def _stop_loop(self) -> None:
         self.broker.close()  # pending store writes finish first
@@ -220,17 +176,17 @@ class Server(Handler):
 
     def on_reactor_init(self, event: Event) -> None:
         interval = self.config.broker.expiry_interval
-        self.container.schedule(interval, _Callback(self._purge_expired))
+        self.container.schedule(interval, Callback(self._purge_expired))
 
     def _purge_expired(self) -> None:
         self.broker.purge_expired()
         if not self._stopping:
             self.container.schedule(self.config.broker.expiry_interval,
-                                    _Callback(self._purge_expired))
+                                    Callback(self._purge_expired))
 
     # ---- connections and sessions --------------------------------------------------------
 
-    def on_connection_bound(self, event: Event) -> None:
+    def on_connectionbound_address(self, event: Event) -> None:
         transport: Transport = event.transport
         sasl_config = self.config.sasl
         if sasl_config.enabled:
@@ -476,236 +432,6 @@ class Server(Handler):
                 conn.close()
         except (SessionException, BrokerError, ValueError):  # pragma: no cover - best effort
             log.exception("could not close after a fault")
-
-
-class _Callback:
-    """A timer handler that calls a function."""
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self.fn = fn
-
-    def on_timer_task(self, event: Event) -> None:
-        self.fn()
-
-
-def _bound(acceptor: Any) -> tuple[str, int]:
-    """The address a Proton acceptor listens on, after giving its socket a real backlog
-    (Proton's default of 10 drops bursts of clients)."""
-    sock = acceptor._selectable._delegate  # the listening socket Proton made
-    sock.listen(1024)
-    return sock.getsockname()[:2]
-
-
-class _BrokerContainer(Container):
-    """The reactor ``Container`` with a fast lane for hot engine events (see module doc)."""
-
-    def __init__(self, server: Server, **kwargs: Any) -> None:
-        super().__init__(server, **kwargs)
-        self._server = server
-        self._dirty_transports: dict[Any, None] = {}
-        # Queues that received messages this pass; dispatched once the pass's events are
-        # handled, so a burst of transfers goes out to consumers as a burst (and the engine
-        # events for the two connections do not interleave one message at a time).
-        self._to_dispatch: dict[Queue, None] = {}
-        server.broker.set_queue_hooks(defer=self._to_dispatch.setdefault,
-                                      wake_at=self._wake_queue_at)
-        self._fast = {
-            PN_LINK_FLOW: server.on_raw_link_flow,
-        }
-        self._out = ffi.new("char[]", 65536)  # reused to copy transport output to sockets
-
-    # ---- socket I/O for AMQP connections --------------------------------------------------
-    # The stock loop reaches the sockets through Python events: REACTOR_QUIESCED runs the
-    # select, each ready socket gets a SELECTABLE_READABLE/WRITABLE event, and every change
-    # of interest a SELECTABLE_UPDATED event, each wrapped and dispatched through the handler
-    # chain to ``IOHandler``. Here the select runs when the collector is empty, the sockets
-    # of connections are read and written directly (the same steps as ``IOHandler``), and
-    # the selector's interest is updated only when it changes. Output is written through
-    # once per pass instead of waiting for the next select. Other selectables (the
-    # listener, the injector, timers) and every error or closing case keep the stock path.
-
-    def _io_cycle(self) -> None:
-        """One select and the I/O it allows (``IOHandler.on_reactor_quiesced``)."""
-        self.timer_deadline  # noqa: B018 - drops cancelled timers, as the stock loop does
-        io: IOHandler = self.global_handler.base  # type: ignore[attr-defined]
-        readable, writable, expired = io._selector.select(self.timeout)
-        now = self.mark()
-        for s in readable:
-            transport = getattr(s, "_transport", None)
-            if transport is None or type(s) is not Selectable:
-                s.readable()
-            else:
-                self._read(s, transport, now)
-        for s in writable:
-            transport = getattr(s, "_transport", None)
-            if transport is None or type(s) is not Selectable:
-                s.writable()
-            else:
-                self._write(s, transport, now)
-        for s in expired:
-            s.expired()
-
-    def _read(self, s: Selectable, transport: Transport, now: float) -> None:
-        """``IOHandler.on_selectable_readable`` for a connection's socket."""
-        impl = transport._impl
-        capacity = lib.pn_transport_capacity(impl)
-        if capacity > 0:
-            try:
-                data = s._delegate.recv(capacity)
-            except OSError as exc:
-                log.error("Couldn't recv: %r", exc)
-                transport.close_tail()
-            else:
-                if not data:  # EOF: the stock handler's on_selectable_error
-                    transport.close_head()
-                    transport.close_tail()
-                    s.terminate()
-                    s._transport = None
-                    transport._selectable = None
-                    s.update()
-                    IOHandler.update(transport, s, now)
-                    return
-                transport.push(data)
-        self._update_interest(s, transport, now)
-
-    def _write(self, s: Selectable, transport: Transport, now: float) -> None:
-        """``IOHandler.on_selectable_writable`` for a connection's socket."""
-        impl = transport._impl
-        pending = lib.pn_transport_pending(impl)
-        if pending > 0:
-            out = self._out
-            if pending > len(out):
-                out = self._out = ffi.new("char[]", pending)
-            lib.pn_transport_peek(impl, out, pending)
-            try:
-                sent = s._delegate.send(ffi.buffer(out, pending))
-            except BlockingIOError:
-                pass  # the socket is full: the select will say when it drains
-            except OSError as exc:
-                log.error("Couldn't send: %r", exc)
-                transport.close_head()
-            else:
-                lib.pn_transport_pop(impl, sent)
-        self._update_interest(s, transport, now)
-
-    def _update_interest(self, s: Selectable, transport: Transport, now: float) -> None:
-        """``IOHandler.update`` without the SELECTABLE_UPDATED event, and only on change."""
-        impl = transport._impl
-        capacity = lib.pn_transport_capacity(impl)
-        pending = lib.pn_transport_pending(impl)
-        if capacity < PN_EOS or pending < PN_EOS or s._terminal:
-            IOHandler.update(transport, s, now)  # errors and closing: the stock path
-            return
-        reading, writing = capacity > 0, pending > 0
-        deadline = lib.pn_transport_tick(impl, int(now * 1000)) / 1000.0
-        if reading is not s.reading or writing is not s.writing or deadline != s._deadline:
-            s.reading, s.writing, s.deadline = reading, writing, deadline
-            self.global_handler.base._selector.update(s)  # type: ignore[attr-defined]
-
-    def _flush_transports(self) -> None:
-        """Write each connection that produced output this pass, then update its interest."""
-        dirty, self._dirty_transports = self._dirty_transports, {}
-        now = self.now
-        for impl in dirty:
-            transport = Transport.wrap(impl)
-            selectable = getattr(transport, "_selectable", None)
-            if selectable is not None and not selectable.is_terminal:
-                if type(selectable) is Selectable:
-                    self._write(selectable, transport, now)  # write through, no select first
-                else:
-                    IOHandler.update(transport, selectable, now)
-            lib.pn_decref(impl)
-
-    # ---- the loop ----------------------------------------------------------------------------
-
-    def process(self) -> bool:  # noqa: C901 - mirrors Reactor.process, plus the fast lane
-        self.mark()
-        collector = self._collector._impl
-        peek, pop, event_type = lib.pn_collector_peek, lib.pn_collector_pop, lib.pn_event_type
-        event_link, event_delivery = lib.pn_event_link, lib.pn_event_delivery
-        event_transport, incref = lib.pn_event_transport, lib.pn_incref
-        links = self._server.links
-        store = self._server.broker.store
-        dirty = self._dirty_transports
-        fast = self._fast
-        while True:
-            if self._yield:
-                self._yield = False
-                return True
-            raw = peek(collector)
-            if raw:
-                etype = event_type(raw)
-                if etype == PN_DELIVERY:
-                    # A transfer arrived or a consumer's disposition changed: straight to
-                    # the link's state object (links.py), no wrappers.
-                    state = links.get(event_link(raw))
-                    if state is not None:
-                        try:
-                            state.on_delivery(event_delivery(raw))
-                        except Exception as exc:  # noqa: BLE001 - contained
-                            self._server.contain_fault(exc, event_link(raw),
-                                                       lib.pn_event_connection(raw))
-                    pop(collector)
-                    continue
-                if etype == PN_TRANSPORT:
-                    # The engine has output: note the connection, write it once per pass.
-                    impl = event_transport(raw)
-                    if impl not in dirty:
-                        incref(impl)  # the event's reference ends when it is popped
-                        dirty[impl] = None
-                    pop(collector)
-                    continue
-                handler = fast.get(etype)
-                if handler is not None:
-                    try:
-                        handler(raw)
-                    except Exception as exc:  # noqa: BLE001 - contained, see contain_fault
-                        self._server.contain_fault(exc, lib.pn_event_link(raw),
-                                                   lib.pn_event_connection(raw))
-                    pop(collector)
-                    continue
-                event = Event.wrap(raw)
-                self._dispatch(event, raw)
-                self._previous = event.type
-                pop(collector)
-            elif self._to_dispatch:
-                self._dispatch_queues()
-            elif store is not None and store.outbox:
-                store.flush()  # the pass's store writes go to the writer thread together
-            elif dirty:
-                self._flush_transports()
-                dirty = self._dirty_transports
-            elif not self._stop and (self._timers > 0 or self._selectables > 1):
-                self._io_cycle()  # instead of REACTOR_QUIESCED and IOHandler's select
-                dirty = self._dirty_transports
-            elif self._selectable:
-                self._selectable.terminate()
-                self._selectable.update()
-                self._selectable = None
-            else:
-                if self._previous is not Event.REACTOR_FINAL:
-                    self.push_event(self, Event.REACTOR_FINAL)
-                return False
-
-    def _wake_queue_at(self, when: float, queue: Queue) -> None:
-        """A queue holds messages until ``when``: release them then (hold until valid)."""
-        self.schedule(max(0.0, when - time.time()), _Callback(queue.release_held))
-
-    def _dispatch_queues(self) -> None:
-        queues = list(self._to_dispatch)
-        self._to_dispatch.clear()
-        for queue in queues:
-            try:
-                queue.dispatch()
-            except Exception as exc:  # noqa: BLE001 - contained: log, keep serving
-                log.error("dispatch of queue '%s' failed: %r", queue.name, exc)
-
-    def _dispatch(self, event: Any, raw: Any) -> None:
-        try:
-            event.dispatch(event.handler or self.handler)
-        except Exception as exc:  # noqa: BLE001 - contained, see contain_fault
-            self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
-        event.dispatch(self.global_handler)
 
 
 def _links_of(conn: Connection, session: Any = None) -> list[Link]:

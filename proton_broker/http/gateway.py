@@ -1,9 +1,9 @@
-"""The HTTP gateway: the sequence seed's HTTP API (shared/seeds/sonya-sequence.md) served by
+"""The HTTP gateway: the sequence-history HTTP API (docs/sequence-history.md) served by
 the broker process with aiohttp.
 
 Thread model. aiohttp runs its own asyncio loop in one background thread; the broker's
 event loop stays the only thread that touches queues. A handler never reads broker state:
-it passes a function to :meth:`Server.call_soon`, which runs it on the broker's loop, and
+it passes a function to :meth:`BrokerLoop.call_soon`, which runs it on the broker's loop, and
 the result (or the error it raised) comes back with ``loop.call_soon_threadsafe``. Nothing
 on the broker's loop waits for HTTP: the functions sent there only look, enqueue or
 register a listener (:mod:`proton_broker.http.watch`). A long poll that must wait is a
@@ -29,7 +29,7 @@ import logging
 import math
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -46,7 +46,8 @@ from proton_broker.http.wire import (
 from proton_broker.queues.history import sequence_start
 
 if TYPE_CHECKING:
-    from proton_broker.amqp.server import Server
+    from proton_broker.broker import Broker
+    from proton_broker.metrics import Snapshot
     from proton_broker.queues.queue import Queue
 
 log = logging.getLogger("proton_broker.http")
@@ -59,10 +60,22 @@ _DELETED = object()  # handed to the polls and streams of a queue that is delete
 WS_QUEUE_DELETED = 4404  # the WebSocket close code of a stream whose queue was deleted
 
 
+class BrokerLoop(Protocol):
+    """What the gateway needs of the process it serves in (the AMQP server provides it):
+    the broker, a way to run a call on the loop thread that owns it, and a metrics
+    snapshot taken on that thread."""
+
+    broker: Broker
+
+    def call_soon(self, fn: Callable[[], None]) -> None: ...
+
+    def metrics_snapshot(self) -> Snapshot: ...
+
+
 class Gateway:
     """The gateway's thread, its aiohttp application, and its bridge to the broker loop."""
 
-    def __init__(self, server: Server, section: HttpSection) -> None:
+    def __init__(self, server: BrokerLoop, section: HttpSection) -> None:
         self.server = server
         self.section = section
         self.address: tuple[str, int] | None = None  # bound address, once started

@@ -20,7 +20,7 @@ class Http:
 
     def __init__(self, running: RunningBroker) -> None:
         self.running = running
-        host, port = running.server.http.address
+        host, port = running.app.http.address
         self.base = f"http://{host}:{port}"
         self.ws_base = f"ws://{host}:{port}"
 
@@ -46,7 +46,7 @@ class Http:
 
     def listeners(self) -> int:
         """Long polls and streams the gateway holds (read on the broker's loop)."""
-        return self.running.call(self.running.server.http.listener_count)
+        return self.running.call(self.running.app.http.listener_count)
 
 
 def http_config(**broker: Any) -> Config:

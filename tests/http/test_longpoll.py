@@ -151,5 +151,5 @@ def test_a_waiting_poll_is_answered_503_when_the_broker_stops(tmp_path: Path) ->
         time.sleep(0.02)
     running.stop()
     poll.join(10)
-    assert not running.alive() and not running.server.http._thread.is_alive()
+    assert not running.alive() and not running.app.http._thread.is_alive()
     assert answer == [(503, {"error": "the broker is shutting down", "status": 503})]

@@ -176,8 +176,8 @@ def test_metrics_have_their_own_port_when_the_gateway_is_off(tmp_path: Path) -> 
     config.metrics.port = 0
     running = RunningBroker(config)
     try:
-        assert running.server.http is None
-        host, port = running.server.metrics.address
+        assert running.app.http is None
+        host, port = running.app.metrics.address
         client = running.client()
         accepted(client, client.sender("solo"), Message(body="x"))
         _, samples = scrape(f"http://{host}:{port}/metrics")

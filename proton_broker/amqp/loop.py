@@ -1,0 +1,326 @@
+"""The loop that runs the broker: Proton's reactor ``Container`` with a fast lane, and every
+private Proton API the broker relies on, kept here so that a Proton upgrade is checked in
+one place.
+
+The ``Container`` stays the shell Proton users know (listeners, SASL, TLS, timers,
+``EventInjector`` for other threads). What changes is how events reach the handler:
+:meth:`BrokerContainer.process` is the reactor's own loop with one difference, a table of
+hot event types (transfers and dispositions, link credit, transport output) that are
+handled straight from the C event pointer by :mod:`proton_broker.amqp.links`, skipping the
+generic per-event wrapping and dispatch. Transport updates are coalesced: a connection that
+produced output many times in one pass has its socket interest updated once. Sockets are
+waited on with ``poll(2)`` instead of ``select(2)`` (:func:`install_poll`), so no file
+descriptor number is too high.
+
+Private APIs used here: ``proton._io.IO.select`` (replaced), ``proton._selectable`` and its
+``_delegate`` socket, ``IOHandler._selector`` and ``IOHandler.update``, the transport's
+``_selectable``, and the reactor's ``_collector``, ``_yield``, ``_stop``, ``_timers``,
+``_selectables``, ``_selectable`` and ``_previous``. Elsewhere the broker uses only
+Proton's public API and the engine's C functions through ``cproton_ffi``; engine objects
+are told apart by their ``_impl`` pointer.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from cproton_ffi import ffi, lib
+from proton import Event, Transport
+from proton._io import IO
+from proton._selectable import Selectable
+from proton.handlers import IOHandler
+from proton.reactor import Container
+
+from proton_broker.queues.queue import Queue
+
+if TYPE_CHECKING:
+    from proton_broker.amqp.server import Server
+
+log = logging.getLogger("proton_broker.amqp")
+
+PN_DELIVERY = lib.PN_DELIVERY
+PN_LINK_FLOW = lib.PN_LINK_FLOW
+PN_TRANSPORT = lib.PN_TRANSPORT
+PN_EOS = lib.PN_EOS
+
+
+# ---- poll(2) for the reactor's socket wait ------------------------------------------------
+
+
+def install_poll() -> None:
+    """Point Proton's ``IO.select`` at :func:`poll_select`: Proton's Python reactor waits
+    with ``select.select``, which cannot watch a file descriptor numbered 1024 or above
+    (FD_SETSIZE), so a busy broker (many connections, HTTP long polls) would stop its loop.
+    ``poll`` has no such limit; :func:`poll_select` keeps the ``select`` calling convention
+    (lists of objects with ``fileno()``; ready ones returned)."""
+    IO.select = staticmethod(poll_select)  # type: ignore[method-assign]
+
+
+_READ = select.POLLIN | select.POLLPRI
+_WRITE = select.POLLOUT
+_TROUBLE = select.POLLERR | select.POLLHUP | select.POLLNVAL
+
+
+def poll_select(readers: Iterable[Any], writers: Iterable[Any], errors: Iterable[Any],
+                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+    """``select.select(readers, writers, errors, timeout)``, done with ``poll``. A socket
+    in error or hung up is reported readable (and writable, if watched for writing), so
+    that the caller's next read or write sees the error, as with ``select``."""
+    watched: tuple[dict[int, list[Any]], dict[int, list[Any]]] = ({}, {})
+    masks: dict[int, int] = {}
+    for objects, mask, table in ((readers, _READ, watched[0]), (writers, _WRITE, watched[1])):
+        for obj in objects:
+            fd = obj.fileno()
+            masks[fd] = masks.get(fd, 0) | mask
+            table.setdefault(fd, []).append(obj)
+    poller = select.poll()
+    for fd, mask in masks.items():
+        poller.register(fd, mask)
+    ready = poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999)))
+    readable: list[Any] = []
+    writable: list[Any] = []
+    for fd, events in ready:
+        if events & (_READ | _TROUBLE):
+            readable += watched[0].get(fd, ())
+        if events & (_WRITE | _TROUBLE):
+            writable += watched[1].get(fd, ())
+    return readable, writable, []
+
+
+# ---- the reactor with a fast lane -----------------------------------------------------------
+
+
+class Callback:
+    """A timer handler that calls a function."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+
+    def on_timer_task(self, event: Event) -> None:
+        self.fn()
+
+
+def bound_address(acceptor: Any) -> tuple[str, int]:
+    """The address a Proton acceptor listens on, after giving its socket a real backlog
+    (Proton's default of 10 drops bursts of clients)."""
+    sock = acceptor._selectable._delegate  # the listening socket Proton made
+    sock.listen(1024)
+    return sock.getsockname()[:2]
+
+
+class BrokerContainer(Container):
+    """The reactor ``Container`` with a fast lane for hot engine events (see module doc)."""
+
+    def __init__(self, server: Server, **kwargs: Any) -> None:
+        super().__init__(server, **kwargs)
+        self._server = server
+        self._dirty_transports: dict[Any, None] = {}
+        # Queues that received messages this pass; dispatched once the pass's events are
+        # handled, so a burst of transfers goes out to consumers as a burst (and the engine
+        # events for the two connections do not interleave one message at a time).
+        self._to_dispatch: dict[Queue, None] = {}
+        server.broker.set_queue_hooks(defer=self._to_dispatch.setdefault,
+                                      wake_at=self._wake_queue_at)
+        self._fast = {
+            PN_LINK_FLOW: server.on_raw_link_flow,
+        }
+        self._out = ffi.new("char[]", 65536)  # reused to copy transport output to sockets
+
+    # ---- socket I/O for AMQP connections --------------------------------------------------
+    # The stock loop reaches the sockets through Python events: REACTOR_QUIESCED runs the
+    # select, each ready socket gets a SELECTABLE_READABLE/WRITABLE event, and every change
+    # of interest a SELECTABLE_UPDATED event, each wrapped and dispatched through the handler
+    # chain to ``IOHandler``. Here the select runs when the collector is empty, the sockets
+    # of connections are read and written directly (the same steps as ``IOHandler``), and
+    # the selector's interest is updated only when it changes. Output is written through
+    # once per pass instead of waiting for the next select. Other selectables (the
+    # listener, the injector, timers) and every error or closing case keep the stock path.
+
+    def _io_cycle(self) -> None:
+        """One select and the I/O it allows (``IOHandler.on_reactor_quiesced``)."""
+        self.timer_deadline  # noqa: B018 - drops cancelled timers, as the stock loop does
+        io: IOHandler = self.global_handler.base  # type: ignore[attr-defined]
+        readable, writable, expired = io._selector.select(self.timeout)
+        now = self.mark()
+        for s in readable:
+            transport = getattr(s, "_transport", None)
+            if transport is None or type(s) is not Selectable:
+                s.readable()
+            else:
+                self._read(s, transport, now)
+        for s in writable:
+            transport = getattr(s, "_transport", None)
+            if transport is None or type(s) is not Selectable:
+                s.writable()
+            else:
+                self._write(s, transport, now)
+        for s in expired:
+            s.expired()
+
+    def _read(self, s: Selectable, transport: Transport, now: float) -> None:
+        """``IOHandler.on_selectable_readable`` for a connection's socket."""
+        impl = transport._impl
+        capacity = lib.pn_transport_capacity(impl)
+        if capacity > 0:
+            try:
+                data = s._delegate.recv(capacity)
+            except OSError as exc:
+                log.error("Couldn't recv: %r", exc)
+                transport.close_tail()
+            else:
+                if not data:  # EOF: the stock handler's on_selectable_error
+                    transport.close_head()
+                    transport.close_tail()
+                    s.terminate()
+                    s._transport = None
+                    transport._selectable = None
+                    s.update()
+                    IOHandler.update(transport, s, now)
+                    return
+                transport.push(data)
+        self._update_interest(s, transport, now)
+
+    def _write(self, s: Selectable, transport: Transport, now: float) -> None:
+        """``IOHandler.on_selectable_writable`` for a connection's socket."""
+        impl = transport._impl
+        pending = lib.pn_transport_pending(impl)
+        if pending > 0:
+            out = self._out
+            if pending > len(out):
+                out = self._out = ffi.new("char[]", pending)
+            lib.pn_transport_peek(impl, out, pending)
+            try:
+                sent = s._delegate.send(ffi.buffer(out, pending))
+            except BlockingIOError:
+                pass  # the socket is full: the select will say when it drains
+            except OSError as exc:
+                log.error("Couldn't send: %r", exc)
+                transport.close_head()
+            else:
+                lib.pn_transport_pop(impl, sent)
+        self._update_interest(s, transport, now)
+
+    def _update_interest(self, s: Selectable, transport: Transport, now: float) -> None:
+        """``IOHandler.update`` without the SELECTABLE_UPDATED event, and only on change."""
+        impl = transport._impl
+        capacity = lib.pn_transport_capacity(impl)
+        pending = lib.pn_transport_pending(impl)
+        if capacity < PN_EOS or pending < PN_EOS or s._terminal:
+            IOHandler.update(transport, s, now)  # errors and closing: the stock path
+            return
+        reading, writing = capacity > 0, pending > 0
+        deadline = lib.pn_transport_tick(impl, int(now * 1000)) / 1000.0
+        if reading is not s.reading or writing is not s.writing or deadline != s._deadline:
+            s.reading, s.writing, s.deadline = reading, writing, deadline
+            self.global_handler.base._selector.update(s)  # type: ignore[attr-defined]
+
+    def _flush_transports(self) -> None:
+        """Write each connection that produced output this pass, then update its interest."""
+        dirty, self._dirty_transports = self._dirty_transports, {}
+        now = self.now
+        for impl in dirty:
+            transport = Transport.wrap(impl)
+            selectable = getattr(transport, "_selectable", None)
+            if selectable is not None and not selectable.is_terminal:
+                if type(selectable) is Selectable:
+                    self._write(selectable, transport, now)  # write through, no select first
+                else:
+                    IOHandler.update(transport, selectable, now)
+            lib.pn_decref(impl)
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def process(self) -> bool:  # noqa: C901 - mirrors Reactor.process, plus the fast lane
+        self.mark()
+        collector = self._collector._impl
+        peek, pop, event_type = lib.pn_collector_peek, lib.pn_collector_pop, lib.pn_event_type
+        event_link, event_delivery = lib.pn_event_link, lib.pn_event_delivery
+        event_transport, incref = lib.pn_event_transport, lib.pn_incref
+        links = self._server.links
+        store = self._server.broker.store
+        dirty = self._dirty_transports
+        fast = self._fast
+        while True:
+            if self._yield:
+                self._yield = False
+                return True
+            raw = peek(collector)
+            if raw:
+                etype = event_type(raw)
+                if etype == PN_DELIVERY:
+                    # A transfer arrived or a consumer's disposition changed: straight to
+                    # the link's state object (links.py), no wrappers.
+                    state = links.get(event_link(raw))
+                    if state is not None:
+                        try:
+                            state.on_delivery(event_delivery(raw))
+                        except Exception as exc:  # noqa: BLE001 - contained
+                            self._server.contain_fault(exc, event_link(raw),
+                                                       lib.pn_event_connection(raw))
+                    pop(collector)
+                    continue
+                if etype == PN_TRANSPORT:
+                    # The engine has output: note the connection, write it once per pass.
+                    impl = event_transport(raw)
+                    if impl not in dirty:
+                        incref(impl)  # the event's reference ends when it is popped
+                        dirty[impl] = None
+                    pop(collector)
+                    continue
+                handler = fast.get(etype)
+                if handler is not None:
+                    try:
+                        handler(raw)
+                    except Exception as exc:  # noqa: BLE001 - contained, see contain_fault
+                        self._server.contain_fault(exc, lib.pn_event_link(raw),
+                                                   lib.pn_event_connection(raw))
+                    pop(collector)
+                    continue
+                event = Event.wrap(raw)
+                self._dispatch(event, raw)
+                self._previous = event.type
+                pop(collector)
+            elif self._to_dispatch:
+                self._dispatch_queues()
+            elif store is not None and store.outbox:
+                store.flush()  # the pass's store writes go to the writer thread together
+            elif dirty:
+                self._flush_transports()
+                dirty = self._dirty_transports
+            elif not self._stop and (self._timers > 0 or self._selectables > 1):
+                self._io_cycle()  # instead of REACTOR_QUIESCED and IOHandler's select
+                dirty = self._dirty_transports
+            elif self._selectable:
+                self._selectable.terminate()
+                self._selectable.update()
+                self._selectable = None
+            else:
+                if self._previous is not Event.REACTOR_FINAL:
+                    self.push_event(self, Event.REACTOR_FINAL)
+                return False
+
+    def _wake_queue_at(self, when: float, queue: Queue) -> None:
+        """A queue holds messages until ``when``: release them then (hold until valid)."""
+        self.schedule(max(0.0, when - time.time()), Callback(queue.release_held))
+
+    def _dispatch_queues(self) -> None:
+        queues = list(self._to_dispatch)
+        self._to_dispatch.clear()
+        for queue in queues:
+            try:
+                queue.dispatch()
+            except Exception as exc:  # noqa: BLE001 - contained: log, keep serving
+                log.error("dispatch of queue '%s' failed: %r", queue.name, exc)
+
+    def _dispatch(self, event: Any, raw: Any) -> None:
+        try:
+            event.dispatch(event.handler or self.handler)
+        except Exception as exc:  # noqa: BLE001 - contained, see contain_fault
+            self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
+        event.dispatch(self.global_handler)
+
+

@@ -1,0 +1,84 @@
+"""The composition root: one place that builds the broker and everything around it.
+
+From a :class:`~proton_broker.config.Config` it makes the broker (queues, store), the AMQP
+server on Proton's loop (with its AMQPS listener when ``tls`` is on), the HTTP gateway and
+the metrics listener; it starts and stops them in order. Nothing else wires these together:
+the gateway gets a :class:`~proton_broker.http.gateway.BrokerLoop` (run a call on the
+broker's loop, take a metrics snapshot, reach the broker), not the server, and the domain
+knows none of them. ``__main__`` turns command-line flags into a config and calls this;
+tests build an :class:`App` too.
+
+Threading: the AMQP server's loop thread owns all broker state; the gateway and the metrics
+listener run threads of their own and reach the broker only through ``call_soon``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton_broker.amqp.server import Server
+from proton_broker.broker import Broker
+from proton_broker.config import Config
+
+
+class App:
+    """A broker and its listeners, built from ``config`` (nothing listens until
+    :meth:`listen`). Raises BrokerError for a bad declared queue, StoreError for a store
+    that does not open."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.broker = Broker(config)
+        self.server = Server(self.broker, config)
+        self.http: Any = None  # the HTTP gateway (proton_broker.http), when enabled
+        self.metrics: Any = None  # the metrics listener (proton_broker.metrics), when enabled
+        self.failed_listener: str | None = None  # which listener could not bind, if one
+
+    def listen(self) -> tuple[str, int]:
+        """Bind every configured listener; returns the AMQP address (port 0: a free one).
+        OSError if one cannot start, with :attr:`failed_listener` naming it."""
+        section = self.config.broker
+        self.failed_listener = f"{section.host}:{section.port}"
+        address = self.server.listen(section.host, section.port)
+        if self.config.tls.enabled:
+            self.failed_listener = f"{self.config.tls.host}:{self.config.tls.port} (AMQPS)"
+            self.server.listen_tls()
+        if self.config.http.enabled:
+            self.failed_listener = f"{self.config.http.host}:{self.config.http.port} (HTTP)"
+            self._listen_http()
+        if self.config.metrics.enabled:
+            metrics = self.config.metrics
+            self.failed_listener = f"{metrics.host}:{metrics.port} (metrics)"
+            self._listen_metrics()
+        self.failed_listener = None
+        return address
+
+    def _listen_http(self) -> None:
+        from proton_broker.http.gateway import Gateway  # aiohttp only when it is used
+
+        gateway = Gateway(self.server, self.config.http)
+        gateway.start()
+        self.http = gateway
+
+    def _listen_metrics(self) -> None:
+        from proton_broker.metrics import MetricsListener, fetch_from_loop
+
+        listener = MetricsListener(fetch_from_loop(self.server.call_soon,
+                                                   self.server.metrics_snapshot))
+        listener.start(self.config.metrics.host, self.config.metrics.port)
+        self.metrics = listener
+
+    def run(self) -> None:
+        """Serve until :meth:`stop`; the listeners are stopped first."""
+        self.server.run()
+        if self.http is not None:
+            self.http.join(5)
+
+    def stop(self) -> None:
+        """Stop the HTTP and metrics listeners, close every connection, end the loop
+        (thread-safe)."""
+        if self.http is not None:
+            self.http.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
+        self.server.stop()
