@@ -230,7 +230,8 @@ class SortedOrder:
         if not items:
             return None
         # (rank,) sorts before every (rank, seq, entry): the first item with that rank.
-        return items[items.bisect_left((items[-1][0],))][2]
+        entry: Entry = items[items.bisect_left((items[-1][0],))][2]
+        return entry
 
 
 def _arrival(entry: Entry) -> float:

@@ -453,9 +453,9 @@ class GroupDistributor:
         group = self._first_allowed(consumer_id, own)
         if group is None:
             return None
-        entry = group.pop()
-        assert entry is not None
-        return self._taken(consumer_id, group, entry)
+        popped = group.pop()
+        assert popped is not None
+        return self._taken(consumer_id, group, popped)
 
     def _taken(self, consumer_id: int, group: Group, entry: Entry) -> Entry:
         """``entry``, just out of ``group``'s FIFO, is the consumer's."""
@@ -539,9 +539,10 @@ class GroupDistributor:
         if owner is None:
             heap = self._free
         else:
-            heap = self._owned.get(owner)
-            if heap is None:
-                heap = self._owned[owner] = GroupHeap()
+            owned = self._owned.get(owner)
+            if owned is None:
+                owned = self._owned[owner] = GroupHeap()
+            heap = owned
         group.listed_in = heap
         item = group.item = (position, group)
         heap.add(item)

@@ -112,11 +112,15 @@ class History:
             versions = list(self._versions.get(key, ()))
             if start == LAST:
                 return versions[-1:]
-            return versions if start == FIRST else [v for v in versions if v.seq >= start]
+            if isinstance(start, str):
+                return versions  # FIRST
+            return [v for v in versions if v.seq >= start]
         if start == LAST:
             latest = [v[-1] for v in self._versions.values() if v]
             return sorted(latest, key=lambda v: v.order)
-        return [v for v in self._log if not v.dropped and (start == FIRST or v.seq >= start)]
+        if isinstance(start, str):  # FIRST
+            return [v for v in self._log if not v.dropped]
+        return [v for v in self._log if not v.dropped and v.seq >= start]
 
     def _compact(self) -> None:
         log = self._log

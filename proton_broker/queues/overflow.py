@@ -183,7 +183,8 @@ def _resume_at(explicit: int | None, stop: int | None, percent: int) -> int | No
     return explicit - 1 if explicit is not None else _percent_of(percent, stop)
 
 
-_LIMITS = {RING: RingPolicy, REJECT: RejectPolicy, FLOW_TO_DISK: FlowToDiskPolicy}
+_LIMITS: dict[str, type[RingPolicy | RejectPolicy | FlowToDiskPolicy]] = {
+    RING: RingPolicy, REJECT: RejectPolicy, FLOW_TO_DISK: FlowToDiskPolicy}
 
 
 def make_limit(name: str, settings: QueueSettings
