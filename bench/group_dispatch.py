@@ -96,8 +96,11 @@ class Source:
         self.next = 0
         mark = MARK.encode()
         # One encoding per group, made once; each message is a fresh record of it.
-        self.encoded = ([self.base.data.replace(mark, group_name(g).encode(), 1)
-                         for g in range(groups)] if groups else [self.base.data])
+        self.encoded = (
+            [self.base.data.replace(mark, group_name(g).encode(), 1) for g in range(groups)]
+            if groups
+            else [self.base.data]
+        )
 
     def take(self, n: int, decoded: bool = False) -> list[Message]:
         out = []
@@ -135,6 +138,7 @@ def backlog_run(queue: Queue, workers: list[Taker]) -> Callable[[list[Message]],
                 settle(consumer.pending.popleft())
             consumer.credit += 1
             grant(consumer)
+
     return run
 
 
@@ -146,6 +150,7 @@ def trickle_run(queue: Queue, consumers: list[Taker]) -> Callable[[list[Message]
             for consumer in consumers:
                 if consumer.pending:
                     settle(consumer.pending.popleft())
+
     return run
 
 
@@ -180,10 +185,12 @@ def backlog_case(kind: str, groups: int, blocked: int) -> Case:
             worker.credit = WINDOW
             queue.subscribe(worker)
             assert len(worker.pending) == WINDOW
-    label = {"plain": "plain FIFO (baseline)",
-             "shared": f"shared groups, {groups:,} groups",
-             "standard": f"standard groups, {groups:,} groups",
-             "shared+blocked": f"shared, {groups:,} groups, 9 blocked x {blocked:,}"}[kind]
+    label = {
+        "plain": "plain FIFO (baseline)",
+        "shared": f"shared groups, {groups:,} groups",
+        "standard": f"standard groups, {groups:,} groups",
+        "shared+blocked": f"shared, {groups:,} groups, 9 blocked x {blocked:,}",
+    }[kind]
     return Case(label, "backlog", queue, source, backlog_run(queue, workers))
 
 
@@ -193,10 +200,14 @@ def trickle_case(kind: str, groups: int) -> Case:
     consumers = [Taker(i + 1, credit=10**12) for i in range(CONSUMERS)]
     for consumer in consumers:
         queue.subscribe(consumer)
-    label = "trickle: plain FIFO (baseline)" if not grouped else \
-        f"trickle: shared groups, {groups:,} groups"
-    return Case(label, "trickle", queue, Source(groups if grouped else None),
-                trickle_run(queue, consumers))
+    label = (
+        "trickle: plain FIFO (baseline)"
+        if not grouped
+        else f"trickle: shared groups, {groups:,} groups"
+    )
+    return Case(
+        label, "trickle", queue, Source(groups if grouped else None), trickle_run(queue, consumers)
+    )
 
 
 # ---- timing --------------------------------------------------------------------------------
@@ -238,27 +249,46 @@ def profile(case: Case, ops: int) -> None:
 
 # ---- main ----------------------------------------------------------------------------------
 
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="In-process micro-benchmark of message-group dispatch (no sockets): "
-                    "enqueue -> dispatch -> settle through a queue with 10 consumers. Prints "
-                    "µs/message (best of N interleaved batches) and the ratio to a plain FIFO "
-                    "queue measured in the same run.")
-    parser.add_argument("--quick", action="store_true",
-                        help="a ~10 s run: fewer messages per batch and fewer batches")
-    parser.add_argument("--groups", type=int, default=10_000,
-                        help="distinct active groups (default 10,000)")
-    parser.add_argument("--blocked", type=int, default=None,
-                        help="messages queued behind each of the 9 blocked groups (default "
-                             "20,000; 5,000 with --quick)")
-    parser.add_argument("--ops", type=int, default=None,
-                        help="messages per timed batch (default 20,000; 5,000 with --quick)")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="interleaved batches per case; the best is kept (default 5; 3 "
-                             "with --quick)")
-    parser.add_argument("--profile", choices=["plain", "shared", "standard", "blocked",
-                                              "trickle-plain", "trickle-shared"],
-                        help="also print a cProfile of one batch of this case")
+        "enqueue -> dispatch -> settle through a queue with 10 consumers. Prints "
+        "µs/message (best of N interleaved batches) and the ratio to a plain FIFO "
+        "queue measured in the same run."
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a ~10 s run: fewer messages per batch and fewer batches",
+    )
+    parser.add_argument(
+        "--groups", type=int, default=10_000, help="distinct active groups (default 10,000)"
+    )
+    parser.add_argument(
+        "--blocked",
+        type=int,
+        default=None,
+        help="messages queued behind each of the 9 blocked groups (default "
+        "20,000; 5,000 with --quick)",
+    )
+    parser.add_argument(
+        "--ops",
+        type=int,
+        default=None,
+        help="messages per timed batch (default 20,000; 5,000 with --quick)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="interleaved batches per case; the best is kept (default 5; 3 with --quick)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=["plain", "shared", "standard", "blocked", "trickle-plain", "trickle-shared"],
+        help="also print a cProfile of one batch of this case",
+    )
     args = parser.parse_args(argv)
 
     ops = args.ops or (5_000 if args.quick else 20_000)
@@ -266,8 +296,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     blocked = args.blocked or (5_000 if args.quick else 20_000)
     groups = args.groups
 
-    print(f"group_dispatch: Python {sys.version.split()[0]}, {CONSUMERS} consumers, "
-          f"{ops:,} messages per batch, best of {repeat} interleaved batches")
+    print(
+        f"group_dispatch: Python {sys.version.split()[0]}, {CONSUMERS} consumers, "
+        f"{ops:,} messages per batch, best of {repeat} interleaved batches"
+    )
     started = time.perf_counter()
     cases = {
         "plain": backlog_case("plain", groups, blocked),
@@ -286,10 +318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for case in cases.values():
         ratio = case.best / baselines[case.pattern]
         print(f"{case.label:<{width}}  {case.best * 1e6:8.2f}  {ratio:6.2f}")
-    print(f"\ndecoding the group key alone (part of every grouped enqueue): "
-          f"{decode * 1e6:.2f} µs/msg")
-    print(f"ratio = µs/msg / the plain FIFO figure of the same pattern; "
-          f"run took {time.perf_counter() - started:.1f} s")
+    print(
+        f"\ndecoding the group key alone (part of every grouped enqueue): {decode * 1e6:.2f} µs/msg"
+    )
+    print(
+        f"ratio = µs/msg / the plain FIFO figure of the same pattern; "
+        f"run took {time.perf_counter() - started:.1f} s"
+    )
     if args.profile:
         profile(cases[args.profile], ops)
     return 0

@@ -198,8 +198,7 @@ def cycle_case(kind: str, depth: int, rng: random.Random, consumer_id: int) -> C
             return predecoded(base, {"rank": next(ranks)})
 
         def make(n: int) -> list[Message]:
-            return [with_text(base, SORT_MARK, f"s{rng.randrange(10**7):07d}")
-                    for _ in range(n)]
+            return [with_text(base, SORT_MARK, f"s{rng.randrange(10**7):07d}") for _ in range(n)]
 
     queue = Queue(f"{kind}-{depth}", settings)
     for _ in range(depth):
@@ -234,20 +233,38 @@ def selector_case(depth: int, consumer_id: int) -> Case:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="In-process micro-benchmark of queue operations (no sockets). Prints "
-                    "µs/op (best of N interleaved batches) and the ratio big/small; a ratio "
-                    "near 1 means the operation's cost does not depend on the queue's size.")
-    parser.add_argument("--quick", action="store_true",
-                        help="a ~10 s run: smaller big queue (100k), fewer operations")
-    parser.add_argument("--big", type=int, default=None,
-                        help="keys / depth of the big queue (default 1,000,000; 100,000 "
-                             "with --quick)")
-    parser.add_argument("--ops", type=int, default=None,
-                        help="operations per timed batch (default 20,000; 5,000 with --quick)")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="interleaved batches per queue; the best is kept (default 3)")
-    parser.add_argument("--only", choices=["lvq", "fifo", "priority", "sorted", "selector"],
-                        action="append",
-                        help="run only these scenarios (repeatable)")
+        "µs/op (best of N interleaved batches) and the ratio big/small; a ratio "
+        "near 1 means the operation's cost does not depend on the queue's size."
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a ~10 s run: smaller big queue (100k), fewer operations",
+    )
+    parser.add_argument(
+        "--big",
+        type=int,
+        default=None,
+        help="keys / depth of the big queue (default 1,000,000; 100,000 with --quick)",
+    )
+    parser.add_argument(
+        "--ops",
+        type=int,
+        default=None,
+        help="operations per timed batch (default 20,000; 5,000 with --quick)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="interleaved batches per queue; the best is kept (default 3)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["lvq", "fifo", "priority", "sorted", "selector"],
+        action="append",
+        help="run only these scenarios (repeatable)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     args = parser.parse_args(argv)
 
@@ -258,8 +275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     scenarios = args.only or ["lvq", "fifo", "priority", "sorted", "selector"]
     rng = random.Random(args.seed)
 
-    print(f"queue_ops: Python {sys.version.split()[0]}, {ops:,} ops per batch, best of "
-          f"{repeat} interleaved batches; big queue {big:,}")
+    print(
+        f"queue_ops: Python {sys.version.split()[0]}, {ops:,} ops per batch, best of "
+        f"{repeat} interleaved batches; big queue {big:,}"
+    )
     rows: list[tuple[str, str, float, float, float, float]] = []
     started = time.perf_counter()
     for scenario in scenarios:
@@ -283,32 +302,51 @@ def main(argv: Sequence[str] | None = None) -> int:
             sizes = f"depth {cycle_small:,} vs {big:,}"
         setup = time.perf_counter() - t0
         measure([small_case, big_case], ops, repeat)
-        decode = decode_cost(small_case.make, ops, repeat) if scenario in ("lvq", "sorted") \
-            else 0.0
-        rows.append((name, sizes, small_case.best, big_case.best,
-                     big_case.best / small_case.best, decode))
-        print(f"  ... {scenario}: set-up {setup:.1f} s, total {time.perf_counter() - t0:.1f} s",
-              flush=True)
+        decode = decode_cost(small_case.make, ops, repeat) if scenario in ("lvq", "sorted") else 0.0
+        rows.append(
+            (name, sizes, small_case.best, big_case.best, big_case.best / small_case.best, decode)
+        )
+        print(
+            f"  ... {scenario}: set-up {setup:.1f} s, total {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
         del small_case, big_case
         gc.collect()
 
     print()
-    header = ("operation", "sizes", "small µs/op", "big µs/op", "ratio big/small",
-              "decode µs/op")
+    header = ("operation", "sizes", "small µs/op", "big µs/op", "ratio big/small", "decode µs/op")
     widths = (43, 26, 12, 12, 16, 13)
-    print("  ".join(h.ljust(w) if i < 2 else h.rjust(w)
-                    for i, (h, w) in enumerate(zip(header, widths, strict=True))))
+    print(
+        "  ".join(
+            h.ljust(w) if i < 2 else h.rjust(w)
+            for i, (h, w) in enumerate(zip(header, widths, strict=True))
+        )
+    )
     print("  ".join("-" * w for w in widths))
     for name, sizes, small, large, ratio, decode in rows:
-        cells = (name, sizes, f"{small * 1e6:.2f}", f"{large * 1e6:.2f}", f"{ratio:.2f}",
-                 f"{decode * 1e6:.2f}" if decode else "-")
-        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+        cells = (
+            name,
+            sizes,
+            f"{small * 1e6:.2f}",
+            f"{large * 1e6:.2f}",
+            f"{ratio:.2f}",
+            f"{decode * 1e6:.2f}" if decode else "-",
+        )
+        print(
+            "  ".join(
+                c.ljust(w) if i < 2 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            )
+        )
     print()
-    print("decode = decoding the application-properties section for the LVQ / sort key, "
-          "included in the µs/op (once per message, size-independent).")
-    print("ratio = big/small; ~1 means independent of size. The sorted queue is O(log n) by "
-          "design (proton_broker.queues.queue rules), so a ratio above 1 is expected there.")
+    print(
+        "decode = decoding the application-properties section for the LVQ / sort key, "
+        "included in the µs/op (once per message, size-independent)."
+    )
+    print(
+        "ratio = big/small; ~1 means independent of size. The sorted queue is O(log n) by "
+        "design (proton_broker.queues.queue rules), so a ratio above 1 is expected there."
+    )
     print(f"total {time.perf_counter() - started:.1f} s")
     return 0
 

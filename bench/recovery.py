@@ -30,12 +30,15 @@ def fill(directory: str, count: int) -> None:
     store = SqliteStore(directory, posted.put)
     store.open()
     store.save_queue("recovered", {"durable": "True"})
-    data = bytes(proton.Message(id="loadgen-msg", durable=True, body=b"x" * 100,
-                                inferred=True).encode())
+    data = bytes(
+        proton.Message(id="loadgen-msg", durable=True, body=b"x" * 100, inferred=True).encode()
+    )
     now = time.time()
     for start in range(0, count, 10_000):
-        batch = [StoredMessage(store.next_id(), "recovered", data, now)
-                 for _ in range(min(10_000, count - start))]
+        batch = [
+            StoredMessage(store.next_id(), "recovered", data, now)
+            for _ in range(min(10_000, count - start))
+        ]
         store.commit(Unit(enqueues=batch, done=lambda error: None))
     store.close()
 
@@ -63,11 +66,15 @@ def main() -> None:
             elapsed, depth = recover(directory)
             assert depth == count, f"recovered {depth} of {count}"
             results[count] = elapsed
-            print(f"{count:>10,} messages recovered in {elapsed:6.1f} s "
-                  f"({count / elapsed:,.0f} msgs/s)")
+            print(
+                f"{count:>10,} messages recovered in {elapsed:6.1f} s "
+                f"({count / elapsed:,.0f} msgs/s)"
+            )
     small, big = args.count // 10, args.count
-    print(f"ratio of per-message times, {big:,} vs {small:,}: "
-          f"{(results[big] / big) / (results[small] / small):.2f}")
+    print(
+        f"ratio of per-message times, {big:,} vs {small:,}: "
+        f"{(results[big] / big) / (results[small] / small):.2f}"
+    )
 
 
 if __name__ == "__main__":

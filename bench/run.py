@@ -57,9 +57,11 @@ class Results:
     def median(self, name: str) -> Sample:
         got = self.samples[name]
         cpus = [s.broker_cpu for s in got if s.broker_cpu is not None]
-        return Sample(statistics.median(s.rate for s in got),
-                      statistics.median(cpus) if cpus else None,
-                      statistics.median(s.gen_cpu for s in got))
+        return Sample(
+            statistics.median(s.rate for s in got),
+            statistics.median(cpus) if cpus else None,
+            statistics.median(s.gen_cpu for s in got),
+        )
 
 
 def build_loadgen() -> Path:
@@ -73,7 +75,7 @@ def proc_cpu(pid: int | None) -> float | None:
         return None
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()  # skip "pid (comm) "; fields[0] is state
+    fields = stat[stat.rindex(")") + 2 :].split()  # skip "pid (comm) "; fields[0] is state
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
@@ -81,12 +83,38 @@ def per_100k(seconds: float | None, count: int) -> float | None:
     return None if seconds is None else seconds * 100_000 / count
 
 
-def run_scenario(loadgen: Path, scenario: str, hostport: str, pid: int | None,
-                 args: argparse.Namespace, queue: str, count: int) -> dict[str, Sample]:
+def run_scenario(
+    loadgen: Path,
+    scenario: str,
+    hostport: str,
+    pid: int | None,
+    args: argparse.Namespace,
+    queue: str,
+    count: int,
+) -> dict[str, Sample]:
     """Run one generator process; returns the samples by phase name (a, b, c-fill, c-drain)."""
-    cmd = [str(loadgen), scenario, "-H", hostport, "-q", queue, "-n", str(count),
-           "-w", str(args.window), "-c", str(args.credit), "-s", str(args.body),
-           "-t", str(args.timeout), "-P", str(args.producers), "-C", str(args.consumers)]
+    cmd = [
+        str(loadgen),
+        scenario,
+        "-H",
+        hostport,
+        "-q",
+        queue,
+        "-n",
+        str(count),
+        "-w",
+        str(args.window),
+        "-c",
+        str(args.credit),
+        "-s",
+        str(args.body),
+        "-t",
+        str(args.timeout),
+        "-P",
+        str(args.producers),
+        "-C",
+        str(args.consumers),
+    ]
     if args.groups:
         cmd += ["-g", str(args.groups)]
         if args.ungrouped:
@@ -135,20 +163,36 @@ def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> N
     """Run every scenario against every target, interleaved so drift hits all alike."""
     if args.warmup:
         for n, target in enumerate(targets):
-            run_scenario(loadgen, "a", target.hostport, target.pid, workload(args, target),
-                         f"bench-warmup-{os.getpid()}-{n}", args.warmup)
+            run_scenario(
+                loadgen,
+                "a",
+                target.hostport,
+                target.pid,
+                workload(args, target),
+                f"bench-warmup-{os.getpid()}-{n}",
+                args.warmup,
+            )
     for rep in range(args.repeat):
         for scenario in args.scenarios:
             for n, target in enumerate(targets):
                 queue = f"bench-{scenario}-{os.getpid()}-{rep}-{n}"
-                for name, sample in run_scenario(loadgen, scenario, target.hostport,
-                                                 target.pid, workload(args, target), queue,
-                                                 args.count).items():
+                for name, sample in run_scenario(
+                    loadgen,
+                    scenario,
+                    target.hostport,
+                    target.pid,
+                    workload(args, target),
+                    queue,
+                    args.count,
+                ).items():
                     target.results.add(name, sample)
                     if args.verbose:
-                        print(f"  [{target.label}] {name} run {rep + 1}: "
-                              f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)}, "
-                              f"generator {fmt(sample.gen_cpu)} CPU-s/100k", file=sys.stderr)
+                        print(
+                            f"  [{target.label}] {name} run {rep + 1}: "
+                            f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)}, "
+                            f"generator {fmt(sample.gen_cpu)} CPU-s/100k",
+                            file=sys.stderr,
+                        )
 
 
 def workload(args: argparse.Namespace, target: Target) -> argparse.Namespace:
@@ -165,8 +209,9 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def start_peer(loadgen: Path) -> tuple[subprocess.Popen[str], str]:
-    peer = subprocess.Popen([str(loadgen), "peer", "-H", "127.0.0.1:0", "-w",
-                             "1000"], stdout=subprocess.PIPE, text=True)
+    peer = subprocess.Popen(
+        [str(loadgen), "peer", "-H", "127.0.0.1:0", "-w", "1000"], stdout=subprocess.PIPE, text=True
+    )
     assert peer.stdout is not None
     line = peer.stdout.readline()
     if not line.startswith("listening on "):
@@ -190,54 +235,90 @@ def print_table(target: Target, others: list[Target]) -> None:
             if name not in other.results.samples:
                 continue
             o = other.results.median(name)
-            cpu = (s.broker_cpu / o.broker_cpu
-                   if s.broker_cpu is not None and o.broker_cpu else None)
+            cpu = s.broker_cpu / o.broker_cpu if s.broker_cpu is not None and o.broker_cpu else None
             row += f" | {o.rate:>22,.0f} {s.rate / o.rate:>10.2f} {fmt(cpu):>9}"
         print(row)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Measure msgs/s and broker CPU per 100k messages with bench/loadgen.c.")
-    parser.add_argument("--url", help="broker to measure, amqp://[user:pass@]host:port "
-                        "(default: start ours as a subprocess)")
+        description="Measure msgs/s and broker CPU per 100k messages with bench/loadgen.c."
+    )
+    parser.add_argument(
+        "--url",
+        help="broker to measure, amqp://[user:pass@]host:port "
+        "(default: start ours as a subprocess)",
+    )
     parser.add_argument("--pid", type=int, help="PID of the --url broker, for its CPU time")
-    parser.add_argument("--scenarios", default="a,b,c",
-                        help="comma-separated subset of a,b,c (default: a,b,c)")
+    parser.add_argument(
+        "--scenarios", default="a,b,c", help="comma-separated subset of a,b,c (default: a,b,c)"
+    )
     parser.add_argument("--count", type=int, default=100_000, help="messages per run")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="runs per scenario; the median is reported")
-    parser.add_argument("--window", type=int, default=1000,
-                        help="unsettled window per producer")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per scenario; the median is reported"
+    )
+    parser.add_argument("--window", type=int, default=1000, help="unsettled window per producer")
     parser.add_argument("--credit", type=int, default=1000, help="credit per consumer")
-    parser.add_argument("--producers", type=int, default=1,
-                        help="producers, each on its own connection (COUNT is split over them)")
-    parser.add_argument("--consumers", type=int, default=1,
-                        help="consumers, each on its own connection")
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=1,
+        help="producers, each on its own connection (COUNT is split over them)",
+    )
+    parser.add_argument(
+        "--consumers", type=int, default=1, help="consumers, each on its own connection"
+    )
     parser.add_argument("--body", type=int, default=100, help="body size in bytes")
-    parser.add_argument("--warmup", type=int, default=2000,
-                        help="messages of scenario a sent first, not measured (0: none)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=2000,
+        help="messages of scenario a sent first, not measured (0: none)",
+    )
     parser.add_argument("--timeout", type=int, default=300, help="seconds per run")
-    parser.add_argument("--groups", type=int, default=0,
-                        help="messages carry properties.group-id over this many groups, on a "
-                             "shared-groups queue (qpid.shared_msg_group asked on the attach)")
-    parser.add_argument("--durable", action="store_true",
-                        help="durable messages on a durable queue (stored before accepted)")
-    parser.add_argument("--vs-plain", action="store_true",
-                        help="with --groups or --durable: also run the same scenarios without "
-                        "them against the same broker, interleaved, and print the ratios")
-    parser.add_argument("--vs-ungrouped", action="store_true",
-                        help="with --groups: also run the same messages (group ids and all) "
-                        "on a queue that does not group them, against the same broker, "
-                        "interleaved: the cost of grouping itself")
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=0,
+        help="messages carry properties.group-id over this many groups, on a "
+        "shared-groups queue (qpid.shared_msg_group asked on the attach)",
+    )
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="durable messages on a durable queue (stored before accepted)",
+    )
+    parser.add_argument(
+        "--vs-plain",
+        action="store_true",
+        help="with --groups or --durable: also run the same scenarios without "
+        "them against the same broker, interleaved, and print the ratios",
+    )
+    parser.add_argument(
+        "--vs-ungrouped",
+        action="store_true",
+        help="with --groups: also run the same messages (group ids and all) "
+        "on a queue that does not group them, against the same broker, "
+        "interleaved: the cost of grouping itself",
+    )
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
-    parser.add_argument("--no-ceiling", action="store_true",
-                        help="skip the generator-ceiling run against the trivial peer")
-    parser.add_argument("--baseline", metavar="CHECKOUT",
-                        help="also measure the broker of another checkout (e.g. /work/main) "
-                        "in the same invocation and print our figures as ratios of it")
-    parser.add_argument("--broker-arg", action="append", default=[],
-                        help="extra argument for our broker's command line (repeatable)")
+    parser.add_argument(
+        "--no-ceiling",
+        action="store_true",
+        help="skip the generator-ceiling run against the trivial peer",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="also measure the broker of another checkout (e.g. /work/main) "
+        "in the same invocation and print our figures as ratios of it",
+    )
+    parser.add_argument(
+        "--broker-arg",
+        action="append",
+        default=[],
+        help="extra argument for our broker's command line (repeatable)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every run")
     args = parser.parse_args(argv)
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
@@ -266,15 +347,26 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(start_broker("proton-broker", REPO, args, processes))
         if args.vs_plain:
             ours = targets[0]
-            targets.append(Target("same broker, plain", ours.hostport, ours.pid,
-                                  overrides={"groups": 0, "durable": False}))
+            targets.append(
+                Target(
+                    "same broker, plain",
+                    ours.hostport,
+                    ours.pid,
+                    overrides={"groups": 0, "durable": False},
+                )
+            )
         if args.vs_ungrouped:
             ours = targets[0]
-            targets.append(Target("same broker, same messages, ungrouped queue", ours.hostport,
-                                  ours.pid, overrides={"ungrouped": True}))
+            targets.append(
+                Target(
+                    "same broker, same messages, ungrouped queue",
+                    ours.hostport,
+                    ours.pid,
+                    overrides={"ungrouped": True},
+                )
+            )
         if args.baseline:
-            targets.append(start_broker("baseline", Path(args.baseline).resolve(), args,
-                                        processes))
+            targets.append(start_broker("baseline", Path(args.baseline).resolve(), args, processes))
         if not args.no_ceiling:
             peer, peer_addr = start_peer(loadgen)
             processes.append(peer)
@@ -284,33 +376,52 @@ def main(argv: list[str] | None = None) -> int:
         for proc in processes:
             proc.stop() if hasattr(proc, "stop") else (proc.kill(), proc.wait())
 
-    print(f"\n{os.cpu_count()} CPUs, {cpu_model()}; {args.count:,} messages of "
-          f"{args.body} bytes per run, {plural(args.producers, 'producer')} and "
-          f"{plural(args.consumers, 'consumer')}, median of {args.repeat}; "
-          f"{time.monotonic() - started:.0f} s")
+    print(
+        f"\n{os.cpu_count()} CPUs, {cpu_model()}; {args.count:,} messages of "
+        f"{args.body} bytes per run, {plural(args.producers, 'producer')} and "
+        f"{plural(args.consumers, 'consumer')}, median of {args.repeat}; "
+        f"{time.monotonic() - started:.0f} s"
+    )
     if args.groups or args.durable:
-        print("workload: " + ", ".join(filter(None, [
-            args.groups and f"properties.group-id over {args.groups:,} groups on a "
-                            "shared-groups queue",
-            args.durable and "durable messages on a durable queue"])))
+        print(
+            "workload: "
+            + ", ".join(
+                filter(
+                    None,
+                    [
+                        args.groups
+                        and f"properties.group-id over {args.groups:,} groups on a "
+                        "shared-groups queue",
+                        args.durable and "durable messages on a durable queue",
+                    ],
+                )
+            )
+        )
     print_table(targets[0], targets[1:])
     if not args.no_ceiling:
-        print("\npeer: the generator against its trivial fast peer (bench/loadgen.c 'peer'): "
-              "the generator's ceiling. Ratios are ours / theirs, CPU ratio compares the "
-              "broker's CPU-s/100k with theirs.")
+        print(
+            "\npeer: the generator against its trivial fast peer (bench/loadgen.c 'peer'): "
+            "the generator's ceiling. Ratios are ours / theirs, CPU ratio compares the "
+            "broker's CPU-s/100k with theirs."
+        )
     return 0
 
 
-def start_broker(label: str, checkout: Path, args: argparse.Namespace,
-                 processes: list[Any]) -> Target:
+def start_broker(
+    label: str, checkout: Path, args: argparse.Namespace, processes: list[Any]
+) -> Target:
     """Start ``python -m proton_broker`` from ``checkout`` (its package first on the path)."""
     sys.path.insert(0, str(REPO))
     from proton_broker.testing import BrokerProcess
 
     # PYTHONSAFEPATH: "python -m" must not put the current directory first on the path,
     # or every broker would run the package of whatever checkout we were started in.
-    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(
-        [str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        "PYTHONSAFEPATH": "1",
+        "PYTHONPATH": os.pathsep.join(
+            [str(checkout), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
     extra = list(args.broker_arg)
     if "--config" not in extra:  # each checkout with its own config file (keys differ)
         extra += ["--config", str(checkout / "conf" / "broker.yaml")]

@@ -38,10 +38,15 @@ def session() -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("proton-broker-bench")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("proton-broker-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -70,13 +75,18 @@ def source_rate(spark: Any, url: str, count: int, per_partition: int | None) -> 
     queue = f"bench.source.{uuid.uuid4().hex[:8]}"
     fill(url, queue, count)
     with tempfile.TemporaryDirectory() as tmp:
-        reader = (spark.readStream.format("amqp").option("url", url).option("queues", queue))
+        reader = spark.readStream.format("amqp").option("url", url).option("queues", queue)
         if per_partition:
             reader = reader.option("maxMessagesPerPartition", str(per_partition))
         started = time.perf_counter()
-        query = (reader.load().writeStream.format("parquet").option("path", f"{tmp}/out")
-                 .option("checkpointLocation", f"{tmp}/checkpoint")
-                 .trigger(availableNow=True).start())
+        query = (
+            reader.load()
+            .writeStream.format("parquet")
+            .option("path", f"{tmp}/out")
+            .option("checkpointLocation", f"{tmp}/checkpoint")
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         elapsed = time.perf_counter() - started
         written = spark.read.parquet(f"{tmp}/out").count()
@@ -87,16 +97,20 @@ def source_rate(spark: Any, url: str, count: int, per_partition: int | None) -> 
 
 def sink_rate(spark: Any, url: str, count: int) -> float:
     queue = f"bench.sink.{uuid.uuid4().hex[:8]}"
-    frame = (spark.range(count, numPartitions=2)
-             .selectExpr("lpad(cast(id as string), 100, 'x') AS body", "id AS n").cache())
+    frame = (
+        spark.range(count, numPartitions=2)
+        .selectExpr("lpad(cast(id as string), 100, 'x') AS body", "id AS n")
+        .cache()
+    )
     frame.count()  # build the rows before the clock starts
     started = time.perf_counter()
     frame.write.format("amqp").mode("append").option("url", url).option("queue", queue).save()
     elapsed = time.perf_counter() - started
     bounds = queue_bounds(url, [queue])[queue]
     if bounds.next - bounds.earliest != count:
-        raise SystemExit(f"sink: the queue holds {bounds.next - bounds.earliest} messages, "
-                         f"{count} expected")
+        raise SystemExit(
+            f"sink: the queue holds {bounds.next - bounds.earliest} messages, {count} expected"
+        )
     return count / elapsed
 
 

@@ -42,8 +42,10 @@ def run(cmd: Sequence[str], timeout: float) -> list[Json]:
     except subprocess.TimeoutExpired as exc:
         raise ClientError(f"{cmd[0]} did not finish in {timeout} s: {exc.stderr!r}") from exc
     if done.returncode != 0:
-        raise ClientError(f"{' '.join(cmd[:3])} ... exited {done.returncode}\n"
-                          f"stderr:\n{done.stderr}\nstdout (tail):\n{done.stdout[-2000:]}")
+        raise ClientError(
+            f"{' '.join(cmd[:3])} ... exited {done.returncode}\n"
+            f"stderr:\n{done.stderr}\nstdout (tail):\n{done.stdout[-2000:]}"
+        )
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
@@ -53,8 +55,16 @@ class Client:
     def send(self, url: str, address: str, messages: list[Spec], *options: str) -> list[Json]:
         raise NotImplementedError
 
-    def receive(self, url: str, address: str, count: int, *, browse: bool = False,
-                timeout: float = 10.0, options: Sequence[str] = ()) -> list[Spec]:
+    def receive(
+        self,
+        url: str,
+        address: str,
+        count: int,
+        *,
+        browse: bool = False,
+        timeout: float = 10.0,
+        options: Sequence[str] = (),
+    ) -> list[Spec]:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -71,13 +81,38 @@ class _ExternalClient(Client):
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="spec-") as spec:
             json.dump(messages, spec)
             spec.flush()
-            return run([*self.command("send"), url, address, str(len(messages)),
-                        "--spec", spec.name, *options], timeout=30)
+            return run(
+                [
+                    *self.command("send"),
+                    url,
+                    address,
+                    str(len(messages)),
+                    "--spec",
+                    spec.name,
+                    *options,
+                ],
+                timeout=30,
+            )
 
-    def receive(self, url: str, address: str, count: int, *, browse: bool = False,
-                timeout: float = 10.0, options: Sequence[str] = ()) -> list[Spec]:
-        cmd = [*self.command("receive"), url, address, str(count), "--timeout", str(timeout),
-               *options]
+    def receive(
+        self,
+        url: str,
+        address: str,
+        count: int,
+        *,
+        browse: bool = False,
+        timeout: float = 10.0,
+        options: Sequence[str] = (),
+    ) -> list[Spec]:
+        cmd = [
+            *self.command("receive"),
+            url,
+            address,
+            str(count),
+            "--timeout",
+            str(timeout),
+            *options,
+        ]
         if browse:
             cmd.append("--browse")
         return run(cmd, timeout=timeout + 10)
@@ -111,13 +146,22 @@ class PythonClient(Client):
             conn.close()
         return []
 
-    def receive(self, url: str, address: str, count: int, *, browse: bool = False,
-                timeout: float = 10.0, options: Sequence[str] = ()) -> list[Spec]:
+    def receive(
+        self,
+        url: str,
+        address: str,
+        count: int,
+        *,
+        browse: bool = False,
+        timeout: float = 10.0,
+        options: Sequence[str] = (),
+    ) -> list[Spec]:
         assert not options, "the Python client takes no options"
         conn = BlockingConnection(url, timeout=timeout)
         try:
-            receiver = conn.create_receiver(address, credit=count,
-                                            options=Copy() if browse else None)
+            receiver = conn.create_receiver(
+                address, credit=count, options=Copy() if browse else None
+            )
             out = []
             for _ in range(count):
                 out.append(from_message(receiver.receive(timeout=timeout)))
@@ -166,19 +210,31 @@ def from_amqp(value: Any) -> Json:
 
 
 def to_message(spec: Spec, index: int) -> Message:
-    return Message(id=spec.get("id", f"msg-{index}"), subject=spec.get("subject"),
-                   body=to_amqp(spec.get("body")), properties=to_amqp(spec.get("properties")))
+    return Message(
+        id=spec.get("id", f"msg-{index}"),
+        subject=spec.get("subject"),
+        body=to_amqp(spec.get("body")),
+        properties=to_amqp(spec.get("properties")),
+    )
 
 
 def from_message(message: Message) -> Spec:
-    return {"id": from_amqp(message.id), "subject": message.subject or "",
-            "body": from_amqp(message.body), "properties": from_amqp(message.properties or {})}
+    return {
+        "id": from_amqp(message.id),
+        "subject": message.subject or "",
+        "body": from_amqp(message.body),
+        "properties": from_amqp(message.properties or {}),
+    }
 
 
 def expected(spec: Spec, index: int) -> Spec:
     """What a receiver prints for a message sent from ``spec``."""
-    return {"id": spec.get("id", f"msg-{index}"), "subject": spec.get("subject", ""),
-            "body": spec.get("body"), "properties": spec.get("properties", {})}
+    return {
+        "id": spec.get("id", f"msg-{index}"),
+        "subject": spec.get("subject", ""),
+        "body": spec.get("body"),
+        "properties": spec.get("properties", {}),
+    }
 
 
 def typed(value: Json) -> Json:

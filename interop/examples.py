@@ -23,10 +23,21 @@ BUILT = INTEROP / "build" / "examples"
 C = BUILT / "c"
 CPP = BUILT / "cpp"
 PYTHON = SOURCES / "python"
-EXAMPLE_PROGRAMS = [*(C / name for name in ("send", "receive")),
-                    *(CPP / name for name in ("simple_send", "simple_recv", "queue_browser",
-                                              "selected_recv", "client", "server")),
-                    PYTHON / "client.py"]
+EXAMPLE_PROGRAMS = [
+    *(C / name for name in ("send", "receive")),
+    *(
+        CPP / name
+        for name in (
+            "simple_send",
+            "simple_recv",
+            "queue_browser",
+            "selected_recv",
+            "client",
+            "server",
+        )
+    ),
+    PYTHON / "client.py",
+]
 
 
 def python_example(name: str) -> list[str]:
@@ -39,11 +50,14 @@ def run_to_end(cmd: Sequence[str], timeout: float = 20.0) -> str:
     try:
         done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        raise ClientError(f"{cmd[0]} did not finish in {timeout} s: {exc.stdout!r} "
-                          f"{exc.stderr!r}") from exc
+        raise ClientError(
+            f"{cmd[0]} did not finish in {timeout} s: {exc.stdout!r} {exc.stderr!r}"
+        ) from exc
     if done.returncode != 0:
-        raise ClientError(f"{' '.join(cmd)} exited {done.returncode}\nstdout:\n"
-                          f"{done.stdout[-2000:]}\nstderr:\n{done.stderr[-2000:]}")
+        raise ClientError(
+            f"{' '.join(cmd)} exited {done.returncode}\nstdout:\n"
+            f"{done.stdout[-2000:]}\nstderr:\n{done.stderr[-2000:]}"
+        )
     return done.stdout
 
 
@@ -52,8 +66,9 @@ class Running:
 
     def __init__(self, cmd: Sequence[str]) -> None:
         self.cmd = list(cmd)
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -74,8 +89,9 @@ class Running:
                     break
                 raise ClientError(f"{self.cmd[0]} exited {self.proc.returncode}: {self.lines}")
             if time.monotonic() > end:
-                raise ClientError(f"{self.cmd[0]} printed {self.lines} in {timeout} s, "
-                                  f"wanted {count} lines")
+                raise ClientError(
+                    f"{self.cmd[0]} printed {self.lines} in {timeout} s, wanted {count} lines"
+                )
             time.sleep(0.02)
         return self.lines[:count]
 

@@ -15,7 +15,8 @@ def messages(n: int) -> list[dict]:
 
 @pytest.mark.parametrize("browser", [RHEA, CPP], ids=lambda c: c.name)
 def test_a_browser_sees_every_message_and_a_later_consumer_still_gets_them_all(
-        broker, queue, browser: Client) -> None:
+    broker, queue, browser: Client
+) -> None:
     PYTHON.send(broker.url, queue, messages(COUNT))
 
     first = browser.receive(broker.url, queue, COUNT, browse=True)

@@ -10,11 +10,9 @@ from interop.clients import CPP, RHEA
 from proton_broker.testing import BrokerProcess
 
 
-def test_durable_messages_from_rhea_survive_a_restart_and_reach_proton_cpp(
-        tmp_path: Path) -> None:
+def test_durable_messages_from_rhea_survive_a_restart_and_reach_proton_cpp(tmp_path: Path) -> None:
     declare = ["--dynamic-node-properties", json.dumps({"durable": True})]
-    messages = [{"body": f"order-{i}", "durable": True, "properties": {"n": i}}
-                for i in range(3)]
+    messages = [{"body": f"order-{i}", "durable": True, "properties": {"n": i}} for i in range(3)]
     with BrokerProcess(data_dir=str(tmp_path)) as broker:
         RHEA.send(broker.url, "orders", messages, *declare)
     with BrokerProcess(data_dir=str(tmp_path)) as broker:

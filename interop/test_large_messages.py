@@ -15,13 +15,23 @@ def large_body() -> str:
     return (pattern * (SIZE // len(pattern) + 1))[:SIZE]
 
 
-@pytest.mark.parametrize(("sender", "receiver"), [(CPP, RHEA), (RHEA, CPP), (PYTHON, CPP)],
-                         ids=["cpp-to-rhea", "rhea-to-cpp", "python-to-cpp"])
+@pytest.mark.parametrize(
+    ("sender", "receiver"),
+    [(CPP, RHEA), (RHEA, CPP), (PYTHON, CPP)],
+    ids=["cpp-to-rhea", "rhea-to-cpp", "python-to-cpp"],
+)
 def test_a_3_mb_message_spanning_many_frames_is_received_intact(
-        broker, queue, sender: Client, receiver: Client) -> None:
+    broker, queue, sender: Client, receiver: Client
+) -> None:
     body = large_body()
-    sender.send(broker.url, queue, [{"id": "big", "body": body, "properties": {"size": SIZE}},
-                                    {"id": "after", "body": "small"}])
+    sender.send(
+        broker.url,
+        queue,
+        [
+            {"id": "big", "body": body, "properties": {"size": SIZE}},
+            {"id": "after", "body": "small"},
+        ],
+    )
     got = receiver.receive(broker.url, queue, 2, timeout=20)
     assert got[0]["properties"] == {"size": SIZE}
     assert len(got[0]["body"]) == SIZE

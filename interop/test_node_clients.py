@@ -10,8 +10,9 @@ from proton_broker.testing import BrokerProcess
 
 
 @pytest.mark.parametrize("script", ["rhea_promise_round_trip.js", "amqp10_round_trip.js"])
-def test_a_node_client_sends_browses_and_consumes(broker: BrokerProcess, queue: str,
-                                                  script: str) -> None:
+def test_a_node_client_sends_browses_and_consumes(
+    broker: BrokerProcess, queue: str, script: str
+) -> None:
     (result,) = run(["node", str(NODE_DIR / script), broker.url, queue, "5"], timeout=20)
     bodies = [f"message-{n}" for n in range(5)]
     assert result == {"sent": bodies, "browsed": bodies, "consumed": bodies}

@@ -17,8 +17,12 @@ from interop.clients import PYTHON
 from interop.examples import Running, python_example, run_to_end
 from proton_broker.testing import BrokerProcess
 
-REQUESTS = ["Twas brillig, and the slithy toves", "Did gire and gymble in the wabe.",
-            "All mimsy were the borogroves,", "And the mome raths outgrabe."]
+REQUESTS = [
+    "Twas brillig, and the slithy toves",
+    "Did gire and gymble in the wabe.",
+    "All mimsy were the borogroves,",
+    "And the mome raths outgrabe.",
+]
 ANSWERS = [f"{r} => {r.upper()}" for r in REQUESTS]
 
 
@@ -50,7 +54,8 @@ def address(broker: BrokerProcess, queue: str) -> str:
 
 
 def test_client_and_server_answer_requests_for_three_clients_in_a_row(
-        broker: BrokerProcess, queue: str) -> None:
+    broker: BrokerProcess, queue: str
+) -> None:
     with Running([*python_example("server"), "-a", address(broker, queue)]) as server:
         for _ in range(3):
             out = run_to_end([*python_example("client"), "-a", address(broker, queue)])
@@ -59,7 +64,8 @@ def test_client_and_server_answer_requests_for_three_clients_in_a_row(
 
 
 def test_server_tx_answers_three_clients_in_a_row_through_the_relay(
-        default_broker: BrokerProcess) -> None:
+    default_broker: BrokerProcess,
+) -> None:
     """server_tx.py replies inside a transaction, through the anonymous relay the broker
     offers, to each client's temporary queue."""
     with Running(python_example("server_tx")) as server:
@@ -70,31 +76,35 @@ def test_server_tx_answers_three_clients_in_a_row_through_the_relay(
         assert server.alive(), server.lines
 
 
-def test_tx_send_and_tx_recv_move_messages_in_committed_batches(broker: BrokerProcess,
-                                                                queue: str) -> None:
-    out = run_to_end([*python_example("tx_send"), "-a", address(broker, queue),
-                      "-m", "30", "-b", "10"])
+def test_tx_send_and_tx_recv_move_messages_in_committed_batches(
+    broker: BrokerProcess, queue: str
+) -> None:
+    out = run_to_end(
+        [*python_example("tx_send"), "-a", address(broker, queue), "-m", "30", "-b", "10"]
+    )
     assert out.strip() == "all messages committed"
-    out = run_to_end([*python_example("tx_recv"), "-a", address(broker, queue),
-                      "-m", "30", "-b", "10"])
+    out = run_to_end(
+        [*python_example("tx_recv"), "-a", address(broker, queue), "-m", "30", "-b", "10"]
+    )
     assert out.splitlines() == [str({"sequence": n}) for n in range(1, 31)]
     assert_empty(broker, queue)  # committed: nothing is left
 
 
-def test_selected_recv_gets_the_green_half_of_colour_send(broker: BrokerProcess,
-                                                          queue: str) -> None:
-    out = run_to_end([*python_example("colour_send"), "-a", address(broker, queue),
-                      "-m", "6"])
+def test_selected_recv_gets_the_green_half_of_colour_send(
+    broker: BrokerProcess, queue: str
+) -> None:
+    out = run_to_end([*python_example("colour_send"), "-a", address(broker, queue), "-m", "6"])
     assert out.strip() == "all messages confirmed"
-    out = run_to_end([*python_example("selected_recv"), "-a", address(broker, queue),
-                      "-m", "3"])
+    out = run_to_end([*python_example("selected_recv"), "-a", address(broker, queue), "-m", "3"])
     assert out.splitlines() == ["green 1", "green 3", "green 5"]
 
 
 def test_queue_browser_prints_every_message_and_leaves_the_queue_as_it_was(
-        default_broker: BrokerProcess) -> None:
-    PYTHON.send(default_broker.url, "examples",
-                [{"id": n, "body": f"message {n}"} for n in range(3)])
+    default_broker: BrokerProcess,
+) -> None:
+    PYTHON.send(
+        default_broker.url, "examples", [{"id": n, "body": f"message {n}"} for n in range(3)]
+    )
     with Running(python_example("queue_browser")) as browser:
         lines = browser.wait_for_lines(3)
     assert all("message" in line for line in lines)

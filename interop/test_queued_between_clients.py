@@ -31,7 +31,8 @@ def queue_is_empty(url: str, address: str) -> bool:
 
 @pytest.mark.parametrize("sender", ALL_CLIENTS, ids=lambda c: c.name)
 def test_messages_stay_queued_after_the_producer_detaches_until_a_consumer_comes(
-        broker, queue, sender: Client) -> None:
+    broker, queue, sender: Client
+) -> None:
     sent = [{"id": f"m{i}", "body": f"body {i}", "properties": {"seq": i}} for i in range(COUNT)]
     sender.send(broker.url, queue, sent)  # the sender has closed its connection on return
 
@@ -39,6 +40,7 @@ def test_messages_stay_queued_after_the_producer_detaches_until_a_consumer_comes
     consumed = RHEA.receive(broker.url, queue, COUNT)
 
     assert [m["id"] for m in browsed] == [m["id"] for m in sent]
-    assert [(m["id"], m["body"], m["properties"]) for m in consumed] == \
-        [(m["id"], m["body"], m["properties"]) for m in sent]
+    assert [(m["id"], m["body"], m["properties"]) for m in consumed] == [
+        (m["id"], m["body"], m["properties"]) for m in sent
+    ]
     assert queue_is_empty(broker.url, queue)

@@ -20,9 +20,24 @@ PER_GROUP = 5
 def start_rhea_consumer(url: str, queue: str) -> subprocess.Popen[str]:
     """A rhea receiver with a prefetch of 10 that stops once idle; returns after attach."""
     proc = subprocess.Popen(
-        ["node", str(NODE_DIR / "receive.js"), url, queue, "100", "--credit", "10",
-         "--idle", "2", "--timeout", "30", "--print-attach"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            "node",
+            str(NODE_DIR / "receive.js"),
+            url,
+            queue,
+            "100",
+            "--credit",
+            "10",
+            "--idle",
+            "2",
+            "--timeout",
+            "30",
+            "--print-attach",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     first = json.loads(proc.stdout.readline())  # the broker's answer to the attach
     assert first["attach"]["address"] == queue
@@ -37,7 +52,8 @@ def finish(proc: subprocess.Popen[str]) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_two_rhea_consumers_share_a_group_queue_keeping_each_group_in_order(
-        broker, queue, shared: bool) -> None:
+    broker, queue, shared: bool
+) -> None:
     options = {symbol("qpid.group_header_key"): "GROUP_KEY"}
     if shared:
         options[symbol("qpid.shared_msg_group")] = 1
@@ -55,8 +71,9 @@ def test_two_rhea_consumers_share_a_group_queue_keeping_each_group_in_order(
         conn.close()
     results = [[m["body"] for m in finish(proc)] for proc in consumers]
     assert all(results), "both consumers took part"
-    assert sorted(results[0] + results[1]) == sorted(f"{g}-{n}" for g in GROUPS
-                                                     for n in range(PER_GROUP))
+    assert sorted(results[0] + results[1]) == sorted(
+        f"{g}-{n}" for g in GROUPS for n in range(PER_GROUP)
+    )
     for got in results:
         for group in GROUPS:
             mine = [int(b.split("-")[1]) for b in got if b.startswith(group)]

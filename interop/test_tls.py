@@ -31,7 +31,8 @@ def tls_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
 
 
 def test_rhea_sends_and_receives_over_tls_and_the_plain_port_still_works(
-        tls_broker: tuple[BrokerProcess, str], queue: str) -> None:
+    tls_broker: tuple[BrokerProcess, str], queue: str
+) -> None:
     broker, ca = tls_broker
     assert broker.tls_port
     amqps = f"amqps://localhost:{broker.tls_port}"
@@ -42,10 +43,16 @@ def test_rhea_sends_and_receives_over_tls_and_the_plain_port_still_works(
 
 
 def test_rhea_refuses_a_broker_its_ca_does_not_vouch_for(
-        tls_broker: tuple[BrokerProcess, str], queue: str, tmp_path: Path) -> None:
+    tls_broker: tuple[BrokerProcess, str], queue: str, tmp_path: Path
+) -> None:
     broker, _ = tls_broker
     stranger = tmp_path / "stranger.pem"
     trustme.CA().cert_pem.write_to_path(str(stranger))
     with pytest.raises(ClientError, match="certificate"):
-        RHEA.send(f"amqps://localhost:{broker.tls_port}", queue, [{"body": "x"}],
-                  "--tls-ca", str(stranger))
+        RHEA.send(
+            f"amqps://localhost:{broker.tls_port}",
+            queue,
+            [{"body": "x"}],
+            "--tls-ca",
+            str(stranger),
+        )

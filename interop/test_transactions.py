@@ -88,7 +88,8 @@ class TransactedReceiver(MessagingHandler, TransactionHandler):
 
 
 def test_proton_python_commits_and_aborts_transactional_sends(
-        broker: BrokerProcess, queue: str) -> None:
+    broker: BrokerProcess, queue: str
+) -> None:
     sender = TransactedSender(broker.url, queue, ["a", "b", "c"], ["x", "y"])
     Container(sender).run()
     assert sender.outcomes == ["committed", "aborted"]
@@ -118,4 +119,3 @@ class _Drain(MessagingHandler):
 
     def on_timer_task(self, event: Any) -> None:
         self.conn.close()
-

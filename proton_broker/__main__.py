@@ -8,6 +8,7 @@ listener is bound, so scripts and tests can wait for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import resource
 import signal
@@ -27,35 +28,58 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="proton-broker",
         description="An AMQP 1.0 message broker with Qpid queue semantics.",
     )
-    parser.add_argument("--config", default="conf/broker.yaml",
-                        help="YAML configuration file (default: %(default)s; missing is fine)")
+    parser.add_argument(
+        "--config",
+        default="conf/broker.yaml",
+        help="YAML configuration file (default: %(default)s; missing is fine)",
+    )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 5672; 0 = any free)")
     parser.add_argument("--data-dir", help="directory for the store (default ./data)")
-    parser.add_argument("--store", choices=["sqlite", "memory"],
-                        help="where durable state is kept (default sqlite, in the data dir)")
-    parser.add_argument("--default-msg-group", dest="default_message_group",
-                        help="group of messages without a group id on shared-groups queues "
-                             "(default qpid.no-group)")
-    parser.add_argument("--http-port", type=int,
-                        help="serve the HTTP gateway on this port (turns it on; 0 = any free)")
-    parser.add_argument("--metrics-port", type=int,
-                        help="serve Prometheus metrics on this port (turns it on; 0 = any "
-                             "free); the HTTP gateway serves /metrics too when it is on")
-    parser.add_argument("--tls-port", type=int,
-                        help="serve AMQPS (TLS) on this port too (turns it on; 0 = any free); "
-                             "needs tls.cert_file and tls.key_file in the config")
+    parser.add_argument(
+        "--store",
+        choices=["sqlite", "memory"],
+        help="where durable state is kept (default sqlite, in the data dir)",
+    )
+    parser.add_argument(
+        "--default-msg-group",
+        dest="default_message_group",
+        help="group of messages without a group id on shared-groups queues (default qpid.no-group)",
+    )
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        help="serve the HTTP gateway on this port (turns it on; 0 = any free)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on this port (turns it on; 0 = any "
+        "free); the HTTP gateway serves /metrics too when it is on",
+    )
+    parser.add_argument(
+        "--tls-port",
+        type=int,
+        help="serve AMQPS (TLS) on this port too (turns it on; 0 = any free); "
+        "needs tls.cert_file and tls.key_file in the config",
+    )
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
     return parser.parse_args(argv)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    broker = {k: v for k, v in (("host", args.host), ("port", args.port),
-                                ("data_dir", args.data_dir),
-                                ("default_message_group", args.default_message_group),
-                                ("store", args.store))
-              if v is not None}
+    broker = {
+        k: v
+        for k, v in (
+            ("host", args.host),
+            ("port", args.port),
+            ("data_dir", args.data_dir),
+            ("default_message_group", args.default_message_group),
+            ("store", args.store),
+        )
+        if v is not None
+    }
     out: dict[str, dict[str, Any]] = {"broker": broker}
     if args.http_port is not None:
         out["http"] = {"enabled": True, "port": args.http_port}
@@ -74,10 +98,8 @@ def _raise_open_file_limit() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
     if soft != resource.RLIM_INFINITY and soft < wanted:
-        try:
+        with contextlib.suppress(ValueError, OSError):  # else keep the soft limit we have
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-        except (ValueError, OSError):
-            pass  # keep the soft limit we have
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,8 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=cfg.logging.level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=cfg.logging.level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     from proton_broker.app import App  # after logging, so import logs show
 
     try:

@@ -63,8 +63,9 @@ class App:
     def _listen_metrics(self) -> None:
         from proton_broker.metrics import MetricsListener, fetch_from_loop
 
-        listener = MetricsListener(fetch_from_loop(self.server.call_soon,
-                                                   self.server.metrics_snapshot))
+        listener = MetricsListener(
+            fetch_from_loop(self.server.call_soon, self.server.metrics_snapshot)
+        )
         listener.start(self.config.metrics.host, self.config.metrics.port)
         self.metrics = listener
 

@@ -65,8 +65,11 @@ class Broker:
         for name, options in self.config.queues.items():
             self.declare(name, options)
 
-    def set_queue_hooks(self, defer: Callable[[Queue], object] | None = None,
-                        wake_at: Callable[[float, Queue], object] | None = None) -> None:
+    def set_queue_hooks(
+        self,
+        defer: Callable[[Queue], object] | None = None,
+        wake_at: Callable[[float, Queue], object] | None = None,
+    ) -> None:
         """How the server's event loop drives every queue, present and future: ``defer``
         dispatches a queue later in the loop's pass (:attr:`Queue.defer`), ``wake_at`` runs
         a queue's :meth:`~Queue.release_held` at a given time (:attr:`Queue.wake_at`)."""
@@ -88,8 +91,9 @@ class Broker:
             fnmatch.fnmatchcase(name, pattern) for pattern in broker.auto_create_patterns
         )
 
-    def resolve(self, name: str | None, options: Mapping[str, Any] | None = None,
-                create: bool = True) -> Queue:
+    def resolve(
+        self, name: str | None, options: Mapping[str, Any] | None = None, create: bool = True
+    ) -> Queue:
         """The queue for ``name``, created on demand (with ``options``) when policy allows.
 
         Options are checked even when the queue exists: unknown keys, bad values and
@@ -99,8 +103,10 @@ class Broker:
         if not name:
             raise NotFound("no address given")
         if name == MANAGEMENT_NODE:  # reached by the anonymous relay or the HTTP gateway
-            raise NotFound(f"'{name}' is the management node, not a queue: send requests on "
-                           f"a link whose target address is {name}")
+            raise NotFound(
+                f"'{name}' is the management node, not a queue: send requests on "
+                f"a link whose target address is {name}"
+            )
         return self._get_or_create(name, options, allowed=create and self.may_create(name))
 
     def relay_target(self, to: str | None) -> Queue:
@@ -113,11 +119,11 @@ class Broker:
             return queue
         if not to or to == MANAGEMENT_NODE:
             return self.resolve(to)  # raises, saying what is wrong with the address
-        raise NotFound(f"Unknown destination '{to}': the anonymous relay sends only to "
-                       "queues that exist")
+        raise NotFound(
+            f"Unknown destination '{to}': the anonymous relay sends only to queues that exist"
+        )
 
-    def _get_or_create(self, name: str, options: Mapping[str, Any] | None,
-                       allowed: bool) -> Queue:
+    def _get_or_create(self, name: str, options: Mapping[str, Any] | None, allowed: bool) -> Queue:
         parsed = parse_options(options) if options else None
         if parsed is not None and parsed.unknown:
             raise unknown_options_error(name, parsed.unknown)
@@ -129,15 +135,23 @@ class Broker:
         if not allowed:
             raise NotFound(f"Node not found: {name}")
         settings = parsed.settings if parsed is not None else QueueSettings()
-        queue = Queue(name, settings, parsed.echo if parsed is not None else {},
-                      default_group=self.config.broker.default_message_group,
-                      max_key_updates=self.config.queue.max_key_updates)
+        queue = Queue(
+            name,
+            settings,
+            parsed.echo if parsed is not None else {},
+            default_group=self.config.broker.default_message_group,
+            max_key_updates=self.config.queue.max_key_updates,
+        )
         self._hook(queue)
         if settings.durable:
             self._make_durable(queue)
         self.queues[name] = queue
-        log.info("QUE-1001 Create : \"%s\" : %s : %s", name, settings.kind,
-                 ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults")
+        log.info(
+            'QUE-1001 Create : "%s" : %s : %s',
+            name,
+            settings.kind,
+            ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults",
+        )
         return queue
 
     def delete_queue(self, name: str, force: bool = False) -> int:
@@ -152,8 +166,10 @@ class Broker:
         if queue is None:
             raise NotFound(f"Node not found: {name}")
         if queue.depth and not force:
-            raise PreconditionFailed(f"queue '{name}' holds {queue.depth} message(s); "
-                                     "delete it with force to discard them")
+            raise PreconditionFailed(
+                f"queue '{name}' holds {queue.depth} message(s); "
+                "delete it with force to discard them"
+            )
         del self.queues[name]
         for watcher in list(self.deletion_watchers):
             watcher(queue)
@@ -161,7 +177,7 @@ class Broker:
         dropped = queue.clear()
         if queue.persistent and self.store is not None:
             self.store.delete_queue(name)
-        log.info("QUE-1002 Deleted : \"%s\" : %d message(s) discarded", name, dropped)
+        log.info('QUE-1002 Deleted : "%s" : %d message(s) discarded', name, dropped)
         return dropped
 
     def is_live(self, queue: Queue) -> bool:
@@ -183,29 +199,40 @@ class Broker:
         replaced = {declared[target] for target in parsed.given if target in declared}
         options = {k: v for k, v in queue.options.items() if k not in replaced}
         merged = parse_options({**options, **changes})
-        fixed = [key for target, key in parsed.given.items() if target not in LIVE_SETTINGS
-                 and getattr(merged.settings, target) != getattr(queue.settings, target)]
+        fixed = [
+            key
+            for target, key in parsed.given.items()
+            if target not in LIVE_SETTINGS
+            and getattr(merged.settings, target) != getattr(queue.settings, target)
+        ]
         if fixed:
-            raise InvalidField(f"cannot change {', '.join(repr(k) for k in fixed)} on a live "
-                               f"queue ('{name}'); delete and create it again", fixed[0])
+            raise InvalidField(
+                f"cannot change {', '.join(repr(k) for k in fixed)} on a live "
+                f"queue ('{name}'); delete and create it again",
+                fixed[0],
+            )
         queue.update_settings(merged.settings)
         queue.options = {**options, **parsed.echo}
         if queue.persistent and self.store is not None:
             self.store.save_queue(name, queue.options)
-        log.info("queue \"%s\" updated: %s", name,
-                 ", ".join(f"{k}={v}" for k, v in parsed.echo.items()))
+        log.info(
+            'queue "%s" updated: %s', name, ", ".join(f"{k}={v}" for k, v in parsed.echo.items())
+        )
         return queue
 
     # ---- durability -------------------------------------------------------------------
 
-    def open_store(self, post: Post) -> None:
+    def open_store(self, post: Post) -> None:  # noqa: C901 - recovery and commit steps, one after another
         """Open the configured store and bring back what it holds: durable queues with
         their settings, then their durable messages in their original order (through
         ``enqueue``, so priorities, last-value keys and groups are rebuilt as they were).
         ``post`` runs a callable on the event-loop thread (store completions)."""
         section = self.config.broker
-        self.store = (SqliteStore(section.data_dir, post, **_crash_hooks())
-                      if section.store == "sqlite" else MemoryStore())
+        self.store = (
+            SqliteStore(section.data_dir, post, **_crash_hooks())
+            if section.store == "sqlite"
+            else MemoryStore()
+        )
         store_log.info("MST-1001 : Created : %s", section.store)
         if self.store.location is not None:
             store_log.info("MST-1002 : Store location : %s", self.store.location)
@@ -237,18 +264,21 @@ class Broker:
                 queue.restore_numbers(floors.get(queue.name, 1))
         _log_recovery(recovered)
 
-    def _recover(self, stored: StoredMessage, retired: bool, number: int,
-                 fresh: bool) -> None:
+    def _recover(self, stored: StoredMessage, retired: bool, number: int, fresh: bool) -> None:
         queue = self.queues.get(stored.queue)
         if queue is None:  # cannot happen with the store's own deletes; keep the data
-            log.warning("store: message %d names unknown queue '%s'; left in the store",
-                        stored.id, stored.queue)
+            log.warning(
+                "store: message %d names unknown queue '%s'; left in the store",
+                stored.id,
+                stored.queue,
+            )
             return
         try:
             message = parse_message(stored.data)
         except DecodeError as exc:
-            raise StoreError(f"store message {stored.id} on '{stored.queue}' is not a "
-                             f"valid message: {exc}") from exc
+            raise StoreError(
+                f"store message {stored.id} on '{stored.queue}' is not a valid message: {exc}"
+            ) from exc
         message.store_id = stored.id
         if queue.history is not None:  # numbered before it was written: keep that number
             key_number = message.message_annotation(SEQUENCE)
@@ -279,12 +309,13 @@ class Broker:
         assert self.store is not None
         numbered = queue.number(message)  # first: the stored bytes carry the number
         message.store_id = self.store.next_id()
-        self.store.enqueue(StoredMessage(message.store_id, queue.name, message.data,
-                                         time.time()), done)
+        self.store.enqueue(
+            StoredMessage(message.store_id, queue.name, message.data, time.time()), done
+        )
         if numbered is not None:
             self.store.sequence(queue.name, *numbered)
 
-    def commit(self, txn: Transaction, done: Completion) -> None:
+    def commit(self, txn: Transaction, done: Completion) -> None:  # noqa: C901 - recovery and commit steps, one after another
         """Commit ``txn`` (see :mod:`proton_broker.transactions`): one store unit with its
         durable sends and the removal of the durable messages it acknowledged; once that is
         on disk the sends join their queues and the outcomes apply, then ``done(None)``. If
@@ -296,8 +327,9 @@ class Broker:
             for queue, message in txn.sends:
                 if message.durable and queue.persistent and self.is_live(queue):
                     message.store_id = self.store.next_id()
-                    unit.enqueues.append(StoredMessage(message.store_id, queue.name,
-                                                       message.data, now))
+                    unit.enqueues.append(
+                        StoredMessage(message.store_id, queue.name, message.data, now)
+                    )
                     numbered = queue.number(message) if message.sequence is not None else None
                     if numbered is not None:  # numbered when it was sent
                         unit.sequences.append((queue.name, *numbered))
@@ -318,9 +350,8 @@ class Broker:
                 done(error)
                 return
             for queue, message in txn.sends:
-                if not self.is_live(queue):  # deleted meanwhile: it goes with the queue's others
-                    self.forget(message)
-                elif queue.enqueue(message, admitted=True) is None:  # a duplicate, dropped
+                # deleted meanwhile: it goes with the queue's others
+                if not self.is_live(queue) or queue.enqueue(message, admitted=True) is None:
                     self.forget(message)
             removed = set(unit.dequeues)
             for ack in txn.acks:
@@ -357,8 +388,9 @@ class Broker:
         return sum(queue.purge_expired(now) for queue in self.queues.values())
 
 
-def _recovered_number(stored: StoredMessage, recovered: Recovered, floors: dict[str, int],
-                      last: dict[str, int]) -> tuple[int, bool]:
+def _recovered_number(
+    stored: StoredMessage, recovered: Recovered, floors: dict[str, int], last: dict[str, int]
+) -> tuple[int, bool]:
     """The queue sequence number a recovered message gets back, and whether it is a new one:
     its stored one, or, for one stored without (a crash before its number was written, or a
     store from before numbers) or out of order, a new one above every number given out
@@ -383,16 +415,20 @@ def _log_recovery(recovered: Recovered) -> None:
             counts[stored.queue] = counts.get(stored.queue, 0) + 1
     for name, count in counts.items():
         store_log.info("MST-1005 : Recovered %d messages for queue '%s'", count, name)
-    store_log.info("MST-1006 : Recovery Complete : %d durable queues, %d messages",
-                   len(recovered.queues), sum(counts.values()))
+    store_log.info(
+        "MST-1006 : Recovery Complete : %d durable queues, %d messages",
+        len(recovered.queues),
+        sum(counts.values()),
+    )
 
 
 def _check_same(queue: Queue, parsed: ParsedOptions) -> None:
     diffs = differences(queue.settings, parsed)
     if diffs:
         first = next(iter(parsed.given.values()))
-        raise InvalidField(f"queue '{queue.name}' exists with different settings: "
-                           + "; ".join(diffs), first)
+        raise InvalidField(
+            f"queue '{queue.name}' exists with different settings: " + "; ".join(diffs), first
+        )
 
 
 def _number_floors(recovered: Recovered) -> dict[str, int]:

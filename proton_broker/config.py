@@ -109,9 +109,15 @@ class Config:
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-_SECTIONS = {"broker": BrokerSection, "sasl": SaslSection, "logging": LoggingSection,
-             "queue": QueueSection, "http": HttpSection, "metrics": MetricsSection,
-             "tls": TlsSection}
+_SECTIONS = {
+    "broker": BrokerSection,
+    "sasl": SaslSection,
+    "logging": LoggingSection,
+    "queue": QueueSection,
+    "http": HttpSection,
+    "metrics": MetricsSection,
+    "tls": TlsSection,
+}
 
 
 def load(
@@ -144,7 +150,7 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
-        rest = name[len(ENV_PREFIX):].lower()
+        rest = name[len(ENV_PREFIX) :].lower()
         section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
         if section is None:
             raise ConfigError(f"environment variable {name}: unknown section")
@@ -152,7 +158,7 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             value = yaml.safe_load(text)
         except yaml.YAMLError:
             value = text
-        found.setdefault(section, {})[rest[len(section) + 1:]] = value
+        found.setdefault(section, {})[rest[len(section) + 1 :]] = value
     return found
 
 
@@ -198,8 +204,9 @@ def _check_type(name: str, hint: Any, value: Any) -> Any:
             return None
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
-        raise ConfigError(f"configuration key '{name}' must be null or a non-negative "
-                          f"integer, got {value!r}")
+        raise ConfigError(
+            f"configuration key '{name}' must be null or a non-negative integer, got {value!r}"
+        )
     if hint is bool:
         ok = isinstance(value, bool)
     elif hint is int:
@@ -212,8 +219,7 @@ def _check_type(name: str, hint: Any, value: Any) -> Any:
     else:  # list[str]
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
     if not ok:
-        raise ConfigError(f"configuration key '{name}' must be {_type_name(hint)}, "
-                          f"got {value!r}")
+        raise ConfigError(f"configuration key '{name}' must be {_type_name(hint)}, got {value!r}")
     return value
 
 

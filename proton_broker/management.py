@@ -115,6 +115,7 @@ class ManagementError(Exception):
 
 # ---- the queue attribute table --------------------------------------------------------
 
+
 def _limit(value: int | None) -> int:
     return -1 if value is None else value  # Broker-J's "no limit"
 
@@ -122,22 +123,29 @@ def _limit(value: int | None) -> int:
 def _groups(queue: Queue) -> list[dict[str, Any]]:
     """Each group with messages or a holder: its id, messages (queued and acquired), the
     acquired ones and the consumer holding it (None: free). O(groups)."""
-    groups = queue._groups  # noqa: SLF001 - read only, for management
+    groups = queue._groups
     if groups is None:
         return []
-    return [{"groupId": g.name if g.name is not None else groups.default_group,
-             "messageCount": g.waiting + g.acquired, "acquiredMessages": g.acquired,
-             "consumer": g.owner} for g in groups.groups()]
+    return [
+        {
+            "groupId": g.name if g.name is not None else groups.default_group,
+            "messageCount": g.waiting + g.acquired,
+            "acquiredMessages": g.acquired,
+            "consumer": g.owner,
+        }
+        for g in groups.groups()
+    ]
 
 
 def _group_type(queue: Queue) -> str:
     mode = queue.settings.group_mode
-    return "NONE" if mode == GROUPS_NONE else \
-        "SHARED_GROUPS" if mode == GROUPS_SHARED else "STANDARD"
+    return (
+        "NONE" if mode == GROUPS_NONE else "SHARED_GROUPS" if mode == GROUPS_SHARED else "STANDARD"
+    )
 
 
 def _lvq_keys(queue: Queue) -> int | None:
-    index = queue._lvq  # noqa: SLF001 - read only, for management
+    index = queue._lvq
     return None if index is None else len(index)
 
 
@@ -214,11 +222,13 @@ def queue_attributes(queue: Queue, names: list[str] | None = None) -> dict[str, 
     """The attribute map of ``queue`` (``names``: only those; unknown names give None)."""
     if names is None:
         return {name: read(queue) for name, read in QUEUE_ATTRIBUTES.items()}
-    return {name: QUEUE_ATTRIBUTES[name](queue) if name in QUEUE_ATTRIBUTES else None
-            for name in names}
+    return {
+        name: QUEUE_ATTRIBUTES[name](queue) if name in QUEUE_ATTRIBUTES else None for name in names
+    }
 
 
 # ---- the node ---------------------------------------------------------------------------
+
 
 class Management:
     """Performs management requests on a :class:`Broker` (on its event-loop thread)."""
@@ -234,7 +244,7 @@ class Management:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
             return Response(_status_of(exc), exc.description)
-        except Exception as exc:  # noqa: BLE001 - a bug answers 500, the node keeps serving
+        except Exception as exc:
             log.exception("management request %r failed", dict(properties))
             return Response(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
@@ -250,8 +260,9 @@ class Management:
         if kind is None:
             raise ManagementError(BAD_REQUEST, "the request has no 'type'")
         if kind not in QUEUE_TYPES:
-            raise ManagementError(BAD_REQUEST, f"unknown type {kind!r}; this node manages "
-                                  f"{', '.join(QUEUE_TYPES)}")
+            raise ManagementError(
+                BAD_REQUEST, f"unknown type {kind!r}; this node manages {', '.join(QUEUE_TYPES)}"
+            )
         if operation == "CREATE":
             return self.create(kind, properties, body)
         if operation == "READ":
@@ -260,8 +271,11 @@ class Management:
             return self.update(self._find(kind, properties), body)
         if operation == "DELETE":
             return self.delete(self._find(kind, properties), properties, body)
-        raise ManagementError(BAD_REQUEST, f"unknown operation {operation!r} for type "
-                              f"{kind!r}; supported: {', '.join(ENTITY_OPERATIONS)}")
+        raise ManagementError(
+            BAD_REQUEST,
+            f"unknown operation {operation!r} for type "
+            f"{kind!r}; supported: {', '.join(ENTITY_OPERATIONS)}",
+        )
 
     # ---- entity operations ----------------------------------------------------------
 
@@ -269,12 +283,14 @@ class Management:
         attributes = _attribute_map(body, "CREATE")
         for forbidden in ("id", "identity"):
             if forbidden in attributes or (forbidden == "identity" and "identity" in properties):
-                raise ManagementError(BAD_REQUEST, f"the '{forbidden}' cannot be set when "
-                                      "creating an object")
+                raise ManagementError(
+                    BAD_REQUEST, f"the '{forbidden}' cannot be set when creating an object"
+                )
         name = _create_name(properties, attributes)
         if name == NODE_ADDRESS:
-            raise ManagementError(BAD_REQUEST, f"'{NODE_ADDRESS}' is the management node's "
-                                  "address, not a queue name")
+            raise ManagementError(
+                BAD_REQUEST, f"'{NODE_ADDRESS}' is the management node's address, not a queue name"
+            )
         if name in self.broker.queues:
             raise ManagementError(CONFLICT, f"queue '{name}' already exists")
         options = _options_of(attributes)
@@ -295,8 +311,11 @@ class Management:
                     raise ManagementError(BAD_REQUEST, f"cannot change the value of '{key}'")
             elif key in READ_ONLY:
                 if not _same(value, current[key]):
-                    raise ManagementError(BAD_REQUEST, f"attribute '{key}' is read-only "
-                                          f"({current[key]!r}), it cannot be set to {value!r}")
+                    raise ManagementError(
+                        BAD_REQUEST,
+                        f"attribute '{key}' is read-only "
+                        f"({current[key]!r}), it cannot be set to {value!r}",
+                    )
             elif value is not None and not (key in current and _same(value, current[key])):
                 options[key] = value  # a change (unchanged ones: READ, edit, UPDATE)
         if options:
@@ -317,15 +336,17 @@ class Management:
         identity = properties.get("identity")
         if name is None and identity is None and "index" in properties:
             if properties["index"] != "object-path":
-                raise ManagementError(BAD_REQUEST, f"unknown index {properties['index']!r}; "
-                                      "use 'object-path'")
+                raise ManagementError(
+                    BAD_REQUEST, f"unknown index {properties['index']!r}; use 'object-path'"
+                )
             key = properties.get("key")
             if not isinstance(key, str) or not key:
                 raise ManagementError(BAD_REQUEST, "index 'object-path' needs a 'key'")
             name = key.rsplit("/", 1)[-1]
         if name is None and identity is None:
-            raise ManagementError(BAD_REQUEST, "the request names no entity: give 'name' or "
-                                  "'identity'")
+            raise ManagementError(
+                BAD_REQUEST, "the request names no entity: give 'name' or 'identity'"
+            )
         queue = self._by_name_or_identity(name, identity)
         if queue is None or (kind in QUEUE_KINDS and QUEUE_KINDS[kind] != queue.kind):
             what = name if name is not None else identity
@@ -336,10 +357,15 @@ class Management:
         queues = self.broker.queues
         if name is not None:
             queue = queues.get(str(name))
-            if queue is not None and identity is not None and \
-                    str(identity) not in (queue.name, identity_of(queue.name)):
-                raise ManagementError(BAD_REQUEST, f"'name' {name!r} and 'identity' "
-                                      f"{identity!r} name different entities")
+            if (
+                queue is not None
+                and identity is not None
+                and str(identity) not in (queue.name, identity_of(queue.name))
+            ):
+                raise ManagementError(
+                    BAD_REQUEST,
+                    f"'name' {name!r} and 'identity' {identity!r} name different entities",
+                )
             return queue
         identity = str(identity)
         queue = queues.get(identity)
@@ -349,8 +375,7 @@ class Management:
 
     # ---- node operations ------------------------------------------------------------
 
-    def _node_operation(self, operation: str, properties: Mapping[str, Any],
-                        body: Any) -> Response:
+    def _node_operation(self, operation: str, properties: Mapping[str, Any], body: Any) -> Response:
         entity_type = properties.get("entityType")
         if entity_type is not None and entity_type not in (*QUEUE_TYPES, MANAGEMENT_TYPE):
             raise ManagementError(BAD_REQUEST, f"unknown entityType {entity_type!r}")
@@ -359,15 +384,23 @@ class Management:
         if operation == "GET-TYPES":
             return Response(OK, "OK", _types(entity_type))
         if operation == "GET-ATTRIBUTES":
-            return Response(OK, "OK", {t: list(QUEUE_ATTRIBUTES) if t != MANAGEMENT_TYPE
-                                       else [] for t in _types(entity_type)})
+            return Response(
+                OK,
+                "OK",
+                {
+                    t: list(QUEUE_ATTRIBUTES) if t != MANAGEMENT_TYPE else []
+                    for t in _types(entity_type)
+                },
+            )
         if operation == "GET-OPERATIONS":
             return Response(OK, "OK", {t: _operations(t) for t in _types(entity_type)})
-        raise ManagementError(BAD_REQUEST, f"unknown operation {operation!r} for the "
-                              f"management node; supported: {', '.join(NODE_OPERATIONS)}")
+        raise ManagementError(
+            BAD_REQUEST,
+            f"unknown operation {operation!r} for the "
+            f"management node; supported: {', '.join(NODE_OPERATIONS)}",
+        )
 
-    def query(self, entity_type: str | None, properties: Mapping[str, Any],
-              body: Any) -> Response:
+    def query(self, entity_type: str | None, properties: Mapping[str, Any], body: Any) -> Response:
         """Broker-J's QUERY: body ``{attributeNames: [...]}`` (empty: the defaults),
         application properties ``offset`` and ``count`` (negative: from the end); the
         answer ``{attributeNames, results: [[...], ...]}``, queues sorted by name."""
@@ -389,14 +422,12 @@ class Management:
 def _is_node(properties: Mapping[str, Any], kind: Any) -> bool:
     """A request to the node itself: type org.amqp.management with name (the draft) or
     identity (Broker-J) 'self'."""
-    return kind == MANAGEMENT_TYPE and SELF in (properties.get("name"),
-                                                properties.get("identity"))
+    return kind == MANAGEMENT_TYPE and SELF in (properties.get("name"), properties.get("identity"))
 
 
 def _types(entity_type: str | None) -> dict[str, list[str]]:
     """GET-TYPES: each type and the types it extends."""
-    table = {MANAGEMENT_TYPE: [], QUEUE_TYPE: [],
-             **{kind: [QUEUE_TYPE] for kind in QUEUE_KINDS}}
+    table = {MANAGEMENT_TYPE: [], QUEUE_TYPE: [], **{kind: [QUEUE_TYPE] for kind in QUEUE_KINDS}}
     if entity_type is None:
         return table
     return {entity_type: table[entity_type]}
@@ -412,8 +443,11 @@ def _attribute_map(body: Any, operation: str) -> dict[str, Any]:
     if body is None:
         return {}
     if not isinstance(body, Mapping) or not all(isinstance(k, str) for k in body):
-        raise ManagementError(BAD_REQUEST, f"the body of a {operation} request must be a "
-                              f"map of attribute names to values, got {type(body).__name__}")
+        raise ManagementError(
+            BAD_REQUEST,
+            f"the body of a {operation} request must be a "
+            f"map of attribute names to values, got {type(body).__name__}",
+        )
     return dict(body)
 
 
@@ -423,8 +457,9 @@ def _create_name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -
     if path is not None:
         names.add(str(path).rsplit("/", 1)[-1])
     if not names or "" in names:
-        raise ManagementError(BAD_REQUEST, "CREATE needs a 'name' (application property or "
-                              "body attribute)")
+        raise ManagementError(
+            BAD_REQUEST, "CREATE needs a 'name' (application property or body attribute)"
+        )
     if len(names) > 1:
         raise ManagementError(BAD_REQUEST, "CREATE names differ: " + ", ".join(sorted(names)))
     return names.pop()
@@ -433,28 +468,39 @@ def _create_name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -
 def _options_of(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The queue options in a CREATE body: everything but the request's own attributes,
     Broker-J's queue ``type`` ("lvq", checked by _check_kind) and nulls (unset)."""
-    return {k: v for k, v in attributes.items()
-            if k not in _REQUEST_ONLY and k != "type" and v is not None}
+    return {
+        k: v
+        for k, v in attributes.items()
+        if k not in _REQUEST_ONLY and k != "type" and v is not None
+    }
 
 
 def _check_kind(kind: str, attributes: Mapping[str, Any], parsed: ParsedOptions) -> None:
     made = parsed.settings.kind
     wanted = QUEUE_KINDS.get(kind)
     if wanted is not None and wanted != made:
-        needs = {"priority": "'priorities'", "sorted": "'sortKey'", "lvq": "'lvqKey'",
-                 "standard": "none of priorities, sortKey, lvqKey"}[wanted]
-        raise ManagementError(BAD_REQUEST, f"type {kind} needs {needs}; these attributes "
-                              f"make a {made} queue")
+        needs = {
+            "priority": "'priorities'",
+            "sorted": "'sortKey'",
+            "lvq": "'lvqKey'",
+            "standard": "none of priorities, sortKey, lvqKey",
+        }[wanted]
+        raise ManagementError(
+            BAD_REQUEST, f"type {kind} needs {needs}; these attributes make a {made} queue"
+        )
     for key in ("type", "qpid-type"):
         given = attributes.get(key)
         if given is not None and given not in (made, KIND_TYPES[made]):
-            raise ManagementError(BAD_REQUEST, f"attribute '{key}' is {given!r} but the "
-                                  f"other attributes make a {made} queue")
+            raise ManagementError(
+                BAD_REQUEST,
+                f"attribute '{key}' is {given!r} but the other attributes make a {made} queue",
+            )
 
 
 def _same(value: Any, current: Any) -> bool:
-    return value == current or (isinstance(current, str) and isinstance(value, str)
-                                and value.upper() == current.upper())
+    return value == current or (
+        isinstance(current, str) and isinstance(value, str) and value.upper() == current.upper()
+    )
 
 
 def _integer(properties: Mapping[str, Any], name: str) -> int | None:
@@ -470,9 +516,9 @@ def _integer(properties: Mapping[str, Any], name: str) -> int | None:
 
 def _window(items: list[Queue], offset: int | None, count: int | None) -> list[Queue]:
     if offset is not None:
-        items = items[offset:] if offset >= 0 else items[max(0, len(items) + offset):]
+        items = items[offset:] if offset >= 0 else items[max(0, len(items) + offset) :]
     if count is not None:
-        items = items[:count] if count >= 0 else items[:max(0, len(items) + count)]
+        items = items[:count] if count >= 0 else items[: max(0, len(items) + count)]
     return items
 
 

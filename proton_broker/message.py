@@ -78,8 +78,7 @@ class Message:
         """The application-properties map, decoded on first use."""
         cached = self.app_properties_cache
         if cached is None:
-            cached = self.app_properties_cache = _decode_span(self.data,
-                                                              self.app_properties_span)
+            cached = self.app_properties_cache = _decode_span(self.data, self.app_properties_span)
         return cached
 
     def application_property(self, key: str) -> Any:
@@ -107,8 +106,7 @@ class Message:
         cached = self.properties_cache
         if cached is None:
             span = self.annotations_span
-            at = span[1] if span is not None else \
-                self.delivery_annotations_end or self.header_end
+            at = span[1] if span is not None else self.delivery_annotations_end or self.header_end
             cached = decode_properties(self.data, at)
             if not self.paged:  # a paged message's bytes are not here: try again later
                 self.properties_cache = cached
@@ -120,8 +118,9 @@ class Message:
         return self.paged_size if self.paged else len(self.data)
 
 
-def _lookup(cached: dict[Any, Any] | None, data: bytes, span: tuple[int, int] | None,
-            key: str) -> Any:
+def _lookup(
+    cached: dict[Any, Any] | None, data: bytes, span: tuple[int, int] | None, key: str
+) -> Any:
     if cached is not None:
         return cached.get(key)
     if span is None:

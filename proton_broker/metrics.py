@@ -54,19 +54,26 @@ QUEUE_COUNTERS: dict[str, tuple[str, str]] = {
     "dequeued": ("queue_dequeued", "Messages consumed and settled (accepted) off the queue."),
     "expired": ("queue_expired", "Messages dropped because their time to live ran out."),
     "evicted": ("queue_evicted", "Messages deleted by a ring queue to make room."),
-    "refused": ("queue_refused",
-                "Messages a reject-policy queue refused because it was full."),
+    "refused": ("queue_refused", "Messages a reject-policy queue refused because it was full."),
     "rejected": ("queue_rejected", "Messages a consumer rejected (settled as rejected)."),
     "released": ("queue_released", "Messages a consumer released or modified back."),
-    "redelivered": ("queue_redelivered",
-                    "Messages returned with delivery-failed, to be delivered again."),
-    "replaced": ("queue_replaced",
-                 "Messages replaced by a newer value for their key (last-value queues)."),
-    "duplicates": ("queue_duplicates",
-                   "Messages dropped because their message-id was seen within the queue's "
-                   "duplicate detection window (answered accepted)."),
-    "paged_out": ("queue_paged_out",
-                  "Messages whose bytes were moved from memory to the store (flow to disk)."),
+    "redelivered": (
+        "queue_redelivered",
+        "Messages returned with delivery-failed, to be delivered again.",
+    ),
+    "replaced": (
+        "queue_replaced",
+        "Messages replaced by a newer value for their key (last-value queues).",
+    ),
+    "duplicates": (
+        "queue_duplicates",
+        "Messages dropped because their message-id was seen within the queue's "
+        "duplicate detection window (answered accepted).",
+    ),
+    "paged_out": (
+        "queue_paged_out",
+        "Messages whose bytes were moved from memory to the store (flow to disk).",
+    ),
 }
 
 
@@ -92,8 +99,9 @@ class Snapshot:
 def take_snapshot(broker: Broker, connections: int, connections_opened: int) -> Snapshot:
     """Copy the figures (event-loop thread only): O(number of queues)."""
     queues = [
-        QueueFigures(queue.name, queue.depth, queue.bytes, queue.consumer_count,
-                     dict(vars(queue.stats)))  # the quickest copy of a plain dataclass
+        QueueFigures(
+            queue.name, queue.depth, queue.bytes, queue.consumer_count, dict(vars(queue.stats))
+        )  # the quickest copy of a plain dataclass
         for queue in broker.queues.values()
     ]
     store = broker.store
@@ -110,13 +118,17 @@ class SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snapshot = self.fetch()
         yield from _queue_families(snapshot.queues)
-        yield GaugeMetricFamily(PREFIX + "queues", "Queues that exist now.",
-                                value=len(snapshot.queues))
-        yield GaugeMetricFamily(PREFIX + "connections", "AMQP connections open now.",
-                                value=snapshot.connections)
-        yield CounterMetricFamily(PREFIX + "connections_opened",
-                                  "AMQP connections accepted since the broker started.",
-                                  value=snapshot.connections_opened)
+        yield GaugeMetricFamily(
+            PREFIX + "queues", "Queues that exist now.", value=len(snapshot.queues)
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "connections", "AMQP connections open now.", value=snapshot.connections
+        )
+        yield CounterMetricFamily(
+            PREFIX + "connections_opened",
+            "AMQP connections accepted since the broker started.",
+            value=snapshot.connections_opened,
+        )
         if snapshot.commits is not None:
             yield from _commit_families(snapshot.commits)
 
@@ -128,11 +140,15 @@ def _queue_families(queues: list[QueueFigures]) -> Iterator[Metric]:
             family.add_metric([figures.name], value(figures))
         return family
 
-    yield gauge("queue_depth_messages", "Messages on the queue (available or acquired).",
-                lambda q: q.depth)
+    yield gauge(
+        "queue_depth_messages", "Messages on the queue (available or acquired).", lambda q: q.depth
+    )
     yield gauge("queue_depth_bytes", "Bytes of the messages on the queue.", lambda q: q.bytes)
-    yield gauge("queue_consumers", "Consumers (browsers included) attached to the queue.",
-                lambda q: q.consumers)
+    yield gauge(
+        "queue_consumers",
+        "Consumers (browsers included) attached to the queue.",
+        lambda q: q.consumers,
+    )
     for field_name, (name, text) in QUEUE_COUNTERS.items():
         family = CounterMetricFamily(PREFIX + name, text, labels=["queue"])
         for figures in queues:
@@ -149,10 +165,14 @@ def _commit_families(commits: CommitTimes) -> Iterator[Metric]:
     yield HistogramMetricFamily(
         PREFIX + "store_commit_seconds",
         "Time the store took to write and commit (fsync) one group of units.",
-        buckets=buckets, sum_value=commits.seconds)
-    yield CounterMetricFamily(PREFIX + "store_commit_failures",
-                              "Store commits that failed and were rolled back.",
-                              value=commits.failures)
+        buckets=buckets,
+        sum_value=commits.seconds,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "store_commit_failures",
+        "Store commits that failed and were rolled back.",
+        value=commits.failures,
+    )
 
 
 def _bound(value: float) -> str:
@@ -166,8 +186,9 @@ def render(snapshot: Snapshot) -> bytes:
     return generate_latest(registry)
 
 
-def fetch_from_loop(call_soon: Callable[[Callable[[], None]], None],
-                    take: Callable[[], Snapshot]) -> Callable[[], Snapshot]:
+def fetch_from_loop(
+    call_soon: Callable[[Callable[[], None]], None], take: Callable[[], Snapshot]
+) -> Callable[[], Snapshot]:
     """A blocking ``fetch`` for threads that may wait: runs ``take`` on the event loop and
     waits for it (at most :data:`SNAPSHOT_TIMEOUT`; a scrape then fails with a 500)."""
 
@@ -178,7 +199,7 @@ def fetch_from_loop(call_soon: Callable[[Callable[[], None]], None],
         def call() -> None:
             try:
                 result.append(take())
-            except BaseException as exc:  # noqa: BLE001 - raised again on the scraping thread
+            except BaseException as exc:
                 result.append(exc)
             done.set()
 

@@ -39,8 +39,9 @@ from proton_broker.message import Message
 # A compiled expression: message -> None (NULL / UNKNOWN), bool, int, float or str.
 Evaluate = Callable[[Message], Any]
 
-_KEYWORDS = frozenset(("NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN",
-                       "IS", "ESCAPE"))
+_KEYWORDS = frozenset(
+    ("NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN", "IS", "ESCAPE")
+)
 _COMPARISONS = frozenset(("=", "<>", "<", "<=", ">", ">="))
 # The deepest expression tree accepted: evaluation recurses once per level, on a broker
 # thread whose stack is already in use; no sensible selector comes near it.
@@ -88,11 +89,11 @@ def parse_selector(text: str) -> Selector:
         parser = _Parser(_tokens(text))
         expression = parser.selector()
     except _SyntaxError as exc:
-        raise InvalidField(f'invalid selector "{text}": {exc.problem} at position {exc.pos}',
-                           "filter") from None
+        raise InvalidField(
+            f'invalid selector "{text}": {exc.problem} at position {exc.pos}', "filter"
+        ) from None
     except RecursionError:
-        raise InvalidField(f'invalid selector "{text}": nested too deeply',
-                           "filter") from None
+        raise InvalidField(f'invalid selector "{text}": nested too deeply', "filter") from None
     return Selector(text, expression.evaluate)
 
 
@@ -134,7 +135,7 @@ def _tokens(text: str) -> list[_Token]:
             pos += 1
         elif char == "'":
             pos = _string(text, pos, tokens)
-        elif char.isdigit() or (char == "." and text[pos + 1:pos + 2].isdigit()):
+        elif char.isdigit() or (char == "." and text[pos + 1 : pos + 2].isdigit()):
             pos = _number(text, pos, tokens)
         elif char.isalpha() or char in "_$":
             stop = pos + 1
@@ -267,10 +268,13 @@ class _Parser:
             right = self.sum()
             after = self.peek()
             if after.kind == "op" and after.value in _COMPARISONS:
-                raise _SyntaxError(f"comparisons do not chain (join them with AND), found "
-                                   f"{after.describe()}", after.pos)
-            return _node(_comparison(_COMPARE[token.value], left, right), BOOL, left.pos, left,
-                         right)
+                raise _SyntaxError(
+                    f"comparisons do not chain (join them with AND), found {after.describe()}",
+                    after.pos,
+                )
+            return _node(
+                _comparison(_COMPARE[token.value], left, right), BOOL, left.pos, left, right
+            )
         return self.keyword_predicate(left) if token.kind == "kw" else left
 
     def keyword_predicate(self, left: _Expr) -> _Expr:
@@ -293,8 +297,9 @@ class _Parser:
                 return expression
             return _node(_unary(_not, expression.evaluate), BOOL, left.pos, expression)
         if negated:
-            raise _SyntaxError(f"expected BETWEEN, LIKE or IN after NOT, found "
-                               f"{keyword.describe()}", keyword.pos)
+            raise _SyntaxError(
+                f"expected BETWEEN, LIKE or IN after NOT, found {keyword.describe()}", keyword.pos
+            )
         return left
 
     def between(self, left: _Expr) -> _Expr:
@@ -302,21 +307,25 @@ class _Parser:
         low = _check(self.sum(), NUM)
         self.expect("kw", "AND", "AND in BETWEEN")
         high = _check(self.sum(), NUM)
-        return _node(_between(left.evaluate, low.evaluate, high.evaluate), BOOL, left.pos,
-                     left, low, high)
+        return _node(
+            _between(left.evaluate, low.evaluate, high.evaluate), BOOL, left.pos, left, low, high
+        )
 
     def like(self, left: _Expr) -> _Expr:
         _check(left, STR)
         pattern = self.take()
         if pattern.kind != "str":
-            raise _SyntaxError(f"expected a string pattern after LIKE, found "
-                               f"{pattern.describe()}", pattern.pos)
+            raise _SyntaxError(
+                f"expected a string pattern after LIKE, found {pattern.describe()}", pattern.pos
+            )
         escape = None
         if self.accept("kw", "ESCAPE"):
             token = self.take()
             if token.kind != "str" or len(token.value) != 1:
-                raise _SyntaxError(f"expected one character in quotes after ESCAPE, found "
-                                   f"{token.describe()}", token.pos)
+                raise _SyntaxError(
+                    f"expected one character in quotes after ESCAPE, found {token.describe()}",
+                    token.pos,
+                )
             escape = token.value
         regex = _like_regex(pattern.value, escape, pattern.pos)
         return _node(_like(left.evaluate, regex), BOOL, left.pos, left)
@@ -342,8 +351,9 @@ class _Parser:
             return token.value
         if token.kind == "num":
             return sign * token.value
-        raise _SyntaxError(f"expected a string or number in the IN list, found "
-                           f"{token.describe()}", token.pos)
+        raise _SyntaxError(
+            f"expected a string or number in the IN list, found {token.describe()}", token.pos
+        )
 
     def sum(self) -> _Expr:
         left = self.product()
@@ -369,8 +379,12 @@ class _Parser:
             self.take()
             operand = _check(self.unary(), NUM)
             literal = self.tokens[self.at - 1]
-            if token.value == "-" and literal.kind == "num" and operand.kind == NUM \
-                    and literal.pos == operand.pos:  # a negative literal: fold it
+            if (
+                token.value == "-"
+                and literal.kind == "num"
+                and operand.kind == NUM
+                and literal.pos == operand.pos
+            ):  # a negative literal: fold it
                 return _literal(-literal.value, NUM, token.pos)
             op = _negate if token.value == "-" else _plus
             return _node(_unary(op, operand.evaluate), NUM, token.pos, operand)
@@ -395,8 +409,9 @@ class _Parser:
         if token.kind == "kw" and token.value == "NULL":
             return _literal(None, ANY, token.pos)
         if token.kind == "kw":
-            raise _SyntaxError(f"expected a value, found the reserved word {token.value}",
-                               token.pos)
+            raise _SyntaxError(
+                f"expected a value, found the reserved word {token.value}", token.pos
+            )
         if token.kind == "end":
             raise _SyntaxError("expected a value", token.pos)
         raise _SyntaxError(f"expected a value, found {token.describe()}", token.pos)
@@ -406,8 +421,7 @@ def _check(expression: _Expr, *kinds: str) -> _Expr:
     """``expression``, if it may be of one of ``kinds`` (an identifier may be anything)."""
     if expression.kind == ANY or expression.kind in kinds:
         return expression
-    raise _SyntaxError(f"expected {' or '.join(kinds)}, found {expression.kind}",
-                       expression.pos)
+    raise _SyntaxError(f"expected {' or '.join(kinds)}, found {expression.kind}", expression.pos)
 
 
 def _node(evaluate: Evaluate, kind: str, pos: int, *children: _Expr) -> _Expr:
@@ -438,6 +452,7 @@ def _and(terms: list[Evaluate]) -> Evaluate:
             if value is not True:
                 result = None
         return result
+
     return evaluate
 
 
@@ -451,6 +466,7 @@ def _or(terms: list[Evaluate]) -> Evaluate:
             if value is not False:
                 result = None
         return result
+
     return evaluate
 
 
@@ -485,6 +501,7 @@ def _equality(negated: bool) -> Callable[[Any, Any], bool | None]:
         if kind is other or ((kind is int or kind is float) and (other is int or other is float)):
             return (left != right) if negated else (left == right)
         return None  # different types: UNKNOWN
+
     return compare
 
 
@@ -494,11 +511,11 @@ def _ordering(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool | Non
         if (kind is int or kind is float) and (other is int or other is float):
             return op(left, right)
         return None  # NULL, strings, booleans, mixed types: UNKNOWN
+
     return compare
 
 
-def _comparison(compare: Callable[[Any, Any], bool | None], left: _Expr,
-                right: _Expr) -> Evaluate:
+def _comparison(compare: Callable[[Any, Any], bool | None], left: _Expr, right: _Expr) -> Evaluate:
     """``left <op> right``; against a literal (the usual shape) one call fewer."""
     first, second = left.evaluate, right.evaluate
     if right.literal is not None:
@@ -507,9 +524,14 @@ def _comparison(compare: Callable[[Any, Any], bool | None], left: _Expr,
     return lambda message: compare(first(message), second(message))
 
 
-_COMPARE = {"=": _equality(False), "<>": _equality(True), "<": _ordering(operator.lt),
-            "<=": _ordering(operator.le), ">": _ordering(operator.gt),
-            ">=": _ordering(operator.ge)}
+_COMPARE = {
+    "=": _equality(False),
+    "<>": _equality(True),
+    "<": _ordering(operator.lt),
+    "<=": _ordering(operator.le),
+    ">": _ordering(operator.gt),
+    ">=": _ordering(operator.ge),
+}
 
 
 def _arithmetic(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -520,6 +542,7 @@ def _arithmetic(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             return op(left, right)
         except OverflowError:  # an integer too large to meet a float
             return None
+
     return apply
 
 
@@ -536,8 +559,11 @@ def _divide(left: Any, right: Any) -> Any:
         return None
 
 
-_ADD, _SUBTRACT, _MULTIPLY = (_arithmetic(operator.add), _arithmetic(operator.sub),
-                              _arithmetic(operator.mul))
+_ADD, _SUBTRACT, _MULTIPLY = (
+    _arithmetic(operator.add),
+    _arithmetic(operator.sub),
+    _arithmetic(operator.mul),
+)
 
 
 def _negate(value: Any) -> Any:
@@ -561,6 +587,7 @@ def _between(value: Evaluate, low: Evaluate, high: Evaluate) -> Evaluate:
         if below is False:
             return False
         return True if above is True and below is True else None
+
     return evaluate
 
 
@@ -584,6 +611,7 @@ def _in(value: Evaluate, items: list[Any]) -> Evaluate:
         if _is_number(v):
             return True if v in numbers else (None if has_strings else False)
         return None  # NULL or a boolean
+
     return evaluate
 
 
@@ -614,6 +642,7 @@ def _like(value: Evaluate, regex: re.Pattern[str]) -> Evaluate:
     def evaluate(message: Message) -> bool | None:
         v = value(message)
         return fullmatch(v) is not None if type(v) is str else None
+
     return evaluate
 
 
@@ -692,11 +721,13 @@ def _identifier(name: str) -> Evaluate:
         return field
     read = _HEADERS.get(name)
     if read is not None:
+
         def evaluate(message: Message) -> Any:
             try:
                 return _sql_value(read(message))
             except Exception:  # never raise on a message: unreadable is NULL
                 return None
+
         return evaluate
 
     def application_property(message: Message) -> Any:
@@ -708,4 +739,5 @@ def _identifier(name: str) -> Evaluate:
         if kind is str or kind is int or kind is float or kind is bool:
             return value
         return _sql_value(value)
+
     return application_property

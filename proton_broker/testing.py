@@ -56,13 +56,23 @@ class BrokerProcess:
         return self.proc.pid
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "proton_broker", "--host", self.host,
-               "--port", str(self.requested_port),
-               "--data-dir", self.data_dir, *self.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "proton_broker",
+            "--host",
+            self.host,
+            "--port",
+            str(self.requested_port),
+            "--data-dir",
+            self.data_dir,
+            *self.args,
+        ]
         if "--config" not in self.args:
             cmd += ["--config", str(_REPO / "conf" / "broker.yaml")]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=self.env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env
+        )
         ready = threading.Event()
         threading.Thread(target=self._pump, args=(ready,), daemon=True).start()
         if not ready.wait(self.startup_timeout) or not self.port:
@@ -105,6 +115,10 @@ class BrokerProcess:
     def __enter__(self) -> BrokerProcess:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,10 +50,8 @@ class RunningBroker:
 
     def stop(self) -> None:
         for client in self.clients:
-            try:
+            with contextlib.suppress(OSError):
                 client.close()
-            except OSError:
-                pass
         self.app.stop()
         self.thread.join(10)
 

@@ -70,12 +70,19 @@ class EngineClient:
 
     # ---- links --------------------------------------------------------------------------
 
-    def receiver(self, address: str | None, credit: int = 0, browse: bool = False,
-                 name: str | None = None, settled: bool = False,
-                 capabilities: list[str] | None = None, dynamic: bool = False,
-                 node_properties: dict[str, Any] | None = None,
-                 link_properties: dict[str, Any] | None = None,
-                 filters: dict[str, Any] | None = None) -> Link:
+    def receiver(
+        self,
+        address: str | None,
+        credit: int = 0,
+        browse: bool = False,
+        name: str | None = None,
+        settled: bool = False,
+        capabilities: list[str] | None = None,
+        dynamic: bool = False,
+        node_properties: dict[str, Any] | None = None,
+        link_properties: dict[str, Any] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> Link:
         """Attach a receiving link. ``node_properties`` go into the source's
         dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there;
         ``filters`` into its filter set (values as given, e.g. ``proton.Described``)."""
@@ -100,10 +107,14 @@ class EngineClient:
         self.pump()
         return link
 
-    def sender(self, address: str | None, name: str | None = None,
-               capabilities: list[str] | None = None,
-               node_properties: dict[str, Any] | None = None,
-               link_properties: dict[str, Any] | None = None) -> Link:
+    def sender(
+        self,
+        address: str | None,
+        name: str | None = None,
+        capabilities: list[str] | None = None,
+        node_properties: dict[str, Any] | None = None,
+        link_properties: dict[str, Any] | None = None,
+    ) -> Link:
         link = self.session.sender(name or f"send-{address}-{len(self.logs)}")
         link.target.address = address
         if capabilities:
@@ -117,8 +128,14 @@ class EngineClient:
         self.pump()
         return link
 
-    def send(self, link: Link, message: Message | bytes, settled: bool = False,
-             pump: bool = True, txn: bytes | None = None) -> Delivery:
+    def send(
+        self,
+        link: Link,
+        message: Message | bytes,
+        settled: bool = False,
+        pump: bool = True,
+        txn: bytes | None = None,
+    ) -> Delivery:
         """Send one transfer; ``pump=False`` leaves it buffered (for bursts: pump once);
         ``txn``: under that transaction (``transactional-state`` on the transfer)."""
         self._tag += 1
@@ -138,9 +155,15 @@ class EngineClient:
     def received(self, link: Link) -> list[Received]:
         return self.logs[link.name].received
 
-    def settle(self, received: Received, outcome: int = Disposition.ACCEPTED,
-               failed: bool = False, undeliverable: bool = False, txn: bytes | None = None,
-               settle: bool = True) -> None:
+    def settle(
+        self,
+        received: Received,
+        outcome: int = Disposition.ACCEPTED,
+        failed: bool = False,
+        undeliverable: bool = False,
+        txn: bytes | None = None,
+        settle: bool = True,
+    ) -> None:
         """Give ``outcome``; ``txn``: under that transaction, as ``transactional-state``
         (``settle=False`` leaves the delivery unsettled, as most clients do until discharge)."""
         delivery = received.delivery

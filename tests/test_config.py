@@ -24,17 +24,23 @@ def test_a_missing_file_gives_the_defaults() -> None:
 def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
     path = tmp_path / "b.yaml"
     path.write_text("broker:\n  port: 1234\n  auto_create: true\n")
-    loaded = config.load(path, environ={"PROTON_BROKER_BROKER_PORT": "5673",
-                                        "PROTON_BROKER_BROKER_AUTO_CREATE": "false",
-                                        "PROTON_BROKER_SASL_MECHANISMS": "ANONYMOUS PLAIN"})
+    loaded = config.load(
+        path,
+        environ={
+            "PROTON_BROKER_BROKER_PORT": "5673",
+            "PROTON_BROKER_BROKER_AUTO_CREATE": "false",
+            "PROTON_BROKER_SASL_MECHANISMS": "ANONYMOUS PLAIN",
+        },
+    )
     assert loaded.broker.port == 5673
     assert loaded.broker.auto_create is False
     assert loaded.sasl.mechanisms == "ANONYMOUS PLAIN"
 
 
 def test_flags_override_the_environment() -> None:
-    loaded = config.load(None, environ={"PROTON_BROKER_BROKER_PORT": "5673"},
-                         overrides={"broker": {"port": 0}})
+    loaded = config.load(
+        None, environ={"PROTON_BROKER_BROKER_PORT": "5673"}, overrides={"broker": {"port": 0}}
+    )
     assert loaded.broker.port == 0
 
 

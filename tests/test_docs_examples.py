@@ -73,15 +73,24 @@ def examples_in(page: Path) -> Iterator[Example]:
             end += 1
         above = lines[start - 1].strip() if start else ""
         directive = DIRECTIVE.match(above)
-        blocks.append((start + 1, language, "\n".join(lines[start + 1:end]),
-                       directive.group(1) if directive else ""))
+        blocks.append(
+            (
+                start + 1,
+                language,
+                "\n".join(lines[start + 1 : end]),
+                directive.group(1) if directive else "",
+            )
+        )
         i = end + 1
     for index, (line, language, code, directive) in enumerate(blocks):
         if language not in RUNNABLE:
             continue
         example = Example(page, line, language, code + "\n", directive)
-        if index + 1 < len(blocks) and blocks[index + 1][1] == "text" and \
-                _only_blank_between(lines, line + code.count("\n") + 1, blocks[index + 1][0]):
+        if (
+            index + 1 < len(blocks)
+            and blocks[index + 1][1] == "text"
+            and _only_blank_between(lines, line + code.count("\n") + 1, blocks[index + 1][0])
+        ):
             example.output = blocks[index + 1][2]
         yield example
 
@@ -99,14 +108,16 @@ def test_the_pages_have_runnable_examples() -> None:
     assert len(ALL) >= 5, [e.id for e in ALL]
 
 
-@pytest.mark.parametrize("example", [e for e in ALL if e.code.strip() not in QUICK_START],
-                         ids=lambda e: e.id)
+@pytest.mark.parametrize(
+    "example", [e for e in ALL if e.code.strip() not in QUICK_START], ids=lambda e: e.id
+)
 def test_the_example_runs(example: Example, tmp_path: Path) -> None:
     broker = None
     if example.directive != "own broker":
         args = example.directive.removeprefix("broker").split()
-        assert not example.directive or example.directive.startswith("broker"), \
+        assert not example.directive or example.directive.startswith("broker"), (
             f"unknown directive {example.directive!r}"
+        )
         broker = start_default_broker(args, tmp_path / "broker-data")
     try:
         output = run_block(example, tmp_path / "work")
@@ -123,9 +134,15 @@ def test_the_example_runs(example: Example, tmp_path: Path) -> None:
 def test_the_quick_start_command_starts_the_broker_as_written(tmp_path: Path) -> None:
     assert any(e.code.strip() == "./scripts/start" for e in ALL if e.page.name == "README.md")
     env = {**os.environ, "PROTON_BROKER_BROKER_DATA_DIR": str(tmp_path / "data")}
-    proc = subprocess.Popen(["./scripts/start"], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        ["./scripts/start"],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         seen = wait_for_line(proc, "listening on 127.0.0.1:5672", timeout=120)
     finally:
@@ -143,6 +160,7 @@ def test_the_quick_start_test_command_is_what_ci_runs() -> None:
 
 # ---- running ---------------------------------------------------------------------------------
 
+
 def start_default_broker(args: list[str], data_dir: Path) -> BrokerProcess:
     """The broker ``./scripts/start`` would run: the embedded defaults, 127.0.0.1:5672."""
     try:
@@ -158,18 +176,29 @@ def run_block(example: Example, workdir: Path) -> str:
         cmd = [sys.executable, "-c", example.code]
     else:
         cmd = ["bash", "-e", "-o", "pipefail", "-c", example.code]
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         out, err = "", f"did not finish in {TIMEOUT} s"
     finally:
         _stop_group(proc.pid)
-    assert proc.returncode == 0, (f"{example.id} failed ({proc.returncode}):\n"
-                                  f"{example.code}\nstdout:\n{out}\nstderr:\n{err}")
+    assert proc.returncode == 0, (
+        f"{example.id} failed ({proc.returncode}):\n{example.code}\nstdout:\n{out}\nstderr:\n{err}"
+    )
     return out
 
 

@@ -58,14 +58,16 @@ def test_only_amqp_and_the_clients_import_proton(module: str) -> None:
     assert not {name for name in MODULES[module] if within(name, PROTON)}
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES
-                                          if not within(m, (*ADAPTERS, *CLIENTS, *ROOTS))))
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if not within(m, (*ADAPTERS, *CLIENTS, *ROOTS)))
+)
 def test_the_domain_imports_no_adapter_and_no_client(module: str) -> None:
     assert not {name for name in MODULES[module] if within(name, (*ADAPTERS, *CLIENTS))}
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES
-                                          if within(m, ("proton_broker.store",))))
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if within(m, ("proton_broker.store",)))
+)
 def test_the_store_knows_only_messages_errors_and_itself(module: str) -> None:
     ours = {name for name in MODULES[module] if within(name, ("proton_broker",))}
     allowed = ("proton_broker.store", "proton_broker.message", "proton_broker.errors")

@@ -52,8 +52,13 @@ def test_queues_declared_in_the_config_file_exist_at_start(tmp_path: Path) -> No
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([sys.executable, "-m", "proton_broker", *args], capture_output=True,
-                          text=True, timeout=30, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "proton_broker", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_an_unknown_config_key_stops_start_up_with_its_name(tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ PROPERTIES = {"i": 5, "f": 2.5, "s": "hello", "t": True, "no": False, "neg": -3}
 
 def msg(properties: dict[str, Any] | None = None, **fields: Any) -> Message:
     """A parsed message with these application properties and Proton message fields."""
-    sent = proton.Message(body="x", properties=PROPERTIES if properties is None else properties,
-                          **fields)
+    sent = proton.Message(
+        body="x", properties=PROPERTIES if properties is None else properties, **fields
+    )
     return parse_message(sent.encode())
 
 
@@ -67,13 +68,27 @@ def test_a_syntax_error_names_the_selector_the_problem_and_the_position() -> Non
 # ---- comparison --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("condition", "expected"), [
-    ("i = 5", "TRUE"), ("i = 6", "FALSE"), ("i <> 6", "TRUE"), ("i <> 5", "FALSE"),
-    ("i > 4", "TRUE"), ("i > 5", "FALSE"), ("i >= 5", "TRUE"), ("i >= 6", "FALSE"),
-    ("i < 6", "TRUE"), ("i < 5", "FALSE"), ("i <= 5", "TRUE"), ("i <= 4", "FALSE"),
-    ("s = 'hello'", "TRUE"), ("s <> 'hello'", "FALSE"), ("t = TRUE", "TRUE"),
-    ("no <> FALSE", "FALSE"),
-])
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        ("i = 5", "TRUE"),
+        ("i = 6", "FALSE"),
+        ("i <> 6", "TRUE"),
+        ("i <> 5", "FALSE"),
+        ("i > 4", "TRUE"),
+        ("i > 5", "FALSE"),
+        ("i >= 5", "TRUE"),
+        ("i >= 6", "FALSE"),
+        ("i < 6", "TRUE"),
+        ("i < 5", "FALSE"),
+        ("i <= 5", "TRUE"),
+        ("i <= 4", "FALSE"),
+        ("s = 'hello'", "TRUE"),
+        ("s <> 'hello'", "FALSE"),
+        ("t = TRUE", "TRUE"),
+        ("no <> FALSE", "FALSE"),
+    ],
+)
 def test_every_comparison_operator_compares_like_values(condition: str, expected: str) -> None:
     assert truth(condition) == expected
 
@@ -82,10 +97,13 @@ def test_numbers_compare_across_integers_and_floats() -> None:
     assert truth("i = 5.0") == "TRUE" and truth("f > 2") == "TRUE" and truth("f < 2") == "FALSE"
 
 
-@pytest.mark.parametrize("condition", ["s = 5", "s <> 5", "i = '5'", "t = 1", "i <> TRUE",
-                                       "s > 'a'", "s <= 'z'", "t > FALSE"])
+@pytest.mark.parametrize(
+    "condition",
+    ["s = 5", "s <> 5", "i = '5'", "t = 1", "i <> TRUE", "s > 'a'", "s <= 'z'", "t > FALSE"],
+)
 def test_comparing_different_types_or_ordering_strings_or_booleans_is_unknown(
-        condition: str) -> None:
+    condition: str,
+) -> None:
     assert truth(condition) == "UNKNOWN"
 
 
@@ -105,20 +123,46 @@ def test_string_comparison_is_case_sensitive_and_quotes_are_doubled_in_literals(
 # ---- arithmetic --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("condition", [
-    "i + 1 = 6", "i - 7 = -2", "i * 2 = 10", "i / 2 = 2", "neg / 2 = -1", "f * 2 = 5",
-    "i + f = 7.5", "i / 2.0 = 2.5", "-i = -5", "+i = 5", "- -i = 5", "7E3 = 7000",
-    "-57.9E2 = -5790", ".5 = 0.5", "1. = 1", "2.5e-1 = 0.25",
-])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "i + 1 = 6",
+        "i - 7 = -2",
+        "i * 2 = 10",
+        "i / 2 = 2",
+        "neg / 2 = -1",
+        "f * 2 = 5",
+        "i + f = 7.5",
+        "i / 2.0 = 2.5",
+        "-i = -5",
+        "+i = 5",
+        "- -i = 5",
+        "7E3 = 7000",
+        "-57.9E2 = -5790",
+        ".5 = 0.5",
+        "1. = 1",
+        "2.5e-1 = 0.25",
+    ],
+)
 def test_arithmetic_mixes_integers_and_floats_and_integer_division_truncates(
-        condition: str) -> None:
+    condition: str,
+) -> None:
     assert truth(condition) == "TRUE"
 
 
-@pytest.mark.parametrize("condition", ["i / 0 = 1", "f / 0 = 1", "i / 0.0 > 0", "missing + 1 = 1",
-                                       "-missing = 1", "s + 1 = 1", "t * 1 = 1"])
-def test_division_by_zero_and_arithmetic_on_null_or_non_numbers_is_unknown(
-        condition: str) -> None:
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "i / 0 = 1",
+        "f / 0 = 1",
+        "i / 0.0 > 0",
+        "missing + 1 = 1",
+        "-missing = 1",
+        "s + 1 = 1",
+        "t * 1 = 1",
+    ],
+)
+def test_division_by_zero_and_arithmetic_on_null_or_non_numbers_is_unknown(condition: str) -> None:
     assert truth(condition) == "UNKNOWN"
 
 
@@ -126,39 +170,66 @@ def test_a_huge_integer_meeting_a_float_is_unknown_not_an_overflow() -> None:
     assert truth("1" + "0" * 400 + " + f > 0") == "UNKNOWN"
 
 
-@pytest.mark.parametrize(("condition", "expected"), [
-    ("1 + 2 * 3 = 7", "TRUE"), ("(1 + 2) * 3 = 9", "TRUE"), ("10 - 4 - 3 = 3", "TRUE"),
-    ("12 / 2 / 3 = 2", "TRUE"), ("-2 * -3 = 6", "TRUE"), ("2 + 3 > 4", "TRUE"),
-])
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        ("1 + 2 * 3 = 7", "TRUE"),
+        ("(1 + 2) * 3 = 9", "TRUE"),
+        ("10 - 4 - 3 = 3", "TRUE"),
+        ("12 / 2 / 3 = 2", "TRUE"),
+        ("-2 * -3 = 6", "TRUE"),
+        ("2 + 3 > 4", "TRUE"),
+    ],
+)
 def test_arithmetic_binds_tighter_than_comparison_and_is_left_associative(
-        condition: str, expected: str) -> None:
+    condition: str, expected: str
+) -> None:
     assert truth(condition) == expected
 
 
 # ---- three-valued logic ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("left", "right", "expected"), [
-    (T, T, "TRUE"), (T, F, "FALSE"), (T, U, "UNKNOWN"),
-    (F, T, "FALSE"), (F, F, "FALSE"), (F, U, "FALSE"),
-    (U, T, "UNKNOWN"), (U, F, "FALSE"), (U, U, "UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        (T, T, "TRUE"),
+        (T, F, "FALSE"),
+        (T, U, "UNKNOWN"),
+        (F, T, "FALSE"),
+        (F, F, "FALSE"),
+        (F, U, "FALSE"),
+        (U, T, "UNKNOWN"),
+        (U, F, "FALSE"),
+        (U, U, "UNKNOWN"),
+    ],
+)
 def test_and_follows_the_jms_table(left: str, right: str, expected: str) -> None:
     assert truth(f"{left} AND {right}") == expected
 
 
-@pytest.mark.parametrize(("left", "right", "expected"), [
-    (T, T, "TRUE"), (T, F, "TRUE"), (T, U, "TRUE"),
-    (F, T, "TRUE"), (F, F, "FALSE"), (F, U, "UNKNOWN"),
-    (U, T, "TRUE"), (U, F, "UNKNOWN"), (U, U, "UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        (T, T, "TRUE"),
+        (T, F, "TRUE"),
+        (T, U, "TRUE"),
+        (F, T, "TRUE"),
+        (F, F, "FALSE"),
+        (F, U, "UNKNOWN"),
+        (U, T, "TRUE"),
+        (U, F, "UNKNOWN"),
+        (U, U, "UNKNOWN"),
+    ],
+)
 def test_or_follows_the_jms_table(left: str, right: str, expected: str) -> None:
     assert truth(f"{left} OR {right}") == expected
 
 
 @pytest.mark.parametrize(("operand", "expected"), [(T, "FALSE"), (F, "TRUE"), (U, "UNKNOWN")])
-def test_not_follows_the_jms_table_so_not_unknown_does_not_match(operand: str,
-                                                                 expected: str) -> None:
+def test_not_follows_the_jms_table_so_not_unknown_does_not_match(
+    operand: str, expected: str
+) -> None:
     assert truth(f"NOT {operand}") == expected
 
 
@@ -210,25 +281,43 @@ def test_nesting_not_too_deeply_is_refused_at_parse_time() -> None:
 # ---- BETWEEN, IN, LIKE, IS NULL ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("condition", "expected"), [
-    ("i BETWEEN 1 AND 5", "TRUE"), ("i BETWEEN 5 AND 9", "TRUE"), ("i BETWEEN 6 AND 9", "FALSE"),
-    ("f BETWEEN 2 AND 3", "TRUE"), ("i NOT BETWEEN 6 AND 9", "TRUE"),
-    ("i NOT BETWEEN 1 AND 9", "FALSE"), ("i BETWEEN i - 1 AND i + 1", "TRUE"),
-    ("missing BETWEEN 1 AND 2", "UNKNOWN"), ("missing NOT BETWEEN 1 AND 2", "UNKNOWN"),
-    ("i BETWEEN missing AND 2", "FALSE"), ("i BETWEEN missing AND 9", "UNKNOWN"),
-    ("s BETWEEN 1 AND 2", "UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        ("i BETWEEN 1 AND 5", "TRUE"),
+        ("i BETWEEN 5 AND 9", "TRUE"),
+        ("i BETWEEN 6 AND 9", "FALSE"),
+        ("f BETWEEN 2 AND 3", "TRUE"),
+        ("i NOT BETWEEN 6 AND 9", "TRUE"),
+        ("i NOT BETWEEN 1 AND 9", "FALSE"),
+        ("i BETWEEN i - 1 AND i + 1", "TRUE"),
+        ("missing BETWEEN 1 AND 2", "UNKNOWN"),
+        ("missing NOT BETWEEN 1 AND 2", "UNKNOWN"),
+        ("i BETWEEN missing AND 2", "FALSE"),
+        ("i BETWEEN missing AND 9", "UNKNOWN"),
+        ("s BETWEEN 1 AND 2", "UNKNOWN"),
+    ],
+)
 def test_between_is_inclusive_and_unknown_with_null(condition: str, expected: str) -> None:
     assert truth(condition) == expected
 
 
-@pytest.mark.parametrize(("condition", "expected"), [
-    ("s IN ('a', 'hello')", "TRUE"), ("s IN ('a', 'b')", "FALSE"),
-    ("s NOT IN ('a', 'b')", "TRUE"), ("s NOT IN ('hello')", "FALSE"),
-    ("i IN (4, 5.0)", "TRUE"), ("i IN (-5, 6)", "FALSE"), ("neg IN (-3)", "TRUE"),
-    ("s IN (1, 2)", "UNKNOWN"), ("s IN ('a', 1)", "UNKNOWN"), ("s IN ('hello', 1)", "TRUE"),
-    ("t IN ('true')", "UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        ("s IN ('a', 'hello')", "TRUE"),
+        ("s IN ('a', 'b')", "FALSE"),
+        ("s NOT IN ('a', 'b')", "TRUE"),
+        ("s NOT IN ('hello')", "FALSE"),
+        ("i IN (4, 5.0)", "TRUE"),
+        ("i IN (-5, 6)", "FALSE"),
+        ("neg IN (-3)", "TRUE"),
+        ("s IN (1, 2)", "UNKNOWN"),
+        ("s IN ('a', 1)", "UNKNOWN"),
+        ("s IN ('hello', 1)", "TRUE"),
+        ("t IN ('true')", "UNKNOWN"),
+    ],
+)
 def test_in_matches_any_listed_value_of_the_same_type(condition: str, expected: str) -> None:
     assert truth(condition) == expected
 
@@ -238,13 +327,25 @@ def test_in_and_not_in_with_a_null_identifier_are_unknown() -> None:
     assert truth("missing NOT IN ('a')") == "UNKNOWN"
 
 
-@pytest.mark.parametrize(("pattern", "expected"), [
-    ("'hello'", True), ("'h%'", True), ("'%llo'", True), ("'%'", True), ("'h_llo'", True),
-    ("'h_lo'", False), ("'H%'", False), ("'%l%l%'", True), ("'_____'", True),
-    ("'______'", False), ("'hell'", False),
-])
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("'hello'", True),
+        ("'h%'", True),
+        ("'%llo'", True),
+        ("'%'", True),
+        ("'h_llo'", True),
+        ("'h_lo'", False),
+        ("'H%'", False),
+        ("'%l%l%'", True),
+        ("'_____'", True),
+        ("'______'", False),
+        ("'hell'", False),
+    ],
+)
 def test_like_matches_percent_as_any_run_and_underscore_as_one_character(
-        pattern: str, expected: bool) -> None:
+    pattern: str, expected: bool
+) -> None:
     assert selects(f"s LIKE {pattern}") is expected
     assert selects(f"s NOT LIKE {pattern}") is not expected
 
@@ -257,12 +358,17 @@ def test_like_escape_makes_percent_and_underscore_literal() -> None:
     assert selects("p LIKE '%!_o%' ESCAPE '!'", message)
 
 
-@pytest.mark.parametrize(("value", "pattern"), [
-    ("a.c", "a.c"), ("a+b*", "a+b*"), ("(x)[y]{2}", "(x)[y]{2}"), ("^$|?\\", "^$|?\\"),
-    ("line\nbreak", "line_break"),
-])
-def test_like_takes_regex_metacharacters_in_the_pattern_literally(value: str,
-                                                                  pattern: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "pattern"),
+    [
+        ("a.c", "a.c"),
+        ("a+b*", "a+b*"),
+        ("(x)[y]{2}", "(x)[y]{2}"),
+        ("^$|?\\", "^$|?\\"),
+        ("line\nbreak", "line_break"),
+    ],
+)
+def test_like_takes_regex_metacharacters_in_the_pattern_literally(value: str, pattern: str) -> None:
     assert selects(f"v LIKE '{pattern}'", msg({"v": value}))
     assert not selects("v LIKE 'a.c'", msg({"v": "abc"}))
 
@@ -313,21 +419,38 @@ def test_identifiers_follow_java_rules_with_dollar_underscore_digits_and_letters
     assert selects("$price = 3 AND _x1 = 'y' AND größe = 2", message)
 
 
-@pytest.mark.parametrize(("value", "condition"), [
-    (proton.symbol("sym"), "p = 'sym'"), (proton.char("c"), "p = 'c'"),
-    (proton.ulong(2**63), "p > 9223372036854775806"), (proton.ubyte(3), "p = 3"),
-    (proton.ushort(3), "p = 3"), (proton.uint(3), "p = 3"), (proton.byte(-3), "p = -3"),
-    (proton.float32(1.5), "p = 1.5"), (proton.timestamp(1000), "p = 1000"),
-])
+@pytest.mark.parametrize(
+    ("value", "condition"),
+    [
+        (proton.symbol("sym"), "p = 'sym'"),
+        (proton.char("c"), "p = 'c'"),
+        (proton.ulong(2**63), "p > 9223372036854775806"),
+        (proton.ubyte(3), "p = 3"),
+        (proton.ushort(3), "p = 3"),
+        (proton.uint(3), "p = 3"),
+        (proton.byte(-3), "p = -3"),
+        (proton.float32(1.5), "p = 1.5"),
+        (proton.timestamp(1000), "p = 1000"),
+    ],
+)
 def test_symbols_and_chars_are_strings_and_amqp_integer_types_are_numbers(
-        value: Any, condition: str) -> None:
+    value: Any, condition: str
+) -> None:
     assert truth(condition, msg({"p": value})) == "TRUE"
 
 
-@pytest.mark.parametrize("value", [
-    b"bytes", [1, 2], {"k": 1}, uuid.UUID(int=1), proton.decimal128(b"\0" * 16),
-    proton.Described(proton.symbol("d"), 1), proton.Array(proton.UNDESCRIBED, proton.Data.INT, 1),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"bytes",
+        [1, 2],
+        {"k": 1},
+        uuid.UUID(int=1),
+        proton.decimal128(b"\0" * 16),
+        proton.Described(proton.symbol("d"), 1),
+        proton.Array(proton.UNDESCRIBED, proton.Data.INT, 1),
+    ],
+)
 def test_a_property_of_another_type_is_null_and_evaluation_does_not_raise(value: Any) -> None:
     message = msg({"p": value})
     assert truth("p IS NULL", message) == "TRUE"
@@ -440,53 +563,55 @@ def test_a_selector_evaluates_afresh_on_each_message() -> None:
 # ---- invalid selectors -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("(a = 1", "expected ')', found end of selector at position 6"),
-    ("a = 1)", "unexpected ')' at position 5"),
-    ("((a = 1)", "expected ')'"),
-    ("a =", "expected a value at position 3"),
-    ("a = 1 AND", "expected a value at position 9"),
-    ("a = 1 OR OR b = 2", "reserved word OR at position 9"),
-    ("* a = 1", "expected a value, found '*' at position 0"),
-    ("a # 1", "unexpected character '#' at position 2"),
-    ("a != 1", "unexpected character '!' at position 2"),
-    ("a = \"x\"", "unexpected character '\"' at position 4"),
-    ("a = 'abc", "unterminated string at position 4"),
-    ("a LIKE 5", "expected a string pattern after LIKE, found 5 at position 7"),
-    ("a LIKE b", "expected a string pattern after LIKE"),
-    ("a LIKE 'x' ESCAPE 'ab'", "expected one character in quotes after ESCAPE"),
-    ("a LIKE 'x!' ESCAPE '!'", "ends with its ESCAPE character"),
-    ("a IN ()", "expected a string or number in the IN list, found ')' at position 6"),
-    ("a IN ('x',)", "expected a string or number"),
-    ("a IN 'x'", "expected '(' after IN"),
-    ("a IN (b)", "expected a string or number"),
-    ("NOT", "expected a value at position 3"),
-    ("a = b = c", "comparisons do not chain"),
-    ("a < b > c", "comparisons do not chain"),
-    ("a IS NULL = TRUE", "unexpected '='"),
-    ("and = 1", "reserved word AND at position 0"),
-    ("a = 1 AND like = 2", "reserved word LIKE"),
-    ("a IS 5", "expected NULL after IS"),
-    ("a IS NOT 5", "expected NULL after IS NOT"),
-    ("a NOT 5", "unexpected NOT"),
-    ("a NOT IS NULL", "expected BETWEEN, LIKE or IN after NOT"),
-    ("a BETWEEN 1 5", "expected AND in BETWEEN"),
-    ("a BETWEEN 'x' AND 'y'", "expected a number, found a string"),
-    ("a + 'x' = 1", "expected a number, found a string"),
-    ("-'x' = 1", "expected a number, found a string"),
-    ("1 AND 2", "expected a condition, found a number"),
-    ("a + 1", "expected a condition, found a number"),
-    ("'x'", "expected a condition, found a string"),
-    ("5 LIKE 'x'", "expected a string, found a number"),
-    ("1L = 1", "malformed number at position 0"),
-    ("1.2.3 = 1", "malformed number"),
-    ("0x1F = 31", "malformed number"),
-    ("a = 1 b", "unexpected identifier b at position 6"),
-    ("(" * 40 + "a" + ")" * 40, "nested too deeply"),
-    (" + ".join(["1"] * 150) + " = 1", "nested too deeply"),
-])
-def test_an_invalid_selector_is_refused_naming_it_and_the_problem(text: str,
-                                                                  problem: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("(a = 1", "expected ')', found end of selector at position 6"),
+        ("a = 1)", "unexpected ')' at position 5"),
+        ("((a = 1)", "expected ')'"),
+        ("a =", "expected a value at position 3"),
+        ("a = 1 AND", "expected a value at position 9"),
+        ("a = 1 OR OR b = 2", "reserved word OR at position 9"),
+        ("* a = 1", "expected a value, found '*' at position 0"),
+        ("a # 1", "unexpected character '#' at position 2"),
+        ("a != 1", "unexpected character '!' at position 2"),
+        ('a = "x"', "unexpected character '\"' at position 4"),
+        ("a = 'abc", "unterminated string at position 4"),
+        ("a LIKE 5", "expected a string pattern after LIKE, found 5 at position 7"),
+        ("a LIKE b", "expected a string pattern after LIKE"),
+        ("a LIKE 'x' ESCAPE 'ab'", "expected one character in quotes after ESCAPE"),
+        ("a LIKE 'x!' ESCAPE '!'", "ends with its ESCAPE character"),
+        ("a IN ()", "expected a string or number in the IN list, found ')' at position 6"),
+        ("a IN ('x',)", "expected a string or number"),
+        ("a IN 'x'", "expected '(' after IN"),
+        ("a IN (b)", "expected a string or number"),
+        ("NOT", "expected a value at position 3"),
+        ("a = b = c", "comparisons do not chain"),
+        ("a < b > c", "comparisons do not chain"),
+        ("a IS NULL = TRUE", "unexpected '='"),
+        ("and = 1", "reserved word AND at position 0"),
+        ("a = 1 AND like = 2", "reserved word LIKE"),
+        ("a IS 5", "expected NULL after IS"),
+        ("a IS NOT 5", "expected NULL after IS NOT"),
+        ("a NOT 5", "unexpected NOT"),
+        ("a NOT IS NULL", "expected BETWEEN, LIKE or IN after NOT"),
+        ("a BETWEEN 1 5", "expected AND in BETWEEN"),
+        ("a BETWEEN 'x' AND 'y'", "expected a number, found a string"),
+        ("a + 'x' = 1", "expected a number, found a string"),
+        ("-'x' = 1", "expected a number, found a string"),
+        ("1 AND 2", "expected a condition, found a number"),
+        ("a + 1", "expected a condition, found a number"),
+        ("'x'", "expected a condition, found a string"),
+        ("5 LIKE 'x'", "expected a string, found a number"),
+        ("1L = 1", "malformed number at position 0"),
+        ("1.2.3 = 1", "malformed number"),
+        ("0x1F = 31", "malformed number"),
+        ("a = 1 b", "unexpected identifier b at position 6"),
+        ("(" * 40 + "a" + ")" * 40, "nested too deeply"),
+        (" + ".join(["1"] * 150) + " = 1", "nested too deeply"),
+    ],
+)
+def test_an_invalid_selector_is_refused_naming_it_and_the_problem(text: str, problem: str) -> None:
     with pytest.raises(InvalidField) as caught:
         parse_selector(text)
     assert caught.value.field == "filter"

@@ -48,8 +48,12 @@ DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 ACCEPTED_OUTCOME = ulong(0x24)
 LOCAL_TRANSACTIONS = symbol("amqp:local-transactions")
-OUTCOMES = {0x24: Delivery.ACCEPTED, 0x25: Delivery.REJECTED, 0x26: Delivery.RELEASED,
-            0x27: Delivery.MODIFIED}
+OUTCOMES = {
+    0x24: Delivery.ACCEPTED,
+    0x25: Delivery.REJECTED,
+    0x26: Delivery.RELEASED,
+    0x27: Delivery.MODIFIED,
+}
 
 
 class CoordinatorLink(ControlLink):
@@ -66,26 +70,30 @@ class CoordinatorLink(ControlLink):
             self._control(delivery, body.body)
         except BrokerError as exc:
             reject(delivery, exc)
-        except Exception as exc:  # noqa: BLE001 - a control message we cannot read
+        except Exception as exc:
             reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
 
     def _control(self, delivery: Delivery, body: Any) -> None:
         if not isinstance(body, Described) or not isinstance(body.value, list):
-            raise InvalidField("a transaction control message must be a declare or a "
-                               "discharge (a described list in an amqp-value body)")
+            raise InvalidField(
+                "a transaction control message must be a declare or a "
+                "discharge (a described list in an amqp-value body)"
+            )
         fields = body.value
         if body.descriptor in DECLARE:
             if fields and fields[0] is not None:
-                raise NotImplementedByBroker("distributed transactions (a declare with a "
-                                             "global-id) are not supported")
+                raise NotImplementedByBroker(
+                    "distributed transactions (a declare with a global-id) are not supported"
+                )
             txn = self.broker.transactions.declare(self)
             delivery.local.data = [txn.id]
             _settle(delivery, DECLARED)
         elif body.descriptor in DISCHARGE:
             txn = self.broker.transactions.get(fields[0] if fields else None)
             if txn.controller is not self:
-                raise UnknownTransaction(f"transaction {txn.id!r} was declared on another "
-                                         "coordinator link")
+                raise UnknownTransaction(
+                    f"transaction {txn.id!r} was declared on another coordinator link"
+                )
             fail = len(fields) > 1 and bool(fields[1])
             self._discharge(delivery, txn, fail)
         else:
@@ -104,8 +112,12 @@ class CoordinatorLink(ControlLink):
                 _settle(delivery, Delivery.ACCEPTED)
             else:
                 log.warning("transaction %r rolled back: its commit failed: %s", txn.id, error)
-                reject(delivery, TransactionRolledBack(
-                    f"commit failed, the transaction was rolled back: {error}"))
+                reject(
+                    delivery,
+                    TransactionRolledBack(
+                        f"commit failed, the transaction was rolled back: {error}"
+                    ),
+                )
 
         self.broker.commit(txn, committed)
 
@@ -140,8 +152,9 @@ def accepted_in(delivery: Delivery, txn: Transaction) -> None:
 def transactional_outcome(outcome: Any) -> tuple[int, list[Any]]:
     """(disposition type, fields) of the outcome inside a transactional state."""
     if isinstance(outcome, Described):
-        kind = OUTCOMES.get(int(outcome.descriptor)) if isinstance(
-            outcome.descriptor, int) else None
+        kind = (
+            OUTCOMES.get(int(outcome.descriptor)) if isinstance(outcome.descriptor, int) else None
+        )
         if kind is not None:
             fields = outcome.value if isinstance(outcome.value, list) else []
             return kind, fields

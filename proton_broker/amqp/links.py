@@ -152,7 +152,7 @@ class ProducerLink:
                 return
         _link_flow(self.impl, self.window)
 
-    def on_delivery(self, dlv: Any) -> None:
+    def on_delivery(self, dlv: Any) -> None:  # noqa: C901 - the producer hot path, one call per transfer
         """A transfer arrived (or progressed): store complete messages and settle them."""
         if not _readable(dlv) or _partial(dlv):
             return  # wait for the last frame; Proton buffers the partial message
@@ -222,13 +222,16 @@ class ProducerLink:
         while pending and pending[0].ready:
             item = pending.popleft()
             if item.error is not None:
-                self._settle_refused(item.dlv, ResourceLimitExceeded(
-                    f"message not stored on '{item.queue.name}': {item.error}"))
+                self._settle_refused(
+                    item.dlv,
+                    ResourceLimitExceeded(
+                        f"message not stored on '{item.queue.name}': {item.error}"
+                    ),
+                )
                 continue
             if not self.broker.is_live(item.queue):  # deleted while this was written
                 self.broker.forget(item.message)
-                self._settle_refused(item.dlv, NotFound(f"queue '{item.queue.name}' was "
-                                                        "deleted"))
+                self._settle_refused(item.dlv, NotFound(f"queue '{item.queue.name}' was deleted"))
                 continue
             try:
                 if item.queue.enqueue(item.message) is None:  # a duplicate: accepted, dropped
@@ -251,8 +254,12 @@ class ProducerLink:
             reject(Delivery.wrap(dlv), exc)  # e.g. an unknown 'to', a full queue
             return
         name, description, info = condition_for(exc)
-        log.info("detaching producer '%s' (its source lists no rejected outcome): %s %s",
-                 self.link.name, name, description)
+        log.info(
+            "detaching producer '%s' (its source lists no rejected outcome): %s %s",
+            self.link.name,
+            name,
+            description,
+        )
         self.closed = True
         # Later transfers on this link must not be stored (the client was told it is gone).
         self.on_delivery = self._discard  # type: ignore[method-assign]
@@ -378,8 +385,9 @@ class ConsumerLink:
     credit, and ``deliver`` sends one entry.
     """
 
-    def __init__(self, link: Link, queue: Queue, browse: bool,
-                 transactions: Transactions | None = None) -> None:
+    def __init__(
+        self, link: Link, queue: Queue, browse: bool, transactions: Transactions | None = None
+    ) -> None:
         self.id = next(_ids)
         self.transactions = transactions
         self.in_txn: dict[Any, Entry] = {}  # acknowledged under a transaction not ended yet
@@ -412,8 +420,13 @@ class ConsumerLink:
         else:
             header = None
             if entry.delivery_count != message.delivery_count:
-                header = encode_header(message.durable, message.priority, message.ttl,
-                                       message.first_acquirer, entry.delivery_count)
+                header = encode_header(
+                    message.durable,
+                    message.priority,
+                    message.ttl,
+                    message.first_acquirer,
+                    entry.delivery_count,
+                )
             data = with_sequence_number(message, number, header)
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
@@ -451,12 +464,16 @@ class ConsumerLink:
             return
         if state == PN_ACCEPTED:
             self.queue.settle(entry)
-        elif state == PN_RELEASED or state == PN_REJECTED:
+        elif state == PN_RELEASED or state == PN_REJECTED:  # noqa: SIM109 - hot: no tuple
             self._give_outcome(entry, state)
         elif state == PN_MODIFIED:
             remote = lib.pn_delivery_remote(dlv)
-            self._give_outcome(entry, state, bool(lib.pn_disposition_is_failed(remote)),
-                               bool(lib.pn_disposition_is_undeliverable(remote)))
+            self._give_outcome(
+                entry,
+                state,
+                bool(lib.pn_disposition_is_failed(remote)),
+                bool(lib.pn_disposition_is_undeliverable(remote)),
+            )
         elif state == TRANSACTIONAL_STATE:
             self._acknowledged_in_txn(dlv, entry)
             return
@@ -490,13 +507,19 @@ class ConsumerLink:
             return
         del self.unsettled[dlv]
         self.in_txn[dlv] = entry
-        txn.acknowledge(Acknowledgement(
-            self.queue, entry, removes=kind in (PN_ACCEPTED, PN_REJECTED),
-            apply=lambda: self._apply_txn_outcome(dlv, entry, kind, fields),
-            undo=lambda: self._undo_txn_outcome(dlv, entry)))
+        txn.acknowledge(
+            Acknowledgement(
+                self.queue,
+                entry,
+                removes=kind in (PN_ACCEPTED, PN_REJECTED),
+                apply=lambda: self._apply_txn_outcome(dlv, entry, kind, fields),
+                undo=lambda: self._undo_txn_outcome(dlv, entry),
+            )
+        )
 
-    def _give_outcome(self, entry: Entry, kind: int, failed: bool = False,
-                      here: bool = False) -> None:
+    def _give_outcome(
+        self, entry: Entry, kind: int, failed: bool = False, here: bool = False
+    ) -> None:
         """Apply a terminal outcome to the entry (modified: ``failed`` delivery-failed,
         ``here`` undeliverable-here)."""
         queue = self.queue
@@ -507,13 +530,18 @@ class ConsumerLink:
         elif kind == PN_RELEASED:
             queue.release(entry)
         else:
-            queue.release(entry, delivery_failed=failed,
-                          undeliverable_for=self.id if here else None)
+            queue.release(
+                entry, delivery_failed=failed, undeliverable_for=self.id if here else None
+            )
 
     def _apply_txn_outcome(self, dlv: Any, entry: Entry, kind: int, fields: list[Any]) -> None:
         # modified carries [delivery-failed, undeliverable-here, message-annotations]
-        self._give_outcome(entry, kind, bool(fields[0]) if fields else False,
-                           bool(fields[1]) if len(fields) > 1 else False)
+        self._give_outcome(
+            entry,
+            kind,
+            bool(fields[0]) if fields else False,
+            bool(fields[1]) if len(fields) > 1 else False,
+        )
         if self.in_txn.pop(dlv, None) is not None and not self.closed:
             _update(dlv, kind)
             _settle(dlv)

@@ -65,8 +65,12 @@ _WRITE = select.POLLOUT
 _TROUBLE = select.POLLERR | select.POLLHUP | select.POLLNVAL
 
 
-def poll_select(readers: Iterable[Any], writers: Iterable[Any], errors: Iterable[Any],
-                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+def poll_select(
+    readers: Iterable[Any],
+    writers: Iterable[Any],
+    errors: Iterable[Any],
+    timeout: float | None = None,
+) -> tuple[list[Any], list[Any], list[Any]]:
     """``select.select(readers, writers, errors, timeout)``, done with ``poll``. A socket
     in error or hung up is reported readable (and writable, if watched for writing), so
     that the caller's next read or write sees the error, as with ``select``."""
@@ -123,8 +127,9 @@ class BrokerContainer(Container):
         # handled, so a burst of transfers goes out to consumers as a burst (and the engine
         # events for the two connections do not interleave one message at a time).
         self._to_dispatch: dict[Queue, None] = {}
-        server.broker.set_queue_hooks(defer=self._to_dispatch.setdefault,
-                                      wake_at=self._wake_queue_at)
+        server.broker.set_queue_hooks(
+            defer=self._to_dispatch.setdefault, wake_at=self._wake_queue_at
+        )
         self._fast = {
             PN_LINK_FLOW: server.on_raw_link_flow,
         }
@@ -258,9 +263,10 @@ class BrokerContainer(Container):
                     if state is not None:
                         try:
                             state.on_delivery(event_delivery(raw))
-                        except Exception as exc:  # noqa: BLE001 - contained
-                            self._server.contain_fault(exc, event_link(raw),
-                                                       lib.pn_event_connection(raw))
+                        except Exception as exc:
+                            self._server.contain_fault(
+                                exc, event_link(raw), lib.pn_event_connection(raw)
+                            )
                     pop(collector)
                     continue
                 if etype == PN_TRANSPORT:
@@ -275,9 +281,10 @@ class BrokerContainer(Container):
                 if handler is not None:
                     try:
                         handler(raw)
-                    except Exception as exc:  # noqa: BLE001 - contained, see contain_fault
-                        self._server.contain_fault(exc, lib.pn_event_link(raw),
-                                                   lib.pn_event_connection(raw))
+                    except Exception as exc:
+                        self._server.contain_fault(
+                            exc, lib.pn_event_link(raw), lib.pn_event_connection(raw)
+                        )
                     pop(collector)
                     continue
                 event = Event.wrap(raw)
@@ -313,14 +320,12 @@ class BrokerContainer(Container):
         for queue in queues:
             try:
                 queue.dispatch()
-            except Exception as exc:  # noqa: BLE001 - contained: log, keep serving
+            except Exception as exc:
                 log.error("dispatch of queue '%s' failed: %r", queue.name, exc)
 
     def _dispatch(self, event: Any, raw: Any) -> None:
         try:
             event.dispatch(event.handler or self.handler)
-        except Exception as exc:  # noqa: BLE001 - contained, see contain_fault
+        except Exception as exc:
             self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
         event.dispatch(self.global_handler)
-
-

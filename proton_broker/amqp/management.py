@@ -60,28 +60,36 @@ class ManagementNode:
         """A private queue for a receiver attached to ``$management`` whose target address
         is ``address`` (Broker-J's reply routing); the server deletes it with the link."""
         if not address:
-            raise InvalidField("a receiver from $management needs a target address: the "
-                               "reply-to its requests will use", "target")
+            raise InvalidField(
+                "a receiver from $management needs a target address: the "
+                "reply-to its requests will use",
+                "target",
+            )
         existing = self._reply_queues.get(address)
         if existing is not None and existing.name in self.broker.queues:
-            raise InvalidField(f"another link receives management replies for '{address}'",
-                               "target")
+            raise InvalidField(
+                f"another link receives management replies for '{address}'", "target"
+            )
         queue = self.broker.declare(f"TempQueue{uuid.uuid4()}")
         self._reply_queues[address] = queue
         return queue
 
     def _reply_target(self, reply_to: Any) -> Queue:
         if not isinstance(reply_to, str) or not reply_to:
-            raise InvalidField("a management request needs a reply-to address for its "
-                               "answer; the request was not performed", "reply-to")
+            raise InvalidField(
+                "a management request needs a reply-to address for its "
+                "answer; the request was not performed",
+                "reply-to",
+            )
         queue = self._reply_queues.get(reply_to)
         if queue is not None and self.broker.queues.get(queue.name) is queue:
             return queue
         try:
             return self.broker.resolve(reply_to)
         except NotFound:
-            raise NotFound(f"reply-to '{reply_to}' names no node; the request was not "
-                           "performed") from None
+            raise NotFound(
+                f"reply-to '{reply_to}' names no node; the request was not performed"
+            ) from None
 
     def request(self, data: bytes) -> None:
         """Perform one encoded request and queue its reply; raises :class:`BrokerError`
@@ -89,31 +97,42 @@ class ManagementNode:
         request = Message()
         try:
             request.decode(data)
-        except Exception as exc:  # noqa: BLE001 - whatever Proton finds wrong with it
+        except Exception as exc:
             raise InvalidField(f"unreadable management request: {exc}") from None
         target = self._reply_target(request.reply_to)
         properties = {str(k): v for k, v in (request.properties or {}).items()}
         response = self.management.handle(properties, request.body)
-        correlation = request.correlation_id if request.correlation_id is not None \
-            else request.id
+        correlation = request.correlation_id if request.correlation_id is not None else request.id
         try:
             target.enqueue(parse_message(_reply(response, request.reply_to, correlation)))
         except BrokerError as exc:  # e.g. a full reject-policy reply queue
-            exc.description = (f"the request was performed ({response.status} "
-                               f"{response.description}) but its reply could not be queued "
-                               f"on '{target.name}': {exc.description}")
+            exc.description = (
+                f"the request was performed ({response.status} "
+                f"{response.description}) but its reply could not be queued "
+                f"on '{target.name}': {exc.description}"
+            )
             exc.args = (exc.description,)
             raise
-        log.debug("management %s %s: %d %s", properties.get("operation"),
-                  properties.get("name") or properties.get("identity"), response.status,
-                  response.description)
+        log.debug(
+            "management %s %s: %d %s",
+            properties.get("operation"),
+            properties.get("name") or properties.get("identity"),
+            response.status,
+            response.description,
+        )
 
 
 def _reply(response: Response, address: str, correlation: Any) -> bytes:
-    reply = Message(address=address, correlation_id=correlation,
-                    properties={**response.properties, "statusCode": int32(response.status),
-                                "statusDescription": response.description},
-                    body=response.body)
+    reply = Message(
+        address=address,
+        correlation_id=correlation,
+        properties={
+            **response.properties,
+            "statusCode": int32(response.status),
+            "statusDescription": response.description,
+        },
+        body=response.body,
+    )
     reply.id = str(uuid.uuid4())
     return reply.encode()
 

@@ -148,7 +148,7 @@ class Server(Handler):
             call = self._calls.get()
             try:
                 call()
-            except Exception:  # noqa: BLE001 - one failed call must not stop the loop
+            except Exception:
                 log.exception("call on the event loop failed")
 
     def stop(self) -> None:
@@ -181,8 +181,9 @@ class Server(Handler):
     def _purge_expired(self) -> None:
         self.broker.purge_expired()
         if not self._stopping:
-            self.container.schedule(self.config.broker.expiry_interval,
-                                    Callback(self._purge_expired))
+            self.container.schedule(
+                self.config.broker.expiry_interval, Callback(self._purge_expired)
+            )
 
     # ---- connections and sessions --------------------------------------------------------
 
@@ -201,8 +202,12 @@ class Server(Handler):
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
-        log.info("CON-1001 : Open : [con:%d(%s)] : Client ID : %s : Protocol Version : 1.0",
-                 self._numbers.get(conn._impl, 0), conn.url or "?", conn.remote_container)
+        log.info(
+            "CON-1001 : Open : [con:%d(%s)] : Client ID : %s : Protocol Version : 1.0",
+            self._numbers.get(conn._impl, 0),
+            conn.url or "?",
+            conn.remote_container,
+        )
         conn.container = self.config.broker.container_id
         conn.offered_capabilities = OFFERED_CAPABILITIES
         conn.properties = {
@@ -249,8 +254,9 @@ class Server(Handler):
         link: Link = event.link
         try:
             if link.is_receiver:
-                state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = \
+                state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = (
                     self._attach_producer(link)
+                )
             else:
                 state = self._attach_consumer(link)
         except BrokerError as exc:
@@ -302,8 +308,12 @@ class Server(Handler):
             queue = self._node(source, options, required=True)
             self._own_if_dynamic(link, source, queue)
         assert queue is not None
-        browse = source.distribution_mode == Terminus.DIST_MODE_COPY or queue.browse_only \
-            or sequence is not None or from_number is not None  # replays are browses
+        browse = (
+            source.distribution_mode == Terminus.DIST_MODE_COPY
+            or queue.browse_only
+            or sequence is not None
+            or from_number is not None
+        )  # replays are browses
         self._echo(link.source, source, queue, options)
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             link.source.address = MANAGEMENT_ADDRESS
@@ -313,8 +323,11 @@ class Server(Handler):
         link.target.copy(link.remote_target)
         period, requested = replay_period(link, source)
         if from_number is not None and requested is not None:
-            raise InvalidField(f"{REPLAY_PERIOD} and x-opt-sequence-number cannot be "
-                               "combined: each says where browsing starts", REPLAY_PERIOD)
+            raise InvalidField(
+                f"{REPLAY_PERIOD} and x-opt-sequence-number cannot be "
+                "combined: each says where browsing starts",
+                REPLAY_PERIOD,
+            )
         consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
         queue.subscribe(consumer, period, sequence, from_number, selector)
         if requested is not None:
@@ -336,8 +349,9 @@ class Server(Handler):
             raise NotFound("a receiving link needs a source address")
         return self.broker.resolve(terminus.address, options)
 
-    def _echo(self, local: Terminus, remote: Terminus, queue: Queue | None,
-              options: dict[str, Any]) -> None:
+    def _echo(
+        self, local: Terminus, remote: Terminus, queue: Queue | None, options: dict[str, Any]
+    ) -> None:
         """Our half of the attach: the node, the capabilities honoured, the queue's options
         (as declared, plus the ones this attach gave, which matched them)."""
         honoured = HONOURED_CAPABILITIES
@@ -417,8 +431,11 @@ class Server(Handler):
 
     def contain_fault(self, exc: BaseException, link_impl: Any, conn_impl: Any) -> None:
         """Close what the failing event concerned with ``amqp:internal-error``; keep running."""
-        log.error("handler fault, closing the %s: %s", "link" if link_impl else "connection",
-                  "".join(traceback.format_exception(exc)))
+        log.error(
+            "handler fault, closing the %s: %s",
+            "link" if link_impl else "connection",
+            "".join(traceback.format_exception(exc)),
+        )
         description = f"internal error: {type(exc).__name__}: {exc}"
         try:
             if link_impl:

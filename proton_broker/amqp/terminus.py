@@ -86,12 +86,16 @@ def node_options(link: Link, terminus: Terminus) -> dict[str, Any]:
     impl = lib.pn_link_remote_properties(link._impl)  # NULL when the peer sent none
     link_props = _map_of(Data(impl), "link properties") if impl != ffi.NULL else {}
     for key, value in link_props.items():
-        if key == REPLAY_PERIOD or (key not in _OPTION_NAMES
-                                    and not key.startswith(_OPTION_PREFIXES)):
+        if key == REPLAY_PERIOD or (
+            key not in _OPTION_NAMES and not key.startswith(_OPTION_PREFIXES)
+        ):
             continue  # the replay period is a consumer filter: see replay_period()
         if key in options and options[key] != value:
-            raise InvalidField(f"queue option '{key}' is {options[key]!r} in the node "
-                               f"properties but {value!r} in the link properties", key)
+            raise InvalidField(
+                f"queue option '{key}' is {options[key]!r} in the node "
+                f"properties but {value!r} in the link properties",
+                key,
+            )
         options[key] = value
     return options
 
@@ -116,8 +120,7 @@ def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
     return replay_seconds(value), raw
 
 
-def sequence_filter(source: Terminus) -> tuple[tuple[int | str, str | None] | None,
-                                               dict[str, Any]]:
+def sequence_filter(source: Terminus) -> tuple[tuple[int | str, str | None] | None, dict[str, Any]]:
     """The history replay a consumer asked for with the source filters ``x-opt-sequence``
     (a number, ``first`` or ``last``) and ``x-opt-sequence-key`` (one key), and the filter
     entries to echo; (None, {}) without one."""
@@ -146,20 +149,30 @@ def sequence_number_filter(source: Terminus) -> tuple[int | None, dict[str, Any]
         return None, {}
     value = raw.value if isinstance(raw, DecodedDescribed) else raw
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidField(f"{SEQUENCE_NUMBER} filter must be a sequence number (a ulong or "
-                           f"a non-negative long), got {value!r}", SEQUENCE_NUMBER)
+        raise InvalidField(
+            f"{SEQUENCE_NUMBER} filter must be a sequence number (a ulong or "
+            f"a non-negative long), got {value!r}",
+            SEQUENCE_NUMBER,
+        )
     if SEQUENCE in filters:
-        raise InvalidField(f"{SEQUENCE_NUMBER} (browse from a queue sequence number) and "
-                           f"{SEQUENCE} (replay a key's history) cannot be combined",
-                           SEQUENCE_NUMBER)
+        raise InvalidField(
+            f"{SEQUENCE_NUMBER} (browse from a queue sequence number) and "
+            f"{SEQUENCE} (replay a key's history) cannot be combined",
+            SEQUENCE_NUMBER,
+        )
     return value, {SEQUENCE_NUMBER: raw}
 
 
 # The JMS selector filter (shared/reference/qpid-wire-mapping.md 2.5): matched by its
 # descriptor, numeric or symbolic, never by its key (JMS says jms-selector, Proton Python
 # and qpid::messaging say selector). Broker-J also takes the legacy symbol.
-SELECTOR_DESCRIPTORS = frozenset({0x0000468C00000004, "apache.org:selector-filter:string",
-                                  "apache.org:jms-selector-filter:string"})
+SELECTOR_DESCRIPTORS = frozenset(
+    {
+        0x0000468C00000004,
+        "apache.org:selector-filter:string",
+        "apache.org:jms-selector-filter:string",
+    }
+)
 
 
 def selector_filter(source: Terminus) -> tuple[Selector | None, dict[str, Any]]:
@@ -167,16 +180,20 @@ def selector_filter(source: Terminus) -> tuple[Selector | None, dict[str, Any]]:
     (None, {}) without one. A selector that is not a string, or does not parse, or two of
     them, are refused with amqp:invalid-field (field ``filter``)."""
     filters = _map_of(source.filter, "source filter")
-    found = {name: raw for name, raw in filters.items()
-             if isinstance(raw, DecodedDescribed) and raw.descriptor in SELECTOR_DESCRIPTORS}
+    found = {
+        name: raw
+        for name, raw in filters.items()
+        if isinstance(raw, DecodedDescribed) and raw.descriptor in SELECTOR_DESCRIPTORS
+    }
     if not found:
         return None, {}
     if len(found) > 1:
         raise InvalidField(f"one selector filter at most, got {sorted(found)}", "filter")
-    (name, raw), = found.items()
+    ((name, raw),) = found.items()
     if not isinstance(raw.value, str):
-        raise InvalidField(f"selector filter '{name}' must be a string, got {raw.value!r}",
-                           "filter")
+        raise InvalidField(
+            f"selector filter '{name}' must be a string, got {raw.value!r}", "filter"
+        )
     return parse_selector(raw.value), found
 
 
@@ -186,8 +203,9 @@ def echo_filters(local: Terminus, applied: Mapping[str, Any]) -> None:
     for name, raw in applied.items():
         if isinstance(raw, DecodedDescribed):
             descriptor = raw.descriptor
-            raw = Described(symbol(descriptor) if isinstance(descriptor, str)
-                            else ulong(descriptor), raw.value)
+            raw = Described(
+                symbol(descriptor) if isinstance(descriptor, str) else ulong(descriptor), raw.value
+            )
         echoed[symbol(name)] = raw
     local.filter.put_dict(echoed)
 

@@ -31,8 +31,7 @@ def server_domain(section: TlsSection) -> SSLDomain:
             raise TlsConfigError(f"tls.{key}: no such file: {path}")
     domain = SSLDomain(SSLDomain.MODE_SERVER)
     try:
-        domain.set_credentials(section.cert_file, section.key_file,
-                               section.key_password or None)
+        domain.set_credentials(section.cert_file, section.key_file, section.key_password or None)
         if section.ca_file:
             domain.set_trusted_ca_db(section.ca_file)
         if section.verify_clients:
@@ -40,7 +39,9 @@ def server_domain(section: TlsSection) -> SSLDomain:
         else:
             domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
     except SSLException as exc:
-        raise TlsConfigError(f"tls: cannot use {section.cert_file} / {section.key_file}"
-                             f"{' / ' + section.ca_file if section.ca_file else ''}: "
-                             f"{exc or 'rejected by the TLS library'}") from exc
+        raise TlsConfigError(
+            f"tls: cannot use {section.cert_file} / {section.key_file}"
+            f"{' / ' + section.ca_file if section.ca_file else ''}: "
+            f"{exc or 'rejected by the TLS library'}"
+        ) from exc
     return domain

@@ -44,22 +44,32 @@ class ManagementClient:
             self.connection.close()
             raise
 
-    def request(self, operation: str, entity_type: str, name: str | None = None,
-                body: Any = None, **properties: Any) -> Reply:
+    def request(
+        self,
+        operation: str,
+        entity_type: str,
+        name: str | None = None,
+        body: Any = None,
+        **properties: Any,
+    ) -> Reply:
         """Send one request and wait for its reply."""
         correlation = str(uuid.uuid4())
         props = {"operation": operation, "type": entity_type, **properties}
         if name is not None:
             props["name"] = name
-        self.sender.send(Message(reply_to=self.reply_to, correlation_id=correlation,
-                                 properties=props, body=body))
+        self.sender.send(
+            Message(reply_to=self.reply_to, correlation_id=correlation, properties=props, body=body)
+        )
         while True:
             reply = self.receiver.receive(self.timeout)
             self.receiver.accept()
             if reply.correlation_id == correlation:
                 props = reply.properties or {}
-                return Reply(int(props.get("statusCode", 500)),
-                             str(props.get("statusDescription", "")), reply.body)
+                return Reply(
+                    int(props.get("statusCode", 500)),
+                    str(props.get("statusDescription", "")),
+                    reply.body,
+                )
 
     def node(self, operation: str, body: Any = None, **properties: Any) -> Reply:
         """An operation on the management node itself (QUERY, GET-TYPES, ...)."""

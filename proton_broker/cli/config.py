@@ -42,11 +42,29 @@ DEFAULT_BROKER = "localhost:5672"
 BROKER_ENV = "PROTON_CONFIG_BROKER"
 QUEUE_TYPE = "org.apache.qpid.Queue"
 LIMIT_POLICIES = ("none", "ring", "reject", "flow-to-disk", "producer-flow-control")
-TABLE_ATTRIBUTES = ["name", "type", "durable", "queueDepthMessages", "queueDepthBytes",
-                    "consumerCount", "totalEnqueuedMessages", "totalDequeuedMessages"]
+TABLE_ATTRIBUTES = [
+    "name",
+    "type",
+    "durable",
+    "queueDepthMessages",
+    "queueDepthBytes",
+    "consumerCount",
+    "totalEnqueuedMessages",
+    "totalDequeuedMessages",
+]
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-_ADD_ONLY = ("durable", "lvq_key", "group_header", "shared_groups", "priorities", "sort_key",
-             "max_queue_size", "max_queue_count", "limit_policy", "argument")
+_ADD_ONLY = (
+    "durable",
+    "lvq_key",
+    "group_header",
+    "shared_groups",
+    "priorities",
+    "sort_key",
+    "max_queue_size",
+    "max_queue_count",
+    "limit_policy",
+    "argument",
+)
 
 
 class Refused(Exception):
@@ -57,48 +75,83 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="proton-broker-config",
         description="Create, delete and inspect queues of an AMQP broker through its "
-                    "$management node (qpid-config style).",
+        "$management node (qpid-config style).",
         usage="%(prog)s [OPTIONS] add queue NAME [ADD OPTIONS]\n"
-              "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
-              "       %(prog)s [OPTIONS] queues\n"
-              "       %(prog)s [OPTIONS] queue NAME",
-        epilog="Exit status: 0 done, 1 the broker refused or could not be reached, "
-               "2 usage error.")
+        "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
+        "       %(prog)s [OPTIONS] queues\n"
+        "       %(prog)s [OPTIONS] queue NAME",
+        epilog="Exit status: 0 done, 1 the broker refused or could not be reached, 2 usage error.",
+    )
     parser.add_argument("command", nargs="*", help=argparse.SUPPRESS)
     general = parser.add_argument_group("options")
-    general.add_argument("-b", "--broker", "-a", "--broker-addr", dest="broker",
-                         default=os.environ.get(BROKER_ENV) or DEFAULT_BROKER, metavar="URL",
-                         help=f"broker address, [amqp://][user[:password]@]host[:port] "
-                              f"(default ${BROKER_ENV}, else {DEFAULT_BROKER})")
-    general.add_argument("-t", "--timeout", type=float, default=10.0, metavar="SECONDS",
-                         help="how long to wait for the broker (default 10)")
-    general.add_argument("--json", action="store_true",
-                         help="print the broker's answer as JSON (for scripts)")
-    general.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                         help="queues: measure rates over this long (default 1; 0: no rates)")
+    general.add_argument(
+        "-b",
+        "--broker",
+        "-a",
+        "--broker-addr",
+        dest="broker",
+        default=os.environ.get(BROKER_ENV) or DEFAULT_BROKER,
+        metavar="URL",
+        help=f"broker address, [amqp://][user[:password]@]host[:port] "
+        f"(default ${BROKER_ENV}, else {DEFAULT_BROKER})",
+    )
+    general.add_argument(
+        "-t",
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the broker (default 10)",
+    )
+    general.add_argument(
+        "--json", action="store_true", help="print the broker's answer as JSON (for scripts)"
+    )
+    general.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="queues: measure rates over this long (default 1; 0: no rates)",
+    )
     add = parser.add_argument_group("add queue options")
     add.add_argument("--durable", action="store_true", help="the queue survives a restart")
-    add.add_argument("--lvq-key", metavar="KEY",
-                     help="last-value queue keyed by this application property")
-    add.add_argument("--group-header", metavar="KEY",
-                     help="message groups: the application property holding the group id")
-    add.add_argument("--shared-groups", action="store_true",
-                     help="groups are shared by consumers in order (one holder at a time)")
-    add.add_argument("--priorities", type=int, metavar="N",
-                     help="priority queue with N levels (1-10)")
-    add.add_argument("--sort-key", metavar="KEY",
-                     help="sorted queue ordered by this application property")
-    add.add_argument("--max-queue-size", type=int, metavar="BYTES",
-                     help="limit on the bytes queued")
-    add.add_argument("--max-queue-count", type=int, metavar="N",
-                     help="limit on the messages queued")
-    add.add_argument("--limit-policy", choices=LIMIT_POLICIES,
-                     help="what happens at the limit")
-    add.add_argument("--argument", action="append", default=[], metavar="KEY=VALUE",
-                     help="any other queue option, e.g. qpid.max_count=10 (repeatable)")
+    add.add_argument(
+        "--lvq-key", metavar="KEY", help="last-value queue keyed by this application property"
+    )
+    add.add_argument(
+        "--group-header",
+        metavar="KEY",
+        help="message groups: the application property holding the group id",
+    )
+    add.add_argument(
+        "--shared-groups",
+        action="store_true",
+        help="groups are shared by consumers in order (one holder at a time)",
+    )
+    add.add_argument(
+        "--priorities", type=int, metavar="N", help="priority queue with N levels (1-10)"
+    )
+    add.add_argument(
+        "--sort-key", metavar="KEY", help="sorted queue ordered by this application property"
+    )
+    add.add_argument(
+        "--max-queue-size", type=int, metavar="BYTES", help="limit on the bytes queued"
+    )
+    add.add_argument(
+        "--max-queue-count", type=int, metavar="N", help="limit on the messages queued"
+    )
+    add.add_argument("--limit-policy", choices=LIMIT_POLICIES, help="what happens at the limit")
+    add.add_argument(
+        "--argument",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other queue option, e.g. qpid.max_count=10 (repeatable)",
+    )
     delete = parser.add_argument_group("del queue options")
-    delete.add_argument("--force", action="store_true",
-                        help="delete the queue even if it holds messages")
+    delete.add_argument(
+        "--force", action="store_true", help="delete the queue even if it holds messages"
+    )
     return parser
 
 
@@ -113,8 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Failed: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     except (ConnectionException, Timeout, OSError) as exc:
-        print(f"Failed: cannot reach the broker at {args.broker}: {exc or type(exc).__name__}",
-              file=sys.stderr)
+        print(
+            f"Failed: cannot reach the broker at {args.broker}: {exc or type(exc).__name__}",
+            file=sys.stderr,
+        )
         return EXIT_REFUSED
 
 
@@ -132,8 +187,11 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
     else:
         parser.error(f"unknown command {' '.join(words)!r}" if words else "no command given")
     if chosen is not add_queue:
-        given = [f"--{name.replace('_', '-')}" for name in _ADD_ONLY
-                 if getattr(args, name) not in (None, False, [])]
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in _ADD_ONLY
+            if getattr(args, name) not in (None, False, [])
+        ]
         if given:
             parser.error(f"{', '.join(given)} only go with 'add queue'")
     if args.force and chosen is not del_queue:
@@ -143,8 +201,7 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
     return chosen
 
 
-def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace
-                     ) -> dict[str, Any]:
+def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 - one branch per queue attribute
     """The CREATE body for ``add queue``: Broker-J attribute names, then --argument."""
     body: dict[str, Any] = {}
     if args.durable:
@@ -177,6 +234,7 @@ def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 
 # ---- commands ------------------------------------------------------------------------------
+
 
 def add_queue(client: ManagementClient, args: argparse.Namespace) -> int:
     name = args.command[2]
@@ -216,8 +274,10 @@ def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
         elapsed = time.monotonic() - started
         for name, row in rows.items():
             old = before.get(name, {})
-            for total, rate in (("totalEnqueuedMessages", "enqueueRate"),
-                                ("totalDequeuedMessages", "dequeueRate")):
+            for total, rate in (
+                ("totalEnqueuedMessages", "enqueueRate"),
+                ("totalDequeuedMessages", "dequeueRate"),
+            ):
                 if isinstance(row.get(total), int) and isinstance(old.get(total), int):
                     row[rate] = round((row[total] - old[total]) / elapsed, 1)
     if args.json:
@@ -228,31 +288,45 @@ def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
 
 
 def _snapshot(client: ManagementClient) -> dict[str, dict[str, Any]]:
-    reply = _ok(client.node("QUERY", {"attributeNames": TABLE_ATTRIBUTES},
-                            entityType=QUEUE_TYPE))
+    reply = _ok(client.node("QUERY", {"attributeNames": TABLE_ATTRIBUTES}, entityType=QUEUE_TYPE))
     body = reply.body if isinstance(reply.body, dict) else {}
     names = list(body.get("attributeNames") or TABLE_ATTRIBUTES)
     rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
-    return {str(row.get("name")): row for row in rows
-            if row.get("name") != client.reply_to}  # not the tool's own reply queue
+    return {
+        str(row.get("name")): row for row in rows if row.get("name") != client.reply_to
+    }  # not the tool's own reply queue
 
 
-COLUMNS = [("Queue", "name"), ("Type", "type"), ("Dur", "durable"),
-           ("Msgs", "queueDepthMessages"), ("Bytes", "queueDepthBytes"),
-           ("Cons", "consumerCount"), ("Enq", "totalEnqueuedMessages"),
-           ("Deq", "totalDequeuedMessages"), ("Enq/s", "enqueueRate"),
-           ("Deq/s", "dequeueRate")]
+COLUMNS = [
+    ("Queue", "name"),
+    ("Type", "type"),
+    ("Dur", "durable"),
+    ("Msgs", "queueDepthMessages"),
+    ("Bytes", "queueDepthBytes"),
+    ("Cons", "consumerCount"),
+    ("Enq", "totalEnqueuedMessages"),
+    ("Deq", "totalDequeuedMessages"),
+    ("Enq/s", "enqueueRate"),
+    ("Deq/s", "dequeueRate"),
+]
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
-    columns = [(title, key) for title, key in COLUMNS
-               if key not in ("enqueueRate", "dequeueRate") or any(key in r for r in rows)]
+    columns = [
+        (title, key)
+        for title, key in COLUMNS
+        if key not in ("enqueueRate", "dequeueRate") or any(key in r for r in rows)
+    ]
     cells = [[title for title, _ in columns]]
     cells += [[_text(row.get(key), table=True) for _, key in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     for n, line in enumerate(cells):
-        print("  ".join(c.ljust(w) if i < 2 or n == 0 else c.rjust(w)
-                        for i, (c, w) in enumerate(zip(line, widths, strict=True))).rstrip())
+        print(
+            "  ".join(
+                c.ljust(w) if i < 2 or n == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+        )
         if n == 0:
             print("=" * (sum(widths) + 2 * (len(widths) - 1)))
 

@@ -33,8 +33,9 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 
 
-def encode_header(durable: bool, priority: int, ttl: int | None, first_acquirer: bool,
-                  delivery_count: int) -> bytes:
+def encode_header(
+    durable: bool, priority: int, ttl: int | None, first_acquirer: bool, delivery_count: int
+) -> bytes:
     """A complete header section carrying these values (trailing defaults omitted)."""
     fields = [
         b"\x41" if durable else b"\x42",
@@ -74,9 +75,9 @@ def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:
     """The map at ``at`` (or null) re-encoded with one more key/value ``pair``."""
     code = data[at]
     if code == 0xC1:
-        count, body = data[at + 2], data[at + 3:stop]
+        count, body = data[at + 2], data[at + 3 : stop]
     elif code == 0xD1:
-        count, body = _U32.unpack_from(data, at + 5)[0], data[at + 9:stop]
+        count, body = _U32.unpack_from(data, at + 5)[0], data[at + 9 : stop]
     elif code == 0x40:
         count, body = 0, b""
     else:
@@ -128,8 +129,11 @@ def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
     if data[at] == 0x40 or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None:
         return _map_with(data, at, stop, pair)
     pairs = _map_pairs(data, at)
-    kept = [data[k:v_end] for k, k_end, v_end in pairs
-            if decode_value(data, k, k_end) != SEQUENCE_NUMBER]
+    kept = [
+        data[k:v_end]
+        for k, k_end, v_end in pairs
+        if decode_value(data, k, k_end) != SEQUENCE_NUMBER
+    ]
     return _encode_map(2 * (len(kept) + 1), b"".join(kept) + pair)
 
 
@@ -151,8 +155,9 @@ def _map_pairs(data: bytes, at: int) -> list[tuple[int, int, int]]:
 # ---- whole messages, for the messages the broker itself makes (the HTTP gateway) --------
 
 
-def encode_message(body: Any, content_type: str | None = None,
-                   application_properties: dict[str, Any] | None = None) -> bytes:
+def encode_message(
+    body: Any, content_type: str | None = None, application_properties: dict[str, Any] | None = None
+) -> bytes:
     """An AMQP message: a properties section with ``content_type`` (when given),
     ``application_properties`` (string keys, simple values) and ``body`` as an amqp-value."""
     sections = []
@@ -160,9 +165,16 @@ def encode_message(body: Any, content_type: str | None = None,
         # properties is a list whose seventh field is content-type (a symbol)
         sections.append(b"\x00\x53\x73" + _list([b"\x40"] * 6 + [_symbol(content_type)]))
     if application_properties:
-        sections.append(b"\x00\x53\x74" + _map(
-            [item for key, value in application_properties.items()
-             for item in (encode_value(key), encode_value(value))]))
+        sections.append(
+            b"\x00\x53\x74"
+            + _map(
+                [
+                    item
+                    for key, value in application_properties.items()
+                    for item in (encode_value(key), encode_value(value))
+                ]
+            )
+        )
     sections.append(b"\x00\x53\x77" + encode_value(body))
     return b"".join(sections)
 
@@ -185,8 +197,9 @@ def encode_value(value: Any) -> bytes:
     if isinstance(value, list | tuple):
         return _list([encode_value(item) for item in value])
     if isinstance(value, dict):
-        return _map([item for key, v in value.items()
-                     for item in (encode_value(key), encode_value(v))])
+        return _map(
+            [item for key, v in value.items() for item in (encode_value(key), encode_value(v))]
+        )
     raise TypeError(f"no AMQP encoding here for {type(value).__name__}")
 
 

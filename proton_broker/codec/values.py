@@ -32,16 +32,48 @@ _SECTION_SYMBOLS = {
 }
 _BODY = (DATA, AMQP_SEQUENCE, AMQP_VALUE)
 # Order rank of each section: sections must appear in this order, body kinds not mixed.
-SECTION_ORDER = {HEADER: 0, DELIVERY_ANNOTATIONS: 1, MESSAGE_ANNOTATIONS: 2, PROPERTIES: 3,
-         APPLICATION_PROPERTIES: 4, DATA: 5, AMQP_SEQUENCE: 5, AMQP_VALUE: 5, FOOTER: 6}
+SECTION_ORDER = {
+    HEADER: 0,
+    DELIVERY_ANNOTATIONS: 1,
+    MESSAGE_ANNOTATIONS: 2,
+    PROPERTIES: 3,
+    APPLICATION_PROPERTIES: 4,
+    DATA: 5,
+    AMQP_SEQUENCE: 5,
+    AMQP_VALUE: 5,
+    FOOTER: 6,
+}
 
 # Width of the value after a fixed-width constructor.
-_FIXED = {0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0,
-          0x50: 1, 0x51: 1, 0x52: 1, 0x53: 1, 0x54: 1, 0x55: 1, 0x56: 1,
-          0x60: 2, 0x61: 2,
-          0x70: 4, 0x71: 4, 0x72: 4, 0x73: 4, 0x74: 4,
-          0x80: 8, 0x81: 8, 0x82: 8, 0x83: 8, 0x84: 8,
-          0x94: 16, 0x98: 16}
+_FIXED = {
+    0x40: 0,
+    0x41: 0,
+    0x42: 0,
+    0x43: 0,
+    0x44: 0,
+    0x45: 0,
+    0x50: 1,
+    0x51: 1,
+    0x52: 1,
+    0x53: 1,
+    0x54: 1,
+    0x55: 1,
+    0x56: 1,
+    0x60: 2,
+    0x61: 2,
+    0x70: 4,
+    0x71: 4,
+    0x72: 4,
+    0x73: 4,
+    0x74: 4,
+    0x80: 8,
+    0x81: 8,
+    0x82: 8,
+    0x83: 8,
+    0x84: 8,
+    0x94: 16,
+    0x98: 16,
+}
 _VAR8 = frozenset((0xA0, 0xA1, 0xA3))
 _VAR32 = frozenset((0xB0, 0xB1, 0xB3))
 _COMPOUND8 = frozenset((0xC0, 0xC1))
@@ -252,10 +284,10 @@ _SIMPLE: dict[int, Any] = {
     0x84: lambda d, p, s: d[p:s],
     0x94: lambda d, p, s: d[p:s],
     0x98: lambda d, p, s: uuid.UUID(bytes=bytes(d[p:s])),
-    0xA0: lambda d, p, s: bytes(d[p + 1:s]),
+    0xA0: lambda d, p, s: bytes(d[p + 1 : s]),
     0xA1: lambda d, p, s: _utf8(d, p + 1, s),
     0xA3: lambda d, p, s: _ascii(d, p + 1, s),
-    0xB0: lambda d, p, s: bytes(d[p + 4:s]),
+    0xB0: lambda d, p, s: bytes(d[p + 4 : s]),
     0xB1: lambda d, p, s: _utf8(d, p + 4, s),
     0xB3: lambda d, p, s: _ascii(d, p + 4, s),
 }
@@ -303,10 +335,10 @@ def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
         if c == 0xA1 or c == 0xA3:
             n = data[at + 1]
             at += 2 + n
-            found = n == size and data[at - n:at] == want
+            found = n == size and data[at - n : at] == want
         elif c == 0xB1 or c == 0xB3:
             length = _U32.unpack_from(data, at + 1)[0]
-            found = length == size and data[at + 5:at + 5 + size] == want
+            found = length == size and data[at + 5 : at + 5 + size] == want
             at += 5 + length
         else:
             found = False
@@ -321,7 +353,7 @@ def _found_value(data: bytes, at: int, stop: int) -> Any:
     if data[at] == 0xA1:  # the common case, a str8, decoded here
         n = data[at + 1]
         try:
-            return data[at + 2:at + 2 + n].decode("utf-8")
+            return data[at + 2 : at + 2 + n].decode("utf-8")
         except UnicodeDecodeError:
             return None
     try:
@@ -411,7 +443,7 @@ def section_code(data: bytes, pos: int, end: int) -> tuple[int, int]:
         return (code if code in SECTION_ORDER else -1), pos + 10
     if kind in (0xA3, 0xB3):
         after = _skip_body(data, kind, pos + 2, end)
-        name = data[pos + 3:after] if kind == 0xA3 else data[pos + 6:after]
+        name = data[pos + 3 : after] if kind == 0xA3 else data[pos + 6 : after]
         return _SECTION_SYMBOLS.get(bytes(name), -1), after
     raise DecodeError(f"unreadable section descriptor at offset {pos}")
 

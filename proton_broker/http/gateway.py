@@ -25,6 +25,7 @@ Endpoints (statuses and JSON shapes are in the README, "HTTP gateway"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import threading
@@ -126,14 +127,15 @@ class Gateway:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=1.0,
-                               handler_cancellation=True)  # a client that goes: its poll ends
+        runner = web.AppRunner(
+            self._app(), access_log=None, shutdown_timeout=1.0, handler_cancellation=True
+        )  # a client that goes: its poll ends
         try:
             await runner.setup()
             site = web.TCPSite(runner, self.section.host, self.section.port, backlog=1024)
             await site.start()
             self.address = tuple(runner.addresses[0][:2])  # type: ignore[assignment]
-        except BaseException as exc:  # noqa: BLE001 - reported by start()
+        except BaseException as exc:
             self._error = exc
             self._ready.set()
             await runner.cleanup()
@@ -148,21 +150,22 @@ class Gateway:
     def _post(self, fn: Callable[..., object], *args: Any) -> None:
         """Run ``fn(*args)`` on the gateway's loop (from the broker's loop)."""
         assert self._loop is not None
-        try:
+        # RuntimeError: the gateway's loop has closed, nobody waits any more
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the gateway's loop has closed: nobody waits any more
-            pass
 
     def _app(self) -> web.Application:
         app = web.Application(middlewares=[_json_errors])
-        app.add_routes([
-            web.post("/queue/send/{queue}", self._send),
-            web.get("/queue/listen/longpoll/{queue}", self._longpoll),
-            web.get("/queue/listen/longpoll/{queue}/{id}", self._longpoll),
-            web.get("/queue/listen/ws/{queue}", self._stream),
-            web.get("/queue/listen/ws/{queue}/{id}", self._stream),
-            web.get("/metrics", self._metrics),
-        ])
+        app.add_routes(
+            [
+                web.post("/queue/send/{queue}", self._send),
+                web.get("/queue/listen/longpoll/{queue}", self._longpoll),
+                web.get("/queue/listen/longpoll/{queue}/{id}", self._longpoll),
+                web.get("/queue/listen/ws/{queue}", self._stream),
+                web.get("/queue/listen/ws/{queue}/{id}", self._stream),
+                web.get("/metrics", self._metrics),
+            ]
+        )
         return app
 
     async def _on_broker(self, fn: Callable[[], T]) -> T:
@@ -172,7 +175,7 @@ class Gateway:
         def call() -> None:
             try:
                 result = fn()
-            except BaseException as exc:  # noqa: BLE001 - raised again in the handler
+            except BaseException as exc:
                 self._post(_settle, future, None, exc)
             else:
                 self._post(_settle, future, result, None)
@@ -186,8 +189,7 @@ class Gateway:
         name = request.match_info["queue"]
         send = parse_send(await request.read())
         sequence = await self._on_broker(lambda: self._enqueue(name, send))
-        return web.json_response({"id": send.key, "sequence": sequence,
-                                  "payload": send.payload})
+        return web.json_response({"id": send.key, "sequence": sequence, "payload": send.payload})
 
     async def _longpoll(self, request: web.Request) -> web.StreamResponse:
         name, key = request.match_info["queue"], request.match_info.get("id")
@@ -264,15 +266,21 @@ class Gateway:
         queue = broker.queues.get(name)
         if queue is None:
             if not broker.may_create(name):
-                raise RequestError(404, f"queue '{name}' not found (auto-create is off or "
-                                        "the name does not match auto_create_patterns)")
+                raise RequestError(
+                    404,
+                    f"queue '{name}' not found (auto-create is off or "
+                    "the name does not match auto_create_patterns)",
+                )
             try:
                 queue = broker.resolve(name, AUTO_CREATE_OPTIONS)
             except NotFound as exc:
                 raise RequestError(404, exc.description) from None
         if queue.history is None:
-            raise RequestError(409, f"queue '{name}' has no sequence key: declare it with "
-                                    "sequenceKey or as a last-value queue")
+            raise RequestError(
+                409,
+                f"queue '{name}' has no sequence key: declare it with "
+                "sequenceKey or as a last-value queue",
+            )
         watch = self._watches.get(name)
         if watch is None or watch.queue is not queue:
             watch = self._watches[name] = QueueWatch(queue)
@@ -309,9 +317,10 @@ class Gateway:
 
 
 @web.middleware
-async def _json_errors(request: web.Request,
-                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-                       ) -> web.StreamResponse:
+async def _json_errors(
+    request: web.Request,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> web.StreamResponse:
     """Every refusal as a JSON body naming the problem, aiohttp's own ones included."""
     try:
         return await handler(request)
@@ -320,14 +329,19 @@ async def _json_errors(request: web.Request,
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        text = exc.text if exc.text and not exc.text.startswith(f"{exc.status}:") \
-            else exc.reason  # aiohttp's own detail when it gives one
+        text = (
+            exc.text if exc.text and not exc.text.startswith(f"{exc.status}:") else exc.reason
+        )  # aiohttp's own detail when it gives one
         if exc.status == 404:
             text = f"no such endpoint: {request.method} {request.path}"
-        headers = {k: v for k, v in exc.headers.items()
-                   if k.lower() not in ("content-type", "content-length")}
-        return web.json_response({"error": text, "status": exc.status}, status=exc.status,
-                                 headers=headers)
+        headers = {
+            k: v
+            for k, v in exc.headers.items()
+            if k.lower() not in ("content-type", "content-length")
+        }
+        return web.json_response(
+            {"error": text, "status": exc.status}, status=exc.status, headers=headers
+        )
     except (asyncio.CancelledError, ConnectionError):
         raise
     except Exception:
@@ -341,8 +355,12 @@ def _start(value: str | None) -> int | str | None:
     try:
         return sequence_start(value)
     except InvalidField:
-        raise RequestError(400, f"query parameter 'sequence' must be a sequence number, "
-                                f"'first' or 'last', got {value!r}", "sequence") from None
+        raise RequestError(
+            400,
+            f"query parameter 'sequence' must be a sequence number, "
+            f"'first' or 'last', got {value!r}",
+            "sequence",
+        ) from None
 
 
 def _timeout(value: str | None, default: float) -> float:
@@ -353,8 +371,11 @@ def _timeout(value: str | None, default: float) -> float:
     except ValueError:
         seconds = -1.0
     if not math.isfinite(seconds) or seconds < 0:
-        raise RequestError(400, f"query parameter 'timeout' must be a number of seconds "
-                                f">= 0, got {value!r}", "timeout")
+        raise RequestError(
+            400,
+            f"query parameter 'timeout' must be a number of seconds >= 0, got {value!r}",
+            "timeout",
+        )
     return seconds
 
 
@@ -371,25 +392,30 @@ def _waker(future: asyncio.Future[Any]) -> Callable[[object], None]:
     def wake(item: object) -> None:
         if not future.done():
             future.set_result(item)
+
     return wake
 
 
 def _pusher(items: asyncio.Queue[Any], request: web.Request) -> Callable[[object], None]:
     """Adds versions to a stream's backlog; a client too far behind is dropped, so an
     unread socket cannot make the gateway keep every version for it."""
+
     def push(item: object) -> None:
         if items.qsize() >= STREAM_BACKLOG:
             if request.transport is not None:
-                log.warning("WebSocket %s dropped: %d versions behind", request.path,
-                            STREAM_BACKLOG)
+                log.warning(
+                    "WebSocket %s dropped: %d versions behind", request.path, STREAM_BACKLOG
+                )
                 request.transport.abort()
             return
         items.put_nowait(item)
+
     return push
 
 
 async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None:
     """Send the backlog and every new version until either side closes."""
+
     async def read() -> None:  # what the client sends is ignored; its close ends the stream
         async for _ in ws:
             pass

@@ -110,5 +110,5 @@ def _safely(answer: Answer, item: Item) -> None:
     """An answer that fails (the gateway's loop has closed) must not fail the send."""
     try:
         answer(item)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.debug("an HTTP listener could not be answered", exc_info=True)

@@ -68,22 +68,26 @@ def parse_send(raw: bytes) -> SendRequest:
     except (UnicodeDecodeError, ValueError) as exc:
         raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise RequestError(400, f"the request body must be a JSON object, got "
-                                f"{_json_type(body)}")
+        raise RequestError(400, f"the request body must be a JSON object, got {_json_type(body)}")
     unknown = sorted(set(body) - set(_SEND_FIELDS))
     if unknown:
-        raise RequestError(400, f"unknown field {unknown[0]!r} (the fields are id, "
-                                f"sequence and payload)", unknown[0])
+        raise RequestError(
+            400,
+            f"unknown field {unknown[0]!r} (the fields are id, sequence and payload)",
+            unknown[0],
+        )
     if "id" not in body:
         raise RequestError(400, "missing field 'id' (the message's key)", "id")
     key = body["id"]
     if isinstance(key, bool) or not isinstance(key, (str, int)) or key == "":
-        raise RequestError(400, f"field 'id' must be a non-empty string or an integer, got "
-                                f"{_json_type(key)}", "id")
+        raise RequestError(
+            400, f"field 'id' must be a non-empty string or an integer, got {_json_type(key)}", "id"
+        )
     sequence = body.get("sequence")
     if sequence is not None and (isinstance(sequence, bool) or not isinstance(sequence, int)):
-        raise RequestError(400, f"field 'sequence' must be an integer, got "
-                                f"{_json_type(sequence)}", "sequence")
+        raise RequestError(
+            400, f"field 'sequence' must be an integer, got {_json_type(sequence)}", "sequence"
+        )
     if "payload" not in body:
         raise RequestError(400, "missing field 'payload'", "payload")
     return SendRequest(str(key), sequence, body["payload"])
@@ -94,8 +98,9 @@ def build_message(request: SendRequest, key_property: str) -> Message:
     properties: dict[str, Any] = {key_property: request.key}
     if request.sequence is not None:
         properties[SEQUENCE] = request.sequence
-    return parse_message(encode_message(json.dumps(request.payload, separators=(",", ":")),
-                                        JSON_TYPE, properties))
+    return parse_message(
+        encode_message(json.dumps(request.payload, separators=(",", ":")), JSON_TYPE, properties)
+    )
 
 
 def version_json(key: str, sequence: int, data: bytes) -> dict[str, Any]:
@@ -143,6 +148,11 @@ def _json_type(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    names = {str: "a string", int: "an integer", float: "a number", list: "an array",
-             dict: "an object"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        list: "an array",
+        dict: "an object",
+    }
     return names.get(type(value), type(value).__name__)

@@ -47,8 +47,12 @@ class DuplicateWindow:
     """The ids one queue remembers. ``forgotten(key)`` is told when an id that was
     ``kept`` (written to the store) leaves the window, so its record may go too."""
 
-    def __init__(self, count: int | None, seconds: float | None,
-                 forgotten: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self,
+        count: int | None,
+        seconds: float | None,
+        forgotten: Callable[[str], object] | None = None,
+    ) -> None:
         self.count = count
         self.seconds = seconds
         self.forgotten = forgotten

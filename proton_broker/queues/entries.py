@@ -52,8 +52,18 @@ _COMPACT_MIN = 1024  # rebuild a structure once it holds at least this many stal
 class Entry:
     """A message's place in a queue and its delivery state."""
 
-    __slots__ = ("seq", "message", "state", "delivery_count", "expires_at", "excluded",
-                 "rank", "key", "superseded", "parked")
+    __slots__ = (
+        "seq",
+        "message",
+        "state",
+        "delivery_count",
+        "expires_at",
+        "excluded",
+        "rank",
+        "key",
+        "superseded",
+        "parked",
+    )
 
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
         self.seq = seq
@@ -153,6 +163,7 @@ class FifoOrder:
             heapq.heapify(self._back)
             self._stale = 0
 
+
 def priority_level(priority: int, levels: int) -> int:
     """The level (0 = lowest) a message priority falls into; see the module rules."""
     first = 5 - min(5, math.ceil(levels / 2))
@@ -197,6 +208,7 @@ class PriorityOrder:
             if entry is not None:
                 return entry
         return None
+
 
 class SortedOrder:
     """Ascending by the sort key's text; entries without the key first."""

@@ -36,8 +36,9 @@ def replay_seconds(value: Any) -> float:
         except ValueError:
             number = None
     if number is None or not math.isfinite(number) or number < 0:
-        raise InvalidField(f"{REPLAY_PERIOD} must be a number of seconds (0 or more), "
-                           f"got {value!r}", REPLAY_PERIOD)
+        raise InvalidField(
+            f"{REPLAY_PERIOD} must be a number of seconds (0 or more), got {value!r}", REPLAY_PERIOD
+        )
     return number
 
 
@@ -49,8 +50,9 @@ def default_replay_seconds(default_filters: Mapping[str, Any] | None) -> float |
     args = spec.get(REPLAY_PERIOD) if isinstance(spec, Mapping) else spec
     if isinstance(args, (list, tuple)):
         if len(args) != 1:
-            raise InvalidField(f"defaultFilters {REPLAY_PERIOD} takes one argument, "
-                               f"got {args!r}", "defaultFilters")
+            raise InvalidField(
+                f"defaultFilters {REPLAY_PERIOD} takes one argument, got {args!r}", "defaultFilters"
+            )
         args = args[0]
     return replay_seconds(args)
 
@@ -59,6 +61,8 @@ def check_default_filters(default_filters: Mapping[str, Any]) -> None:
     """Refuse default filters the broker cannot apply (only the replay period exists)."""
     for name in default_filters:
         if name != REPLAY_PERIOD:
-            raise InvalidField(f"defaultFilters: unknown filter {name!r} (supported: "
-                               f"{REPLAY_PERIOD})", "defaultFilters")
+            raise InvalidField(
+                f"defaultFilters: unknown filter {name!r} (supported: {REPLAY_PERIOD})",
+                "defaultFilters",
+            )
     default_replay_seconds(default_filters)

@@ -19,6 +19,7 @@ Rules owned here:
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,8 +48,9 @@ class Version:
 class History:
     """The sequence counters and kept versions of one queue."""
 
-    def __init__(self, max_updates: int | None,
-                 dropped: Callable[[Message], None] | None = None) -> None:
+    def __init__(
+        self, max_updates: int | None, dropped: Callable[[Message], None] | None = None
+    ) -> None:
         self.keep = None if max_updates is None else max(1, max_updates)
         self.dropped = dropped  # called with a version's message when it is let go
         self._current: dict[str, int] = {}
@@ -70,8 +72,11 @@ class History:
         if not isinstance(custom, int) or isinstance(custom, bool):
             raise InvalidField(f"{SEQUENCE} must be an integer, got {custom!r}", SEQUENCE)
         if custom <= current:
-            raise InvalidField(f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
-                               f"current sequence {current}", SEQUENCE)
+            raise InvalidField(
+                f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
+                f"current sequence {current}",
+                SEQUENCE,
+            )
         return custom
 
     def reserve(self, key: str, seq: int) -> None:
@@ -137,11 +142,10 @@ def sequence_start(value: object) -> int | str:
     if isinstance(value, str):
         if value.lower() in (FIRST, LAST):
             return value.lower()
-        try:
+        with contextlib.suppress(ValueError):
             value = int(value)
-        except ValueError:
-            pass
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    raise InvalidField(f"{SEQUENCE} filter must be a sequence number, 'first' or 'last', "
-                       f"got {value!r}", SEQUENCE)
+    raise InvalidField(
+        f"{SEQUENCE} filter must be a sequence number, 'first' or 'last', got {value!r}", SEQUENCE
+    )

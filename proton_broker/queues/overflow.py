@@ -59,13 +59,15 @@ class Thresholds:
 
     def over(self, depth: int, nbytes: int) -> bool:
         """Either measure is strictly above its threshold."""
-        return (self.count is not None and depth > self.count) or \
-               (self.size is not None and nbytes > self.size)
+        return (self.count is not None and depth > self.count) or (
+            self.size is not None and nbytes > self.size
+        )
 
     def reached_down_to(self, depth: int, nbytes: int) -> bool:
         """Every measure with a threshold is at or below it."""
-        return (self.count is None or depth <= self.count) and \
-               (self.size is None or nbytes <= self.size)
+        return (self.count is None or depth <= self.count) and (
+            self.size is None or nbytes <= self.size
+        )
 
     def __str__(self) -> str:
         parts = []
@@ -96,8 +98,15 @@ class _Watch:
             return False
         self.over = True
         self.dropped = 0
-        log.warning("QUE-1003 : Maximum depth exceeded on '%s' : current %d messages, %d bytes "
-                    ": limit %s : %s", self.queue, depth, nbytes, self.limit, self.action)
+        log.warning(
+            "QUE-1003 : Maximum depth exceeded on '%s' : current %d messages, %d bytes "
+            ": limit %s : %s",
+            self.queue,
+            depth,
+            nbytes,
+            self.limit,
+            self.action,
+        )
         return True
 
     def removed(self, depth: int, nbytes: int) -> bool:
@@ -105,11 +114,19 @@ class _Watch:
         if not self.over or not self.resume.reached_down_to(depth, nbytes):
             return False
         self.over = False
-        meanwhile = f" : {self.dropped} messages {self.dropping} while over" \
-            if self.dropping else ""
-        log.info("QUE-1004 : Maximum depth no longer exceeded on '%s' : current %d messages, "
-                 "%d bytes : resume at %s : %s%s", self.queue, depth, nbytes, self.resume,
-                 self.cleared, meanwhile)
+        meanwhile = (
+            f" : {self.dropped} messages {self.dropping} while over" if self.dropping else ""
+        )
+        log.info(
+            "QUE-1004 : Maximum depth no longer exceeded on '%s' : current %d messages, "
+            "%d bytes : resume at %s : %s%s",
+            self.queue,
+            depth,
+            nbytes,
+            self.resume,
+            self.cleared,
+            meanwhile,
+        )
         return True
 
 
@@ -124,11 +141,14 @@ class RejectPolicy(_Watch):
         """Why a message of ``size`` bytes may not join the queue now (None: it may)."""
         limit = self.limit
         if limit.count is not None and depth + 1 > limit.count:
-            why = f"Maximum depth exceeded on '{self.queue}': {depth} messages " \
-                  f"(limit {limit.count})"
+            why = (
+                f"Maximum depth exceeded on '{self.queue}': {depth} messages (limit {limit.count})"
+            )
         elif limit.size is not None and nbytes + size > limit.size:
-            why = f"Maximum depth exceeded on '{self.queue}': {nbytes} bytes plus " \
-                  f"{size} bytes for this message (limit {limit.size} bytes)"
+            why = (
+                f"Maximum depth exceeded on '{self.queue}': {nbytes} bytes plus "
+                f"{size} bytes for this message (limit {limit.size} bytes)"
+            )
         else:
             return None
         self.went_over(depth, nbytes)
@@ -184,11 +204,15 @@ def _resume_at(explicit: int | None, stop: int | None, percent: int) -> int | No
 
 
 _LIMITS: dict[str, type[RingPolicy | RejectPolicy | FlowToDiskPolicy]] = {
-    RING: RingPolicy, REJECT: RejectPolicy, FLOW_TO_DISK: FlowToDiskPolicy}
+    RING: RingPolicy,
+    REJECT: RejectPolicy,
+    FLOW_TO_DISK: FlowToDiskPolicy,
+}
 
 
-def make_limit(name: str, settings: QueueSettings
-               ) -> RingPolicy | RejectPolicy | FlowToDiskPolicy | None:
+def make_limit(
+    name: str, settings: QueueSettings
+) -> RingPolicy | RejectPolicy | FlowToDiskPolicy | None:
     """The ring, reject or flow-to-disk policy ``settings`` ask for, or None when nothing
     is enforced."""
     policy, count, size = settings.overflow_policy, settings.max_count, settings.max_size
@@ -214,15 +238,17 @@ def make_flow_control(name: str, settings: QueueSettings) -> FlowControl | None:
     if settings.overflow_policy == RING and (stop_count is not None or stop_size is not None):
         log.warning("queue '%s': flow stop thresholds are ignored on a ring queue", name)
         return None
-    if (settings.flow_resume_count is not None and stop_count is None) or \
-            (settings.flow_resume_size is not None and stop_size is None):
-        log.warning("queue '%s': a flow resume threshold without a stop threshold is "
-                    "ignored", name)
+    if (settings.flow_resume_count is not None and stop_count is None) or (
+        settings.flow_resume_size is not None and stop_size is None
+    ):
+        log.warning("queue '%s': a flow resume threshold without a stop threshold is ignored", name)
     if stop_count is None and stop_size is None:
         return None
     percent = _resume_percent(settings)
-    resume = Thresholds(_resume_at(settings.flow_resume_count, stop_count, percent),
-                        _resume_at(settings.flow_resume_size, stop_size, percent))
+    resume = Thresholds(
+        _resume_at(settings.flow_resume_count, stop_count, percent),
+        _resume_at(settings.flow_resume_size, stop_size, percent),
+    )
     return FlowControl(name, Thresholds(stop_count, stop_size), resume)
 
 

@@ -87,8 +87,18 @@ from proton_broker.queues.overflow import (
 )
 from proton_broker.queues.settings import QueueSettings
 
-__all__ = ["ACQUIRED", "AVAILABLE", "DEAD", "HELD", "Consumer", "Entry", "FlowObserver",
-           "NumberJournal", "Queue", "QueueStats"]
+__all__ = [
+    "ACQUIRED",
+    "AVAILABLE",
+    "DEAD",
+    "HELD",
+    "Consumer",
+    "Entry",
+    "FlowObserver",
+    "NumberJournal",
+    "Queue",
+    "QueueStats",
+]
 
 NOT_VALID_BEFORE = "x-qpid-not-valid-before"
 # Queue sequence numbers a durable queue reserves in the store at a time: a restart skips
@@ -133,8 +143,9 @@ class NumberJournal(Protocol):
     """Where a durable queue keeps its sequence numbers and duplicate-detection window (the
     store, through the broker); every call is a write that completes in the background."""
 
-    def numbered(self, queue: Queue, message: Message,
-                 done: Callable[[BaseException | None], None]) -> None:
+    def numbered(
+        self, queue: Queue, message: Message, done: Callable[[BaseException | None], None]
+    ) -> None:
         """A stored message joined ``queue`` with ``message.number``; ``done`` once the
         number is on disk."""
 
@@ -192,10 +203,14 @@ def make_ordering(settings: QueueSettings) -> Ordering:
 class Queue:
     """One named queue. All methods run on the broker's event-loop thread."""
 
-    def __init__(self, name: str, settings: QueueSettings | None = None,
-                 options: Mapping[str, Any] | None = None,
-                 default_group: str = DEFAULT_GROUP,
-                 max_key_updates: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        settings: QueueSettings | None = None,
+        options: Mapping[str, Any] | None = None,
+        default_group: str = DEFAULT_GROUP,
+        max_key_updates: int | None = None,
+    ) -> None:
         self.name = name
         self.settings = settings or QueueSettings()
         self.options = dict(options or {})  # as declared, for the attach echo and management
@@ -203,17 +218,22 @@ class Queue:
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
         self._log = ArrivalLog()
-        self._groups = (GroupDistributor(self.settings, default_group)
-                        if self.settings.grouped else None)
+        self._groups = (
+            GroupDistributor(self.settings, default_group) if self.settings.grouped else None
+        )
         self._order: Ordering | GroupDistributor = (
-            self._groups if self._groups is not None else make_ordering(self.settings))
+            self._groups if self._groups is not None else make_ordering(self.settings)
+        )
         self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
         # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
         # The application property that numbers versions (None: no sequence numbers).
         self.sequence_key = self.settings.lvq_key or self.settings.sequence_key
         keep = self.settings.max_key_updates
-        self.history = History(max_key_updates if keep is None else keep,
-                               self._version_dropped) if self.sequence_key else None
+        self.history = (
+            History(max_key_updates if keep is None else keep, self._version_dropped)
+            if self.sequence_key
+            else None
+        )
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
         self._limit = make_limit(name, self.settings)
@@ -230,9 +250,13 @@ class Queue:
         self.journal: NumberJournal | None = None  # set by the broker on a durable queue
         self._unwritten: deque[Message] = deque()  # joined, number not yet on disk, in order
         self._journaling = False  # inside journal.numbered (a store may complete at once)
-        self._dedupe = (DuplicateWindow(self.settings.duplicate_count,
-                                        self.settings.duplicate_seconds, self._unseen)
-                        if self.settings.detects_duplicates else None)
+        self._dedupe = (
+            DuplicateWindow(
+                self.settings.duplicate_count, self.settings.duplicate_seconds, self._unseen
+            )
+            if self.settings.detects_duplicates
+            else None
+        )
         self._expiry: list[tuple[float, int, Entry]] = []
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
@@ -278,7 +302,8 @@ class Queue:
         self._skipped = False  # the last _take passed over entries the consumer refused
         # How a consumer's next entry is found, chosen once: dispatch calls it per message.
         self._take: Callable[[int], Entry | None] = (
-            self._take_grouped if self._groups is not None else self._take_ordered)
+            self._take_grouped if self._groups is not None else self._take_ordered
+        )
         # Whether messages need an expiry time even without a TTL of their own.
         self._ttl_bounds = bool(self.settings.min_ttl or self.settings.max_ttl)
 
@@ -293,8 +318,13 @@ class Queue:
 
     # ---- producers -------------------------------------------------------------------
 
-    def enqueue(self, message: Message, now: float | None = None,
-                admitted: bool = False, number: int | None = None) -> Entry | None:
+    def enqueue(  # noqa: C901 - a hot queue path, measured
+        self,
+        message: Message,
+        now: float | None = None,
+        admitted: bool = False,
+        number: int | None = None,
+    ) -> Entry | None:
         """Append ``message`` with the queue's next sequence number and hand it out at once
         if someone is waiting for it. None: a duplicate, dropped (see is_duplicate).
 
@@ -313,11 +343,17 @@ class Queue:
         key = self._sequence(message) if self.history is not None else None
         arrival = time.time() if now is None else now
         if dedupe is not None and message.message_id is not None:  # it can no longer be refused
-            dedupe.remember(id_key(message.message_id), arrival,
-                            kept=self.persistent and message.store_id is not None)
+            dedupe.remember(
+                id_key(message.message_id),
+                arrival,
+                kept=self.persistent and message.store_id is not None,
+            )
         message.arrival = arrival
-        expires = (_expiry_time(message, arrival, self.settings)
-                   if self._ttl_bounds or message.ttl or message.absolute_expiry_time else None)
+        expires = (
+            _expiry_time(message, arrival, self.settings)
+            if self._ttl_bounds or message.ttl or message.absolute_expiry_time
+            else None
+        )
         seq = self._next_seq if number is None else number
         entry = Entry(seq, message, expires)
         entry.key = key
@@ -419,8 +455,12 @@ class Queue:
         """A joined message's number is on disk (or could not be written: then it is as
         safe as it will get, and holding browsers back for it would stop them for good)."""
         if error is not None:
-            log.warning("queue '%s': the number of message %s was not written: %s",
-                        self.name, message.store_id, error)
+            log.warning(
+                "queue '%s': the number of message %s was not written: %s",
+                self.name,
+                message.store_id,
+                error,
+            )
         message.number_unwritten = False
         unwritten = self._unwritten
         while unwritten and not unwritten[0].number_unwritten:
@@ -569,8 +609,11 @@ class Queue:
         limit = self._limit
         if type(limit) is RingPolicy and limit.needs_room(self.depth, self.bytes):
             self._make_room(limit, entry)
-        elif type(limit) is FlowToDiskPolicy and self.pager is not None \
-                and limit.pages_out(self.depth, self.bytes):
+        elif (
+            type(limit) is FlowToDiskPolicy
+            and self.pager is not None
+            and limit.pages_out(self.depth, self.bytes)
+        ):
             self.pager.page_out(entry.message, lambda: self._paged_out(entry))
         flow = self._flow
         if flow is not None and flow.enqueued(self.depth, self.bytes):
@@ -642,10 +685,14 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self._consumers)
 
-    def subscribe(self, consumer: Consumer, replay_period: float | None = None,
-                  sequence: tuple[int | str, str | None] | None = None,
-                  from_number: int | None = None,
-                  selector: MessageFilter | None = None) -> None:
+    def subscribe(
+        self,
+        consumer: Consumer,
+        replay_period: float | None = None,
+        sequence: tuple[int | str, str | None] | None = None,
+        from_number: int | None = None,
+        selector: MessageFilter | None = None,
+    ) -> None:
         """Add a consumer. With a replay period (seconds; the queue's default filter when
         None) it gets only what arrived in that period, then every new message. With a
         ``sequence`` (start, key or None), a browser gets the kept versions from that start
@@ -655,8 +702,9 @@ class Queue:
         With a ``selector``, a consumer or browser gets only the messages it matches (see
         :meth:`_take_selected` for a consumer's order)."""
         if selector is not None and not consumer.browse and self._groups is not None:
-            raise NotImplementedByBroker("a selector on a grouped queue is supported for "
-                                         "browsing consumers only")
+            raise NotImplementedByBroker(
+                "a selector on a grouped queue is supported for browsing consumers only"
+            )
         if selector is not None:
             self._selectors[consumer.id] = selector
         if sequence is not None:
@@ -664,19 +712,27 @@ class Queue:
             return
         if from_number is not None:
             if not consumer.browse:
-                raise InvalidField("an x-opt-sequence-number filter browses: it needs a browser "
-                                   "(distribution mode copy)", "x-opt-sequence-number")
+                raise InvalidField(
+                    "an x-opt-sequence-number filter browses: it needs a browser "
+                    "(distribution mode copy)",
+                    "x-opt-sequence-number",
+                )
             start = from_number
         else:
             period = self._default_replay if replay_period is None else replay_period
             start = 0 if period is None else self._replay_start(period)
         if start and not consumer.browse and self._groups is not None:
-            raise NotImplementedByBroker("a replay period on a grouped queue is supported "
-                                         "for browsing consumers only")
+            raise NotImplementedByBroker(
+                "a replay period on a grouped queue is supported for browsing consumers only"
+            )
         self._consumers[consumer.id] = consumer
         if consumer.browse:
-            self._browsers[consumer.id] = [start, self._log.index_of(start),
-                                           self._log.generation, deque()]
+            self._browsers[consumer.id] = [
+                start,
+                self._log.index_of(start),
+                self._log.generation,
+                deque(),
+            ]
         elif selector is not None:
             self._picky[consumer.id] = [start, self._log.index_of(start), self._log.generation]
         elif start:
@@ -685,11 +741,15 @@ class Queue:
 
     def _subscribe_replay(self, consumer: Consumer, start: int | str, key: str | None) -> None:
         if self.history is None:
-            raise InvalidField(f"a {SEQUENCE} filter needs a queue with sequence numbers (a "
-                               "last-value key or sequenceKey)", SEQUENCE)
+            raise InvalidField(
+                f"a {SEQUENCE} filter needs a queue with sequence numbers (a "
+                "last-value key or sequenceKey)",
+                SEQUENCE,
+            )
         if not consumer.browse:
-            raise InvalidField(f"a {SEQUENCE} filter replays copies: browse (distribution "
-                               "mode copy)", SEQUENCE)
+            raise InvalidField(
+                f"a {SEQUENCE} filter replays copies: browse (distribution mode copy)", SEQUENCE
+            )
         replay = deque(Entry(v.seq, v.message, None) for v in self.history.replay(start, key))
         self._consumers[consumer.id] = consumer
         self._replayers[consumer.id] = (key, replay)
@@ -763,7 +823,7 @@ class Queue:
         finally:
             self._dispatching = False
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> None:  # noqa: C901 - a hot queue path, measured
         ready = self._ready
         misses = 0
         while ready:
@@ -802,8 +862,12 @@ class Queue:
             return self._take_selected(consumer_id)
         order: Ordering = self._order  # type: ignore[assignment] # grouped queues take elsewhere
         entry = order.pop()
-        if entry is not None and entry.expires_at is None and entry.excluded is None \
-                and not self._floors:
+        if (
+            entry is not None
+            and entry.expires_at is None
+            and entry.excluded is None
+            and not self._floors
+        ):
             entry.state = ACQUIRED  # the common case: nothing to check
             self._skipped = False
             return entry
@@ -813,8 +877,9 @@ class Queue:
             entry.state = ACQUIRED  # out of the ordering; put back below if not taken
             if entry.expires_at is not None and self._drop_if_expired(entry):
                 pass
-            elif (entry.excluded and consumer_id in entry.excluded) \
-                    or entry.seq < self._floors.get(consumer_id, 0):
+            elif (entry.excluded and consumer_id in entry.excluded) or entry.seq < self._floors.get(
+                consumer_id, 0
+            ):
                 refused.append(entry)
             else:
                 found = entry
@@ -845,8 +910,11 @@ class Queue:
             if entry is None:
                 break
             index += 1
-            if entry.state != AVAILABLE or entry.seq < cursor[0] \
-                    or (entry.excluded and consumer_id in entry.excluded):
+            if (
+                entry.state != AVAILABLE
+                or entry.seq < cursor[0]
+                or (entry.excluded and consumer_id in entry.excluded)
+            ):
                 continue
             generation = log.generation
             if self._drop_if_expired(entry):
@@ -920,7 +988,7 @@ class Queue:
         self.stats.expired += 1
         return True
 
-    def _feed_browser(self, consumer: Consumer) -> None:
+    def _feed_browser(self, consumer: Consumer) -> None:  # noqa: C901 - a hot queue path, measured
         cursor = self._browsers[consumer.id]
         log = self._log
         seq, index = cursor[0], cursor[1]
@@ -1078,11 +1146,16 @@ class Queue:
         """Take new settings that differ only where a live queue can follow at once (see
         :data:`LIVE_SETTINGS`): they apply to consumers that attach and messages that
         arrive from now on."""
-        changed = {name for name in settings.__dataclass_fields__
-                   if getattr(settings, name) != getattr(self.settings, name)}
+        changed = {
+            name
+            for name in settings.__dataclass_fields__
+            if getattr(settings, name) != getattr(self.settings, name)
+        }
         if not changed <= LIVE_SETTINGS:
-            raise InvalidField("cannot change on a live queue: " + ", ".join(sorted(
-                changed - LIVE_SETTINGS)), sorted(changed - LIVE_SETTINGS)[0])
+            raise InvalidField(
+                "cannot change on a live queue: " + ", ".join(sorted(changed - LIVE_SETTINGS)),
+                sorted(changed - LIVE_SETTINGS)[0],
+            )
         self.settings = settings
         self._ttl_bounds = bool(settings.min_ttl or settings.max_ttl)
         self._default_replay = default_replay_seconds(settings.default_filters)
@@ -1092,8 +1165,9 @@ class Queue:
         return iter(self._log)
 
     def __repr__(self) -> str:
-        return f"<Queue {self.name} {self.kind} depth={self.depth} " \
-               f"consumers={len(self._consumers)}>"
+        return (
+            f"<Queue {self.name} {self.kind} depth={self.depth} consumers={len(self._consumers)}>"
+        )
 
 
 def _not_valid_before(message: Message) -> float | None:

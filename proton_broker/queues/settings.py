@@ -32,6 +32,7 @@ Rules this module owns:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -53,14 +54,23 @@ GROUPS_NONE, GROUPS_STANDARD, GROUPS_SHARED = "none", "standard", "shared"
 PERMANENT, DELETE_ON_CLOSE = "permanent", "delete-on-close"
 DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY = "delete-if-unused", "delete-if-unused-and-empty"
 DELETE_IF_EMPTY = "delete-if-empty"
-LIFETIME_POLICIES = (PERMANENT, DELETE_ON_CLOSE, DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY,
-                     DELETE_IF_EMPTY)
+LIFETIME_POLICIES = (
+    PERMANENT,
+    DELETE_ON_CLOSE,
+    DELETE_IF_UNUSED,
+    DELETE_IF_UNUSED_AND_EMPTY,
+    DELETE_IF_EMPTY,
+)
 # The AMQP 1.0 lifetime policies (section 3.5.10), by descriptor code and name.
 _AMQP_LIFETIMES = {
-    0x2B: DELETE_ON_CLOSE, "delete-on-close": DELETE_ON_CLOSE,
-    0x2C: DELETE_IF_UNUSED, "delete-on-no-links": DELETE_IF_UNUSED,
-    0x2D: DELETE_IF_EMPTY, "delete-on-no-messages": DELETE_IF_EMPTY,
-    0x2E: DELETE_IF_UNUSED_AND_EMPTY, "delete-on-no-links-or-messages": DELETE_IF_UNUSED_AND_EMPTY,
+    0x2B: DELETE_ON_CLOSE,
+    "delete-on-close": DELETE_ON_CLOSE,
+    0x2C: DELETE_IF_UNUSED,
+    "delete-on-no-links": DELETE_IF_UNUSED,
+    0x2D: DELETE_IF_EMPTY,
+    "delete-on-no-messages": DELETE_IF_EMPTY,
+    0x2E: DELETE_IF_UNUSED_AND_EMPTY,
+    "delete-on-no-links-or-messages": DELETE_IF_UNUSED_AND_EMPTY,
 }
 
 LEGACY_LVQ_KEY = "qpid.LVQ_key"
@@ -222,15 +232,19 @@ def to_seconds(name: str, value: Any) -> float:
             number = float(value.strip())
         except ValueError:
             number = None
-    if isinstance(number, bool) or not isinstance(number, (int, float)) \
-            or not 0 < number < float("inf"):
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, (int, float))
+        or not 0 < number < float("inf")
+    ):
         raise _bad(name, value, "a number of seconds greater than 0")
     return float(number)
 
 
 def to_priorities(name: str, value: Any) -> int:
-    return _int_in(name, value, 1, MAX_PRIORITIES,
-                   f"a number of priority levels from 1 to {MAX_PRIORITIES}")
+    return _int_in(
+        name, value, 1, MAX_PRIORITIES, f"a number of priority levels from 1 to {MAX_PRIORITIES}"
+    )
 
 
 def to_key(name: str, value: Any) -> str:
@@ -289,10 +303,8 @@ def to_group_type(name: str, value: Any) -> str:
 
 def to_filters(name: str, value: Any) -> Mapping[str, Any]:
     if isinstance(value, str):
-        try:
-            value = json.loads(value)  # as the config file or a management tool may give it
-        except ValueError:
-            pass
+        with contextlib.suppress(ValueError):  # as the config file or a tool may give it
+            value = json.loads(value)
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
         check_default_filters(value)
         return dict(value)
@@ -324,8 +336,9 @@ _option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
 _option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
 _option("sequence_key", to_key, "sequenceKey", "qpid.sequence_key")
 _option("max_key_updates", to_count, "max_key_updates", "maxKeyUpdates")
-_option("group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride",
-        "messageGroupKey")  # messageGroupKey: Broker-J before 6.1
+_option(
+    "group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride", "messageGroupKey"
+)  # messageGroupKey: Broker-J before 6.1
 _option("group_mode", to_shared_groups, "qpid.shared_msg_group", "messageGroupSharedGroups")
 _option("group_mode", to_group_type, "messageGroupType")
 _option("default_group", to_text, "qpid.default-message-group", "messageGroupDefaultGroup")
@@ -337,20 +350,30 @@ _option("flow_stop_size", to_threshold, "qpid.flow_stop_size", "x-qpid-capacity"
 _option("flow_resume_count", to_threshold, "qpid.flow_resume_count")
 _option("flow_resume_size", to_threshold, "qpid.flow_resume_size", "x-qpid-flow-resume-capacity")
 _option("flow_resume_percent", to_percent, "queueFlowResumeLimit", "qpid.flow_resume_limit")
-_option("ensure_nondestructive", to_bool, "ensureNondestructiveConsumers",
-        "qpid.ensure_nondestructive_consumers", "qpid.browse-only")
+_option(
+    "ensure_nondestructive",
+    to_bool,
+    "ensureNondestructiveConsumers",
+    "qpid.ensure_nondestructive_consumers",
+    "qpid.browse-only",
+)
 _option("default_filters", to_filters, "defaultFilters", "qpid.default_filters")
 _option("min_ttl", to_count, "minimumMessageTtl", "qpid.minimum_message_ttl")
 _option("max_ttl", to_count, "maximumMessageTtl", "qpid.maximum_message_ttl")
 _option("hold_on_publish", to_bool, "holdOnPublishEnabled", "qpid.hold_on_publish")
-_option("lifetime_policy", to_lifetime, "qpid.lifetime-policy", "qpid.lifetime_policy",
-        "lifetimePolicy", "lifetime-policy")
+_option(
+    "lifetime_policy",
+    to_lifetime,
+    "qpid.lifetime-policy",
+    "qpid.lifetime_policy",
+    "lifetimePolicy",
+    "lifetime-policy",
+)
 _option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
 _option("exclusive", to_bool, "exclusive")
 _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
-_option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds",
-        "duplicate_detection_seconds")
+_option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
 _option("", to_dist_modes, "supported-dist-modes")
 _option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node
@@ -363,6 +386,7 @@ _UNSUPPORTED = {
     "qpid.fairshare": "fair-share scheduling over priorities is not supported",
     "x-qpid-fairshare": "fair-share scheduling over priorities is not supported",
 }
+
 
 def option_names() -> list[str]:
     """Every option name the parser knows (for help texts and management)."""
@@ -415,12 +439,15 @@ def unknown_options_error(where: str, unknown: Mapping[str, Any]) -> InvalidFiel
     return InvalidField(f"unknown queue option(s) for '{where}': {listed}", first)
 
 
-def _assign(values: dict[str, Any], given: dict[str, str], target: str, key: str,
-            value: Any) -> None:
+def _assign(
+    values: dict[str, Any], given: dict[str, str], target: str, key: str, value: Any
+) -> None:
     if target in values and values[target] != value:
         raise InvalidField(
             f"queue options '{given[target]}' and '{key}' conflict: "
-            f"{values[target]!r} versus {value!r}", key)
+            f"{values[target]!r} versus {value!r}",
+            key,
+        )
     values[target] = value
     given[target] = key
 
@@ -428,8 +455,12 @@ def _assign(values: dict[str, Any], given: dict[str, str], target: str, key: str
 def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOptions) -> None:
     if not to_bool(key, value):
         return
-    log.warning("queue option '%s' is deprecated; using a last-value queue keyed by '%s' "
-                "(use qpid.last_value_queue_key)", key, LEGACY_LVQ_KEY)
+    log.warning(
+        "queue option '%s' is deprecated; using a last-value queue keyed by '%s' "
+        "(use qpid.last_value_queue_key)",
+        key,
+        LEGACY_LVQ_KEY,
+    )
     parsed.echo[key] = _as_text(value)
     _assign(values, parsed.given, "lvq_key", key, LEGACY_LVQ_KEY)
 
@@ -447,21 +478,37 @@ def _infer_group_mode(values: dict[str, Any], given: dict[str, str]) -> None:
 def validate(settings: QueueSettings, given: Mapping[str, str] | None = None) -> None:
     """Refuse combinations the Qpid brokers rule out (``given``: the option name each
     setting came from, so that a refusal names what the client wrote)."""
-    kinds = [(name, getattr(settings, attr)) for name, attr in
-             (("priorities", "priorities"), ("sort key", "sort_key"), ("LVQ key", "lvq_key"))
-             if getattr(settings, attr) is not None]
+    kinds = [
+        (name, getattr(settings, attr))
+        for name, attr in (
+            ("priorities", "priorities"),
+            ("sort key", "sort_key"),
+            ("LVQ key", "lvq_key"),
+        )
+        if getattr(settings, attr) is not None
+    ]
     if len(kinds) > 1:
         (a, va), (b, vb) = kinds[:2]
-        raise InvalidField(f"a queue cannot have both a {a} ({va!r}) and a {b} ({vb!r})",
-                           "qpid.queue_sort_key" if "sort key" in (a, b) else "qpid.priorities")
+        raise InvalidField(
+            f"a queue cannot have both a {a} ({va!r}) and a {b} ({vb!r})",
+            "qpid.queue_sort_key" if "sort key" in (a, b) else "qpid.priorities",
+        )
     if settings.grouped and settings.kind != "standard":
         raise InvalidField(
             f"message groups are not supported on a {settings.kind} queue "
-            f"(group key {settings.group_key or 'group-id'!r})", "qpid.group_header_key")
-    if settings.min_ttl is not None and settings.max_ttl is not None \
-            and settings.min_ttl > settings.max_ttl:
-        raise InvalidField(f"minimumMessageTtl {settings.min_ttl} is greater than "
-                           f"maximumMessageTtl {settings.max_ttl}", "minimumMessageTtl")
+            f"(group key {settings.group_key or 'group-id'!r})",
+            "qpid.group_header_key",
+        )
+    if (
+        settings.min_ttl is not None
+        and settings.max_ttl is not None
+        and settings.min_ttl > settings.max_ttl
+    ):
+        raise InvalidField(
+            f"minimumMessageTtl {settings.min_ttl} is greater than "
+            f"maximumMessageTtl {settings.max_ttl}",
+            "minimumMessageTtl",
+        )
     _validate_flow(settings, given or {})
 
 
@@ -477,20 +524,33 @@ def _validate_flow(settings: QueueSettings, given: Mapping[str, str]) -> None:
         stop_name = given.get(stop_field, f"qpid.{stop_field}")
         limit_name = given.get(limit_field, f"qpid.{limit_field}")
         if stop is not None and pfc and limit is not None and stop != limit:
-            raise InvalidField(f"queue options '{stop_name}' ({stop}) and '{limit_name}' "
-                               f"({limit}) conflict: with producer flow control the limit "
-                               "is the stop threshold", stop_name)
-        if stop is not None and settings.overflow_policy == REJECT and limit is not None \
-                and stop > limit:
-            raise InvalidField(f"queue option '{stop_name}' ({stop}) must not be more than "
-                               f"'{limit_name}' ({limit})", stop_name)
+            raise InvalidField(
+                f"queue options '{stop_name}' ({stop}) and '{limit_name}' "
+                f"({limit}) conflict: with producer flow control the limit "
+                "is the stop threshold",
+                stop_name,
+            )
+        if (
+            stop is not None
+            and settings.overflow_policy == REJECT
+            and limit is not None
+            and stop > limit
+        ):
+            raise InvalidField(
+                f"queue option '{stop_name}' ({stop}) must not be more than "
+                f"'{limit_name}' ({limit})",
+                stop_name,
+            )
         effective = stop if stop is not None else (limit if pfc else None)
         if resume is None or effective is None:
             continue  # a resume threshold alone is ignored, with a warning (as qpid-cpp)
         resume_name = given.get(resume_field, f"qpid.{resume_field}")
         if resume > effective:
-            raise InvalidField(f"queue option '{resume_name}' ({resume}) must not be more "
-                               f"than the flow stop threshold ({effective})", resume_name)
+            raise InvalidField(
+                f"queue option '{resume_name}' ({resume}) must not be more "
+                f"than the flow stop threshold ({effective})",
+                resume_name,
+            )
 
 
 def differences(settings: QueueSettings, parsed: ParsedOptions) -> list[str]:
@@ -511,4 +571,3 @@ def _as_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)
     return str(value)
-

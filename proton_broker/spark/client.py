@@ -73,22 +73,24 @@ def queue_bounds(url: str, queues: list[str], timeout: float = 30.0) -> dict[str
 
 
 def _read_bounds(client: SyncRequestResponse, queue: str) -> QueueBounds:
-    request = Message(properties={"operation": "READ", "type": QUEUE_TYPE, "name": queue},
-                      body=None)
+    request = Message(
+        properties={"operation": "READ", "type": QUEUE_TYPE, "name": queue}, body=None
+    )
     response = client.call(request)
     props = response.properties or {}
     status = int(props.get("statusCode", 0))
     if status != 200:
         why = props.get("statusDescription") or response.body
-        raise BrokerRequestError(f"management READ of queue '{queue}' failed with "
-                                 f"{status}: {why}")
+        raise BrokerRequestError(f"management READ of queue '{queue}' failed with {status}: {why}")
     attributes = response.body if isinstance(response.body, dict) else {}
     try:
         earliest = int(attributes["earliestSequenceNumber"])
         after = int(attributes["nextSequenceNumber"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise BrokerRequestError(f"management READ of queue '{queue}' has no sequence "
-                                 f"numbers (is the broker too old?): {attributes!r}") from exc
+        raise BrokerRequestError(
+            f"management READ of queue '{queue}' has no sequence "
+            f"numbers (is the broker too old?): {attributes!r}"
+        ) from exc
     key = attributes.get("lvqKey") or attributes.get("sequenceKey")
     return QueueBounds(earliest, after, str(key) if key else None)
 
@@ -97,13 +99,15 @@ def sequence_number(message: Message) -> int:
     annotations = message.annotations or {}
     value = annotations.get(symbol(SEQUENCE_NUMBER), annotations.get(SEQUENCE_NUMBER))
     if value is None:
-        raise BrokerRequestError("a browsed message carries no x-opt-sequence-number "
-                                 "annotation (is the broker too old?)")
+        raise BrokerRequestError(
+            "a browsed message carries no x-opt-sequence-number annotation (is the broker too old?)"
+        )
     return int(value)
 
 
-def browse_range(url: str, queue: str, start: int, end: int, chunk: int = 500,
-                 timeout: float = 30.0) -> Iterator[tuple[int, Message]]:
+def browse_range(
+    url: str, queue: str, start: int, end: int, chunk: int = 500, timeout: float = 30.0
+) -> Iterator[tuple[int, Message]]:
     """Yield ``(sequence number, message)`` for the messages of ``queue`` numbered in
     ``[start, end)`` that are still on it, in order, then close the connection."""
     if end <= start:
@@ -111,16 +115,21 @@ def browse_range(url: str, queue: str, start: int, end: int, chunk: int = 500,
     conn = connect(url, timeout)
     try:
         receiver = conn.create_receiver(
-            queue, credit=0,
+            queue,
+            credit=0,
             # sent settled: a browse acquires nothing, so there is nothing to acknowledge
-            options=[Copy(), AtMostOnce(), Filter({symbol(SEQUENCE_NUMBER): ulong(start)})])
+            options=[Copy(), AtMostOnce(), Filter({symbol(SEQUENCE_NUMBER): ulong(start)})],
+        )
         link, fetcher = receiver.link, receiver.fetcher
         link.drain_mode = True  # every flow asks the broker to answer with what it has
         while True:
             want = min(chunk, end - start)
             link.flow(want)
-            conn.wait(lambda: link.credit == 0, timeout=timeout,
-                      msg=f"browsing queue '{queue}' from {start}")
+            conn.wait(
+                lambda: link.credit == 0,
+                timeout=timeout,
+                msg=f"browsing queue '{queue}' from {start}",
+            )
             got = 0
             while fetcher.has_message:
                 message = fetcher.pop()
@@ -136,27 +145,38 @@ def browse_range(url: str, queue: str, start: int, end: int, chunk: int = 500,
         conn.close()
 
 
-def send_all(url: str, queue: str, messages: Iterator[Message], window: int = 1000,
-             timeout: float = 30.0, node_options: dict[str, Any] | None = None) -> int:
+def send_all(
+    url: str,
+    queue: str,
+    messages: Iterator[Message],
+    window: int = 1000,
+    timeout: float = 30.0,
+    node_options: dict[str, Any] | None = None,
+) -> int:
     """Send every message unsettled and wait until each is ``accepted``; at most
     ``window`` are in flight. ``node_options``: queue options, should the attach create
     the queue. Returns how many were sent."""
     conn = connect(url, timeout)
     try:
         sender = conn.create_sender(
-            queue, options=NodeOptions(node_options) if node_options else None)
+            queue, options=NodeOptions(node_options) if node_options else None
+        )
         link = sender.link
         pending: list[Delivery] = []
         sent = 0
         for message in messages:
             while len(pending) >= window or not link.credit:
-                conn.wait(_room(link, pending, window), timeout=timeout,
-                          msg=f"sending to '{queue}'")
+                conn.wait(
+                    _room(link, pending, window), timeout=timeout, msg=f"sending to '{queue}'"
+                )
                 pending = _check_outcomes(pending, queue)
             pending.append(link.send(message))
             sent += 1
-        conn.wait(lambda: all(d.remote_state for d in pending), timeout=timeout,
-                  msg=f"waiting for '{queue}' to accept")
+        conn.wait(
+            lambda: all(d.remote_state for d in pending),
+            timeout=timeout,
+            msg=f"waiting for '{queue}' to accept",
+        )
         _check_outcomes(pending, queue)
         return sent
     finally:
@@ -178,8 +198,9 @@ def _check_outcomes(pending: list[Delivery], queue: str) -> list[Delivery]:
             continue
         if state != Delivery.ACCEPTED:
             condition = delivery.remote.condition
-            raise BrokerRequestError(f"queue '{queue}' did not accept a message: {state}"
-                                     + (f" ({condition.name}: {condition.description})"
-                                        if condition else ""))
+            raise BrokerRequestError(
+                f"queue '{queue}' did not accept a message: {state}"
+                + (f" ({condition.name}: {condition.description})" if condition else "")
+            )
         delivery.settle()
     return waiting

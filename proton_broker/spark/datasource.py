@@ -50,5 +50,7 @@ class AmqpDataSource(DataSource):
 def _append_only(overwrite: bool) -> None:
     """A queue takes messages; it cannot be replaced by a DataFrame."""
     if overwrite:
-        raise ValueError('the amqp sink only appends to a queue: use mode("append") '
-                         '(outputMode "append" for a stream)')
+        raise ValueError(
+            'the amqp sink only appends to a queue: use mode("append") '
+            '(outputMode "append" for a stream)'
+        )

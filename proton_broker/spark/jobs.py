@@ -61,8 +61,9 @@ def _queue_settings(options: dict[str, Any], name: str) -> QueueSettings:
         return QueueSettings()
 
 
-def _message_rows(db: sqlite3.Connection,
-                  settings: dict[str, QueueSettings]) -> Iterator[dict[str, Any]]:
+def _message_rows(
+    db: sqlite3.Connection, settings: dict[str, QueueSettings]
+) -> Iterator[dict[str, Any]]:
     from proton import Message
 
     from proton_broker.spark.rows import COLUMNS, message_to_row
@@ -78,10 +79,16 @@ def _message_rows(db: sqlite3.Connection,
         row = dict(zip(COLUMNS, values, strict=True))
         seq = (message.annotations or {}).get("x-opt-sequence-number")
         row["sequence_number"] = int(seq) if seq is not None else None
-        group_source = row["application_properties"].get(qs.group_key) if qs.group_key \
-            else row["group_id"]
-        row.update(store_id=store_id, arrival=_dt.datetime.fromtimestamp(arrival, _dt.UTC),
-                   on_queue=store_id not in retired, group=group_source, size=len(data))
+        group_source = (
+            row["application_properties"].get(qs.group_key) if qs.group_key else row["group_id"]
+        )
+        row.update(
+            store_id=store_id,
+            arrival=_dt.datetime.fromtimestamp(arrival, _dt.UTC),
+            on_queue=store_id not in retired,
+            group=group_source,
+            size=len(data),
+        )
         yield row
 
 
@@ -90,9 +97,16 @@ def _arrow_schema() -> Any:
 
     from proton_broker.spark.rows import arrow_fields
 
-    return pa.schema([*arrow_fields(), ("store_id", pa.int64()),
-                      ("arrival", pa.timestamp("us", "UTC")), ("on_queue", pa.bool_()),
-                      ("group", pa.string()), ("size", pa.int64())])
+    return pa.schema(
+        [
+            *arrow_fields(),
+            ("store_id", pa.int64()),
+            ("arrival", pa.timestamp("us", "UTC")),
+            ("on_queue", pa.bool_()),
+            ("group", pa.string()),
+            ("size", pa.int64()),
+        ]
+    )
 
 
 def export(data_dir: str | Path, out: str | Path) -> dict[str, int]:
@@ -108,8 +122,10 @@ def export(data_dir: str | Path, out: str | Path) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="proton-broker-snapshot-") as tmp:
         db = sqlite3.connect(snapshot_store(data_dir, Path(tmp) / FILE_NAME))
         try:
-            queues = {name: json.loads(options)
-                      for name, options in db.execute("SELECT name, options FROM queues")}
+            queues = {
+                name: json.loads(options)
+                for name, options in db.execute("SELECT name, options FROM queues")
+            }
             settings = {name: _queue_settings(opts, name) for name, opts in queues.items()}
             batch: list[dict[str, Any]] = []
             files = count = 0
@@ -123,24 +139,35 @@ def export(data_dir: str | Path, out: str | Path) -> dict[str, int]:
                 _write_part(pq, pa, schema, batch, out, files)
         finally:
             db.close()
-    queue_table = pa.table({
-        "queue": list(queues),
-        "options": [json.dumps(queues[q], default=str) for q in queues],
-        "key_property": [settings[q].lvq_key or settings[q].sequence_key for q in queues],
-        "group_property": [settings[q].group_key for q in queues],
-    }, schema=pa.schema([("queue", pa.string()), ("options", pa.string()),
-                         ("key_property", pa.string()), ("group_property", pa.string())]))
+    queue_table = pa.table(
+        {
+            "queue": list(queues),
+            "options": [json.dumps(queues[q], default=str) for q in queues],
+            "key_property": [settings[q].lvq_key or settings[q].sequence_key for q in queues],
+            "group_property": [settings[q].group_key for q in queues],
+        },
+        schema=pa.schema(
+            [
+                ("queue", pa.string()),
+                ("options", pa.string()),
+                ("key_property", pa.string()),
+                ("group_property", pa.string()),
+            ]
+        ),
+    )
     pq.write_table(queue_table, out / QUEUES_DIR / "queues.parquet")
     return {"queues": len(queues), "messages": count}
 
 
-def _write_part(pq: Any, pa: Any, schema: Any, rows: list[dict[str, Any]], out: Path,
-                index: int) -> None:
+def _write_part(
+    pq: Any, pa: Any, schema: Any, rows: list[dict[str, Any]], out: Path, index: int
+) -> None:
     table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, out / MESSAGES_DIR / f"part-{index:05d}.parquet")
 
 
 # ---- Spark jobs over a snapshot --------------------------------------------------------
+
 
 def messages(spark: Any, snapshot: str) -> Any:
     return spark.read.parquet(f"{snapshot}/{MESSAGES_DIR}")
@@ -151,24 +178,33 @@ def latest_values(spark: Any, snapshot: str, as_of: _dt.datetime) -> Any:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    versions = (messages(spark, snapshot)
-                .where(F.col("key").isNotNull() & (F.col("arrival") <= F.lit(as_of))))
+    versions = messages(spark, snapshot).where(
+        F.col("key").isNotNull() & (F.col("arrival") <= F.lit(as_of))
+    )
     newest = Window.partitionBy("queue", "key").orderBy(
-        F.col("key_sequence").desc_nulls_last(), F.col("store_id").desc())
-    return (versions.withColumn("rank", F.row_number().over(newest))
-            .where(F.col("rank") == 1)
-            .select("queue", "key", "key_sequence", "arrival", "body_text", "body",
-                    "store_id"))
+        F.col("key_sequence").desc_nulls_last(), F.col("store_id").desc()
+    )
+    return (
+        versions.withColumn("rank", F.row_number().over(newest))
+        .where(F.col("rank") == 1)
+        .select("queue", "key", "key_sequence", "arrival", "body_text", "body", "store_id")
+    )
 
 
 def backlog(spark: Any, snapshot: str) -> Any:
     """Messages, bytes and the oldest arrival per queue and group, on the queues."""
     from pyspark.sql import functions as F
 
-    return (messages(spark, snapshot).where(F.col("on_queue"))
-            .groupBy("queue", "group")
-            .agg(F.count(F.lit(1)).alias("messages"), F.sum("size").alias("bytes"),
-                 F.min("arrival").alias("oldest_arrival")))
+    return (
+        messages(spark, snapshot)
+        .where(F.col("on_queue"))
+        .groupBy("queue", "group")
+        .agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.sum("size").alias("bytes"),
+            F.min("arrival").alias("oldest_arrival"),
+        )
+    )
 
 
 def _session(master: str | None, app: str) -> tuple[Any, bool]:
@@ -190,21 +226,29 @@ def _time(text: str) -> _dt.datetime:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m proton_broker.spark.jobs",
-                                     description="Batch jobs over proton-broker stores.")
+    parser = argparse.ArgumentParser(
+        prog="python -m proton_broker.spark.jobs",
+        description="Batch jobs over proton-broker stores.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     snap = commands.add_parser("export", help="write a Parquet snapshot of a store")
     snap.add_argument("--data-dir", required=True, help="the broker's data directory")
     snap.add_argument("--out", required=True, help="a new directory for the snapshot")
-    for name, text in (("latest", "latest value per key as of a time"),
-                       ("backlog", "backlog per queue and group")):
+    for name, text in (
+        ("latest", "latest value per key as of a time"),
+        ("backlog", "backlog per queue and group"),
+    ):
         job = commands.add_parser(name, help=text)
         job.add_argument("--snapshot", required=True, help="a directory export wrote")
         job.add_argument("--master", help="Spark master (default: spark-submit's / local)")
         job.add_argument("--out", help="write the result as Parquet here (default: print)")
         if name == "latest":
-            job.add_argument("--as-of", type=_time, required=True,
-                             help="ISO time, e.g. 2026-11-23T02:00:00 (UTC unless given)")
+            job.add_argument(
+                "--as-of",
+                type=_time,
+                required=True,
+                help="ISO time, e.g. 2026-11-23T02:00:00 (UTC unless given)",
+            )
     return parser.parse_args(argv)
 
 
@@ -212,13 +256,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "export":
         counts = export(args.data_dir, args.out)
-        print(f"exported {counts['messages']} messages of {counts['queues']} durable "
-              f"queues to {args.out}")
+        print(
+            f"exported {counts['messages']} messages of {counts['queues']} durable "
+            f"queues to {args.out}"
+        )
         return 0
     spark, own = _session(args.master, f"proton-broker {args.command}")
     try:
-        result = (latest_values(spark, args.snapshot, args.as_of) if args.command == "latest"
-                  else backlog(spark, args.snapshot))
+        result = (
+            latest_values(spark, args.snapshot, args.as_of)
+            if args.command == "latest"
+            else backlog(spark, args.snapshot)
+        )
         if args.out:
             result.write.mode("overwrite").parquet(args.out)
         else:

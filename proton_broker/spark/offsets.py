@@ -53,9 +53,11 @@ def initial(starting: Mapping[str, int | str], bounds: Mapping[str, QueueBounds]
 
 
 def lost_message(queue: str, start: int, earliest: int) -> str:
-    return (f"queue '{queue}': messages numbered {start} to {earliest - 1} were dropped "
-            f"before the query read them (the earliest message still on the queue is "
-            f"number {earliest}); set failOnDataLoss=false to skip them")
+    return (
+        f"queue '{queue}': messages numbered {start} to {earliest - 1} were dropped "
+        f"before the query read them (the earliest message still on the queue is "
+        f"number {earliest}); set failOnDataLoss=false to skip them"
+    )
 
 
 def effective_start(queue: str, start: int, bounds: QueueBounds, fail_on_loss: bool) -> int:
@@ -67,15 +69,20 @@ def effective_start(queue: str, start: int, bounds: QueueBounds, fail_on_loss: b
     return start
 
 
-def latest(start: Mapping[str, int], bounds: Mapping[str, QueueBounds],
-           max_messages: int | None, fail_on_loss: bool,
-           cap: Mapping[str, int] | None = None) -> Offset:
+def latest(
+    start: Mapping[str, int],
+    bounds: Mapping[str, QueueBounds],
+    max_messages: int | None,
+    fail_on_loss: bool,
+    cap: Mapping[str, int] | None = None,
+) -> Offset:
     """The end of the next batch: each queue's ``next`` number (or ``cap``, the target of
     an available-now query), limited to ``max_messages`` numbers in all."""
-    begin = {q: effective_start(q, start.get(q, bounds[q].earliest), bounds[q], fail_on_loss)
-             for q in bounds}
-    top = {q: min(bounds[q].next, cap[q]) if cap and q in cap else bounds[q].next
-           for q in bounds}
+    begin = {
+        q: effective_start(q, start.get(q, bounds[q].earliest), bounds[q], fail_on_loss)
+        for q in bounds
+    }
+    top = {q: min(bounds[q].next, cap[q]) if cap and q in cap else bounds[q].next for q in bounds}
     end = {q: max(begin[q], top[q]) for q in bounds}
     if max_messages is None:
         return _not_behind(end, start)
@@ -100,8 +107,9 @@ def _not_behind(end: Offset, start: Mapping[str, int]) -> Offset:
     return {q: max(n, start.get(q, n)) for q, n in end.items()}
 
 
-def ranges(start: Mapping[str, int], end: Mapping[str, int],
-           per_partition: int | None) -> list[Range]:
+def ranges(
+    start: Mapping[str, int], end: Mapping[str, int], per_partition: int | None
+) -> list[Range]:
     """The tasks of a batch: each queue's non-empty range, split into pieces of at most
     ``per_partition`` numbers when that is set."""
     out = []

@@ -102,8 +102,9 @@ def _queues(options: Mapping[str, str]) -> tuple[str, ...]:
     raw = _get(options, "queues") or _get(options, "queue") or _get(options, "path")
     names = tuple(dict.fromkeys(q.strip() for q in (raw or "").split(",") if q.strip()))
     if not names:
-        raise OptionError("option queues (or queue) is required: one queue name or several, "
-                          "separated by commas")
+        raise OptionError(
+            "option queues (or queue) is required: one queue name or several, separated by commas"
+        )
     return names
 
 
@@ -116,8 +117,10 @@ def parse_starting(raw: str | None, queues: tuple[str, ...]) -> dict[str, int | 
     try:
         given = json.loads(raw)
     except json.JSONDecodeError:
-        raise OptionError("option startingOffsets must be earliest, latest or JSON such as "
-                          f'{{"orders": 42}}, got {raw!r}') from None
+        raise OptionError(
+            "option startingOffsets must be earliest, latest or JSON such as "
+            f'{{"orders": 42}}, got {raw!r}'
+        ) from None
     if not isinstance(given, dict):
         raise OptionError(f"option startingOffsets must be a JSON object, got {raw!r}")
     unknown = sorted(set(given) - set(queues))
@@ -134,8 +137,10 @@ def _start_value(queue: str, value: Any) -> int | str:
         return value.lower()
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    raise OptionError(f"option startingOffsets: queue '{queue}' must start at a sequence "
-                      f"number >= 1, earliest or latest, got {value!r}")
+    raise OptionError(
+        f"option startingOffsets: queue '{queue}' must start at a sequence "
+        f"number >= 1, earliest or latest, got {value!r}"
+    )
 
 
 def source_options(options: Mapping[str, str]) -> SourceOptions:

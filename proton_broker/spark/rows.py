@@ -25,15 +25,30 @@ from typing import Any
 from proton import Message
 
 _FIELDS = (
-    ("queue", "STRING"), ("sequence_number", "BIGINT"), ("body", "BINARY"),
-    ("body_text", "STRING"), ("message_id", "STRING"), ("user_id", "BINARY"),
-    ("to", "STRING"), ("subject", "STRING"), ("reply_to", "STRING"),
-    ("correlation_id", "STRING"), ("content_type", "STRING"), ("content_encoding", "STRING"),
-    ("absolute_expiry_time", "TIMESTAMP"), ("creation_time", "TIMESTAMP"),
-    ("group_id", "STRING"), ("group_sequence", "BIGINT"), ("reply_to_group_id", "STRING"),
-    ("durable", "BOOLEAN"), ("priority", "INT"), ("delivery_count", "BIGINT"),
-    ("application_properties", "MAP<STRING, STRING>"), ("annotations", "MAP<STRING, STRING>"),
-    ("key", "STRING"), ("key_sequence", "BIGINT"),
+    ("queue", "STRING"),
+    ("sequence_number", "BIGINT"),
+    ("body", "BINARY"),
+    ("body_text", "STRING"),
+    ("message_id", "STRING"),
+    ("user_id", "BINARY"),
+    ("to", "STRING"),
+    ("subject", "STRING"),
+    ("reply_to", "STRING"),
+    ("correlation_id", "STRING"),
+    ("content_type", "STRING"),
+    ("content_encoding", "STRING"),
+    ("absolute_expiry_time", "TIMESTAMP"),
+    ("creation_time", "TIMESTAMP"),
+    ("group_id", "STRING"),
+    ("group_sequence", "BIGINT"),
+    ("reply_to_group_id", "STRING"),
+    ("durable", "BOOLEAN"),
+    ("priority", "INT"),
+    ("delivery_count", "BIGINT"),
+    ("application_properties", "MAP<STRING, STRING>"),
+    ("annotations", "MAP<STRING, STRING>"),
+    ("key", "STRING"),
+    ("key_sequence", "BIGINT"),
 )
 COLUMNS = [name for name, _ in _FIELDS]
 SCHEMA = ", ".join(f"`{name}` {kind}" for name, kind in _FIELDS)  # Spark DDL
@@ -46,15 +61,31 @@ def arrow_fields() -> list[Any]:
     import pyarrow as pa
 
     text_map = pa.map_(pa.string(), pa.string())
-    kinds = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(),
-             "TIMESTAMP": pa.timestamp("us", "UTC"), "BOOLEAN": pa.bool_(),
-             "INT": pa.int32(), "MAP<STRING, STRING>": text_map}
+    kinds = {
+        "STRING": pa.string(),
+        "BIGINT": pa.int64(),
+        "BINARY": pa.binary(),
+        "TIMESTAMP": pa.timestamp("us", "UTC"),
+        "BOOLEAN": pa.bool_(),
+        "INT": pa.int32(),
+        "MAP<STRING, STRING>": text_map,
+    }
     return [pa.field(name, kinds[kind]) for name, kind in _FIELDS]
 
+
 # Columns a writer maps onto message fields (every other column is an application property).
-_WRITE_PROPERTIES = ("to", "subject", "reply_to", "correlation_id", "content_type",
-                     "content_encoding", "group_id", "group_sequence", "reply_to_group_id",
-                     "user_id")
+_WRITE_PROPERTIES = (
+    "to",
+    "subject",
+    "reply_to",
+    "correlation_id",
+    "content_type",
+    "content_encoding",
+    "group_id",
+    "group_sequence",
+    "reply_to_group_id",
+    "user_id",
+)
 _WRITE_HEADER = ("durable", "priority", "ttl")
 _WRITE_IGNORED = ("body_text",)  # a row read from the source carries both bodies
 
@@ -104,8 +135,9 @@ def _time(millis: Any) -> _dt.datetime | None:
     return _dt.datetime.fromtimestamp(float(millis), tz=_dt.UTC)  # proton gives seconds
 
 
-def message_to_row(queue: str, seq: int, message: Message,
-                   key_property: str | None = None) -> tuple[Any, ...]:
+def message_to_row(
+    queue: str, seq: int, message: Message, key_property: str | None = None
+) -> tuple[Any, ...]:
     """One source row, in :data:`SCHEMA` order."""
     body, body_text = body_columns(message.body)
     props = message.properties or {}
@@ -113,15 +145,30 @@ def message_to_row(queue: str, seq: int, message: Message,
     key_seq = annotations.get(KEY_SEQUENCE)
     key = text(props.get(key_property)) if key_property else None
     return (
-        queue, seq, body, body_text,
-        text(message.id), bytes(message.user_id) if message.user_id else None,
-        message.address, message.subject, message.reply_to, text(message.correlation_id),
-        text(message.content_type), text(message.content_encoding),
-        _time(message.expiry_time), _time(message.creation_time),
-        message.group_id, int(message.group_sequence) if message.group_sequence else None,
-        message.reply_to_group_id, bool(message.durable), int(message.priority),
-        int(message.delivery_count), _text_map(props), _text_map(annotations),
-        key, int(key_seq) if key_seq is not None else None,
+        queue,
+        seq,
+        body,
+        body_text,
+        text(message.id),
+        bytes(message.user_id) if message.user_id else None,
+        message.address,
+        message.subject,
+        message.reply_to,
+        text(message.correlation_id),
+        text(message.content_type),
+        text(message.content_encoding),
+        _time(message.expiry_time),
+        _time(message.creation_time),
+        message.group_id,
+        int(message.group_sequence) if message.group_sequence else None,
+        message.reply_to_group_id,
+        bool(message.durable),
+        int(message.priority),
+        int(message.delivery_count),
+        _text_map(props),
+        _text_map(annotations),
+        key,
+        int(key_seq) if key_seq is not None else None,
     )
 
 
@@ -138,8 +185,11 @@ def row_to_message(row: Mapping[str, Any], message_id: str) -> Message:
         if value is None or column in ("message_id", "body", *_WRITE_IGNORED):
             continue
         if column in _WRITE_PROPERTIES:
-            setattr(message, "address" if column == "to" else column,
-                    bytes(value) if column == "user_id" else value)
+            setattr(
+                message,
+                "address" if column == "to" else column,
+                bytes(value) if column == "user_id" else value,
+            )
         elif column in _WRITE_HEADER:
             setattr(message, column, value)
         elif column == "application_properties":

@@ -51,10 +51,11 @@ def write_rows(opts: SinkOptions, rows: Iterator[Row], prefix: str, partition: i
     messages = _messages(rows, f"{prefix}/{partition}")
     if _take_fail_file(opts.fail_once_file):
         every = list(messages)
-        half = every[:(len(every) + 1) // 2]
+        half = every[: (len(every) + 1) // 2]
         client.send_all(opts.url, opts.queue, iter(half), opts.window, opts.timeout)
-        raise InjectedFailure(f"injected failure writing to {opts.queue} after "
-                              f"{len(half)} of {len(every)} rows")
+        raise InjectedFailure(
+            f"injected failure writing to {opts.queue} after {len(half)} of {len(every)} rows"
+        )
     count = client.send_all(opts.url, opts.queue, messages, opts.window, opts.timeout)
     return Sent(partition, count)
 
@@ -95,8 +96,10 @@ class AmqpStreamWriter(DataSourceStreamWriter):
         task = _task()
         query, batch = task.getLocalProperty(QUERY_ID), task.getLocalProperty(BATCH_ID)
         if query is None or batch is None:
-            raise RuntimeError("the AMQP stream sink found no query and batch id on its "
-                               f"task (local properties {QUERY_ID}, {BATCH_ID})")
+            raise RuntimeError(
+                "the AMQP stream sink found no query and batch id on its "
+                f"task (local properties {QUERY_ID}, {BATCH_ID})"
+            )
         prefix = f"{self.opts.write_id or query}/{batch}"
         return write_rows(self.opts, iterator, prefix, task.partitionId())
 

@@ -71,9 +71,9 @@ def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[Any]:
 def _batch(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
     columns = list(zip(*rows, strict=True))
     return pa.RecordBatch.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema,
-                                                                      strict=True)],
-        schema=schema)
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)],
+        schema=schema,
+    )
 
 
 def range_rows(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any, ...]]:
@@ -82,10 +82,12 @@ def range_rows(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any,
     start = offsets.effective_start(part.queue, part.start, bounds, opts.fail_on_data_loss)
     fail_at = _fail_point(opts.fail_once_file, part)
     for count, (seq, message) in enumerate(
-            client.browse_range(opts.url, part.queue, start, part.end, timeout=opts.timeout)):
+        client.browse_range(opts.url, part.queue, start, part.end, timeout=opts.timeout)
+    ):
         if count == fail_at:
-            raise InjectedFailure(f"injected failure reading {part.queue} "
-                                  f"[{part.start}, {part.end}) at {seq}")
+            raise InjectedFailure(
+                f"injected failure reading {part.queue} [{part.start}, {part.end}) at {seq}"
+            )
         yield message_to_row(part.queue, seq, message, opts.key_property or bounds.key)
 
 
@@ -118,15 +120,16 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return offsets.latest(start, self._bounds(), most, self.opts.fail_on_data_loss,
-                              self.target)
+        return offsets.latest(start, self._bounds(), most, self.opts.fail_on_data_loss, self.target)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = {queue: b.next for queue, b in self._bounds().items()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [RangePartition(r.queue, r.start, r.end)
-                for r in offsets.ranges(start, end, self.opts.max_per_partition)]
+        return [
+            RangePartition(r.queue, r.start, r.end)
+            for r in offsets.ranges(start, end, self.opts.max_per_partition)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
@@ -150,8 +153,9 @@ class AmqpBatchReader(DataSourceReader):
         end = {q: b.next for q, b in bounds.items()}
         found = offsets.ranges(start, end, self.opts.max_per_partition)
         # Spark wants at least one partition; an empty range reads nothing.
-        return ([RangePartition(r.queue, r.start, r.end) for r in found]
-                or [RangePartition(self.opts.queues[0], 0, 0)])
+        return [RangePartition(r.queue, r.start, r.end) for r in found] or [
+            RangePartition(self.opts.queues[0], 0, 0)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
@@ -167,7 +171,16 @@ def move_cursor(opts: SourceOptions, end: dict) -> None:
     """Record the committed offset of each queue on the broker, in the last-value queue
     named by the ``cursor`` option (created on first use, keyed by ``cursor``): one
     message per queue, ``{"queue": q, "next": n}``, the latest replacing the previous."""
-    messages = iter([Message(body={"queue": q, "next": int(n)},
-                             properties={CURSOR_KEY: q}) for q, n in sorted(end.items())])
-    client.send_all(opts.url, opts.cursor or "", messages, timeout=opts.timeout,
-                    node_options={"qpid.last_value_queue_key": CURSOR_KEY})
+    messages = iter(
+        [
+            Message(body={"queue": q, "next": int(n)}, properties={CURSOR_KEY: q})
+            for q, n in sorted(end.items())
+        ]
+    )
+    client.send_all(
+        opts.url,
+        opts.cursor or "",
+        messages,
+        timeout=opts.timeout,
+        node_options={"qpid.last_value_queue_key": CURSOR_KEY},
+    )

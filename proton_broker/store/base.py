@@ -76,8 +76,7 @@ class Unit:
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
 
 
-COMMIT_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                 2.5, 5.0)
+COMMIT_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """Upper bounds (seconds) of the commit-duration buckets: an fsync on an SSD is well under
 a millisecond, on a spinning disk or a loaded VM tens of milliseconds."""
 
@@ -119,8 +118,7 @@ class CommitClock:
 
     def snapshot(self) -> CommitTimes:
         with self._lock:
-            return CommitTimes(self._count, self._failures, self._seconds,
-                               tuple(self._buckets))
+            return CommitTimes(self._count, self._failures, self._seconds, tuple(self._buckets))
 
 
 class Store(abc.ABC):

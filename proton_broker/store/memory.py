@@ -22,11 +22,15 @@ class MemoryStore(Store):
         self.seen_ids: dict[str, dict[str, float]] = {}  # queue -> key -> when
 
     def open(self) -> Recovered:
-        return Recovered(dict(self.queues), sorted(self.messages.values(), key=_by_id),
-                         {queue: dict(keys) for queue, keys in self.sequences.items()},
-                         set(self.retired), dict(self.numbers), dict(self.marks),
-                         {queue: sorted(keys.items(), key=_by_time)
-                          for queue, keys in self.seen_ids.items()})
+        return Recovered(
+            dict(self.queues),
+            sorted(self.messages.values(), key=_by_id),
+            {queue: dict(keys) for queue, keys in self.sequences.items()},
+            set(self.retired),
+            dict(self.numbers),
+            dict(self.marks),
+            {queue: sorted(keys.items(), key=_by_time) for queue, keys in self.seen_ids.items()},
+        )
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
         self.queues[name] = dict(options)

@@ -79,9 +79,13 @@ _STOP = object()
 
 
 class SqliteStore(Store):
-    def __init__(self, directory: str | Path, post: Post,
-                 before_commit: Callable[[], None] | None = None,
-                 after_commit: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        post: Post,
+        before_commit: Callable[[], None] | None = None,
+        after_commit: Callable[[], None] | None = None,
+    ) -> None:
         """``post`` runs a callable on the event-loop thread. ``before_commit`` and
         ``after_commit`` are fault-test hooks called by the writer around each commit."""
         super().__init__()
@@ -109,8 +113,7 @@ class SqliteStore(Store):
             recovered = self._recover()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path} cannot be read: {exc}") from exc
-        self._writer = threading.Thread(target=self._write_loop, name="store-writer",
-                                        daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
         self._writer.start()
         return recovered
 
@@ -136,8 +139,9 @@ class SqliteStore(Store):
         if row is None:
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         elif row[0] != SCHEMA_VERSION:
-            raise StoreError(f"store {self.path} has schema {row[0]}, this broker reads "
-                             f"schema {SCHEMA_VERSION}")
+            raise StoreError(
+                f"store {self.path} has schema {row[0]}, this broker reads schema {SCHEMA_VERSION}"
+            )
 
     def _recover(self) -> Recovered:
         db = self._db
@@ -162,8 +166,10 @@ class SqliteStore(Store):
         for message_id, queue, arrival, crc, data in rows:
             data = bytes(data)
             if zlib.crc32(data) != crc:
-                raise StoreError(f"store {self.path}: message {message_id} on queue "
-                                 f"'{queue}' fails its checksum; refusing to serve it")
+                raise StoreError(
+                    f"store {self.path}: message {message_id} on queue "
+                    f"'{queue}' fails its checksum; refusing to serve it"
+                )
             recovered.messages.append(StoredMessage(message_id, queue, data, arrival))
             last = message_id
         self._ids_after(last)
@@ -172,18 +178,22 @@ class SqliteStore(Store):
     # ---- declarations (synchronous, on the loop thread) ------------------------------
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
-        self._declare("INSERT OR REPLACE INTO queues VALUES (?, ?)",
-                      (name, json.dumps(dict(options), default=str)))
+        self._declare(
+            "INSERT OR REPLACE INTO queues VALUES (?, ?)",
+            (name, json.dumps(dict(options), default=str)),
+        )
 
     def delete_queue(self, name: str) -> None:
-        self._declare("DELETE FROM numbers WHERE id IN (SELECT id FROM messages "
-                      "WHERE queue = ?)", (name,),
-                      "DELETE FROM messages WHERE queue = ?",
-                      "DELETE FROM queues WHERE name = ?",
-                      "DELETE FROM sequences WHERE queue = ?",
-                      "DELETE FROM marks WHERE queue = ?",
-                      "DELETE FROM seen WHERE queue = ?",
-                      "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)")
+        self._declare(
+            "DELETE FROM numbers WHERE id IN (SELECT id FROM messages WHERE queue = ?)",
+            (name,),
+            "DELETE FROM messages WHERE queue = ?",
+            "DELETE FROM queues WHERE name = ?",
+            "DELETE FROM sequences WHERE queue = ?",
+            "DELETE FROM marks WHERE queue = ?",
+            "DELETE FROM seen WHERE queue = ?",
+            "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)",
+        )
 
     def _declare(self, sql: str, args: tuple[Any, ...], *more: str) -> None:
         db = self._db
@@ -193,7 +203,7 @@ class SqliteStore(Store):
             db.execute("BEGIN IMMEDIATE")
             db.execute(sql, args)
             for statement in more:
-                db.execute(statement, args[:statement.count("?")])
+                db.execute(statement, args[: statement.count("?")])
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             if db.in_transaction:
@@ -333,9 +343,12 @@ class SqliteStore(Store):
             group += units
         return group
 
-    def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:
-        rows = [(m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data)
-                for unit in group for m in unit.enqueues]
+    def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
+        rows = [
+            (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data)
+            for unit in group
+            for m in unit.enqueues
+        ]
         gone = [(message_id,) for unit in group for message_id in unit.dequeues]
         pages = [page for unit in group for page in unit.pages]
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
@@ -356,8 +369,11 @@ class SqliteStore(Store):
             if gone and self._number_rows:  # only durable queues' messages have numbers
                 _delete(db, "numbers", gone)
             if marks:
-                db.executemany("INSERT INTO marks VALUES (?, ?) ON CONFLICT (queue) DO "
-                               "UPDATE SET upto = max(upto, excluded.upto)", marks)
+                db.executemany(
+                    "INSERT INTO marks VALUES (?, ?) ON CONFLICT (queue) DO "
+                    "UPDATE SET upto = max(upto, excluded.upto)",
+                    marks,
+                )
             if seen:
                 db.executemany("INSERT OR REPLACE INTO seen VALUES (?, ?, ?)", seen)
             if unseen:
@@ -415,7 +431,7 @@ def _insert_chunk(db: sqlite3.Connection, table: str, row: str, chunk: list[Any]
 
 def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> None:
     for start in range(0, len(ids), _CHUNK):
-        chunk = [item[0] for item in ids[start:start + _CHUNK]]
+        chunk = [item[0] for item in ids[start : start + _CHUNK]]
         db.execute(f"DELETE FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
 
 

@@ -93,7 +93,8 @@ def test_the_anonymous_relay_rejects_a_message_for_an_unknown_address(
 
 
 def test_the_anonymous_relay_does_not_make_a_queue_of_the_management_node(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     relay = client.sender(None)
     delivery = client.wait_settled(client.send(relay, Message(address="$management", body=1)))

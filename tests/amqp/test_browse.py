@@ -65,6 +65,7 @@ def test_move_consumers_and_browsers_coexist(broker: RunningBroker) -> None:
 
 # ---- settlement of browsed messages (qpidd Outgoing.cpp, Broker-J ConsumerTarget_1_0) ------
 
+
 def test_a_browser_in_mixed_mode_receives_unsettled_deliveries(broker: RunningBroker) -> None:
     fill(broker, "browse-mixed", 2)
     client = broker.client()
@@ -73,8 +74,7 @@ def test_a_browser_in_mixed_mode_receives_unsettled_deliveries(broker: RunningBr
     assert [r.delivery.settled for r in got] == [False, False]
 
 
-def test_a_browser_that_asks_for_settled_receives_settled_deliveries(
-        broker: RunningBroker) -> None:
+def test_a_browser_that_asks_for_settled_receives_settled_deliveries(broker: RunningBroker) -> None:
     fill(broker, "browse-settled", 2)
     client = broker.client()
     browser = client.receiver("browse-settled", credit=10, browse=True, settled=True)
@@ -83,10 +83,13 @@ def test_a_browser_that_asks_for_settled_receives_settled_deliveries(
     assert depth(broker, "browse-settled") == 2
 
 
-@pytest.mark.parametrize("outcome", [Disposition.ACCEPTED, Disposition.REJECTED,
-                                     Disposition.RELEASED, Disposition.MODIFIED])
+@pytest.mark.parametrize(
+    "outcome",
+    [Disposition.ACCEPTED, Disposition.REJECTED, Disposition.RELEASED, Disposition.MODIFIED],
+)
 def test_any_outcome_for_a_browsed_message_settles_it_and_changes_nothing(
-        broker: RunningBroker, outcome: int) -> None:
+    broker: RunningBroker, outcome: int
+) -> None:
     fill(broker, "browse-outcome", 2)
     client = broker.client()
     browser = client.receiver("browse-outcome", credit=10, browse=True)
@@ -103,8 +106,7 @@ def test_any_outcome_for_a_browsed_message_settles_it_and_changes_nothing(
     assert [r.message.delivery_count for r in taken] == [0, 0]
 
 
-def test_a_browser_leaving_with_unsettled_deliveries_changes_nothing(
-        broker: RunningBroker) -> None:
+def test_a_browser_leaving_with_unsettled_deliveries_changes_nothing(broker: RunningBroker) -> None:
     fill(broker, "browse-leave", 2)
     client = broker.client()
     browser = client.receiver("browse-leave", credit=10, browse=True)

@@ -33,7 +33,8 @@ def test_a_sender_stays_attached_when_its_queue_is_deleted(broker: RunningBroker
 
 
 def test_a_transfer_to_a_deleted_queue_is_rejected_with_not_found_naming_it(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("gone-later")
     client.wait_settled(client.send(sender, Message(body="kept")))
@@ -48,7 +49,8 @@ def test_a_transfer_to_a_deleted_queue_is_rejected_with_not_found_naming_it(
 
 
 def test_a_server_outlives_the_temporary_queues_of_the_clients_it_answers(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     """Proton's server examples keep one sender per reply-to address."""
     server = broker.client(container="server")
     replies = {}
@@ -70,10 +72,13 @@ def test_a_server_outlives_the_temporary_queues_of_the_clients_it_answers(
 
 
 def test_a_sender_held_by_flow_control_is_settled_and_given_credit_when_its_queue_goes(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
-    sender = client.sender("stopped", node_properties={
-        "qpid.policy_type": "producer-flow-control", "qpid.max_count": 1})
+    sender = client.sender(
+        "stopped",
+        node_properties={"qpid.policy_type": "producer-flow-control", "qpid.max_count": 1},
+    )
     first = client.send(sender, Message(body=1))
     second = client.send(sender, Message(body=2))  # over the limit: settlement withheld
     client.wait_settled(first)
@@ -89,8 +94,10 @@ def test_a_sender_held_by_flow_control_is_settled_and_given_credit_when_its_queu
 
 # ---- the anonymous relay ---------------------------------------------------------------------
 
+
 def test_the_anonymous_relay_never_creates_a_queue_even_with_auto_create(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     assert broker.config.broker.auto_create  # the default
     client = broker.client()
     relay = client.sender(None)
@@ -102,7 +109,8 @@ def test_the_anonymous_relay_never_creates_a_queue_even_with_auto_create(
 
 
 def test_a_late_reply_through_the_relay_does_not_bring_a_temporary_queue_back(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     """A request/reply service whose clients time out leaks no queue."""
     server = broker.client(container="server")
     relay = server.sender(None)
@@ -120,8 +128,10 @@ def test_a_late_reply_through_the_relay_does_not_bring_a_temporary_queue_back(
 
 # ---- re-used link names ------------------------------------------------------------------
 
+
 def test_a_link_name_can_be_attached_again_once_its_detach_is_acknowledged(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     first = client.receiver("renamed", credit=1, name="the-name")
     delete(broker, "renamed")

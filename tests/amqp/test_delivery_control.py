@@ -10,8 +10,7 @@ from tests.amqp.test_disposition import depth
 from tests.conftest import RunningBroker
 
 
-def test_with_ensure_nondestructive_consumers_every_consumer_browses(
-        broker: RunningBroker) -> None:
+def test_with_ensure_nondestructive_consumers_every_consumer_browses(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("history", node_properties={"ensureNondestructiveConsumers": True})
     for i in range(3):

@@ -20,11 +20,17 @@ WINDOW = {"duplicateDetectionCount": 100}
 DURABLE_WINDOW = {"durable": True, "duplicate_detection_seconds": 3600}
 
 
-def send_ids(client: EngineClient, sender, ids: list[object],  # type: ignore[no-untyped-def]
-             durable: bool = False) -> list[object]:
+def send_ids(
+    client: EngineClient,
+    sender,
+    ids: list[object],  # type: ignore[no-untyped-def]
+    durable: bool = False,
+) -> list[object]:
     """Send one message per id (body = its position) unsettled; the outcomes, in order."""
-    deliveries = [client.send(sender, Message(id=i, body=n, durable=durable), pump=False)
-                  for n, i in enumerate(ids)]
+    deliveries = [
+        client.send(sender, Message(id=i, body=n, durable=durable), pump=False)
+        for n, i in enumerate(ids)
+    ]
     return [client.wait_settled(d).remote_state for d in deliveries]
 
 
@@ -58,8 +64,7 @@ def test_the_options_may_come_in_a_consumers_source_properties(broker: RunningBr
     assert drain(broker, "declared-by-consumer", 3) == [0, 2, 3]  # y pushed x out
 
 
-def test_a_bad_window_option_refuses_the_attach_and_creates_nothing(
-        broker: RunningBroker) -> None:
+def test_a_bad_window_option_refuses_the_attach_and_creates_nothing(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("bad-window", node_properties={"duplicateDetectionSeconds": 0})
     client.wait_closed(sender)
@@ -93,8 +98,7 @@ def test_a_duplicate_inside_a_transaction_is_dropped_at_commit(broker: RunningBr
     assert drain(broker, "txn-dedupe", 2) == [0, "new"]
 
 
-def test_durable_duplicates_are_recognised_after_a_restart(
-        brokers: Restartable) -> None:  # noqa: F811
+def test_durable_duplicates_are_recognised_after_a_restart(brokers: Restartable) -> None:  # noqa: F811
     broker = brokers.start()
     client = broker.client()
     sender = client.sender("kept-window", node_properties=DURABLE_WINDOW)
@@ -110,7 +114,8 @@ def test_durable_duplicates_are_recognised_after_a_restart(
 
 
 def test_two_durable_copies_in_flight_at_once_leave_one_on_the_queue_and_in_the_store(
-        brokers: Restartable) -> None:  # noqa: F811
+    brokers: Restartable,  # noqa: F811
+) -> None:
     broker = brokers.start()
     client = broker.client()
     first = client.sender("racing", node_properties=DURABLE_WINDOW)
@@ -139,8 +144,9 @@ def test_a_retry_after_the_broker_is_killed_is_still_recognised(tmp_path: Path) 
     with BrokerProcess(data_dir=data) as broker:
         client = EngineClient(broker.host, broker.port)
         sender = client.sender("crash-window")
-        assert send_ids(client, sender, ["m1", "m2", "m3"], durable=True) == \
-            [Disposition.ACCEPTED] * 3
+        assert (
+            send_ids(client, sender, ["m1", "m2", "m3"], durable=True) == [Disposition.ACCEPTED] * 3
+        )
         receiver = client.receiver("crash-window", credit=10)
         client.wait_received(receiver, 1)
         client.pump(0.5)

@@ -44,8 +44,12 @@ def brokers(tmp_path: Path) -> Iterator[Restartable]:
         made.current.stop()
 
 
-def send_all(broker: RunningBroker, address: str, messages: list[Message],
-             node_properties: dict | None = None) -> None:
+def send_all(
+    broker: RunningBroker,
+    address: str,
+    messages: list[Message],
+    node_properties: dict | None = None,
+) -> None:
     client = broker.client()
     sender = client.sender(address, node_properties=node_properties)
     deliveries = [client.send(sender, m, pump=False) for m in messages]
@@ -74,8 +78,9 @@ def test_durable_messages_on_a_durable_queue_survive_a_restart(brokers: Restarta
 
 def test_non_durable_messages_and_non_durable_queues_are_not_kept(brokers: Restartable) -> None:
     broker = brokers.start()
-    send_all(broker, "mixed", [Message(body="transient"), Message(body="kept", durable=True)],
-             DURABLE)
+    send_all(
+        broker, "mixed", [Message(body="transient"), Message(body="kept", durable=True)], DURABLE
+    )
     send_all(broker, "scratch", [Message(body="gone", durable=True)])
     broker = brokers.restart()
     assert drain(broker, "mixed", 1) == ["kept"]
@@ -92,11 +97,21 @@ def test_a_message_a_consumer_accepted_does_not_come_back(brokers: Restartable) 
 
 def test_queue_types_and_their_order_are_recovered(brokers: Restartable) -> None:
     broker = brokers.start()
-    send_all(broker, "prio", [Message(body=f"p{p}", priority=p, durable=True)
-                              for p in (1, 9, 4)], {**DURABLE, "qpid.priorities": 10})
-    send_all(broker, "lvq", [Message(body=v, properties={"k": k}, durable=True)
-                             for k, v in [("a", 1), ("b", 2), ("a", 3)]],
-             {**DURABLE, "qpid.last_value_queue_key": "k"})
+    send_all(
+        broker,
+        "prio",
+        [Message(body=f"p{p}", priority=p, durable=True) for p in (1, 9, 4)],
+        {**DURABLE, "qpid.priorities": 10},
+    )
+    send_all(
+        broker,
+        "lvq",
+        [
+            Message(body=v, properties={"k": k}, durable=True)
+            for k, v in [("a", 1), ("b", 2), ("a", 3)]
+        ],
+        {**DURABLE, "qpid.last_value_queue_key": "k"},
+    )
     broker = brokers.restart()
     assert drain(broker, "prio", 3) == ["p9", "p4", "p1"]
     assert drain(broker, "lvq", 2) == [2, 3]
@@ -104,8 +119,9 @@ def test_queue_types_and_their_order_are_recovered(brokers: Restartable) -> None
 
 def test_a_durable_queue_keeps_its_settings_across_a_restart(brokers: Restartable) -> None:
     broker = brokers.start()
-    broker.client().sender("settings", node_properties={**DURABLE, "qpid.max_count": 7,
-                                                        "qpid.policy_type": "ring"})
+    broker.client().sender(
+        "settings", node_properties={**DURABLE, "qpid.max_count": 7, "qpid.policy_type": "ring"}
+    )
     broker = brokers.restart()
     settings = broker.call(lambda: broker.broker.queues["settings"].settings)
     assert (settings.max_count, settings.overflow_policy) == (7, "ring")

@@ -43,8 +43,14 @@ def test_a_shopping_cart_add_and_remove_go_to_the_same_consumer(broker: RunningB
     producer = declare(broker, "carts", SHARED)
     c1, c2 = broker.client(), broker.client()
     r1, r2 = c1.receiver("carts", credit=10), c2.receiver("carts", credit=10)
-    send(producer, "carts", ("cart-1", "add-1"), ("cart-2", "add-2"),
-         ("cart-1", "remove-1"), ("cart-2", "remove-2"))
+    send(
+        producer,
+        "carts",
+        ("cart-1", "add-1"),
+        ("cart-2", "add-2"),
+        ("cart-1", "remove-1"),
+        ("cart-2", "remove-2"),
+    )
     got1, got2 = bodies(c1, r1), bodies(c2, r2)
     assert sorted(got1 + got2) == ["add-1", "add-2", "remove-1", "remove-2"]
     for got in (got1, got2):
@@ -141,7 +147,8 @@ def test_the_broker_option_renames_the_default_group(broker: RunningBroker) -> N
     producer = declare(broker, "brokerwide", SHARED)
     send(producer, "brokerwide", (None, "x"))
     names = broker.call(
-        lambda: [g.name for g in broker.broker.queues["brokerwide"]._groups.groups()])
+        lambda: [g.name for g in broker.broker.queues["brokerwide"]._groups.groups()]
+    )
     assert names == ["leftovers"]
 
 
@@ -223,8 +230,10 @@ def test_browsers_ignore_groups(broker: RunningBroker) -> None:
     assert [r.message.body for r in c2.wait_received(browser, 2)] == ["A-1", "A-2"]
 
 
-@pytest.mark.parametrize("kind", [{"qpid.last_value_queue_key": "k"}, {"qpid.priorities": 10},
-                                  {"qpid.queue_sort_key": "k"}])
+@pytest.mark.parametrize(
+    "kind",
+    [{"qpid.last_value_queue_key": "k"}, {"qpid.priorities": 10}, {"qpid.queue_sort_key": "k"}],
+)
 def test_groups_on_an_lvq_priority_or_sorted_queue_are_refused(
     broker: RunningBroker, kind: dict[str, object]
 ) -> None:

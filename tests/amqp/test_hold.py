@@ -14,8 +14,9 @@ def test_a_held_message_reaches_the_consumer_once_it_is_valid(broker: RunningBro
     client = broker.client()
     sender = client.sender("held", node_properties={"holdOnPublishEnabled": True})
     valid_from = int((time.time() + 1.0) * 1000)
-    client.send(sender, Message(body="later", annotations={
-        symbol("x-qpid-not-valid-before"): valid_from}))
+    client.send(
+        sender, Message(body="later", annotations={symbol("x-qpid-not-valid-before"): valid_from})
+    )
     client.send(sender, Message(body="now"))
     consumer = client.receiver("held", credit=10)
     assert [r.message.body for r in client.wait_received(consumer, 1)] == ["now"]
@@ -29,7 +30,12 @@ def test_a_held_message_reaches_the_consumer_once_it_is_valid(broker: RunningBro
 def test_without_hold_on_publish_the_annotation_changes_nothing(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("not-held")
-    client.send(sender, Message(body="later", annotations={
-        symbol("x-qpid-not-valid-before"): int((time.time() + 60) * 1000)}))
+    client.send(
+        sender,
+        Message(
+            body="later",
+            annotations={symbol("x-qpid-not-valid-before"): int((time.time() + 60) * 1000)},
+        ),
+    )
     consumer = client.receiver("not-held", credit=10)
     assert [r.message.body for r in client.wait_received(consumer, 1)] == ["later"]

@@ -36,8 +36,7 @@ class Node:
         self.count += 1
         fields.setdefault("reply_to", self.reply_to)
         fields.setdefault("correlation_id", f"c{self.count}")
-        return self.client.send(self.requests, Message(properties=properties, body=body,
-                                                       **fields))
+        return self.client.send(self.requests, Message(properties=properties, body=body, **fields))
 
     def ask(self, properties: dict[str, Any], body: Any = None, **fields: Any) -> Message:
         """Send a request and wait for its reply."""
@@ -69,15 +68,20 @@ def node(broker: RunningBroker) -> Node:
 
 # ---- CREATE ------------------------------------------------------------------------------
 
+
 def test_create_makes_a_queue_whose_settings_an_attach_then_sees(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     reply = node.ask(entity("CREATE", "prices"), {"lvqKey": "ticker"})
     assert status(reply) == (201, "Created")
     assert reply.correlation_id == "c1"
     assert reply.body["type"] == "lvq" and reply.body["lvqKey"] == "ticker"
     client = broker.client()
-    send_all(broker, "prices", [Message(body=f"v{i}", properties={"ticker": k})
-                                for i, k in enumerate(["a", "b", "a"])])
+    send_all(
+        broker,
+        "prices",
+        [Message(body=f"v{i}", properties={"ticker": k}) for i, k in enumerate(["a", "b", "a"])],
+    )
     receiver = client.receiver("prices", credit=10)
     client.pump(0.2)
     got = client.wait_received(receiver, 2)
@@ -85,15 +89,18 @@ def test_create_makes_a_queue_whose_settings_an_attach_then_sees(
 
 
 def test_create_takes_the_name_from_the_body_and_the_kind_from_the_type(
-        broker: RunningBroker, node: Node) -> None:
-    reply = node.ask(entity("CREATE", kind="org.apache.qpid.PriorityQueue"),
-                     {"name": "urgent", "priorities": 5})
+    broker: RunningBroker, node: Node
+) -> None:
+    reply = node.ask(
+        entity("CREATE", kind="org.apache.qpid.PriorityQueue"), {"name": "urgent", "priorities": 5}
+    )
     assert status(reply)[0] == 201
     assert broker.call(lambda: broker.broker.queues["urgent"].settings.priorities) == 5
 
 
 def test_create_with_a_kind_its_attributes_do_not_make_is_a_400_and_creates_nothing(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     reply = node.ask(entity("CREATE", "q", kind="org.apache.qpid.LastValueQueue"), {})
     assert status(reply)[0] == 400 and "lvqKey" in status(reply)[1]
     assert "q" not in queues(broker)
@@ -105,7 +112,8 @@ def test_create_of_an_existing_queue_is_a_409(node: Node) -> None:
 
 
 def test_a_wrong_attribute_type_is_a_400_naming_it_and_creates_nothing(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     reply = node.ask(entity("CREATE", "limited"), {"maximumQueueDepthMessages": "ten"})
     code, description = status(reply)
     assert code == 400 and "maximumQueueDepthMessages" in description
@@ -113,7 +121,8 @@ def test_a_wrong_attribute_type_is_a_400_naming_it_and_creates_nothing(
 
 
 def test_an_unknown_attribute_is_a_400_naming_it_and_creates_nothing(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     code, description = status(node.ask(entity("CREATE", "odd"), {"colour": "blue"}))
     assert code == 400 and "colour" in description
     assert "odd" not in queues(broker)
@@ -125,8 +134,7 @@ def test_a_body_that_is_not_a_map_is_a_400(broker: RunningBroker, node: Node) ->
     assert "listy" not in queues(broker)
 
 
-def test_the_management_address_cannot_be_a_queue_name(broker: RunningBroker,
-                                                      node: Node) -> None:
+def test_the_management_address_cannot_be_a_queue_name(broker: RunningBroker, node: Node) -> None:
     assert status(node.ask(entity("CREATE", "$management")))[0] == 400
     assert "$management" not in queues(broker)
 
@@ -137,6 +145,7 @@ def test_an_identity_on_create_is_a_400(broker: RunningBroker, node: Node) -> No
 
 
 # ---- bad requests --------------------------------------------------------------------------
+
 
 def test_an_unknown_type_is_a_400_with_a_description(broker: RunningBroker, node: Node) -> None:
     code, description = status(node.ask(entity("CREATE", "x", kind="org.apache.qpid.Exchange")))
@@ -150,8 +159,7 @@ def test_an_unknown_operation_is_a_400_with_a_description(node: Node) -> None:
     assert status(node.ask({"operation": "FROB", **NODE}))[0] == 400
 
 
-def test_a_request_without_operation_or_name_is_a_400(broker: RunningBroker,
-                                                      node: Node) -> None:
+def test_a_request_without_operation_or_name_is_a_400(broker: RunningBroker, node: Node) -> None:
     assert status(node.ask({"type": QUEUE, "name": "x"}))[0] == 400
     code, description = status(node.ask(entity("CREATE")))
     assert code == 400 and "name" in description
@@ -162,9 +170,11 @@ def test_a_request_without_operation_or_name_is_a_400(broker: RunningBroker,
 
 # ---- READ, QUERY, GET-* ------------------------------------------------------------------------
 
+
 def test_read_reports_settings_and_live_figures(broker: RunningBroker, node: Node) -> None:
-    node.ask(entity("CREATE", "work"), {"maximumQueueDepthMessages": 100,
-                                        "overflowPolicy": "reject"})
+    node.ask(
+        entity("CREATE", "work"), {"maximumQueueDepthMessages": 100, "overflowPolicy": "reject"}
+    )
     send_all(broker, "work", [Message(body="x" * 10) for _ in range(3)])
     client = broker.client()
     receiver = client.receiver("work", credit=1)
@@ -180,30 +190,34 @@ def test_read_reports_settings_and_live_figures(broker: RunningBroker, node: Nod
 def test_read_finds_a_queue_by_identity_and_by_object_path(node: Node) -> None:
     created = node.ask(entity("CREATE", "found")).body
     by_id = node.ask({"operation": "READ", "type": QUEUE, "identity": created["id"]})
-    by_path = node.ask({"operation": "READ", "type": QUEUE, "index": "object-path",
-                        "key": "default/default/found"})
+    by_path = node.ask(
+        {"operation": "READ", "type": QUEUE, "index": "object-path", "key": "default/default/found"}
+    )
     assert by_id.body["name"] == by_path.body["name"] == "found"
     assert status(node.ask(entity("READ", "missing")))[0] == 404
 
 
 def test_read_with_another_kind_does_not_find_the_queue(node: Node) -> None:
     node.ask(entity("CREATE", "plain"))
-    assert status(node.ask(entity("READ", "plain", kind="org.apache.qpid.SortedQueue")))[0] \
-        == 404
+    assert status(node.ask(entity("READ", "plain", kind="org.apache.qpid.SortedQueue")))[0] == 404
 
 
-def test_read_reports_per_group_counts_on_a_grouped_queue(broker: RunningBroker,
-                                                         node: Node) -> None:
-    node.ask(entity("CREATE", "grouped"), {"messageGroupKeyOverride": "G",
-                                           "messageGroupType": "SHARED_GROUPS"})
+def test_read_reports_per_group_counts_on_a_grouped_queue(
+    broker: RunningBroker, node: Node
+) -> None:
+    node.ask(
+        entity("CREATE", "grouped"),
+        {"messageGroupKeyOverride": "G", "messageGroupType": "SHARED_GROUPS"},
+    )
     send_all(broker, "grouped", [Message(properties={"G": g}) for g in "aab"])
     body = node.ask(entity("READ", "grouped")).body
     counts = {g["groupId"]: g["messageCount"] for g in body["messageGroups"]}
     assert counts == {"a": 2, "b": 1} and body["messageGroupCount"] == 2
 
 
-def test_read_reports_the_key_count_of_a_last_value_queue(broker: RunningBroker,
-                                                          node: Node) -> None:
+def test_read_reports_the_key_count_of_a_last_value_queue(
+    broker: RunningBroker, node: Node
+) -> None:
     node.ask(entity("CREATE", "lv"), {"lvqKey": "k"})
     send_all(broker, "lv", [Message(properties={"k": k}) for k in "abab c".replace(" ", "")])
     body = node.ask(entity("READ", "lv")).body
@@ -211,8 +225,9 @@ def test_read_reports_the_key_count_of_a_last_value_queue(broker: RunningBroker,
     assert body["totalReplacedMessages"] == 2
 
 
-def test_read_reports_the_queue_sequence_numbers_and_duplicates(broker: RunningBroker,
-                                                               node: Node) -> None:
+def test_read_reports_the_queue_sequence_numbers_and_duplicates(
+    broker: RunningBroker, node: Node
+) -> None:
     node.ask(entity("CREATE", "numbered"), {"duplicateDetectionCount": 10})
     body = node.ask(entity("READ", "numbered")).body
     assert (body["earliestSequenceNumber"], body["nextSequenceNumber"]) == (1, 1)
@@ -230,22 +245,27 @@ def test_read_reports_the_queue_sequence_numbers_and_duplicates(broker: RunningB
 def test_query_lists_queues_with_the_attributes_asked_for(node: Node) -> None:
     for name, attributes in (("b", {"lvqKey": "k"}), ("a", {}), ("c", {"sortKey": "s"})):
         node.ask(entity("CREATE", name), attributes)
-    reply = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE},
-                     {"attributeNames": ["name", "type"]})
+    reply = node.ask(
+        {"operation": "QUERY", **NODE, "entityType": QUEUE}, {"attributeNames": ["name", "type"]}
+    )
     assert status(reply)[0] == 200
     rows = [row for row in reply.body["results"] if not row[0].startswith("Temp")]
     assert reply.body["attributeNames"] == ["name", "type"]
     assert rows == [["a", "standard"], ["b", "lvq"], ["c", "sorted"]]
-    kind = node.ask({"operation": "QUERY", **NODE,
-                     "entityType": "org.apache.qpid.LastValueQueue"}, {"attributeNames": ["name"]})
+    kind = node.ask(
+        {"operation": "QUERY", **NODE, "entityType": "org.apache.qpid.LastValueQueue"},
+        {"attributeNames": ["name"]},
+    )
     assert kind.body["results"] == [["b"]]
 
 
 def test_query_honours_offset_and_count(node: Node) -> None:
     for name in ("A1", "A2", "A3"):  # listed before the reply queue (TempQueue...)
         node.ask(entity("CREATE", name))
-    reply = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE, "offset": 1,
-                      "count": 1}, {"attributeNames": ["name"]})
+    reply = node.ask(
+        {"operation": "QUERY", **NODE, "entityType": QUEUE, "offset": 1, "count": 1},
+        {"attributeNames": ["name"]},
+    )
     assert reply.body["results"] == [["A2"]]
     bad = node.ask({"operation": "QUERY", **NODE, "count": "many"}, {})
     assert status(bad)[0] == 400 and "count" in status(bad)[1]
@@ -262,6 +282,7 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
 
 # ---- UPDATE ------------------------------------------------------------------------------------
 
+
 def test_update_changes_a_live_setting(broker: RunningBroker, node: Node) -> None:
     node.ask(entity("CREATE", "ttl"))
     reply = node.ask(entity("UPDATE", "ttl"), {"maximumMessageTtl": 60000})
@@ -270,10 +291,12 @@ def test_update_changes_a_live_setting(broker: RunningBroker, node: Node) -> Non
 
 
 def test_update_of_a_setting_fixed_at_creation_is_a_400_and_changes_nothing(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     node.ask(entity("CREATE", "fixed"), {"lvqKey": "k"})
-    code, description = status(node.ask(entity("UPDATE", "fixed"),
-                                        {"lvqKey": "other", "maximumMessageTtl": 5}))
+    code, description = status(
+        node.ask(entity("UPDATE", "fixed"), {"lvqKey": "other", "maximumMessageTtl": 5})
+    )
     assert code == 400 and "lvqKey" in description
     settings = broker.call(lambda: broker.broker.queues["fixed"].settings)
     assert (settings.lvq_key, settings.max_ttl) == ("k", None)
@@ -292,8 +315,8 @@ def test_update_accepts_a_read_map_sent_back_with_one_change(node: Node) -> None
 
 # ---- DELETE ------------------------------------------------------------------------------------
 
-def test_delete_refuses_a_non_empty_queue_without_force(broker: RunningBroker,
-                                                       node: Node) -> None:
+
+def test_delete_refuses_a_non_empty_queue_without_force(broker: RunningBroker, node: Node) -> None:
     node.ask(entity("CREATE", "full"))
     send_all(broker, "full", [Message(body="keep")])
     code, description = status(node.ask(entity("DELETE", "full")))
@@ -302,7 +325,8 @@ def test_delete_refuses_a_non_empty_queue_without_force(broker: RunningBroker,
 
 
 def test_delete_with_force_detaches_consumers_with_resource_deleted(
-        broker: RunningBroker, node: Node, caplog: pytest.LogCaptureFixture) -> None:
+    broker: RunningBroker, node: Node, caplog: pytest.LogCaptureFixture
+) -> None:
     node.ask(entity("CREATE", "doomed"))
     send_all(broker, "doomed", [Message(body="x"), Message(body="y")])
     client = broker.client()
@@ -318,7 +342,8 @@ def test_delete_with_force_detaches_consumers_with_resource_deleted(
 
 
 def test_deleting_a_durable_queue_removes_it_and_its_messages_from_the_store(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     brokers = Restartable(tmp_path / "data")
     try:
         broker = brokers.start()
@@ -339,6 +364,7 @@ def test_deleting_a_durable_queue_removes_it_and_its_messages_from_the_store(
 
 # ---- replies -------------------------------------------------------------------------------
 
+
 def test_the_correlation_id_falls_back_to_the_message_id(node: Node) -> None:
     reply = node.ask(NODE | {"operation": "GET-TYPES"}, correlation_id=None, id="m-42")
     assert reply.correlation_id == "m-42"
@@ -355,7 +381,8 @@ def test_a_reply_to_a_named_queue_is_delivered_there(broker: RunningBroker, node
 
 
 def test_a_reply_goes_to_a_receiver_attached_to_management_by_its_target_address(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     replies = client.session.receiver("mgmt-replies")  # Broker-J's (and Qpid JMS's) shape
     replies.source.address = "$management"
@@ -366,8 +393,14 @@ def test_a_reply_goes_to_a_receiver_attached_to_management_by_its_target_address
     requests = client.sender("$management")
     client.wait(lambda: replies.remote_source.address)
     assert replies.remote_source.address == "$management"
-    client.send(requests, Message(reply_to="my-replies", correlation_id="j1",
-                                  properties={"operation": "GET-TYPES", **NODE}))
+    client.send(
+        requests,
+        Message(
+            reply_to="my-replies",
+            correlation_id="j1",
+            properties={"operation": "GET-TYPES", **NODE},
+        ),
+    )
     got = client.wait_received(replies, 1)
     assert got[0].message.correlation_id == "j1"
     assert got[0].message.properties["statusCode"] == 200
@@ -377,7 +410,8 @@ def test_a_reply_goes_to_a_receiver_attached_to_management_by_its_target_address
 
 
 def test_a_request_without_reply_to_is_rejected_and_not_performed(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     delivery = node.send(entity("CREATE", "silent"), reply_to=None)
     node.client.wait_settled(delivery)
     assert delivery.remote_state == Disposition.REJECTED
@@ -386,7 +420,8 @@ def test_a_request_without_reply_to_is_rejected_and_not_performed(
 
 
 def test_a_request_whose_reply_to_names_no_node_is_rejected_and_not_performed(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     broker.call(lambda: setattr(broker.config.broker, "auto_create", False))
     delivery = node.send(entity("CREATE", "lost"), reply_to="nowhere")
     node.client.wait_settled(delivery)
@@ -406,9 +441,9 @@ def test_a_dynamic_node_goes_when_its_link_detaches(broker: RunningBroker) -> No
 
 
 def test_update_with_a_wrong_attribute_type_is_a_400_and_changes_nothing(
-        broker: RunningBroker, node: Node) -> None:
+    broker: RunningBroker, node: Node
+) -> None:
     node.ask(entity("CREATE", "typed"), {"maximumMessageTtl": 1000})
-    code, description = status(node.ask(entity("UPDATE", "typed"),
-                                        {"maximumMessageTtl": "soon"}))
+    code, description = status(node.ask(entity("UPDATE", "typed"), {"maximumMessageTtl": "soon"}))
     assert code == 400 and "maximumMessageTtl" in description
     assert broker.call(lambda: broker.broker.queues["typed"].settings.max_ttl) == 1000

@@ -32,7 +32,8 @@ def many_open_files() -> Iterator[None]:
 
 
 def test_a_connection_whose_socket_number_is_above_1024_is_served(
-    broker: RunningBroker, many_open_files: None,
+    broker: RunningBroker,
+    many_open_files: None,
 ) -> None:
     client = broker.client()
     assert client.sock.fileno() > 1024  # the broker's end is numbered above it too

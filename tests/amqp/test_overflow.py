@@ -18,16 +18,24 @@ from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, LinkLog
 
 LIMIT_EXCEEDED = "amqp:resource-limit-exceeded"
-JMS_OUTCOMES = ["amqp:accepted:list", "amqp:rejected:list", "amqp:released:list",
-                "amqp:modified:list"]
+JMS_OUTCOMES = [
+    "amqp:accepted:list",
+    "amqp:rejected:list",
+    "amqp:released:list",
+    "amqp:modified:list",
+]
 
 
 def depth(broker: RunningBroker, name: str) -> int:
     return broker.call(lambda: broker.broker.queues[name].depth)
 
 
-def sender_with_outcomes(client: EngineClient, address: str | None, outcomes: list[str],
-                         node_properties: dict[str, Any] | None = None) -> Link:
+def sender_with_outcomes(
+    client: EngineClient,
+    address: str | None,
+    outcomes: list[str],
+    node_properties: dict[str, Any] | None = None,
+) -> Link:
     """A sender whose source lists ``outcomes``, as Qpid JMS producers send it, once the
     broker has given it credit."""
     link = client.session.sender(f"send-{address}-{len(client.logs)}")
@@ -62,8 +70,7 @@ def write_only(client: EngineClient, sender: Link, bodies: range) -> list[Delive
     return deliveries
 
 
-def wait_for_depth(broker: RunningBroker, name: str, count: int,
-                   client: EngineClient) -> None:
+def wait_for_depth(broker: RunningBroker, name: str, count: int, client: EngineClient) -> None:
     end = time.monotonic() + 5
     while depth(broker, name) != count:
         assert time.monotonic() < end, f"depth of {name} is {depth(broker, name)}"
@@ -91,12 +98,12 @@ REJECT_5 = {"qpid.policy_type": "reject", "qpid.max_count": 5}
 
 
 def test_a_full_reject_queue_settles_the_transfer_rejected_with_resource_limit_exceeded(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("full", node_properties=REJECT_5)
     for i in range(5):
-        assert settled_outcome(client, client.send(sender, Message(body=i))) == \
-            Disposition.ACCEPTED
+        assert settled_outcome(client, client.send(sender, Message(body=i))) == Disposition.ACCEPTED
     refused = client.wait_settled(client.send(sender, Message(body=5)))
     assert refused.remote_state == Disposition.REJECTED
     condition = refused.remote.condition
@@ -110,8 +117,9 @@ def test_a_full_reject_queue_settles_the_transfer_rejected_with_resource_limit_e
 
 def test_a_byte_limit_rejection_names_the_queue_and_the_limit(broker: RunningBroker) -> None:
     client = broker.client()
-    sender = client.sender("bytes", node_properties={"overflowPolicy": "reject",
-                                                     "maximumQueueDepthBytes": 200})
+    sender = client.sender(
+        "bytes", node_properties={"overflowPolicy": "reject", "maximumQueueDepthBytes": 200}
+    )
     big = Message(body="x" * 150)
     assert settled_outcome(client, client.send(sender, big)) == Disposition.ACCEPTED
     refused = client.wait_settled(client.send(sender, big))
@@ -122,10 +130,12 @@ def test_a_byte_limit_rejection_names_the_queue_and_the_limit(broker: RunningBro
 
 
 def test_a_producer_whose_source_lists_rejected_gets_the_rejected_outcome(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
-    sender = sender_with_outcomes(client, "jms-full", JMS_OUTCOMES,
-                                  {"qpid.policy_type": "reject", "qpid.max_count": 1})
+    sender = sender_with_outcomes(
+        client, "jms-full", JMS_OUTCOMES, {"qpid.policy_type": "reject", "qpid.max_count": 1}
+    )
     client.send(sender, Message(body=0))
     refused = client.wait_settled(client.send(sender, Message(body=1)))
     assert refused.remote_state == Disposition.REJECTED
@@ -134,10 +144,15 @@ def test_a_producer_whose_source_lists_rejected_gets_the_rejected_outcome(
 
 
 def test_a_producer_whose_source_lacks_the_rejected_outcome_is_detached_instead(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
-    sender = sender_with_outcomes(client, "strict", ["amqp:accepted:list"],
-                                  {"qpid.policy_type": "reject", "qpid.max_count": 1})
+    sender = sender_with_outcomes(
+        client,
+        "strict",
+        ["amqp:accepted:list"],
+        {"qpid.policy_type": "reject", "qpid.max_count": 1},
+    )
     first = client.send(sender, Message(body=0))
     second = client.send(sender, Message(body=1))
     client.wait_closed(sender)
@@ -148,15 +163,19 @@ def test_a_producer_whose_source_lacks_the_rejected_outcome_is_detached_instead(
     assert depth(broker, "strict") == 1
     # the connection carries on
     other = client.sender("strict-bystander")
-    assert settled_outcome(client, client.send(other, Message(body="ok"))) == \
-        Disposition.ACCEPTED
+    assert settled_outcome(client, client.send(other, Message(body="ok"))) == Disposition.ACCEPTED
 
 
 def test_transfers_after_such_a_detach_are_not_stored_even_when_they_would_fit(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
-    sender = sender_with_outcomes(client, "strict-burst", ["amqp:accepted:list"],
-                                  {"qpid.policy_type": "reject", "qpid.max_size": 300})
+    sender = sender_with_outcomes(
+        client,
+        "strict-burst",
+        ["amqp:accepted:list"],
+        {"qpid.policy_type": "reject", "qpid.max_size": 300},
+    )
     # all on the wire before the detach comes back: small, too big, then small ones that fit
     write_only(client, sender, range(1))
     sender.delivery("too-big")
@@ -169,11 +188,9 @@ def test_transfers_after_such_a_detach_are_not_stored_even_when_they_would_fit(
     assert depth(broker, "strict-burst") == 1
 
 
-def test_the_anonymous_relay_rejects_a_message_for_a_full_queue_too(
-        broker: RunningBroker) -> None:
+def test_the_anonymous_relay_rejects_a_message_for_a_full_queue_too(broker: RunningBroker) -> None:
     client = broker.client()
-    client.sender("relayed", node_properties={"qpid.policy_type": "reject",
-                                              "qpid.max_count": 1})
+    client.sender("relayed", node_properties={"qpid.policy_type": "reject", "qpid.max_count": 1})
     relay = client.sender(None)
     client.wait(lambda: relay.credit > 0)
     ok = client.send(relay, Message(address="relayed", body=0))
@@ -185,10 +202,12 @@ def test_the_anonymous_relay_rejects_a_message_for_a_full_queue_too(
 
 
 def test_the_anonymous_relay_detaches_a_producer_that_cannot_be_told_rejected(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
-    client.sender("relayed-strict", node_properties={"qpid.policy_type": "reject",
-                                                     "qpid.max_count": 1})
+    client.sender(
+        "relayed-strict", node_properties={"qpid.policy_type": "reject", "qpid.max_count": 1}
+    )
     relay = sender_with_outcomes(client, None, ["amqp:accepted:list"])
     client.send(relay, Message(address="relayed-strict", body=0))
     client.send(relay, Message(address="relayed-strict", body=1))
@@ -198,16 +217,18 @@ def test_the_anonymous_relay_detaches_a_producer_that_cannot_be_told_rejected(
 
 # ---- ring --------------------------------------------------------------------------------
 
+
 def test_a_consumer_of_a_priority_ring_sees_the_most_important_newest_messages(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     options = {"qpid.policy_type": "ring", "qpid.max_count": 4, "qpid.priorities": 10}
     sender = client.sender("alerts", node_properties=options)
-    for body, priority in [("a", 1), ("b", 9), ("c", 1), ("d", 5), ("e", 1), ("f", 7),
-                           ("g", 0)]:
-        assert settled_outcome(client, client.send(sender, Message(body=body,
-                                                                   priority=priority))) == \
-            Disposition.ACCEPTED  # a ring never refuses
+    for body, priority in [("a", 1), ("b", 9), ("c", 1), ("d", 5), ("e", 1), ("f", 7), ("g", 0)]:
+        assert (
+            settled_outcome(client, client.send(sender, Message(body=body, priority=priority)))
+            == Disposition.ACCEPTED
+        )  # a ring never refuses
     assert depth(broker, "alerts") == 4
     assert drain_queue(broker, "alerts", 4) == ["b", "f", "d", "e"]
     assert broker.call(lambda: broker.broker.queues["alerts"].stats.evicted) == 3
@@ -215,8 +236,9 @@ def test_a_consumer_of_a_priority_ring_sees_the_most_important_newest_messages(
 
 def test_a_ring_leaves_a_consumer_s_unsettled_messages_alone(broker: RunningBroker) -> None:
     client = broker.client()
-    sender = client.sender("ring-held", node_properties={"overflowPolicy": "ring",
-                                                         "maximumQueueDepthMessages": 2})
+    sender = client.sender(
+        "ring-held", node_properties={"overflowPolicy": "ring", "maximumQueueDepthMessages": 2}
+    )
     for i in range(2):
         client.send(sender, Message(body=i))
     receiver = client.receiver("ring-held", credit=2)
@@ -236,7 +258,8 @@ PFC_5 = {"overflowPolicy": "producer_flow_control", "maximumQueueDepthMessages":
 
 
 def test_producer_flow_control_shows_as_zero_credit_then_credit_again_once_drained(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("pfc", node_properties=PFC_5)
     client.wait(lambda: sender.credit > 0)
@@ -254,7 +277,8 @@ def test_producer_flow_control_shows_as_zero_credit_then_credit_again_once_drain
 
 
 def test_a_sender_that_ignores_credit_has_its_settlements_held_and_loses_nothing(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("pfc-ignored", node_properties=PFC_5)
     client.wait(lambda: sender.credit > 0)
@@ -274,7 +298,8 @@ def test_a_sender_that_ignores_credit_has_its_settlements_held_and_loses_nothing
 
 
 def test_a_producer_attaching_to_a_stopped_queue_gets_no_credit_until_it_resumes(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     first = broker.client()
     sender = first.sender("pfc-late", node_properties=PFC_5)
     for i in range(6):
@@ -289,16 +314,15 @@ def test_a_producer_attaching_to_a_stopped_queue_gets_no_credit_until_it_resumes
     first.wait(lambda: sender.credit > 0)
 
 
-def test_the_anonymous_relay_holds_settlements_for_a_stopped_queue(
-        broker: RunningBroker) -> None:
+def test_the_anonymous_relay_holds_settlements_for_a_stopped_queue(broker: RunningBroker) -> None:
     client = broker.client()
-    client.sender("pfc-relayed", node_properties={"qpid.flow_stop_count": 2,
-                                                  "qpid.flow_resume_count": 1})
+    client.sender(
+        "pfc-relayed", node_properties={"qpid.flow_stop_count": 2, "qpid.flow_resume_count": 1}
+    )
     client.sender("pfc-relay-other")  # the relay sends only to queues that exist
     relay = client.sender(None)
     client.wait(lambda: relay.credit > 0)
-    deliveries = [client.send(relay, Message(address="pfc-relayed", body=i))
-                  for i in range(3)]
+    deliveries = [client.send(relay, Message(address="pfc-relayed", body=i)) for i in range(3)]
     other = client.send(relay, Message(address="pfc-relay-other", body="x"))
     client.pump(0.2)
     assert [d.remote_state for d in deliveries[:2]] == [Disposition.ACCEPTED] * 2
@@ -310,7 +334,8 @@ def test_the_anonymous_relay_holds_settlements_for_a_stopped_queue(
 
 
 def test_a_blocking_sender_waits_while_the_queue_is_full_and_goes_on_after_it_drains(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     broker.call(lambda: broker.broker.declare("pfc-blocking", PFC_5))
     conn = BlockingConnection(broker.url, timeout=5)
     try:
@@ -336,19 +361,24 @@ def test_a_blocking_sender_waits_while_the_queue_is_full_and_goes_on_after_it_dr
 
 # ---- bad input on the attach ---------------------------------------------------------------
 
-@pytest.mark.parametrize(("options", "named"), [
-    ({"qpid.policy_type": "overflow-ish"}, "overflow-ish"),
-    ({"overflowPolicy": 3}, "overflowPolicy"),
-    ({"qpid.max_count": "ten"}, "ten"),
-    ({"maximumQueueDepthBytes": "lots"}, "lots"),
-    ({"qpid.max_size": 1.5}, "1.5"),
-    ({"qpid.flow_stop_count": -5}, "-5"),
-    ({"qpid.flow_resume_size": "-1"}, "-1"),
-    ({"queueFlowResumeLimit": 150}, "150"),
-    ({"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 20}, "qpid.flow_resume_count"),
-])
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"qpid.policy_type": "overflow-ish"}, "overflow-ish"),
+        ({"overflowPolicy": 3}, "overflowPolicy"),
+        ({"qpid.max_count": "ten"}, "ten"),
+        ({"maximumQueueDepthBytes": "lots"}, "lots"),
+        ({"qpid.max_size": 1.5}, "1.5"),
+        ({"qpid.flow_stop_count": -5}, "-5"),
+        ({"qpid.flow_resume_size": "-1"}, "-1"),
+        ({"queueFlowResumeLimit": 150}, "150"),
+        ({"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 20}, "qpid.flow_resume_count"),
+    ],
+)
 def test_bad_overflow_options_are_refused_with_invalid_field_naming_the_value(
-        broker: RunningBroker, options: dict[str, Any], named: str) -> None:
+    broker: RunningBroker, options: dict[str, Any], named: str
+) -> None:
     client = broker.client()
     link = client.sender("bad-overflow", node_properties=options)
     client.wait_closed(link)
@@ -358,25 +388,31 @@ def test_bad_overflow_options_are_refused_with_invalid_field_naming_the_value(
     assert not broker.call(lambda: "bad-overflow" in broker.broker.queues)
 
 
-@pytest.mark.parametrize("options", [
-    {"qpid.policy_type": "reject", "qpid.max_count": -1},
-    {"qpid.policy_type": "reject", "qpid.max_count": "-1"},
-    {"qpid.policy_type": "reject", "qpid.max_count": 0},  # qpid-cpp: 0 is no limit
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"qpid.policy_type": "reject", "qpid.max_count": -1},
+        {"qpid.policy_type": "reject", "qpid.max_count": "-1"},
+        {"qpid.policy_type": "reject", "qpid.max_count": 0},  # qpid-cpp: 0 is no limit
+    ],
+)
 def test_negative_and_zero_qpid_limits_leave_the_queue_unbounded(
-        broker: RunningBroker, options: dict[str, Any]) -> None:
+    broker: RunningBroker, options: dict[str, Any]
+) -> None:
     client = broker.client()
     sender = client.sender("unbounded", node_properties=options)
     for i in range(6):
-        assert settled_outcome(client, client.send(sender, Message(body=i))) == \
-            Disposition.ACCEPTED
+        assert settled_outcome(client, client.send(sender, Message(body=i))) == Disposition.ACCEPTED
 
 
 def test_a_zero_broker_j_limit_refuses_every_message(broker: RunningBroker) -> None:
     client = broker.client()
-    sender = client.sender("nothing", node_properties={"overflowPolicy": "reject",
-                                                       "maximumQueueDepthMessages": 0})
+    sender = client.sender(
+        "nothing", node_properties={"overflowPolicy": "reject", "maximumQueueDepthMessages": 0}
+    )
     refused = client.wait_settled(client.send(sender, Message(body=0)))
     assert refused.remote_state == Disposition.REJECTED
-    assert refused.remote.condition.description == \
-        "Maximum depth exceeded on 'nothing': 0 messages (limit 0)"
+    assert (
+        refused.remote.condition.description
+        == "Maximum depth exceeded on 'nothing': 0 messages (limit 0)"
+    )

@@ -21,8 +21,9 @@ MESSAGING_CAPS = ["create-on-demand", "queue"]
 def send_all(client: EngineClient, address: str, messages: list[Message]) -> None:
     sender = client.sender(address)
     for message in messages:
-        assert client.wait_settled(client.send(sender, message)).remote_state == \
-            Disposition.ACCEPTED
+        assert (
+            client.wait_settled(client.send(sender, message)).remote_state == Disposition.ACCEPTED
+        )
 
 
 def tickers(keys: list[str]) -> list[Message]:
@@ -51,14 +52,21 @@ def test_the_reply_echoes_recognised_options_as_strings_and_honoured_capabilitie
     broker: RunningBroker,
 ) -> None:
     client = broker.client()
-    props = {"supported-dist-modes": "move", "qpid.last_value_queue_key": "ticker",
-             "qpid.max_count": 100}
-    link = client.receiver("echoed", credit=1, capabilities=[*MESSAGING_CAPS, "bogus"],
-                           node_properties=props)
+    props = {
+        "supported-dist-modes": "move",
+        "qpid.last_value_queue_key": "ticker",
+        "qpid.max_count": 100,
+    }
+    link = client.receiver(
+        "echoed", credit=1, capabilities=[*MESSAGING_CAPS, "bogus"], node_properties=props
+    )
     client.wait(lambda: link.remote_source.address)
     echoed = terminus_map(link.remote_source.properties)
-    assert echoed == {"supported-dist-modes": "move", "qpid.last_value_queue_key": "ticker",
-                      "qpid.max_count": "100"}
+    assert echoed == {
+        "supported-dist-modes": "move",
+        "qpid.last_value_queue_key": "ticker",
+        "qpid.max_count": "100",
+    }
     assert symbols_of(link.remote_source.capabilities) == MESSAGING_CAPS
 
 
@@ -75,14 +83,17 @@ def test_a_single_capability_sent_as_a_bare_symbol_is_honoured(broker: RunningBr
     #   {'qpid.group_header_key':'GROUP_KEY','qpid.shared_msg_group':1}}}}
     client = broker.client()
     props = {"qpid.group_header_key": "GROUP_KEY", "qpid.shared_msg_group": 1}
-    link = client.receiver("MyMsgQueue", credit=1, capabilities=["create-on-demand"],
-                           node_properties=props)
+    link = client.receiver(
+        "MyMsgQueue", credit=1, capabilities=["create-on-demand"], node_properties=props
+    )
     client.wait(lambda: link.remote_source.address)
     settings = broker.call(lambda: broker.broker.queues["MyMsgQueue"].settings)
     assert (settings.group_key, settings.group_mode) == ("GROUP_KEY", "shared")
     assert symbols_of(link.remote_source.capabilities) == ["create-on-demand"]
     assert terminus_map(link.remote_source.properties) == {
-        "qpid.group_header_key": "GROUP_KEY", "qpid.shared_msg_group": "1"}
+        "qpid.group_header_key": "GROUP_KEY",
+        "qpid.shared_msg_group": "1",
+    }
 
 
 def test_a_priority_queue_delivers_higher_priorities_first(broker: RunningBroker) -> None:
@@ -115,8 +126,9 @@ def test_a_sorted_queue_delivers_by_the_sort_key_and_keyless_messages_first(
     client = broker.client()
     client.sender("sorted", node_properties={"qpid.queue_sort_key": "rank"})
     ranks = ["c", "a", None, "b", "a"]
-    messages = [Message(body=i, properties={} if r is None else {"rank": r})
-                for i, r in enumerate(ranks)]
+    messages = [
+        Message(body=i, properties={} if r is None else {"rank": r}) for i, r in enumerate(ranks)
+    ]
     send_all(client, "sorted", messages)
     receiver = client.receiver("sorted", credit=10)
     got = client.wait_received(receiver, 5)
@@ -125,8 +137,9 @@ def test_a_sorted_queue_delivers_by_the_sort_key_and_keyless_messages_first(
 
 def test_queue_options_in_the_link_properties_are_read_too(broker: RunningBroker) -> None:
     client = broker.client()
-    link = client.receiver("via-link", credit=1,
-                           link_properties={"sortKey": "rank", "paired": True})
+    link = client.receiver(
+        "via-link", credit=1, link_properties={"sortKey": "rank", "paired": True}
+    )
     client.wait(lambda: link.remote_source.address)
     assert queue_kind(broker, "via-link") == "sorted"
 
@@ -137,8 +150,10 @@ def test_browsing_an_lvq_gives_current_values_then_updates(broker: RunningBroker
     send_all(client, "ticks", tickers(["a", "b", "a"]))
     browser = client.receiver("ticks", credit=10, browse=True)
     got = client.wait_received(browser, 2)
-    assert [(r.message.properties["ticker"], r.message.body) for r in got] == \
-        [("b", "v1"), ("a", "v2")]
+    assert [(r.message.properties["ticker"], r.message.body) for r in got] == [
+        ("b", "v1"),
+        ("a", "v2"),
+    ]
     send_all(client, "ticks", tickers(["b"]))
     got = client.wait_received(browser, 3)
     assert (got[2].message.properties["ticker"], got[2].message.body) == ("b", "v0")
@@ -148,8 +163,11 @@ def test_browsing_an_lvq_gives_current_values_then_updates(broker: RunningBroker
 def test_an_lvq_keeps_messages_without_the_key(broker: RunningBroker) -> None:
     client = broker.client()
     client.sender("keyless", node_properties={"qpid.last_value_queue_key": "ticker"})
-    send_all(client, "keyless", [Message(body=1), Message(body=2),
-                                 Message(body=3, properties={"ticker": "k"})])
+    send_all(
+        client,
+        "keyless",
+        [Message(body=1), Message(body=2), Message(body=3, properties={"ticker": "k"})],
+    )
     assert broker.call(lambda: broker.broker.queues["keyless"].depth) == 3
 
 
@@ -177,8 +195,9 @@ def test_the_deprecated_lvq_mode_is_keyed_by_qpid_lvq_key(
     client = broker.client()
     client.sender("legacy", node_properties={"qpid.last_value_queue": 1})
     assert broker.call(lambda: broker.broker.queues["legacy"].settings.lvq_key) == "qpid.LVQ_key"
-    send_all(client, "legacy", [Message(body=i, properties={"qpid.LVQ_key": "x"})
-                                for i in range(3)])
+    send_all(
+        client, "legacy", [Message(body=i, properties={"qpid.LVQ_key": "x"}) for i in range(3)]
+    )
     assert broker.call(lambda: broker.broker.queues["legacy"].depth) == 1
     assert "deprecated" in caplog.text
 
@@ -240,8 +259,10 @@ def test_bad_queue_options_are_refused_with_invalid_field_and_create_nothing(
     assert named in link.remote_condition.description
     assert not broker.call(lambda: "badopts" in broker.broker.queues)
     # the same connection and its other links carry on
-    assert client.wait_settled(client.send(good, Message(body="ok"))).remote_state == \
-        Disposition.ACCEPTED
+    assert (
+        client.wait_settled(client.send(good, Message(body="ok"))).remote_state
+        == Disposition.ACCEPTED
+    )
 
 
 def test_a_bad_option_on_a_sender_is_refused_with_a_null_target(broker: RunningBroker) -> None:
@@ -270,11 +291,16 @@ def declared(**queues: dict[str, object]) -> Config:
     return config
 
 
-@pytest.mark.parametrize("broker_config", [declared(
-    prices={"qpid.last_value_queue_key": "ticker"},
-    urgent={"priorities": 3},
-    ordered={"sortKey": "rank"},
-)])
+@pytest.mark.parametrize(
+    "broker_config",
+    [
+        declared(
+            prices={"qpid.last_value_queue_key": "ticker"},
+            urgent={"priorities": 3},
+            ordered={"sortKey": "rank"},
+        )
+    ],
+)
 def test_queues_declared_in_the_config_file_get_their_types(broker: RunningBroker) -> None:
     assert queue_kind(broker, "prices") == "lvq"
     assert queue_kind(broker, "urgent") == "priority"

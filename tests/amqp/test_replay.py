@@ -20,11 +20,16 @@ def bodies(client, link, count: int) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_a_described_replay_filter_of_zero_gives_a_browser_only_new_messages(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     fill(broker, "replay-zero", 2)
     client = broker.client()
-    browser = client.receiver("replay-zero", credit=10, browse=True, filters={
-        "x-qpid-replay-period": Described(DESCRIPTOR, "0")})
+    browser = client.receiver(
+        "replay-zero",
+        credit=10,
+        browse=True,
+        filters={"x-qpid-replay-period": Described(DESCRIPTOR, "0")},
+    )
     client.pump(0.3)
     assert client.received(browser) == []
     client.send(client.sender("replay-zero"), Message(body="new"))
@@ -33,24 +38,30 @@ def test_a_described_replay_filter_of_zero_gives_a_browser_only_new_messages(
 
 def test_the_reply_echoes_the_replay_filter_it_applied(broker: RunningBroker) -> None:
     client = broker.client()
-    browser = client.receiver("replay-echo", credit=1, browse=True, filters={
-        "x-qpid-replay-period": Described(DESCRIPTOR, "3600"),
-        "some-other-filter": "ignored"})
+    browser = client.receiver(
+        "replay-echo",
+        credit=1,
+        browse=True,
+        filters={
+            "x-qpid-replay-period": Described(DESCRIPTOR, "3600"),
+            "some-other-filter": "ignored",
+        },
+    )
     echoed = terminus_map(browser.remote_source.filter)
     assert list(echoed) == ["x-qpid-replay-period"]
     assert echoed["x-qpid-replay-period"].descriptor == DESCRIPTOR
     assert echoed["x-qpid-replay-period"].value == "3600"
 
 
-def test_a_plain_replay_filter_keeps_what_arrived_within_the_period(
-        broker: RunningBroker) -> None:
+def test_a_plain_replay_filter_keeps_what_arrived_within_the_period(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("replay-window")
     client.wait_settled(client.send(sender, Message(body="old")))
     time.sleep(1.5)
     client.wait_settled(client.send(sender, Message(body="recent")))
-    browser = client.receiver("replay-window", credit=10, browse=True,
-                              filters={"x-qpid-replay-period": 1})
+    browser = client.receiver(
+        "replay-window", credit=10, browse=True, filters={"x-qpid-replay-period": 1}
+    )
     assert bodies(client, browser, 1) == ["recent"]
     everything = client.receiver("replay-window", credit=10, browse=True)
     assert bodies(client, everything, 2) == ["old", "recent"]
@@ -59,8 +70,9 @@ def test_a_plain_replay_filter_keeps_what_arrived_within_the_period(
 def test_the_replay_period_may_come_in_the_link_properties(broker: RunningBroker) -> None:
     fill(broker, "replay-prop", 1)
     client = broker.client()
-    consumer = client.receiver("replay-prop", credit=10,
-                               link_properties={"x-qpid-replay-period": "0"})
+    consumer = client.receiver(
+        "replay-prop", credit=10, link_properties={"x-qpid-replay-period": "0"}
+    )
     client.send(client.sender("replay-prop"), Message(body="new"))
     got = client.wait_received(consumer, 1)
     assert [r.message.body for r in got] == ["new"]
@@ -72,13 +84,16 @@ def test_the_replay_period_may_come_in_the_link_properties(broker: RunningBroker
 
 def test_a_queue_default_filter_makes_consumers_topic_like(broker: RunningBroker) -> None:
     client = broker.client()
-    client.sender("replay-default", node_properties={
-        "ensureNondestructiveConsumers": True,
-        "defaultFilters": {"x-qpid-replay-period": {"x-qpid-replay-period": ["0"]}}})
+    client.sender(
+        "replay-default",
+        node_properties={
+            "ensureNondestructiveConsumers": True,
+            "defaultFilters": {"x-qpid-replay-period": {"x-qpid-replay-period": ["0"]}},
+        },
+    )
     fill(broker, "replay-default", 2)
     late = client.receiver("replay-default", credit=10)
-    history = client.receiver("replay-default", credit=10,
-                              filters={"x-qpid-replay-period": "3600"})
+    history = client.receiver("replay-default", credit=10, filters={"x-qpid-replay-period": "3600"})
     assert bodies(client, history, 2) == [0, 1]
     client.pump(0.2)
     assert client.received(late) == []
@@ -88,7 +103,8 @@ def test_a_queue_default_filter_makes_consumers_topic_like(broker: RunningBroker
 
 @pytest.mark.parametrize("value", ["an hour", -5, Described(DESCRIPTOR, "soon")])
 def test_a_replay_period_that_is_not_seconds_is_refused_naming_the_value(
-        broker: RunningBroker, value: object) -> None:
+    broker: RunningBroker, value: object
+) -> None:
     client = broker.client()
     link = client.receiver("replay-bad", credit=1, filters={"x-qpid-replay-period": value})
     client.wait_closed(link)

@@ -25,8 +25,12 @@ def jms_selector(text: str) -> dict[str, Described]:
 def fill(client: EngineClient, address: str, colors: list[str]) -> None:
     sender = client.sender(address)
     for n, color in enumerate(colors):
-        client.wait_settled(client.send(sender, Message(
-            body=n, properties={"color": color}, priority=n, correlation_id=f"c{n}")))
+        client.wait_settled(
+            client.send(
+                sender,
+                Message(body=n, properties={"color": color}, priority=n, correlation_id=f"c{n}"),
+            )
+        )
 
 
 def bodies(client: EngineClient, link, count: int) -> list:  # type: ignore[no-untyped-def]
@@ -34,7 +38,8 @@ def bodies(client: EngineClient, link, count: int) -> list:  # type: ignore[no-u
 
 
 def test_a_consumer_with_a_jms_selector_gets_matching_messages_and_leaves_the_rest(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     fill(client, "sel", ["red", "blue", "red", "green"])
     red = client.receiver("sel", credit=10, filters=jms_selector("color = 'red'"))
@@ -46,7 +51,8 @@ def test_a_consumer_with_a_jms_selector_gets_matching_messages_and_leaves_the_re
 
 
 def test_the_applied_selector_is_echoed_in_the_attach_reply_as_it_was_sent(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     link = client.receiver("sel-echo", credit=1, filters=jms_selector("color = 'red'"))
     client.wait(lambda: link.remote_source.address is not None)
@@ -59,32 +65,41 @@ def test_the_applied_selector_is_echoed_in_the_attach_reply_as_it_was_sent(
 def test_a_symbolic_descriptor_under_any_key_is_a_selector_too(broker: RunningBroker) -> None:
     client = broker.client()
     fill(client, "sel-sym", ["red", "blue"])
-    link = client.receiver("sel-sym", credit=10,
-                           filters={"whatever": Described(SYMBOLIC, "color = 'blue'")})
+    link = client.receiver(
+        "sel-sym", credit=10, filters={"whatever": Described(SYMBOLIC, "color = 'blue'")}
+    )
     assert bodies(client, link, 1) == [1]
 
 
 def test_selectors_see_the_jms_headers_of_amqp_fields(broker: RunningBroker) -> None:
     client = broker.client()
     fill(client, "sel-headers", ["red", "blue", "red", "blue"])
-    link = client.receiver("sel-headers", credit=10, filters=jms_selector(
-        "JMSPriority >= 2 AND JMSCorrelationID <> 'c3' AND JMSDeliveryMode = 'NON_PERSISTENT'"))
+    link = client.receiver(
+        "sel-headers",
+        credit=10,
+        filters=jms_selector(
+            "JMSPriority >= 2 AND JMSCorrelationID <> 'c3' AND JMSDeliveryMode = 'NON_PERSISTENT'"
+        ),
+    )
     assert bodies(client, link, 1) == [2]
 
 
 def test_a_browser_with_a_selector_sees_matching_messages_and_consumes_none(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     fill(client, "sel-browse", ["red", "blue", "red"])
-    browser = client.receiver("sel-browse", credit=10, browse=True,
-                              filters=jms_selector("color = 'red'"))
+    browser = client.receiver(
+        "sel-browse", credit=10, browse=True, filters=jms_selector("color = 'red'")
+    )
     assert bodies(client, browser, 2) == [0, 2]
     assert broker.call(lambda: broker.broker.queues["sel-browse"].depth) == 3
 
 
 @pytest.mark.parametrize("text", ["color = ", "color LIKE 5", "(a = 1", "a = 'open"])
 def test_a_selector_that_does_not_parse_is_refused_with_invalid_field(
-        broker: RunningBroker, text: str) -> None:
+    broker: RunningBroker, text: str
+) -> None:
     client = broker.client()
     link = client.receiver("sel-bad", credit=1, filters=jms_selector(text))
     client.wait_closed(link)
@@ -96,18 +111,22 @@ def test_a_selector_that_does_not_parse_is_refused_with_invalid_field(
 
 def test_a_selector_that_is_not_a_string_is_refused(broker: RunningBroker) -> None:
     client = broker.client()
-    link = client.receiver("sel-type", credit=1,
-                           filters={"jms-selector": Described(JMS_DESCRIPTOR, 42)})
+    link = client.receiver(
+        "sel-type", credit=1, filters={"jms-selector": Described(JMS_DESCRIPTOR, 42)}
+    )
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:invalid-field"
     assert "must be a string" in link.remote_condition.description
 
 
-def test_a_consuming_selector_on_a_grouped_queue_is_not_implemented(
-        broker: RunningBroker) -> None:
+def test_a_consuming_selector_on_a_grouped_queue_is_not_implemented(broker: RunningBroker) -> None:
     client = broker.client()
-    link = client.receiver("sel-grouped", credit=1, filters=jms_selector("color = 'red'"),
-                           node_properties={"qpid.group_header_key": "color"})
+    link = client.receiver(
+        "sel-grouped",
+        credit=1,
+        filters=jms_selector("color = 'red'"),
+        node_properties={"qpid.group_header_key": "color"},
+    )
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:not-implemented"
 
@@ -117,8 +136,9 @@ def test_proton_pythons_own_selector_option_selects(broker: RunningBroker) -> No
     fill(client, "sel-proton", ["red", "blue", "red"])
     connection = BlockingConnection(broker.url, timeout=10)
     try:
-        receiver = connection.create_receiver("sel-proton", credit=10,
-                                              options=Selector("color = 'red'"))
+        receiver = connection.create_receiver(
+            "sel-proton", credit=10, options=Selector("color = 'red'")
+        )
         got = []
         for _ in range(2):
             got.append(receiver.receive(timeout=10).body)

@@ -15,17 +15,24 @@ LVQ = {"qpid.last_value_queue_key": "id"}
 SEQUENCE = "x-opt-sequence"
 
 
-def send_updates(client: EngineClient, address: str, updates: list[tuple[str, Any]],
-                 node_properties: dict[str, Any] | None = None) -> list[Any]:
+def send_updates(
+    client: EngineClient,
+    address: str,
+    updates: list[tuple[str, Any]],
+    node_properties: dict[str, Any] | None = None,
+) -> list[Any]:
     sender = client.sender(address, node_properties=node_properties or LVQ)
-    sent = [client.send(sender, Message(body=value, properties={"id": key}), pump=False)
-            for key, value in updates]
+    sent = [
+        client.send(sender, Message(body=value, properties={"id": key}), pump=False)
+        for key, value in updates
+    ]
     client.wait(lambda: all(d.remote_state for d in sent))
     return [d.remote_state for d in sent]
 
 
-def replay_receiver(client: EngineClient, address: str, start: Any, key: str | None = None,
-                    credit: int = 100) -> Any:
+def replay_receiver(
+    client: EngineClient, address: str, start: Any, key: str | None = None, credit: int = 100
+) -> Any:
     filters: dict[str, Any] = {symbol(SEQUENCE): start}
     if key is not None:
         filters[symbol("x-opt-sequence-key")] = key
@@ -63,8 +70,9 @@ def test_first_and_last_replay_the_oldest_kept_and_the_latest_versions(
     broker: RunningBroker,
 ) -> None:
     client = broker.client()
-    send_updates(client, "fl", [("k", v) for v in "abcd"],
-                 node_properties={**LVQ, "max_key_updates": 2})
+    send_updates(
+        client, "fl", [("k", v) for v in "abcd"], node_properties={**LVQ, "max_key_updates": 2}
+    )
     first = replay_receiver(client, "fl", "first", key="k")
     last = replay_receiver(client, "fl", "last", key="k")
     client.wait_received(first, 2)
@@ -77,10 +85,14 @@ def test_first_and_last_replay_the_oldest_kept_and_the_latest_versions(
 def test_a_custom_sequence_is_kept_and_a_stale_one_is_rejected(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("custom", node_properties=LVQ)
-    ok = client.wait_settled(client.send(sender, Message(
-        body="x", properties={"id": "k", SEQUENCE: 999})))
-    stale = client.wait_settled(client.send(sender, Message(
-        body="y", properties={"id": "k"}, annotations={symbol(SEQUENCE): 10})))
+    ok = client.wait_settled(
+        client.send(sender, Message(body="x", properties={"id": "k", SEQUENCE: 999}))
+    )
+    stale = client.wait_settled(
+        client.send(
+            sender, Message(body="y", properties={"id": "k"}, annotations={symbol(SEQUENCE): 10})
+        )
+    )
     assert ok.remote_state == Disposition.ACCEPTED
     assert stale.remote_state == Disposition.REJECTED
     assert stale.remote.condition.name == "amqp:invalid-field"
@@ -114,8 +126,9 @@ def test_a_client_that_reconnects_from_its_last_sequence_sees_every_update_once(
         client = broker.client()
         receiver = replay_receiver(client, "loop", next_seq, key="cart", credit=7)
         if value < total:
-            send_updates(producer, "loop", [("cart", v) for v in range(value, min(value + 9,
-                                                                                total))])
+            send_updates(
+                producer, "loop", [("cart", v) for v in range(value, min(value + 9, total))]
+            )
             value = min(value + 9, total)
         client.wait_received(receiver, min(7, total - next_seq + 1))
         sequences = [s for _, s in seen(client, receiver)]
@@ -133,8 +146,9 @@ def test_numbers_and_consumed_versions_survive_a_restart(
     client = broker.client()
     sender = client.sender("durseq", node_properties=keyed)
     for value in ("a", "b", "c"):
-        client.wait_settled(client.send(sender, Message(body=value, durable=True,
-                                                        properties={"id": "k"})))
+        client.wait_settled(
+            client.send(sender, Message(body=value, durable=True, properties={"id": "k"}))
+        )
     receiver = client.receiver("durseq", credit=2, node_properties=keyed)
     for got in client.wait_received(receiver, 2):  # a and b consumed, c left
         client.settle(got)
@@ -146,8 +160,9 @@ def test_numbers_and_consumed_versions_survive_a_restart(
     assert seen(client, replay) == [("a", 1), ("b", 2), ("c", 3)]
     assert broker.call(lambda: broker.broker.queues["durseq"].depth) == 1  # only c is queued
     sender = client.sender("durseq", node_properties=keyed)
-    client.wait_settled(client.send(sender, Message(body="d", durable=True,
-                                                    properties={"id": "k"})))
+    client.wait_settled(
+        client.send(sender, Message(body="d", durable=True, properties={"id": "k"}))
+    )
     client.wait_received(replay, 4)
     assert seen(client, replay)[3] == ("d", 4)  # numbers are never given out twice
 
@@ -160,10 +175,12 @@ def test_kept_versions_survive_a_restart_and_dropped_ones_leave_the_store(
     client = broker.client()
     sender = client.sender("durlvq", node_properties=durable_lvq)
     for value in range(1, 6):
-        client.wait_settled(client.send(sender, Message(body=value, durable=True,
-                                                        properties={"id": "k"})))
-    client.wait_settled(client.send(sender, Message(body=0, durable=True,
-                                                    properties={"id": "other"})))
+        client.wait_settled(
+            client.send(sender, Message(body=value, durable=True, properties={"id": "k"}))
+        )
+    client.wait_settled(
+        client.send(sender, Message(body=0, durable=True, properties={"id": "other"}))
+    )
     broker = brokers.restart()
     client = broker.client()
     replay = replay_receiver(client, "durlvq", "first")
@@ -171,8 +188,11 @@ def test_kept_versions_survive_a_restart_and_dropped_ones_leave_the_store(
     client.pump(0.2)
     assert seen(client, replay) == [(3, 3), (4, 4), (5, 5), (0, 1)]
     assert broker.call(lambda: broker.broker.queues["durlvq"].depth) == 2  # one value a key
-    stored = broker.call(lambda: broker.broker.store._db.execute(  # type: ignore[union-attr]
-        "SELECT COUNT(*) FROM messages").fetchone()[0])
+    stored = broker.call(
+        lambda: broker.broker.store._db.execute(  # type: ignore[union-attr]
+            "SELECT COUNT(*) FROM messages"
+        ).fetchone()[0]
+    )
     assert stored == 4  # the three kept versions of k and the one of 'other'
 
 
@@ -183,8 +203,9 @@ def test_a_version_acknowledged_in_a_transaction_stays_in_the_history_after_a_re
     broker = brokers.start()
     client = broker.client()
     sender = client.sender("txseq", node_properties=keyed)
-    client.wait_settled(client.send(sender, Message(body="v1", durable=True,
-                                                    properties={"id": "k"})))
+    client.wait_settled(
+        client.send(sender, Message(body="v1", durable=True, properties={"id": "k"}))
+    )
     coordinator = client.coordinator()
     txn = client.declare(coordinator)
     receiver = client.receiver("txseq", credit=1, node_properties=keyed)

@@ -20,15 +20,14 @@ def number_of(received) -> int:  # type: ignore[no-untyped-def]
     return int(value)
 
 
-def send(broker: RunningBroker, address: str, count: int, start: int = 0,
-         **fields: object) -> None:
+def send(broker: RunningBroker, address: str, count: int, start: int = 0, **fields: object) -> None:
     send_all(broker, address, [Message(body=start + i, **fields) for i in range(count)])
 
 
-def browse(client: EngineClient, address: str, start: object, credit: int = 100,
-           browse_mode: bool = False):  # type: ignore[no-untyped-def]
-    return client.receiver(address, credit=credit, browse=browse_mode,
-                           filters={NUMBER: start})
+def browse(
+    client: EngineClient, address: str, start: object, credit: int = 100, browse_mode: bool = False
+):  # type: ignore[no-untyped-def]
+    return client.receiver(address, credit=credit, browse=browse_mode, filters={NUMBER: start})
 
 
 def read_to_end(client: EngineClient, link, credit: int = 50) -> list:  # type: ignore[no-untyped-def]
@@ -39,8 +38,7 @@ def read_to_end(client: EngineClient, link, credit: int = 50) -> list:  # type: 
     return [(number_of(r), r.message.body) for r in client.received(link)]
 
 
-def test_consumers_and_browsers_get_the_number_as_a_ulong_annotation(
-        broker: RunningBroker) -> None:
+def test_consumers_and_browsers_get_the_number_as_a_ulong_annotation(broker: RunningBroker) -> None:
     send(broker, "numbered", 3)
     client = broker.client()
     browser = client.receiver("numbered", credit=10, browse=True)
@@ -50,13 +48,21 @@ def test_consumers_and_browsers_get_the_number_as_a_ulong_annotation(
 
 
 def test_the_number_joins_annotations_the_message_already_has_and_replaces_a_forged_one(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("annotated")
-    client.wait_settled(client.send(sender, Message(body="a", annotations={
-        symbol("x-opt-custom"): "kept", symbol(NUMBER): ulong(999)})))
-    client.wait_settled(client.send(sender, Message(
-        body="b", instructions={symbol("x-opt-delivery"): "da"})))
+    client.wait_settled(
+        client.send(
+            sender,
+            Message(
+                body="a", annotations={symbol("x-opt-custom"): "kept", symbol(NUMBER): ulong(999)}
+            ),
+        )
+    )
+    client.wait_settled(
+        client.send(sender, Message(body="b", instructions={symbol("x-opt-delivery"): "da"}))
+    )
     got = client.wait_received(client.receiver("annotated", credit=10), 2)
     assert [number_of(r) for r in got] == [1, 2]
     assert got[0].message.annotations[symbol("x-opt-custom")] == "kept"
@@ -65,7 +71,8 @@ def test_the_number_joins_annotations_the_message_already_has_and_replaces_a_for
 
 
 def test_a_redelivered_message_keeps_its_number_with_the_new_delivery_count(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     send(broker, "again", 1)
     client = broker.client()
     first = client.receiver("again", credit=1)
@@ -77,8 +84,7 @@ def test_a_redelivered_message_keeps_its_number_with_the_new_delivery_count(
     assert redelivered.message.delivery_count == 1
 
 
-def test_browsing_from_n_gets_numbers_from_n_in_order_then_new_ones(
-        broker: RunningBroker) -> None:
+def test_browsing_from_n_gets_numbers_from_n_in_order_then_new_ones(broker: RunningBroker) -> None:
     send(broker, "from-n", 5)
     client = broker.client()
     link = browse(client, "from-n", ulong(3))
@@ -132,12 +138,15 @@ def test_the_queue_reports_earliest_and_next_numbers(broker: RunningBroker) -> N
     for received in client.wait_received(consumer, 3):
         client.settle(received)
     client.wait(lambda: broker.call(lambda: queue.depth) == 0)
-    assert broker.call(lambda: (queue.earliest_sequence_number,
-                                queue.next_sequence_number)) == (4, 4)
+    assert broker.call(lambda: (queue.earliest_sequence_number, queue.next_sequence_number)) == (
+        4,
+        4,
+    )
 
 
 def test_a_keyed_queue_stamps_both_the_key_sequence_and_the_queue_number(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("keyed", node_properties={"sequenceKey": "k"})
     for key in ("a", "b", "a"):
@@ -149,7 +158,8 @@ def test_a_keyed_queue_stamps_both_the_key_sequence_and_the_queue_number(
 
 @pytest.mark.parametrize("value", [-1, "5", Described(symbol(NUMBER), "first"), 2.5, True])
 def test_a_filter_value_that_is_not_a_sequence_number_is_refused(
-        broker: RunningBroker, value: object) -> None:
+    broker: RunningBroker, value: object
+) -> None:
     send(broker, "bad-filter", 1)
     client = broker.client()
     link = browse(client, "bad-filter", value)
@@ -161,8 +171,7 @@ def test_a_filter_value_that_is_not_a_sequence_number_is_refused(
 
 def test_combining_it_with_a_history_replay_filter_is_refused(broker: RunningBroker) -> None:
     client = broker.client()
-    link = client.receiver("both", credit=1, filters={NUMBER: ulong(1),
-                                                      "x-opt-sequence": "first"})
+    link = client.receiver("both", credit=1, filters={NUMBER: ulong(1), "x-opt-sequence": "first"})
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:invalid-field"
 
@@ -179,7 +188,8 @@ def test_a_refused_filter_does_not_create_the_queue(broker: RunningBroker) -> No
 
 
 def test_durable_messages_keep_their_numbers_and_none_is_reused_after_a_restart(
-        brokers: Restartable) -> None:  # noqa: F811
+    brokers: Restartable,  # noqa: F811
+) -> None:
     broker = brokers.start()
     send_all(broker, "kept", [Message(body=i, durable=True) for i in range(3)], DURABLE)
     send(broker, "kept", 2, start=10)  # not durable: gone after the restart
@@ -199,7 +209,8 @@ def test_durable_messages_keep_their_numbers_and_none_is_reused_after_a_restart(
 
 
 def test_a_durable_queue_with_nothing_left_still_does_not_reuse_numbers(
-        brokers: Restartable) -> None:  # noqa: F811
+    brokers: Restartable,  # noqa: F811
+) -> None:
     broker = brokers.start()
     send_all(broker, "emptied", [Message(body=i) for i in range(3)], DURABLE)
     broker = brokers.restart()

@@ -30,8 +30,10 @@ def files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     key, and a CA nobody trusts."""
     where = tmp_path_factory.mktemp("tls")
     server, client = ca.issue_cert(HOST, "127.0.0.1"), ca.issue_cert("a-client")
-    paths = {name: str(where / f"{name}.pem") for name in (
-        "ca", "cert", "key", "client_cert", "client_key", "other_ca")}
+    paths = {
+        name: str(where / f"{name}.pem")
+        for name in ("ca", "cert", "key", "client_cert", "client_key", "other_ca")
+    }
     ca.cert_pem.write_to_path(paths["ca"])
     server.cert_chain_pems[0].write_to_path(paths["cert"])
     server.private_key_pem.write_to_path(paths["key"])
@@ -86,19 +88,20 @@ def round_trip(connection: BlockingConnection, address: str) -> object:
 
 
 def test_a_client_that_trusts_the_broker_ca_sends_and_receives_over_tls(
-        tls_broker: RunningBroker, files: dict[str, str]) -> None:
+    tls_broker: RunningBroker, files: dict[str, str]
+) -> None:
     assert round_trip(amqps(tls_broker, client_domain(files["ca"])), "tls-q") == "over tls"
 
 
 def test_a_client_that_does_not_trust_the_broker_ca_cannot_connect_and_others_carry_on(
-        tls_broker: RunningBroker, files: dict[str, str]) -> None:
+    tls_broker: RunningBroker, files: dict[str, str]
+) -> None:
     with pytest.raises(ConnectionException):
         amqps(tls_broker, client_domain(files["other_ca"])).create_sender("tls-q")
     assert round_trip(amqps(tls_broker, client_domain(files["ca"])), "tls-q2") == "over tls"
 
 
-def test_the_plain_port_still_serves_and_speaks_no_tls(
-        tls_broker: RunningBroker) -> None:
+def test_the_plain_port_still_serves_and_speaks_no_tls(tls_broker: RunningBroker) -> None:
     assert round_trip(BlockingConnection(tls_broker.url, timeout=5), "plain-q") == "over tls"
     port = tls_broker.server.tls_address[1]
     with pytest.raises(ConnectionException):  # plain AMQP on the TLS port: no handshake
@@ -107,7 +110,8 @@ def test_the_plain_port_still_serves_and_speaks_no_tls(
 
 
 def test_with_verify_clients_only_a_client_with_a_certificate_from_the_ca_gets_in(
-        files: dict[str, str]) -> None:
+    files: dict[str, str],
+) -> None:
     running = RunningBroker(tls_config(files, verify_clients=True))
     try:
         with pytest.raises(ConnectionException):
@@ -118,21 +122,42 @@ def test_with_verify_clients_only_a_client_with_a_certificate_from_the_ca_gets_i
         running.stop()
 
 
-@pytest.mark.parametrize("broken, words", [
-    ({"cert_file": "/nonexistent/cert.pem"}, "tls.cert_file: no such file: /nonexistent/cert.pem"),
-    ({"key_file": ""}, "tls.key_file is required"),
-    ({"cert_file": "CA"}, "tls: cannot use"),  # a CA certificate without its key
-])
+@pytest.mark.parametrize(
+    "broken, words",
+    [
+        (
+            {"cert_file": "/nonexistent/cert.pem"},
+            "tls.cert_file: no such file: /nonexistent/cert.pem",
+        ),
+        ({"key_file": ""}, "tls.key_file is required"),
+        ({"cert_file": "CA"}, "tls: cannot use"),  # a CA certificate without its key
+    ],
+)
 def test_a_broker_with_unusable_tls_files_says_which_and_exits(
-        files: dict[str, str], tmp_path: Path, broken: dict[str, str], words: str) -> None:
+    files: dict[str, str], tmp_path: Path, broken: dict[str, str], words: str
+) -> None:
     values = {"cert_file": files["cert"], "key_file": files["key"], **broken}
     if values["cert_file"] == "CA":
         values["cert_file"] = files["ca"]
     config = tmp_path / "broker.yaml"
-    config.write_text("tls:\n  enabled: true\n  port: 0\n" + "".join(
-        f"  {k}: '{v}'\n" for k, v in values.items()))
+    config.write_text(
+        "tls:\n  enabled: true\n  port: 0\n" + "".join(f"  {k}: '{v}'\n" for k, v in values.items())
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "proton_broker", "--config", str(config), "--port", "0",
-         "--store", "memory"], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "proton_broker",
+            "--config",
+            str(config),
+            "--port",
+            "0",
+            "--store",
+            "memory",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "(AMQPS)" in done.stderr and words in done.stderr

@@ -37,8 +37,9 @@ class Acked:
     got: Received
 
 
-def accept_first_in_txn(broker: RunningBroker, address: str, messages: int, credit: int = 1,
-                        settle: bool = False) -> Acked:
+def accept_first_in_txn(
+    broker: RunningBroker, address: str, messages: int, credit: int = 1, settle: bool = False
+) -> Acked:
     fill(broker, address, messages)
     client = broker.client()
     coordinator = client.coordinator()
@@ -213,8 +214,7 @@ def test_committed_durable_work_survives_a_restart_and_rolled_back_work_does_not
     client.send(txsender, Message(body="committed", durable=True), txn=committed)
     client.send(txsender, Message(body="aborted", durable=True), txn=aborted)
     assert client.discharge(coordinator, committed).remote_state == Disposition.ACCEPTED
-    assert client.discharge(coordinator, aborted, fail=True).remote_state == \
-        Disposition.ACCEPTED
+    assert client.discharge(coordinator, aborted, fail=True).remote_state == Disposition.ACCEPTED
     broker = brokers.restart()
     after = broker.client()
     receiver = after.receiver("txdurable", credit=10)

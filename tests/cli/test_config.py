@@ -28,14 +28,21 @@ SEED_COMMANDS = [  # verbatim from shared/seeds (qpid-lvq.txt, qpid-cpp-message-
 ]
 
 
-def tool(broker: RunningBroker | None, *args: str, address: bool = True
-         ) -> subprocess.CompletedProcess[str]:
+def tool(
+    broker: RunningBroker | None, *args: str, address: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run the tool; the broker's address goes in the environment, not the arguments."""
     env = dict(os.environ)
     if broker is not None and address:
         env["PROTON_CONFIG_BROKER"] = f"{broker.host}:{broker.port}"
-    return subprocess.run([sys.executable, "-m", "proton_broker.cli", *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "proton_broker.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def settings(broker: RunningBroker, name: str) -> Any:
@@ -44,11 +51,18 @@ def settings(broker: RunningBroker, name: str) -> Any:
 
 # ---- the seed commands ---------------------------------------------------------------------
 
+
 def test_the_seed_lvq_command_makes_a_last_value_queue(broker: RunningBroker) -> None:
     done = tool(broker, *shlex.split(SEED_COMMANDS[0])[1:])
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-    send_all(broker, "prices", [Message(body=f"v{i}", properties={"ticker": k})
-                                for i, k in enumerate(["IBM", "RHT", "IBM"])])
+    send_all(
+        broker,
+        "prices",
+        [
+            Message(body=f"v{i}", properties={"ticker": k})
+            for i, k in enumerate(["IBM", "RHT", "IBM"])
+        ],
+    )
     client = broker.client()
     receiver = client.receiver("prices", credit=10)
     client.wait_received(receiver, 2)
@@ -65,25 +79,36 @@ def test_the_seed_group_command_makes_a_shared_group_queue(broker: RunningBroker
 
 # ---- add queue -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("options", "expected"), [
-    (["--durable"], {"durable": True}),
-    (["--priorities", "5"], {"priorities": 5}),
-    (["--sort-key", "rank"], {"sort_key": "rank"}),
-    (["--group-header", "G"], {"group_key": "G", "group_mode": "standard"}),
-    (["--max-queue-size", "1000"], {"max_size": 1000}),
-    (["--max-queue-count", "10"], {"max_count": 10}),
-    (["--max-queue-count", "10", "--limit-policy", "none"], {"overflow_policy": "none"}),
-    (["--max-queue-count", "10", "--limit-policy", "ring"], {"overflow_policy": "ring"}),
-    (["--max-queue-count", "10", "--limit-policy", "reject"], {"overflow_policy": "reject"}),
-    (["--max-queue-count", "10", "--limit-policy", "flow-to-disk"],
-     {"overflow_policy": "flow_to_disk"}),
-    (["--max-queue-count", "10", "--limit-policy", "producer-flow-control"],
-     {"overflow_policy": "producer_flow_control"}),
-    (["--argument", "qpid.max_count=7", "--argument", "maximumMessageTtl=5000"],
-     {"max_count": 7, "max_ttl": 5000}),
-])
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--durable"], {"durable": True}),
+        (["--priorities", "5"], {"priorities": 5}),
+        (["--sort-key", "rank"], {"sort_key": "rank"}),
+        (["--group-header", "G"], {"group_key": "G", "group_mode": "standard"}),
+        (["--max-queue-size", "1000"], {"max_size": 1000}),
+        (["--max-queue-count", "10"], {"max_count": 10}),
+        (["--max-queue-count", "10", "--limit-policy", "none"], {"overflow_policy": "none"}),
+        (["--max-queue-count", "10", "--limit-policy", "ring"], {"overflow_policy": "ring"}),
+        (["--max-queue-count", "10", "--limit-policy", "reject"], {"overflow_policy": "reject"}),
+        (
+            ["--max-queue-count", "10", "--limit-policy", "flow-to-disk"],
+            {"overflow_policy": "flow_to_disk"},
+        ),
+        (
+            ["--max-queue-count", "10", "--limit-policy", "producer-flow-control"],
+            {"overflow_policy": "producer_flow_control"},
+        ),
+        (
+            ["--argument", "qpid.max_count=7", "--argument", "maximumMessageTtl=5000"],
+            {"max_count": 7, "max_ttl": 5000},
+        ),
+    ],
+)
 def test_add_queue_options_become_the_queue_settings(
-        broker: RunningBroker, options: list[str], expected: dict[str, Any]) -> None:
+    broker: RunningBroker, options: list[str], expected: dict[str, Any]
+) -> None:
     done = tool(broker, "add", "queue", "q", *options)
     assert done.returncode == 0, done.stderr
     made = settings(broker, "q")
@@ -97,7 +122,8 @@ def test_add_queue_with_json_prints_the_created_queue(broker: RunningBroker) -> 
 
 
 def test_a_refused_add_exits_1_names_the_attribute_and_creates_nothing(
-        broker: RunningBroker) -> None:
+    broker: RunningBroker,
+) -> None:
     done = tool(broker, "add", "queue", "bad", "--argument", "colour=blue")
     assert done.returncode == 1
     assert done.stderr.startswith("Failed: 400") and "colour" in done.stderr
@@ -114,6 +140,7 @@ def test_adding_an_existing_queue_exits_1(broker: RunningBroker) -> None:
 
 # ---- del queue ---------------------------------------------------------------------------------
 
+
 def test_del_queue_deletes_an_empty_queue(broker: RunningBroker) -> None:
     tool(broker, "add", "queue", "empty")
     done = tool(broker, "del", "queue", "empty")
@@ -128,8 +155,7 @@ def test_del_queue_needs_force_when_the_queue_holds_messages(broker: RunningBrok
     assert refused.returncode == 1 and "force" in refused.stderr
     assert broker.call(lambda: broker.broker.queues["busy"].depth) == 1
     forced = tool(broker, "--json", "del", "queue", "busy", "--force")
-    assert forced.returncode == 0 and json.loads(forced.stdout) == {"name": "busy",
-                                                                    "deleted": True}
+    assert forced.returncode == 0 and json.loads(forced.stdout) == {"name": "busy", "deleted": True}
     assert broker.call(lambda: "busy" not in broker.broker.queues)
 
 
@@ -140,8 +166,8 @@ def test_deleting_an_unknown_queue_exits_1(broker: RunningBroker) -> None:
 
 # ---- queues and queue --------------------------------------------------------------------------
 
-def test_queues_prints_a_table_with_type_depth_consumers_and_rates(
-        broker: RunningBroker) -> None:
+
+def test_queues_prints_a_table_with_type_depth_consumers_and_rates(broker: RunningBroker) -> None:
     tool(broker, "add", "queue", "table", "--lvq-key", "k")
     send_all(broker, "table", [Message(properties={"k": k}) for k in "abc"])
     client = broker.client()
@@ -149,8 +175,18 @@ def test_queues_prints_a_table_with_type_depth_consumers_and_rates(
     done = tool(broker, "queues", "--interval", "0.2")
     assert done.returncode == 0, done.stderr
     header, rule, *rows = done.stdout.splitlines()
-    assert header.split() == ["Queue", "Type", "Dur", "Msgs", "Bytes", "Cons", "Enq", "Deq",
-                              "Enq/s", "Deq/s"]
+    assert header.split() == [
+        "Queue",
+        "Type",
+        "Dur",
+        "Msgs",
+        "Bytes",
+        "Cons",
+        "Enq",
+        "Deq",
+        "Enq/s",
+        "Deq/s",
+    ]
     assert set(rule) == {"="}
     (row,) = rows  # the tool's own reply queue is not listed
     cells = row.split()
@@ -163,8 +199,7 @@ def test_queues_json_lists_every_queue_with_its_rates(broker: RunningBroker) -> 
     done = tool(broker, "queues", "--json", "--interval", "0.1")
     listed = json.loads(done.stdout)
     assert [q["name"] for q in listed] == ["one", "two"]
-    assert {"queueDepthMessages", "consumerCount", "enqueueRate", "dequeueRate"} <= \
-        set(listed[0])
+    assert {"queueDepthMessages", "consumerCount", "enqueueRate", "dequeueRate"} <= set(listed[0])
     no_rates = json.loads(tool(broker, "queues", "--json", "--interval", "0").stdout)
     assert "enqueueRate" not in no_rates[0]
 
@@ -188,6 +223,7 @@ def test_an_unknown_queue_exits_1(broker: RunningBroker) -> None:
 
 # ---- the broker address, usage and packaging ---------------------------------------------------
 
+
 def test_the_broker_option_overrides_the_environment(broker: RunningBroker) -> None:
     done = tool(None, "-b", f"amqp://{broker.host}:{broker.port}", "add", "queue", "via-b")
     assert done.returncode == 0, done.stderr
@@ -200,11 +236,20 @@ def test_an_unreachable_broker_exits_1_with_a_message() -> None:
     assert done.stderr.startswith("Failed: cannot reach the broker at 127.0.0.1:1")
 
 
-@pytest.mark.parametrize("args", [
-    [], ["bogus"], ["add", "queue"], ["add", "topic", "x"], ["queues", "--lvq-key", "k"],
-    ["queue", "x", "--force"], ["add", "queue", "x", "--limit-policy", "drop"],
-    ["add", "queue", "x", "--argument", "novalue"], ["add", "queue", "x", "--priorities", "hi"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["bogus"],
+        ["add", "queue"],
+        ["add", "topic", "x"],
+        ["queues", "--lvq-key", "k"],
+        ["queue", "x", "--force"],
+        ["add", "queue", "x", "--limit-policy", "drop"],
+        ["add", "queue", "x", "--argument", "novalue"],
+        ["add", "queue", "x", "--priorities", "hi"],
+    ],
+)
 def test_usage_errors_exit_2_without_asking_the_broker(args: list[str]) -> None:
     done = tool(None, "--broker", "127.0.0.1:1", *args)
     assert done.returncode == 2
@@ -214,9 +259,21 @@ def test_usage_errors_exit_2_without_asking_the_broker(args: list[str]) -> None:
 def test_help_lists_every_option() -> None:
     done = tool(None, "--help")
     assert done.returncode == 0
-    for option in ("--broker", "--json", "--durable", "--lvq-key", "--group-header",
-                   "--shared-groups", "--priorities", "--sort-key", "--max-queue-size",
-                   "--max-queue-count", "--limit-policy", "--argument", "--force"):
+    for option in (
+        "--broker",
+        "--json",
+        "--durable",
+        "--lvq-key",
+        "--group-header",
+        "--shared-groups",
+        "--priorities",
+        "--sort-key",
+        "--max-queue-size",
+        "--max-queue-count",
+        "--limit-policy",
+        "--argument",
+        "--force",
+    ):
         assert option in done.stdout
 
 

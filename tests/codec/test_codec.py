@@ -26,20 +26,40 @@ def test_common_message_fields() -> None:
     assert message.message_id == "m-1"
     assert message.header_end == 4  # an empty header list: 00 53 70 45
     assert (message.durable, message.priority, message.ttl, message.delivery_count) == (
-        False, 4, None, 0)
+        False,
+        4,
+        None,
+        0,
+    )
     assert message.to is None and message.app_properties_span is None
 
 
 def test_full_message_fields() -> None:
-    data = _encoded(Message(id=7, durable=True, priority=9, ttl=1.5, delivery_count=2,
-                            address="q", subject="s", group_id="g", creation_time=12.0,
-                            expiry_time=99.0, properties={"a": 1},
-                            annotations={symbol("x-k"): "v"}, body="hello"))
+    data = _encoded(
+        Message(
+            id=7,
+            durable=True,
+            priority=9,
+            ttl=1.5,
+            delivery_count=2,
+            address="q",
+            subject="s",
+            group_id="g",
+            creation_time=12.0,
+            expiry_time=99.0,
+            properties={"a": 1},
+            annotations={symbol("x-k"): "v"},
+            body="hello",
+        )
+    )
     message = parse_message(data)
     assert (message.durable, message.priority, message.ttl, message.delivery_count) == (
-        True, 9, 1500, 2)
-    assert (message.message_id, message.to, message.subject, message.group_id) == (
-        7, "q", "s", "g")
+        True,
+        9,
+        1500,
+        2,
+    )
+    assert (message.message_id, message.to, message.subject, message.group_id) == (7, "q", "s", "g")
     assert (message.creation_time, message.absolute_expiry_time) == (12000, 99000)
     assert message.application_properties == {"a": 1}
     assert message.message_annotations == {"x-k": "v"}
@@ -65,9 +85,9 @@ def test_list_fields_agrees_with_the_general_decoder(seed: int) -> None:
             data = bytearray(original)
             for _ in range(rnd.randrange(1, 3)):
                 data[rnd.randrange(len(data))] = rnd.choice(
-                    [0x00, 0x40, 0x41, 0x50, 0x53, 0x70, 0xA1, 0xA3, 0xC0, 0xFF,
-                     rnd.randrange(256)])
-            data = bytes(data[:rnd.randrange(len(data) - 3, len(data) + 1)])
+                    [0x00, 0x40, 0x41, 0x50, 0x53, 0x70, 0xA1, 0xA3, 0xC0, 0xFF, rnd.randrange(256)]
+                )
+            data = bytes(data[: rnd.randrange(len(data) - 3, len(data) + 1)])
             try:
                 expected = decode_value(data, 0, len(data))
             except DecodeError:
@@ -98,9 +118,20 @@ def _checked_walk(data: bytes) -> list[tuple[int, int, int]]:
 
 _SAMPLES = [
     Message(id="loadgen-msg", body=b"x" * 100),
-    Message(id=7, durable=True, priority=9, ttl=1.5, address="q", subject="s", group_id="g",
-            creation_time=12.0, expiry_time=99.0, properties={"a": 1, "b": "two"},
-            annotations={symbol("x-opt-jms-msg-type"): 5}, body="hello"),
+    Message(
+        id=7,
+        durable=True,
+        priority=9,
+        ttl=1.5,
+        address="q",
+        subject="s",
+        group_id="g",
+        creation_time=12.0,
+        expiry_time=99.0,
+        properties={"a": 1, "b": "two"},
+        annotations={symbol("x-opt-jms-msg-type"): 5},
+        body="hello",
+    ),
     Message(id="ID:c-1:1:1:1-1", body=["a", 1, None], properties={"k": b"v", "n": 2.5}),
     Message(body={"map": [1, 2, {"x": None}]}, properties={"big": "y" * 300}),
 ]
@@ -117,9 +148,22 @@ def test_fast_walk_accepts_only_what_the_checking_walk_accepts(seed: int) -> Non
             data = bytearray(original)
             for _ in range(rnd.randrange(1, 3)):
                 data[rnd.randrange(len(data))] = rnd.choice(
-                    [0x00, 0x40, 0x45, 0x53, 0x70, 0xA0, 0xA1, 0xC0, 0xC1, 0xD1, 0xFF,
-                     rnd.randrange(256)])
-            data = bytes(data[:rnd.randrange(len(data) - 8, len(data) + 1)])
+                    [
+                        0x00,
+                        0x40,
+                        0x45,
+                        0x53,
+                        0x70,
+                        0xA0,
+                        0xA1,
+                        0xC0,
+                        0xC1,
+                        0xD1,
+                        0xFF,
+                        rnd.randrange(256),
+                    ]
+                )
+            data = bytes(data[: rnd.randrange(len(data) - 8, len(data) + 1)])
             try:
                 sections = _checked_walk(data)
             except DecodeError:
@@ -134,13 +178,16 @@ def test_fast_walk_accepts_only_what_the_checking_walk_accepts(seed: int) -> Non
             assert message.annotations_span == spans.get(0x72), data.hex()
 
 
-@pytest.mark.parametrize("properties", [
-    {"k": "v", "n": 5, "key": b"bin"},
-    {"a" * 300: 1, "key": "after a long key"},
-    {"key": None, "x": [1, 2]},
-    {"other": 1},
-    {},
-])
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"k": "v", "n": 5, "key": b"bin"},
+        {"a" * 300: 1, "key": "after a long key"},
+        {"key": None, "x": [1, 2]},
+        {"other": 1},
+        {},
+    ],
+)
 def test_find_in_map_reads_one_key_as_the_decoded_map_has_it(properties: dict) -> None:
     data = _encoded(Message(body="b", properties=properties))
     message = parse_message(data)
@@ -152,25 +199,31 @@ def test_find_in_map_reads_one_key_as_the_decoded_map_has_it(properties: dict) -
         assert message.application_property(key) == expected
 
 
-@pytest.mark.parametrize("fields", [
-    {"id": "only-an-id"},
-    {"id": "m", "group_id": "g-1"},
-    {"id": "m", "group_id": "g-1", "group_sequence": 0},
-    {"id": "m", "group_id": "g-1", "group_sequence": 5},
-    {"id": "m", "group_id": "g-1", "reply_to_group_id": "r"},
-    {"id": "m", "group_id": "g-1", "user_id": b"u"},
-    {"id": "é-id", "group_id": "grüppe"},
-    {"id": 42, "group_id": "g-1"},
-    {"id": "m", "address": "q", "group_id": "g-1"},
-    {"group_id": "g-1"},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"id": "only-an-id"},
+        {"id": "m", "group_id": "g-1"},
+        {"id": "m", "group_id": "g-1", "group_sequence": 0},
+        {"id": "m", "group_id": "g-1", "group_sequence": 5},
+        {"id": "m", "group_id": "g-1", "reply_to_group_id": "r"},
+        {"id": "m", "group_id": "g-1", "user_id": b"u"},
+        {"id": "é-id", "group_id": "grüppe"},
+        {"id": 42, "group_id": "g-1"},
+        {"id": "m", "address": "q", "group_id": "g-1"},
+        {"group_id": "g-1"},
+    ],
+)
 def test_properties_of_every_common_shape_read_as_proton_decodes_them(fields: dict) -> None:
     sent = Message(body=b"x", **fields)
     message = parse_message(_encoded(sent, inferred=True))
     decoded = Message()
     decoded.decode(_encoded(sent, inferred=True))
     assert (message.message_id, message.group_id, message.to) == (
-        decoded.id, decoded.group_id, decoded.address)
+        decoded.id,
+        decoded.group_id,
+        decoded.address,
+    )
 
 
 def test_a_properties_list_whose_group_id_overruns_it_is_a_decode_error() -> None:
@@ -189,23 +242,50 @@ def test_a_properties_list_with_an_invalid_utf8_group_id_is_a_decode_error() -> 
         parse_message(bytes(data))
 
 
-_ALL_PROPERTIES = {"id": "m", "user_id": b"bob", "address": "q", "subject": "s",
-                   "reply_to": "r", "correlation_id": "c", "content_type": "text/plain",
-                   "content_encoding": "utf-8", "expiry_time": 9.0, "creation_time": 8.0,
-                   "group_id": "g", "group_sequence": 3, "reply_to_group_id": "rg"}
+_ALL_PROPERTIES = {
+    "id": "m",
+    "user_id": b"bob",
+    "address": "q",
+    "subject": "s",
+    "reply_to": "r",
+    "correlation_id": "c",
+    "content_type": "text/plain",
+    "content_encoding": "utf-8",
+    "expiry_time": 9.0,
+    "creation_time": 8.0,
+    "group_id": "g",
+    "group_sequence": 3,
+    "reply_to_group_id": "rg",
+}
 
 
-@pytest.mark.parametrize("sections", [
-    {},
-    {"durable": True},
-    {"annotations": {symbol("x-k"): "v"}},
-    {"durable": True, "instructions": {symbol("x-d"): 1}},
-    {"durable": True, "instructions": {symbol("x-d"): 1}, "annotations": {symbol("x-k"): 1}},
-])
+@pytest.mark.parametrize(
+    "sections",
+    [
+        {},
+        {"durable": True},
+        {"annotations": {symbol("x-k"): "v"}},
+        {"durable": True, "instructions": {symbol("x-d"): 1}},
+        {"durable": True, "instructions": {symbol("x-d"): 1}, "annotations": {symbol("x-k"): 1}},
+    ],
+)
 def test_decode_properties_finds_the_section_after_whatever_precedes_it(sections: dict) -> None:
     message = parse_message(_encoded(Message(body=b"x", **_ALL_PROPERTIES, **sections)))
     assert all_properties(message) == [
-        "m", b"bob", "q", "s", "r", "c", "text/plain", "utf-8", 9000, 8000, "g", 3, "rg"]
+        "m",
+        b"bob",
+        "q",
+        "s",
+        "r",
+        "c",
+        "text/plain",
+        "utf-8",
+        9000,
+        8000,
+        "g",
+        3,
+        "rg",
+    ]
 
 
 def test_decode_properties_pads_a_short_list_and_a_message_without_one_reads_all_none() -> None:

@@ -10,9 +10,25 @@ from proton_broker.codec.encode import encode_message, encode_value
 from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import decode_value
 
-VALUES = [None, True, False, 0, -1, 2**63 - 1, -(2**63), 1.5, "", "text", "é" * 300,
-          b"\x00\xff", b"x" * 300, [], [1, "a", None], {"k": 1, "nested": {"x": [1.5]}},
-          list(range(300))]
+VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**63 - 1,
+    -(2**63),
+    1.5,
+    "",
+    "text",
+    "é" * 300,
+    b"\x00\xff",
+    b"x" * 300,
+    [],
+    [1, "a", None],
+    {"k": 1, "nested": {"x": [1.5]}},
+    list(range(300)),
+]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)

@@ -24,11 +24,13 @@ class Http:
         self.base = f"http://{host}:{port}"
         self.ws_base = f"ws://{host}:{port}"
 
-    def request(self, method: str, path: str, body: bytes | None = None,
-                timeout: float = 10.0) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
+    ) -> tuple[int, Any]:
         """(status, decoded JSON body or None when empty)."""
-        req = urllib.request.Request(self.base + path, data=body, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.base + path, data=body, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status, raw = resp.status, resp.read()
@@ -39,8 +41,9 @@ class Http:
     def send(self, queue: str, body: Any) -> tuple[int, Any]:
         return self.request("POST", f"/queue/send/{queue}", json.dumps(body).encode())
 
-    def poll(self, queue: str, query: str = "", key: str | None = None,
-             timeout: float = 10.0) -> tuple[int, Any]:
+    def poll(
+        self, queue: str, query: str = "", key: str | None = None, timeout: float = 10.0
+    ) -> tuple[int, Any]:
         path = f"/queue/listen/longpoll/{queue}" + (f"/{key}" if key is not None else "")
         return self.request("GET", path + (f"?{query}" if query else ""), timeout=timeout)
 

@@ -39,11 +39,14 @@ def test_an_amqp_replay_sees_http_sent_versions(http: Http) -> None:
     for n in range(1, 5):
         http.send("replay", {"id": "k", "payload": n})
     client = amqp(http)
-    receiver = client.receiver("replay", credit=10,
-                               filters={symbol(SEQUENCE): 3, symbol("x-opt-sequence-key"): "k"})
+    receiver = client.receiver(
+        "replay", credit=10, filters={symbol(SEQUENCE): 3, symbol("x-opt-sequence-key"): "k"}
+    )
     got = client.wait_received(receiver, 2)
-    assert [(json.loads(r.message.body), r.message.annotations[symbol(SEQUENCE)])
-            for r in got] == [(3, 3), (4, 4)]
+    assert [(json.loads(r.message.body), r.message.annotations[symbol(SEQUENCE)]) for r in got] == [
+        (3, 3),
+        (4, 4),
+    ]
 
 
 def test_http_listeners_get_amqp_sent_messages(http: Http) -> None:
@@ -51,11 +54,19 @@ def test_http_listeners_get_amqp_sent_messages(http: Http) -> None:
     sender = client.sender("prices", node_properties=LVQ)  # an LVQ keyed by 'id'
     for body in ({"price": 100}, {"price": 101}):
         client.wait_settled(client.send(sender, Message(body=body, properties={"id": "IBM"})))
-    client.wait_settled(client.send(sender, Message(
-        body='{"json": true}', content_type="application/json", properties={"id": "HPQ"})))
+    client.wait_settled(
+        client.send(
+            sender,
+            Message(
+                body='{"json": true}', content_type="application/json", properties={"id": "HPQ"}
+            ),
+        )
+    )
     client.wait_settled(client.send(sender, Message(body=b"raw", properties={"id": "RAW"})))
     assert http.poll("prices", "sequence=1", key="IBM") == (
-        200, {"id": "IBM", "sequence": 1, "payload": {"price": 100}})
+        200,
+        {"id": "IBM", "sequence": 1, "payload": {"price": 100}},
+    )
     assert http.poll("prices", "sequence=last", key="IBM")[1]["payload"] == {"price": 101}
     assert http.poll("prices", "sequence=1", key="HPQ")[1]["payload"] == {"json": True}
     assert http.poll("prices", "sequence=1", key="RAW")[1]["payload"] == "raw"
@@ -66,8 +77,9 @@ def test_http_listeners_get_amqp_sent_messages(http: Http) -> None:
 def test_a_waiting_http_poll_is_answered_by_an_amqp_send(http: Http) -> None:
     http.send("wakeup", {"id": "k", "payload": "created over HTTP"})
     answer: list[object] = []
-    poll = threading.Thread(target=lambda: answer.append(
-        http.poll("wakeup", "sequence=2&timeout=10", key="k")))
+    poll = threading.Thread(
+        target=lambda: answer.append(http.poll("wakeup", "sequence=2&timeout=10", key="k"))
+    )
     poll.start()
     deadline = time.monotonic() + 5
     while http.listeners() < 1 and time.monotonic() < deadline:

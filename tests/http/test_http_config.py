@@ -18,7 +18,11 @@ from proton_broker.testing import BrokerProcess
 def test_the_gateway_is_off_by_default_and_local_only() -> None:
     http = config.load(None, environ={}).http
     assert (http.enabled, http.host, http.port, http.longpoll_timeout) == (
-        False, "127.0.0.1", 8081, 30.0)
+        False,
+        "127.0.0.1",
+        8081,
+        30.0,
+    )
 
 
 def test_the_file_and_the_environment_set_it(tmp_path: Path) -> None:
@@ -49,8 +53,11 @@ def test_the_command_line_serves_http_and_shuts_down_cleanly() -> None:
     with BrokerProcess("--http-port", "0", "--store", "memory") as proc:
         line = next(line for line in proc.output if "HTTP gateway on " in line)
         base = line.split("HTTP gateway on ")[1].strip()
-        request = urllib.request.Request(f"{base}/queue/send/cli", method="POST",
-                                         data=json.dumps({"id": "1", "payload": 1}).encode())
+        request = urllib.request.Request(
+            f"{base}/queue/send/cli",
+            method="POST",
+            data=json.dumps({"id": "1", "payload": 1}).encode(),
+        )
         with urllib.request.urlopen(request, timeout=5) as response:
             assert json.loads(response.read())["sequence"] == 1
         assert proc.proc is not None

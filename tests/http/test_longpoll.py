@@ -23,11 +23,15 @@ def later(delay: float, fn: Callable[[], object]) -> threading.Thread:
 
 def test_a_send_answers_the_stored_message_with_its_sequence(http: Http) -> None:
     assert http.send("test", {"id": "1", "payload": {"message": "hello"}}) == (
-        200, {"id": "1", "sequence": 1, "payload": {"message": "hello"}})
+        200,
+        {"id": "1", "sequence": 1, "payload": {"message": "hello"}},
+    )
     assert http.send("test", {"id": "1", "payload": {"message": "again"}})[1]["sequence"] == 2
     assert http.send("test", {"id": "10", "payload": None})[1]["sequence"] == 1  # keys whole
     assert http.send("test", {"id": 7, "payload": [1, 2]}) == (
-        200, {"id": "7", "sequence": 1, "payload": [1, 2]})  # an integer id, as text
+        200,
+        {"id": "7", "sequence": 1, "payload": [1, 2]},
+    )  # an integer id, as text
 
 
 def test_a_poll_answers_the_version_with_that_sequence_at_once(http: Http) -> None:
@@ -54,10 +58,17 @@ def test_first_and_last_follow_the_kept_history(start_gateway: Callable[[Config]
 
 def test_a_poll_ahead_of_the_history_waits_for_the_next_message_of_its_key(http: Http) -> None:
     http.send("wait", {"id": "a", "payload": 1})
-    later(0.3, lambda: (http.send("wait", {"id": "b", "payload": "other key"}),
-                        http.send("wait", {"id": "a", "payload": 2})))
+    later(
+        0.3,
+        lambda: (
+            http.send("wait", {"id": "b", "payload": "other key"}),
+            http.send("wait", {"id": "a", "payload": 2}),
+        ),
+    )
     assert http.poll("wait", "sequence=2", key="a") == (
-        200, {"id": "a", "sequence": 2, "payload": 2})
+        200,
+        {"id": "a", "sequence": 2, "payload": 2},
+    )
     later(0.3, lambda: http.send("wait", {"id": "c", "payload": 3}))
     assert http.poll("wait", "sequence=99")[1]["id"] == "c"  # any key: the next one
     later(0.3, lambda: http.send("fresh", {"id": "x", "payload": "first"}))
@@ -83,7 +94,9 @@ def test_a_custom_sequence_is_kept_and_one_not_greater_is_refused_with_409(
     http: Http,
 ) -> None:
     assert http.send("custom", {"id": "1", "sequence": 999, "payload": {"m": "hello"}}) == (
-        200, {"id": "1", "sequence": 999, "payload": {"m": "hello"}})
+        200,
+        {"id": "1", "sequence": 999, "payload": {"m": "hello"}},
+    )
     assert http.send("custom", {"id": "1", "payload": "next"})[1]["sequence"] == 1000
     for stale in (1000, 5, 0, -1):
         status, body = http.send("custom", {"id": "1", "sequence": stale, "payload": "x"})
@@ -116,8 +129,7 @@ def test_the_seeds_long_poll_loop_sees_every_update_exactly_once(http: Http) -> 
         query = f"sequence={sequence}"
         try:
             if rng.random() < 0.2:  # the client gives up and disconnects mid-wait
-                status, data = http.poll("loop", query + "&timeout=5", key="cart",
-                                         timeout=0.01)
+                status, data = http.poll("loop", query + "&timeout=5", key="cart", timeout=0.01)
             else:
                 status, data = http.poll("loop", query + "&timeout=0.05", key="cart")
         except (TimeoutError, urllib.error.URLError):

@@ -20,6 +20,7 @@ def test_a_thousand_waiting_polls_are_all_answered_by_one_send(http: Http) -> No
         connector = aiohttp.TCPConnector(limit=0)  # one connection per poll
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
             async def poll(i: int) -> tuple[int, object]:
                 key = "/k" if i % 2 else ""  # half follow the key, half the whole queue
                 url = f"{http.base}/queue/listen/longpoll/crowd{key}?sequence=2&timeout=60"
@@ -34,12 +35,12 @@ def test_a_thousand_waiting_polls_are_all_answered_by_one_send(http: Http) -> No
                 await asyncio.sleep(0.05)
             assert threading.active_count() < 50  # held as futures, not a thread each
             status, _ = await asyncio.to_thread(
-                http.send, "crowd", {"id": "k", "payload": "for everyone"})
+                http.send, "crowd", {"id": "k", "payload": "for everyone"}
+            )
             assert status == 200
             return await asyncio.gather(*polls)
 
     answers = asyncio.run(scenario())
     assert len(answers) == POLLS
-    assert all(a == (200, {"id": "k", "sequence": 2, "payload": "for everyone"})
-               for a in answers)
+    assert all(a == (200, {"id": "k", "sequence": 2, "payload": "for everyone"}) for a in answers)
     assert http.listeners() == 0

@@ -44,8 +44,11 @@ def scrape(url: str) -> tuple[str, Samples]:
 
 def queue_figures(samples: Samples, queue: str) -> dict[str, float]:
     """The per-queue samples of ``queue``, by name without the ``proton_broker_`` prefix."""
-    return {name.removeprefix("proton_broker_"): value
-            for (name, labels), value in samples.items() if labels == (("queue", queue),)}
+    return {
+        name.removeprefix("proton_broker_"): value
+        for (name, labels), value in samples.items()
+        if labels == (("queue", queue),)
+    }
 
 
 def broker_figure(samples: Samples, name: str) -> float:
@@ -107,28 +110,47 @@ def gateway_config() -> Config:
 
 
 def test_metrics_after_a_known_workload_have_exact_values(
-        start_gateway: Callable[[Config], Http]) -> None:
+    start_gateway: Callable[[Config], Http],
+) -> None:
     http = start_gateway(gateway_config())
     client, left_bytes = workload(http.running)
     content_type, samples = scrape(http.base + "/metrics")
     assert content_type.startswith("text/plain; version=")
 
     assert queue_figures(samples, "work") == {
-        "queue_depth_messages": 1, "queue_depth_bytes": left_bytes, "queue_consumers": 1,
-        "queue_enqueued_total": 4, "queue_dequeued_total": 2, "queue_rejected_total": 1,
-        "queue_expired_total": 0, "queue_evicted_total": 0, "queue_refused_total": 0,
-        "queue_released_total": 0, "queue_redelivered_total": 0, "queue_replaced_total": 0,
-        "queue_paged_out_total": 0, "queue_duplicates_total": 0,
+        "queue_depth_messages": 1,
+        "queue_depth_bytes": left_bytes,
+        "queue_consumers": 1,
+        "queue_enqueued_total": 4,
+        "queue_dequeued_total": 2,
+        "queue_rejected_total": 1,
+        "queue_expired_total": 0,
+        "queue_evicted_total": 0,
+        "queue_refused_total": 0,
+        "queue_released_total": 0,
+        "queue_redelivered_total": 0,
+        "queue_replaced_total": 0,
+        "queue_paged_out_total": 0,
+        "queue_duplicates_total": 0,
     }
     ring = queue_figures(samples, "ring")
-    assert (ring["queue_depth_messages"], ring["queue_enqueued_total"],
-            ring["queue_evicted_total"]) == (2, 3, 1)
+    assert (
+        ring["queue_depth_messages"],
+        ring["queue_enqueued_total"],
+        ring["queue_evicted_total"],
+    ) == (2, 3, 1)
     full = queue_figures(samples, "full")
-    assert (full["queue_depth_messages"], full["queue_enqueued_total"],
-            full["queue_refused_total"]) == (1, 1, 1)
+    assert (
+        full["queue_depth_messages"],
+        full["queue_enqueued_total"],
+        full["queue_refused_total"],
+    ) == (1, 1, 1)
     ttl = queue_figures(samples, "ttl")
-    assert (ttl["queue_depth_messages"], ttl["queue_depth_bytes"],
-            ttl["queue_expired_total"]) == (0, 0, 1)
+    assert (ttl["queue_depth_messages"], ttl["queue_depth_bytes"], ttl["queue_expired_total"]) == (
+        0,
+        0,
+        1,
+    )
     kept = queue_figures(samples, "kept")
     assert (kept["queue_depth_messages"], kept["queue_consumers"]) == (1, 0)
 
@@ -139,7 +161,8 @@ def test_metrics_after_a_known_workload_have_exact_values(
 
 
 def test_store_commit_latency_is_a_histogram_of_the_durable_commits(
-        start_gateway: Callable[[Config], Http]) -> None:
+    start_gateway: Callable[[Config], Http],
+) -> None:
     http = start_gateway(gateway_config())
     client = http.running.client()
     sender = client.sender("kept", node_properties={"durable": True})
@@ -147,8 +170,11 @@ def test_store_commit_latency_is_a_histogram_of_the_durable_commits(
         accepted(client, sender, Message(body=i, durable=True))
     accepted(client, client.sender("transient"), Message(body="not written"))
     _, samples = scrape(http.base + "/metrics")
-    buckets = sorted((float(dict(labels)["le"]), value) for (name, labels), value
-                     in samples.items() if name == "proton_broker_store_commit_seconds_bucket")
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in samples.items()
+        if name == "proton_broker_store_commit_seconds_bucket"
+    )
     # Each send is a commit of its own; the queue sequence numbers the messages got when
     # they joined the queue (and the first block of numbers the queue reserves) are written
     # by later commits, which a following send may share, and nothing for the transient one.
@@ -162,8 +188,11 @@ def test_store_commit_latency_is_a_histogram_of_the_durable_commits(
 def test_a_memory_store_reports_no_commits(start_gateway: Callable[[Config], Http]) -> None:
     http = start_gateway(http_config())
     client = http.running.client()
-    accepted(client, client.sender("kept", node_properties={"durable": True}),
-             Message(body="x", durable=True))
+    accepted(
+        client,
+        client.sender("kept", node_properties={"durable": True}),
+        Message(body="x", durable=True),
+    )
     _, samples = scrape(http.base + "/metrics")
     assert broker_figure(samples, "store_commit_seconds_count") == 0
     assert queue_figures(samples, "kept")["queue_enqueued_total"] == 1
@@ -212,15 +241,19 @@ def test_a_metrics_port_in_use_stops_start_up_with_a_message_naming_it() -> None
 
 
 def test_connections_and_the_store_log_their_codes(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, "proton_broker")
     config = Config()
     config.broker.data_dir = str(tmp_path / "data")
     running = RunningBroker(config)
     try:
         client = running.client(container="metrics-test")
-        accepted(client, client.sender("kept", node_properties={"durable": True}),
-                 Message(body="x", durable=True))
+        accepted(
+            client,
+            client.sender("kept", node_properties={"durable": True}),
+            Message(body="x", durable=True),
+        )
         client.close()
         client.wait(lambda: running.call(lambda: len(running.server.connections)) == 0)
     finally:
@@ -240,7 +273,8 @@ def test_connections_and_the_store_log_their_codes(
 
 
 def test_many_evictions_and_refusals_log_one_pair_of_lines_and_count_every_message(
-        start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture) -> None:
+    start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, "proton_broker.queues")
     http = start_gateway(http_config())
     client = http.running.client()
@@ -267,12 +301,16 @@ def test_many_evictions_and_refusals_log_one_pair_of_lines_and_count_every_messa
 
 
 def limit_lines(caplog: pytest.LogCaptureFixture, code: str = "QUE-100") -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.getMessage().startswith(code)
-            and r.getMessage()[:8] in ("QUE-1003", "QUE-1004")]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith(code) and r.getMessage()[:8] in ("QUE-1003", "QUE-1004")
+    ]
 
 
 def test_a_socket_that_never_opens_a_connection_is_counted_but_not_logged(
-        start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture) -> None:
+    start_gateway: Callable[[Config], Http], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, "proton_broker.amqp")
     http = start_gateway(http_config())
     running = http.running
@@ -281,10 +319,12 @@ def test_a_socket_that_never_opens_a_connection_is_counted_but_not_logged(
     client = running.client()
     client.wait(lambda: client.conn.state & Endpoint.REMOTE_ACTIVE)  # the broker's open
     server = running.server
-    client.wait(lambda: running.call(
-        lambda: (server.connections_opened, len(server.connections))) == (2, 1))
+    client.wait(
+        lambda: running.call(lambda: (server.connections_opened, len(server.connections))) == (2, 1)
+    )
     _, samples = scrape(http.base + "/metrics")
     assert broker_figure(samples, "connections_opened_total") == 2
     assert broker_figure(samples, "connections") == 1
-    assert [r.getMessage()[:8] for r in caplog.records
-            if r.getMessage().startswith("CON-")] == ["CON-1001"]
+    assert [r.getMessage()[:8] for r in caplog.records if r.getMessage().startswith("CON-")] == [
+        "CON-1001"
+    ]

@@ -32,7 +32,9 @@ def test_a_stream_replays_from_a_sequence_then_follows_new_versions(http: Http) 
             url = f"{http.ws_base}/queue/listen/ws/ws/a?sequence=2"
             async with session.ws_connect(url) as ws:
                 assert [(m["sequence"], m["payload"]) for m in await receive(ws, 2)] == [
-                    (2, 2), (3, 3)]
+                    (2, 2),
+                    (3, 3),
+                ]
                 await wait_listeners(http, 1)
                 await asyncio.to_thread(http.send, "ws", {"id": "b", "payload": "b2"})
                 await asyncio.to_thread(http.send, "ws", {"id": "a", "payload": 4})
@@ -43,7 +45,13 @@ def test_a_stream_replays_from_a_sequence_then_follows_new_versions(http: Http) 
             async with session.ws_connect(url) as ws:  # every key, in arrival order
                 got = await receive(ws, 6)
                 assert [(m["id"], m["sequence"]) for m in got] == [
-                    ("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("a", 4)]
+                    ("a", 1),
+                    ("a", 2),
+                    ("a", 3),
+                    ("b", 1),
+                    ("b", 2),
+                    ("a", 4),
+                ]
 
             url = f"{http.ws_base}/queue/listen/ws/ws/a"
             async with session.ws_connect(url) as ws:  # no sequence: new versions only
@@ -57,8 +65,7 @@ def test_a_stream_replays_from_a_sequence_then_follows_new_versions(http: Http) 
 def test_a_stream_on_an_empty_queue_gets_the_first_version_when_it_comes(http: Http) -> None:
     async def scenario() -> None:
         async with aiohttp.ClientSession() as session:
-            async with session.ws_connect(
-                    f"{http.ws_base}/queue/listen/ws/empty?sequence=1") as ws:
+            async with session.ws_connect(f"{http.ws_base}/queue/listen/ws/empty?sequence=1") as ws:
                 await wait_listeners(http, 1)
                 for n in range(1, 4):
                     await asyncio.to_thread(http.send, "empty", {"id": "k", "payload": n})

@@ -92,8 +92,7 @@ def test_a_queue_without_duplicate_detection_keeps_every_copy() -> None:
 
 
 def test_a_message_a_full_queue_refused_is_not_remembered() -> None:
-    q = queue(duplicateDetectionCount=10, maximumQueueDepthMessages=1,
-              overflowPolicy="reject")
+    q = queue(duplicateDetectionCount=10, maximumQueueDepthMessages=1, overflowPolicy="reject")
     q.enqueue(msg("first"))
     with pytest.raises(ResourceLimitExceeded):
         q.enqueue(msg("second"))
@@ -113,18 +112,26 @@ def test_a_recovered_message_is_never_taken_for_a_duplicate_of_its_own_record() 
 def test_restoring_drops_records_that_fell_out_of_the_window_while_down() -> None:
     forgotten: list[str] = []
     window = DuplicateWindow(2, 60.0, forgotten.append)
-    stale = window.restore([("s:old", 100.0), ("s:a", 950.0), ("s:b", 960.0),
-                            ("s:c", 970.0)], now=1000.0)
+    stale = window.restore(
+        [("s:old", 100.0), ("s:a", 950.0), ("s:b", 960.0), ("s:c", 970.0)], now=1000.0
+    )
     assert sorted(stale) == ["s:a", "s:old"]
     assert "s:b" in window and "s:c" in window and len(window) == 2
 
 
-@pytest.mark.parametrize(("option", "value"), [
-    ("duplicateDetectionCount", 0), ("duplicateDetectionCount", -3),
-    ("duplicateDetectionCount", "many"), ("duplicate_detection_count", 1.5),
-    ("duplicateDetectionSeconds", 0), ("duplicateDetectionSeconds", -1),
-    ("duplicate_detection_seconds", "soon"), ("duplicateDetectionSeconds", True),
-])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("duplicateDetectionCount", 0),
+        ("duplicateDetectionCount", -3),
+        ("duplicateDetectionCount", "many"),
+        ("duplicate_detection_count", 1.5),
+        ("duplicateDetectionSeconds", 0),
+        ("duplicateDetectionSeconds", -1),
+        ("duplicate_detection_seconds", "soon"),
+        ("duplicateDetectionSeconds", True),
+    ],
+)
 def test_bad_window_options_are_refused_naming_the_option(option: str, value: object) -> None:
     with pytest.raises(InvalidField) as refused:
         parse_settings({option: value})
@@ -133,8 +140,9 @@ def test_bad_window_options_are_refused_naming_the_option(option: str, value: ob
 
 
 def test_the_window_options_accept_their_text_forms_and_aliases() -> None:
-    settings = parse_settings({"duplicate_detection_count": "5",
-                               "duplicateDetectionSeconds": "2.5"})
+    settings = parse_settings(
+        {"duplicate_detection_count": "5", "duplicateDetectionSeconds": "2.5"}
+    )
     assert (settings.duplicate_count, settings.duplicate_seconds) == (5, 2.5)
     assert settings.detects_duplicates
     assert not parse_settings({}).detects_duplicates
@@ -142,8 +150,9 @@ def test_the_window_options_accept_their_text_forms_and_aliases() -> None:
 
 def test_a_message_refused_for_a_bad_key_sequence_is_not_remembered() -> None:
     q = queue(duplicateDetectionCount=10, sequenceKey="k")
-    bad = parse_message(proton.Message(id="m", properties={"k": "a"},
-                                       annotations={"x-opt-sequence": "x"}).encode())
+    bad = parse_message(
+        proton.Message(id="m", properties={"k": "a"}, annotations={"x-opt-sequence": "x"}).encode()
+    )
     with pytest.raises(InvalidField):
         q.enqueue(bad)
     good = parse_message(proton.Message(id="m", properties={"k": "a"}).encode())

@@ -32,8 +32,15 @@ class Taker(consumers.Taker):
         return [label(e) for e in self.got]
 
 
-def msg(text: str, group: str | None = None, *, group_id: str | None = None,
-        ttl: float | None = None, key: str = KEY, hold_until: float | None = None) -> Message:
+def msg(
+    text: str,
+    group: str | None = None,
+    *,
+    group_id: str | None = None,
+    ttl: float | None = None,
+    key: str = KEY,
+    hold_until: float | None = None,
+) -> Message:
     """A parsed message labelled ``text`` (its message-id), in application-property group
     ``group`` and/or with properties.group-id ``group_id``."""
     properties = {} if group is None else {key: group}
@@ -619,22 +626,31 @@ class Model:
         group = self.group(entry)
         assert entry.state == ACQUIRED
         if group is not None:
-            older = [e.seq for e in self.q.entries() if e.state == AVAILABLE
-                     and self.group(e) == group and e.seq < entry.seq]
+            older = [
+                e.seq
+                for e in self.q.entries()
+                if e.state == AVAILABLE and self.group(e) == group and e.seq < entry.seq
+            ]
             assert not older, f"{entry} of {group} handed out before {older}"
-            holders = {cid for cid, held in self.unsettled.items() if cid != c.id and any(
-                self.group(e) == group for e in held)}
+            holders = {
+                cid
+                for cid, held in self.unsettled.items()
+                if cid != c.id and any(self.group(e) == group for e in held)
+            }
             if self.shared:
                 assert not holders, f"{group} held by {holders} and given to {c.id}"
             else:
-                assert self.assigned.setdefault(group, c.id) == c.id, \
+                assert self.assigned.setdefault(group, c.id) == c.id, (
                     f"{group} is {self.assigned[group]}'s, given to {c.id}"
+                )
         self.unsettled[c.id].append(entry)
 
     def step(self) -> None:
         rng, q = self.rng, self.q
-        action = rng.choices(["enqueue", "grant", "settle", "release", "churn", "hold",
-                              "valid", "refuse"], weights=[6, 3, 4, 2, 1, 1, 1, 1])[0]
+        action = rng.choices(
+            ["enqueue", "grant", "settle", "release", "churn", "hold", "valid", "refuse"],
+            weights=[6, 3, 4, 2, 1, 1, 1, 1],
+        )[0]
         if action in ("enqueue", "hold"):
             group = rng.choice(self.choices)
             text = f"m{self.enqueued}"
@@ -652,8 +668,9 @@ class Model:
                 return
             c = rng.choice(holding)
             held = self.unsettled[c.id]
-            q.release(held.pop(rng.randrange(len(held))), delivery_failed=True,
-                      undeliverable_for=c.id)
+            q.release(
+                held.pop(rng.randrange(len(held))), delivery_failed=True, undeliverable_for=c.id
+            )
         elif action == "grant":
             rng.choice(self.consumers).grant(q, rng.randint(1, 3))
         elif action in ("settle", "release"):
@@ -710,8 +727,7 @@ class Model:
         firsts: set[int] = set()
         for e in available:
             group = self.group(e)
-            if group is None or not any(self.group(x) == group for x in available
-                                        if x.seq < e.seq):
+            if group is None or not any(self.group(x) == group for x in available if x.seq < e.seq):
                 firsts.add(e.seq)
         for c in self.consumers:
             if c.credit <= 0:
@@ -723,9 +739,10 @@ class Model:
                 if group is None:
                     takeable = True
                 elif self.shared:
-                    takeable = all(g == c.id or not any(
-                        self.group(x) == group for x in hs)
-                        for g, hs in self.unsettled.items())
+                    takeable = all(
+                        g == c.id or not any(self.group(x) == group for x in hs)
+                        for g, hs in self.unsettled.items()
+                    )
                 else:
                     takeable = self.assigned.get(group, c.id) == c.id
                 assert not takeable, f"{c.id} has credit {c.credit} but did not get {e}"
@@ -744,7 +761,8 @@ def test_random_operations_keep_the_group_rules(mode: str, seed: int) -> None:
 @pytest.mark.parametrize("mode", ["shared", "standard"])
 @pytest.mark.parametrize("seed", [4, 5])
 def test_random_operations_on_grouped_messages_only_keep_the_group_rules(
-        mode: str, seed: int) -> None:
+    mode: str, seed: int
+) -> None:
     model = Model(mode, seed, ungrouped=False)
     for _ in range(400):
         model.step()

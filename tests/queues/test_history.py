@@ -82,10 +82,12 @@ def test_a_custom_sequence_must_be_greater_than_the_current_one() -> None:
     assert q.depth == 2  # the refused ones never joined
 
 
-@pytest.mark.parametrize("keep, kept", [(None, [1, 2, 3, 4, 5]), (0, [5]), (1, [5]),
-                                        (3, [3, 4, 5])])
-def test_max_key_updates_keeps_exactly_the_newest_versions(keep: int | None,
-                                                           kept: list[int]) -> None:
+@pytest.mark.parametrize(
+    "keep, kept", [(None, [1, 2, 3, 4, 5]), (0, [5]), (1, [5]), (3, [3, 4, 5])]
+)
+def test_max_key_updates_keeps_exactly_the_newest_versions(
+    keep: int | None, kept: list[int]
+) -> None:
     q = queue({**LVQ, **({} if keep is None else {"max_key_updates": keep})})
     for _ in range(5):
         q.enqueue(msg("k"))
@@ -95,8 +97,7 @@ def test_max_key_updates_keeps_exactly_the_newest_versions(keep: int | None,
 
 
 def test_the_broker_wide_default_applies_unless_the_queue_sets_its_own() -> None:
-    default, own = queue(LVQ, default_keep=2), queue({**LVQ, "max_key_updates": 4},
-                                                      default_keep=2)
+    default, own = queue(LVQ, default_keep=2), queue({**LVQ, "max_key_updates": 4}, default_keep=2)
     for q in (default, own):
         for _ in range(6):
             q.enqueue(msg("k"))

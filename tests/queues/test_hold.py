@@ -16,8 +16,9 @@ from tests.queues.consumers import Taker
 NOW = 1_000_000.0  # seconds since the epoch, the tests' clock
 
 
-def msg(name: str, valid_from: float | None = None, where: str = "annotation",
-        **kwargs: Any) -> Message:
+def msg(
+    name: str, valid_from: float | None = None, where: str = "annotation", **kwargs: Any
+) -> Message:
     """A message named ``name``; ``valid_from`` (seconds) becomes x-qpid-not-valid-before in
     ms, as a message annotation or an application property."""
     properties: dict[str, Any] = {"name": name}
@@ -28,8 +29,11 @@ def msg(name: str, valid_from: float | None = None, where: str = "annotation",
             annotations[proton.symbol("x-qpid-not-valid-before")] = millis
         else:
             properties["x-qpid-not-valid-before"] = millis
-    return parse_message(proton.Message(body=name, properties=properties,
-                                        annotations=annotations or None, **kwargs).encode())
+    return parse_message(
+        proton.Message(
+            body=name, properties=properties, annotations=annotations or None, **kwargs
+        ).encode()
+    )
 
 
 def holding(**options: Any) -> Queue:

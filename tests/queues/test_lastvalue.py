@@ -68,8 +68,14 @@ def test_the_seed_example_keeps_the_newest_value_of_each_key_at_the_tail() -> No
 
 def test_each_intermediate_state_of_the_seed_example_matches() -> None:
     q = lvq()
-    expected = [["1"], ["1", "2"], ["1", "2", "3"], ["1", "2", "3", "4"],
-                ["1", "3", "4", "2"], ["3", "4", "2", "1"]]
+    expected = [
+        ["1"],
+        ["1", "2"],
+        ["1", "2", "3"],
+        ["1", "2", "3", "4"],
+        ["1", "3", "4", "2"],
+        ["3", "4", "2", "1"],
+    ]
     for key, state in zip(["1", "2", "3", "4", "2", "1"], expected, strict=True):
         q.enqueue(msg(key, value=key))
         assert live(q) == state

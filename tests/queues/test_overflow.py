@@ -70,6 +70,7 @@ def settle_all(q: Queue, taker: Taker) -> None:
 
 # ---- none ----------------------------------------------------------------------------------
 
+
 def test_a_queue_without_a_policy_ignores_its_limits() -> None:
     q = queue(**{"qpid.max_count": 2})
     for i in range(5):
@@ -125,7 +126,7 @@ def test_a_consumer_gets_paged_out_messages_back_whole_and_in_order(pager: Store
     settle_all(q, consumer)
     pager.settle()  # type: ignore[attr-defined]
     assert q.depth == 0 and q.bytes == 0
-    assert pager.store._db.execute("SELECT count(*) FROM pages").fetchone()[0] == 0  # type: ignore[attr-defined]  # noqa: SLF001
+    assert pager.store._db.execute("SELECT count(*) FROM pages").fetchone()[0] == 0  # type: ignore[attr-defined]
 
 
 def test_a_browser_reads_paged_out_messages_and_they_stay_paged(pager: StorePager) -> None:
@@ -137,6 +138,7 @@ def test_a_browser_reads_paged_out_messages_and_they_stay_paged(pager: StorePage
 
 
 # ---- ring ----------------------------------------------------------------------------------
+
 
 def test_a_ring_queue_deletes_the_oldest_messages_beyond_its_count() -> None:
     q = queue(**{"qpid.policy_type": "ring", "qpid.max_count": 3})
@@ -259,8 +261,11 @@ def test_a_sorted_ring_deletes_the_highest_key_first() -> None:
 
 
 def test_a_grouped_ring_deletes_the_oldest_available_message_of_any_group() -> None:
-    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=3,
-              **{"qpid.group_header_key": "g", "qpid.shared_msg_group": 1})
+    q = queue(
+        overflowPolicy="ring",
+        maximumQueueDepthMessages=3,
+        **{"qpid.group_header_key": "g", "qpid.shared_msg_group": 1},
+    )
     for i in range(3):
         q.enqueue(Message(data=b"%d" % i, group_id=None))
     taker = take(q, 1)  # holds 0 (and the default group)
@@ -278,6 +283,7 @@ def test_a_last_value_ring_forgets_the_key_of_a_deleted_value() -> None:
 
 
 # ---- reject ------------------------------------------------------------------------------
+
 
 def test_a_reject_queue_refuses_the_message_beyond_its_count() -> None:
     q = queue(**{"qpid.policy_type": "reject", "qpid.max_count": 2})
@@ -335,6 +341,7 @@ def test_a_negative_limit_is_no_limit() -> None:
 
 # ---- producer flow control -----------------------------------------------------------------
 
+
 def test_flow_control_stops_producers_when_the_queue_goes_over_its_limit() -> None:
     q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=5)
     observer = Observer()
@@ -364,8 +371,9 @@ def test_flow_control_resumes_producers_at_eighty_percent_by_default() -> None:
 
 
 def test_the_resume_percentage_is_read_from_queue_flow_resume_limit() -> None:
-    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthBytes=1000,
-              queueFlowResumeLimit=50)
+    q = queue(
+        overflowPolicy="producer_flow_control", maximumQueueDepthBytes=1000, queueFlowResumeLimit=50
+    )
     for i in range(11):
         q.enqueue(msg(i, size=100))
     assert q.flow_stopped
@@ -402,8 +410,11 @@ def test_qpid_cpp_flow_stop_size_stops_on_bytes() -> None:
 
 
 def test_flow_control_resumes_only_when_every_measure_is_back() -> None:
-    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=10,
-              maximumQueueDepthBytes=1000)
+    q = queue(
+        overflowPolicy="producer_flow_control",
+        maximumQueueDepthMessages=10,
+        maximumQueueDepthBytes=1000,
+    )
     q.enqueue(msg(0, size=1001))
     for i in range(1, 10):
         q.enqueue(msg(i, size=1))
@@ -437,8 +448,9 @@ def test_a_producer_that_stops_watching_is_not_told_any_more() -> None:
 
 
 def test_only_queues_with_flow_control_say_so() -> None:
-    assert queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=1) \
-        .flow_controlled
+    assert queue(
+        overflowPolicy="producer_flow_control", maximumQueueDepthMessages=1
+    ).flow_controlled
     assert queue(**{"qpid.flow_stop_size": 10}).flow_controlled
     assert not queue(overflowPolicy="reject", maximumQueueDepthMessages=1).flow_controlled
     assert not queue(overflowPolicy="producer_flow_control").flow_controlled
@@ -447,13 +459,18 @@ def test_only_queues_with_flow_control_say_so() -> None:
 
 # ---- operational log -----------------------------------------------------------------------
 
+
 def codes(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage().split(" :")[0] for r in caplog.records
-            if r.name == "proton_broker.queues" and r.getMessage().startswith("QUE-")]
+    return [
+        r.getMessage().split(" :")[0]
+        for r in caplog.records
+        if r.name == "proton_broker.queues" and r.getMessage().startswith("QUE-")
+    ]
 
 
 def test_flow_control_logs_que_1003_and_que_1004_once_per_transition(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, "proton_broker.queues")
     q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=2)
     for i in range(6):
@@ -464,15 +481,23 @@ def test_flow_control_logs_que_1003_and_que_1004_once_per_transition(
         q.enqueue(msg(i, size=10))
     assert codes(caplog) == ["QUE-1003", "QUE-1004", "QUE-1003"]
     first = caplog.records[0].getMessage()
-    assert first == ("QUE-1003 : Maximum depth exceeded on 'q' : current 3 messages, 30 bytes"
-                     " : limit 2 messages : producers stopped (producer flow control)")
-    assert caplog.records[1].getMessage().startswith(
-        "QUE-1004 : Maximum depth no longer exceeded on 'q' : current 1 messages, 10 bytes"
-        " : resume at 1 messages")
+    assert first == (
+        "QUE-1003 : Maximum depth exceeded on 'q' : current 3 messages, 30 bytes"
+        " : limit 2 messages : producers stopped (producer flow control)"
+    )
+    assert (
+        caplog.records[1]
+        .getMessage()
+        .startswith(
+            "QUE-1004 : Maximum depth no longer exceeded on 'q' : current 1 messages, 10 bytes"
+            " : resume at 1 messages"
+        )
+    )
 
 
 def test_a_reject_queue_logs_the_first_refusal_and_when_it_has_room_again(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, "proton_broker.queues")
     q = queue(overflowPolicy="reject", maximumQueueDepthMessages=5)
     for i in range(5):
@@ -506,10 +531,10 @@ def test_a_queue_without_limits_logs_nothing(caplog: pytest.LogCaptureFixture) -
 
 
 def test_flow_stop_thresholds_on_a_ring_queue_are_ignored_with_a_warning(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING, "proton_broker.queues"):
-        q = queue(**{"qpid.policy_type": "ring", "qpid.max_count": 3,
-                     "qpid.flow_stop_count": 2})
+        q = queue(**{"qpid.policy_type": "ring", "qpid.max_count": 3, "qpid.flow_stop_count": 2})
     for i in range(5):
         q.enqueue(msg(i))
     assert not q.flow_stopped and bodies(q) == [2, 3, 4]

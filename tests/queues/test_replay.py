@@ -15,8 +15,9 @@ from tests.queues.consumers import Taker
 
 
 def msg(name: str) -> Message:
-    return parse_message(proton.Message(body=name, properties={"name": name},
-                                        group_id=name[0]).encode())
+    return parse_message(
+        proton.Message(body=name, properties={"name": name}, group_id=name[0]).encode()
+    )
 
 
 def names(taker: Taker) -> list[str]:
@@ -30,7 +31,8 @@ def history(q: Queue, *ages: float, now: float) -> None:
 
 
 def test_a_browser_with_a_replay_period_sees_only_what_arrived_within_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     q = Queue("history")
     history(q, 7200, 1800, 60, now=10_000.0)
     monkeypatch.setattr("time.time", lambda: 10_000.0)
@@ -56,7 +58,8 @@ def test_a_replay_period_of_zero_gives_only_new_messages() -> None:
 
 
 def test_a_destructive_consumer_with_a_replay_period_leaves_older_messages_to_others(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     q = Queue("history")
     history(q, 600, 10, now=5_000.0)
     monkeypatch.setattr("time.time", lambda: 5_000.0)
@@ -69,8 +72,9 @@ def test_a_destructive_consumer_with_a_replay_period_leaves_older_messages_to_ot
 
 
 def test_the_queue_default_filter_applies_to_consumers_that_set_none() -> None:
-    settings = parse_settings({"defaultFilters": {
-        "x-qpid-replay-period": {"x-qpid-replay-period": ["0"]}}})
+    settings = parse_settings(
+        {"defaultFilters": {"x-qpid-replay-period": {"x-qpid-replay-period": ["0"]}}}
+    )
     q = Queue("topic-like", settings)
     q.enqueue(msg("before"))
     default = Taker(credit=10, browse=True)
@@ -84,38 +88,44 @@ def test_the_queue_default_filter_applies_to_consumers_that_set_none() -> None:
 
 def test_default_filters_may_be_given_as_json_text_as_a_config_file_would() -> None:
     settings = parse_settings(
-        {"defaultFilters": '{"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}'})
+        {"defaultFilters": '{"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}'}
+    )
     assert settings.default_filters == {"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}
 
 
-@pytest.mark.parametrize("filters", [
-    {"x-qpid-replay-period": {"x-qpid-replay-period": ["soon"]}},
-    {"x-qpid-replay-period": {"x-qpid-replay-period": ["1", "2"]}},
-    {"jms-selector": {"jms-selector": ["a = 1"]}},
-])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"x-qpid-replay-period": {"x-qpid-replay-period": ["soon"]}},
+        {"x-qpid-replay-period": {"x-qpid-replay-period": ["1", "2"]}},
+        {"jms-selector": {"jms-selector": ["a = 1"]}},
+    ],
+)
 def test_default_filters_the_broker_cannot_apply_are_refused_naming_them(filters: dict) -> None:
     with pytest.raises(InvalidField) as caught:
         parse_settings({"defaultFilters": filters})
     assert "defaultFilters" in str(caught.value) or "x-qpid-replay-period" in str(caught.value)
 
 
-@pytest.mark.parametrize("value, seconds", [(0, 0.0), ("3600", 3600.0), (1.5, 1.5),
-                                            (b"60", 60.0), (" 5 ", 5.0)])
-def test_a_replay_period_is_seconds_as_a_number_or_numeric_text(value: object,
-                                                                seconds: float) -> None:
+@pytest.mark.parametrize(
+    "value, seconds", [(0, 0.0), ("3600", 3600.0), (1.5, 1.5), (b"60", 60.0), (" 5 ", 5.0)]
+)
+def test_a_replay_period_is_seconds_as_a_number_or_numeric_text(
+    value: object, seconds: float
+) -> None:
     assert replay_seconds(value) == seconds
 
 
 @pytest.mark.parametrize("value", ["an hour", "", -1, True, None, float("nan"), [60]])
 def test_a_replay_period_that_is_not_a_number_of_seconds_is_refused_naming_it(
-        value: object) -> None:
+    value: object,
+) -> None:
     with pytest.raises(InvalidField, match="x-qpid-replay-period"):
         replay_seconds(value)
 
 
 def test_a_grouped_queue_takes_a_replay_period_from_browsers_only() -> None:
-    q = Queue("grouped", parse_settings({"qpid.group_header_key": "g",
-                                          "qpid.shared_msg_group": 1}))
+    q = Queue("grouped", parse_settings({"qpid.group_header_key": "g", "qpid.shared_msg_group": 1}))
     q.enqueue(msg("A-1"))
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, replay_period=0)

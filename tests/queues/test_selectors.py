@@ -19,8 +19,9 @@ from tests.queues.consumers import Taker
 
 
 def msg(color: str, n: int, **fields: Any) -> Message:
-    return parse_message(proton.Message(body=n, properties={"color": color, "n": n},
-                                        **fields).encode())
+    return parse_message(
+        proton.Message(body=n, properties={"color": color, "n": n}, **fields).encode()
+    )
 
 
 def queue(**options: Any) -> Queue:

@@ -120,7 +120,8 @@ def body(message: Message) -> object:
 
 
 def test_browsing_from_n_finds_its_start_without_walking_the_queue(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     q = Queue("big")
     fill(q, 5_000)
     reads = []
@@ -148,8 +149,9 @@ class Journal:
         self.at_once = at_once  # complete each write at once, as the memory store does
         self.writing: list[Callable[[BaseException | None], object]] = []
 
-    def numbered(self, queue: Queue, message: Message,
-                 done: Callable[[BaseException | None], object]) -> None:
+    def numbered(
+        self, queue: Queue, message: Message, done: Callable[[BaseException | None], object]
+    ) -> None:
         self.numbers.append((message.store_id, message.number))  # type: ignore[arg-type]
         if self.at_once:
             done(None)

@@ -35,44 +35,65 @@ ALIASES: list[tuple[str, tuple[str, ...], Any, Any]] = [
     ("max_size", ("qpid.max_size", "maximumQueueDepthBytes"), 2048, 2048),
     ("max_size", ("qpid.max_size", "maximumQueueDepthBytes"), "2048", 2048),
     ("overflow_policy", ("qpid.policy_type", "overflowPolicy"), "ring", "ring"),
-    ("group_key", ("qpid.group_header_key", "messageGroupKeyOverride", "messageGroupKey"),
-     "user", "user"),
+    (
+        "group_key",
+        ("qpid.group_header_key", "messageGroupKeyOverride", "messageGroupKey"),
+        "user",
+        "user",
+    ),
     ("group_mode", ("qpid.shared_msg_group", "messageGroupSharedGroups"), True, GROUPS_SHARED),
     ("default_group", ("qpid.default-message-group", "messageGroupDefaultGroup"), "g", "g"),
     ("flow_stop_size", ("qpid.flow_stop_size", "x-qpid-capacity"), 100, 100),
     ("flow_resume_size", ("qpid.flow_resume_size", "x-qpid-flow-resume-capacity"), 50, 50),
     ("flow_resume_percent", ("queueFlowResumeLimit", "qpid.flow_resume_limit"), "80", 80),
-    ("ensure_nondestructive", ("ensureNondestructiveConsumers",
-                               "qpid.ensure_nondestructive_consumers", "qpid.browse-only"),
-     "true", True),
+    (
+        "ensure_nondestructive",
+        (
+            "ensureNondestructiveConsumers",
+            "qpid.ensure_nondestructive_consumers",
+            "qpid.browse-only",
+        ),
+        "true",
+        True,
+    ),
     ("min_ttl", ("minimumMessageTtl", "qpid.minimum_message_ttl"), 1000, 1000),
     ("max_ttl", ("maximumMessageTtl", "qpid.maximum_message_ttl"), "5000", 5000),
     ("hold_on_publish", ("holdOnPublishEnabled", "qpid.hold_on_publish"), 1, True),
-    ("lifetime_policy", ("qpid.lifetime-policy", "qpid.lifetime_policy", "lifetimePolicy",
-                         "lifetime-policy"), "delete-on-close", DELETE_ON_CLOSE),
+    (
+        "lifetime_policy",
+        ("qpid.lifetime-policy", "qpid.lifetime_policy", "lifetimePolicy", "lifetime-policy"),
+        "delete-on-close",
+        DELETE_ON_CLOSE,
+    ),
     ("lifetime_policy", ("auto-delete", "auto_delete", "autoDelete"), True, DELETE_IF_UNUSED),
 ]
 
 
 def _alias_cases() -> list[Any]:
-    return [pytest.param(target, name, value, expected, id=f"{name}={value!r}")
-            for target, names, value, expected in ALIASES for name in names]
+    return [
+        pytest.param(target, name, value, expected, id=f"{name}={value!r}")
+        for target, names, value, expected in ALIASES
+        for name in names
+    ]
 
 
 @pytest.mark.parametrize(("target", "name", "value", "expected"), _alias_cases())
-def test_every_alias_sets_the_same_setting(target: str, name: str, value: Any,
-                                          expected: Any) -> None:
+def test_every_alias_sets_the_same_setting(
+    target: str, name: str, value: Any, expected: Any
+) -> None:
     parsed = parse_options({name: value})
     assert getattr(parsed.settings, target) == expected
     assert parsed.given[target] == name
     assert parsed.unknown == {}
 
 
-@pytest.mark.parametrize(("target", "names", "value", "expected"),
-                         [pytest.param(*case, id=case[1][0] + "-all")
-                          for case in ALIASES])
-def test_all_aliases_of_a_setting_together_agree(target: str, names: tuple[str, ...],
-                                                 value: Any, expected: Any) -> None:
+@pytest.mark.parametrize(
+    ("target", "names", "value", "expected"),
+    [pytest.param(*case, id=case[1][0] + "-all") for case in ALIASES],
+)
+def test_all_aliases_of_a_setting_together_agree(
+    target: str, names: tuple[str, ...], value: Any, expected: Any
+) -> None:
     settings = parse_settings({name: value for name in names})
     assert getattr(settings, target) == expected
 
@@ -84,9 +105,10 @@ def test_shared_msg_group_as_long_string_or_bool_turns_on_shared_groups(value: A
     assert settings.group_key == "user"
 
 
-@pytest.mark.parametrize(("value", "mode"), [("SHARED_GROUPS", GROUPS_SHARED),
-                                             ("standard", GROUPS_STANDARD),
-                                             ("NONE", GROUPS_NONE)])
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [("SHARED_GROUPS", GROUPS_SHARED), ("standard", GROUPS_STANDARD), ("NONE", GROUPS_NONE)],
+)
 def test_message_group_type_names_the_mode(value: str, mode: str) -> None:
     assert parse_settings({"messageGroupType": value}).group_mode == mode
 
@@ -117,8 +139,9 @@ def test_shared_msg_group_off_is_allowed_on_a_priority_queue() -> None:
 
 def test_shared_msg_group_off_does_not_conflict_with_standard_groups() -> None:
     # 0 asks for nothing, so it cannot contradict an explicit STANDARD.
-    settings = parse_settings({"qpid.shared_msg_group": 0, "messageGroupType": "STANDARD",
-                               "messageGroupKeyOverride": "g"})
+    settings = parse_settings(
+        {"qpid.shared_msg_group": 0, "messageGroupType": "STANDARD", "messageGroupKeyOverride": "g"}
+    )
     assert settings.group_mode == GROUPS_STANDARD and settings.group_key == "g"
 
 
@@ -137,24 +160,28 @@ def test_jmsx_group_id_as_the_group_key_means_the_group_id_property(alias: str) 
 
 # ---- wrong types -------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("qpid.max_count", "ten"),
-    ("maximumQueueDepthBytes", "lots"),
-    ("qpid.max_count", True),
-    ("qpid.max_count", 1.5),
-    ("qpid.priorities", 0),
-    ("x-qpid-priorities", 11),
-    ("qpid.last_value_queue_key", ""),
-    ("sortKey", 7),
-    ("qpid.policy_type", "self-destruct"),
-    ("durable", "maybe"),
-    ("qpid.flow_stop_count", -1),
-    ("queueFlowResumeLimit", 101),
-    ("messageGroupType", "SOMETIMES"),
-    ("lifetime-policy", "forever"),
-    ("defaultFilters", ["x"]),
-    ("supported-dist-modes", "teleport"),
-])
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("qpid.max_count", "ten"),
+        ("maximumQueueDepthBytes", "lots"),
+        ("qpid.max_count", True),
+        ("qpid.max_count", 1.5),
+        ("qpid.priorities", 0),
+        ("x-qpid-priorities", 11),
+        ("qpid.last_value_queue_key", ""),
+        ("sortKey", 7),
+        ("qpid.policy_type", "self-destruct"),
+        ("durable", "maybe"),
+        ("qpid.flow_stop_count", -1),
+        ("queueFlowResumeLimit", 101),
+        ("messageGroupType", "SOMETIMES"),
+        ("lifetime-policy", "forever"),
+        ("defaultFilters", ["x"]),
+        ("supported-dist-modes", "teleport"),
+    ],
+)
 def test_a_wrong_value_is_refused_naming_key_and_value(key: str, value: Any) -> None:
     with pytest.raises(InvalidField) as caught:
         parse_options({key: value})
@@ -176,6 +203,7 @@ def test_numbers_with_surrounding_spaces_are_read() -> None:
 
 # ---- unknown keys ------------------------------------------------------------------------
 
+
 def test_unknown_keys_are_handed_back_by_parse_options() -> None:
     parsed = parse_options({"qpid.max_count": 5, "x-custom": "a", "qpid.nonsense": 1})
     assert parsed.unknown == {"x-custom": "a", "qpid.nonsense": 1}
@@ -191,8 +219,9 @@ def test_unknown_keys_are_refused_by_parse_settings_naming_them() -> None:
     assert caught.value.field in ("x-custom", "qpid.nonsense")
 
 
-@pytest.mark.parametrize("key", ["alternate-exchange", "exchange-type", "qpid.fairshare",
-                                 "x-qpid-fairshare"])
+@pytest.mark.parametrize(
+    "key", ["alternate-exchange", "exchange-type", "qpid.fairshare", "x-qpid-fairshare"]
+)
 def test_recognised_features_the_broker_lacks_are_not_implemented(key: str) -> None:
     with pytest.raises(NotImplementedByBroker) as caught:
         parse_options({key: "x"})
@@ -208,14 +237,18 @@ def test_symbol_keys_are_read_as_their_text() -> None:
 
 # ---- conflicts and combinations ----------------------------------------------------------
 
-@pytest.mark.parametrize("options", [
-    {"qpid.max_count": 10, "maximumQueueDepthMessages": 20},
-    {"qpid.last_value_queue_key": "a", "lvqKey": "b"},
-    {"qpid.priorities": 10, "x-qpid-priorities": 5},
-    {"qpid.policy_type": "ring", "overflowPolicy": "reject"},
-    {"auto-delete": True, "lifetime-policy": "delete-on-close"},
-    {"qpid.last_value_queue": 1, "qpid.last_value_queue_key": "ticker"},
-])
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"qpid.max_count": 10, "maximumQueueDepthMessages": 20},
+        {"qpid.last_value_queue_key": "a", "lvqKey": "b"},
+        {"qpid.priorities": 10, "x-qpid-priorities": 5},
+        {"qpid.policy_type": "ring", "overflowPolicy": "reject"},
+        {"auto-delete": True, "lifetime-policy": "delete-on-close"},
+        {"qpid.last_value_queue": 1, "qpid.last_value_queue_key": "ticker"},
+    ],
+)
 def test_aliases_given_different_values_conflict(options: dict[str, Any]) -> None:
     with pytest.raises(InvalidField) as caught:
         parse_settings(options)
@@ -229,18 +262,24 @@ def test_aliases_given_the_same_value_in_different_types_agree() -> None:
     assert settings.max_count == 10
 
 
-@pytest.mark.parametrize("options", [
-    {"qpid.queue_sort_key": "s", "qpid.last_value_queue_key": "k"},
-    {"sortKey": "s", "lvqKey": "k"},
-    {"qpid.priorities": 10, "qpid.last_value_queue_key": "k"},
-    {"qpid.priorities": 10, "qpid.queue_sort_key": "s"},
-    {"qpid.last_value_queue_key": "k", "qpid.group_header_key": "g"},
-    {"qpid.last_value_queue_key": "k", "qpid.group_header_key": "g",
-     "qpid.shared_msg_group": 1},
-    {"qpid.priorities": 10, "qpid.group_header_key": "g"},
-    {"qpid.queue_sort_key": "s", "messageGroupType": "SHARED_GROUPS"},
-    {"minimumMessageTtl": 5000, "maximumMessageTtl": 1000},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"qpid.queue_sort_key": "s", "qpid.last_value_queue_key": "k"},
+        {"sortKey": "s", "lvqKey": "k"},
+        {"qpid.priorities": 10, "qpid.last_value_queue_key": "k"},
+        {"qpid.priorities": 10, "qpid.queue_sort_key": "s"},
+        {"qpid.last_value_queue_key": "k", "qpid.group_header_key": "g"},
+        {
+            "qpid.last_value_queue_key": "k",
+            "qpid.group_header_key": "g",
+            "qpid.shared_msg_group": 1,
+        },
+        {"qpid.priorities": 10, "qpid.group_header_key": "g"},
+        {"qpid.queue_sort_key": "s", "messageGroupType": "SHARED_GROUPS"},
+        {"minimumMessageTtl": 5000, "maximumMessageTtl": 1000},
+    ],
+)
 def test_impossible_combinations_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(InvalidField):
         parse_settings(options)
@@ -254,6 +293,7 @@ def test_the_queue_kind_follows_the_one_type_option_given() -> None:
 
 
 # ---- limits and policies -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", [-1, "-1", -100])
 def test_a_negative_limit_disables_it(value: Any) -> None:
@@ -271,27 +311,49 @@ def test_a_zero_limit_under_a_qpid_cpp_name_means_no_limit() -> None:
     assert settings.max_count is None and settings.max_size is None
 
 
-@pytest.mark.parametrize("key", ["qpid.flow_stop_count", "qpid.flow_stop_size",
-                                 "qpid.flow_resume_count", "x-qpid-capacity"])
+@pytest.mark.parametrize(
+    "key",
+    ["qpid.flow_stop_count", "qpid.flow_stop_size", "qpid.flow_resume_count", "x-qpid-capacity"],
+)
 def test_a_zero_flow_threshold_turns_it_off(key: str) -> None:
     settings = parse_settings({key: 0})
     assert settings.flow_stop_count is settings.flow_stop_size is None
     assert settings.flow_resume_count is settings.flow_resume_size is None
 
 
-@pytest.mark.parametrize(("options", "named"), [
-    ({"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 11}, "qpid.flow_resume_count"),
-    ({"qpid.flow_stop_size": 100, "x-qpid-flow-resume-capacity": 200},
-     "x-qpid-flow-resume-capacity"),
-    ({"overflowPolicy": "producer_flow_control", "maximumQueueDepthMessages": 10,
-      "qpid.flow_resume_count": 20}, "qpid.flow_resume_count"),
-    ({"qpid.policy_type": "reject", "qpid.max_count": 10, "qpid.flow_stop_count": 20},
-     "qpid.flow_stop_count"),
-    ({"overflowPolicy": "producer_flow_control", "maximumQueueDepthBytes": 10,
-      "x-qpid-capacity": 20}, "x-qpid-capacity"),
-])
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 11}, "qpid.flow_resume_count"),
+        (
+            {"qpid.flow_stop_size": 100, "x-qpid-flow-resume-capacity": 200},
+            "x-qpid-flow-resume-capacity",
+        ),
+        (
+            {
+                "overflowPolicy": "producer_flow_control",
+                "maximumQueueDepthMessages": 10,
+                "qpid.flow_resume_count": 20,
+            },
+            "qpid.flow_resume_count",
+        ),
+        (
+            {"qpid.policy_type": "reject", "qpid.max_count": 10, "qpid.flow_stop_count": 20},
+            "qpid.flow_stop_count",
+        ),
+        (
+            {
+                "overflowPolicy": "producer_flow_control",
+                "maximumQueueDepthBytes": 10,
+                "x-qpid-capacity": 20,
+            },
+            "x-qpid-capacity",
+        ),
+    ],
+)
 def test_flow_thresholds_that_contradict_each_other_are_refused(
-        options: dict[str, Any], named: str) -> None:
+    options: dict[str, Any], named: str
+) -> None:
     with pytest.raises(InvalidField) as caught:
         parse_settings(options)
     assert caught.value.field == named
@@ -299,26 +361,40 @@ def test_flow_thresholds_that_contradict_each_other_are_refused(
 
 
 def test_a_flow_stop_no_higher_than_a_reject_limit_is_accepted() -> None:
-    settings = parse_settings({"qpid.policy_type": "reject", "qpid.max_count": 10,
-                               "qpid.flow_stop_count": 8, "qpid.flow_resume_count": 6})
+    settings = parse_settings(
+        {
+            "qpid.policy_type": "reject",
+            "qpid.max_count": 10,
+            "qpid.flow_stop_count": 8,
+            "qpid.flow_resume_count": 6,
+        }
+    )
     assert (settings.flow_stop_count, settings.flow_resume_count) == (8, 6)
 
 
-@pytest.mark.parametrize(("value", "policy"), [
-    ("ring", "ring"), ("RING", "ring"), ("Reject", "reject"), (" none ", "none"),
-    ("producer-flow-control", "producer_flow_control"),
-    ("PRODUCER_FLOW_CONTROL", "producer_flow_control"),
-    ("Flow-To-Disk", "flow_to_disk"),
-])
+@pytest.mark.parametrize(
+    ("value", "policy"),
+    [
+        ("ring", "ring"),
+        ("RING", "ring"),
+        ("Reject", "reject"),
+        (" none ", "none"),
+        ("producer-flow-control", "producer_flow_control"),
+        ("PRODUCER_FLOW_CONTROL", "producer_flow_control"),
+        ("Flow-To-Disk", "flow_to_disk"),
+    ],
+)
 def test_policy_names_are_read_whatever_the_case_and_separator(value: str, policy: str) -> None:
     assert parse_settings({"qpid.policy_type": value}).overflow_policy == policy
 
 
 # ---- the deprecated LVQ modes -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", ["qpid.last_value_queue", "qpid.last_value_queue_no_browse"])
 def test_the_deprecated_lvq_option_keys_by_qpid_lvq_key_and_warns(
-        key: str, caplog: pytest.LogCaptureFixture) -> None:
+    key: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="proton_broker.queues"):
         parsed = parse_options({key: 1})
     assert parsed.settings.lvq_key == LEGACY_LVQ_KEY == "qpid.LVQ_key"
@@ -330,7 +406,8 @@ def test_the_deprecated_lvq_option_keys_by_qpid_lvq_key_and_warns(
 
 
 def test_the_deprecated_lvq_option_set_false_changes_nothing(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING, logger="proton_broker.queues"):
         settings = parse_settings({"qpid.last_value_queue": 0})
     assert settings.kind == "standard"
@@ -338,22 +415,26 @@ def test_the_deprecated_lvq_option_set_false_changes_nothing(
 
 
 def test_the_deprecated_lvq_option_agrees_with_the_legacy_key_given_explicitly() -> None:
-    settings = parse_settings({"qpid.last_value_queue": "true",
-                               "qpid.last_value_queue_key": "qpid.LVQ_key"})
+    settings = parse_settings(
+        {"qpid.last_value_queue": "true", "qpid.last_value_queue_key": "qpid.LVQ_key"}
+    )
     assert settings.lvq_key == "qpid.LVQ_key"
 
 
 # ---- lifetime policies ---------------------------------------------------------------------
 
-@pytest.mark.parametrize(("value", "policy"), [
-    (Described("amqp:delete-on-close:list", []), DELETE_ON_CLOSE),
-    ("delete-on-close", DELETE_ON_CLOSE),
-    ("manual", PERMANENT),
-    ("delete_if_unused", DELETE_IF_UNUSED),
-    ("DELETE-ON-CLOSE", DELETE_ON_CLOSE),
-])
-def test_lifetime_policy_is_read_by_name_or_as_a_described_value(value: Any,
-                                                                 policy: str) -> None:
+
+@pytest.mark.parametrize(
+    ("value", "policy"),
+    [
+        (Described("amqp:delete-on-close:list", []), DELETE_ON_CLOSE),
+        ("delete-on-close", DELETE_ON_CLOSE),
+        ("manual", PERMANENT),
+        ("delete_if_unused", DELETE_IF_UNUSED),
+        ("DELETE-ON-CLOSE", DELETE_ON_CLOSE),
+    ],
+)
+def test_lifetime_policy_is_read_by_name_or_as_a_described_value(value: Any, policy: str) -> None:
     parsed = parse_options({"lifetime-policy": value})
     assert parsed.settings.lifetime_policy == policy
 
@@ -384,9 +465,16 @@ def test_auto_delete_maps_to_a_lifetime_policy(value: Any, policy: str) -> None:
 
 # ---- understood, not settings --------------------------------------------------------------
 
-@pytest.mark.parametrize(("value", "echo"), [("move", "move"), ("copy", "copy"),
-                                            (["move", "copy"], "move copy"),
-                                            ("move,copy", "move,copy")])
+
+@pytest.mark.parametrize(
+    ("value", "echo"),
+    [
+        ("move", "move"),
+        ("copy", "copy"),
+        (["move", "copy"], "move copy"),
+        ("move,copy", "move,copy"),
+    ],
+)
 def test_supported_dist_modes_is_understood_and_echoed(value: Any, echo: str) -> None:
     parsed = parse_options({"supported-dist-modes": value})
     assert parsed.unknown == {}
@@ -396,10 +484,19 @@ def test_supported_dist_modes_is_understood_and_echoed(value: Any, echo: str) ->
 
 
 def test_recognised_options_are_echoed_as_strings() -> None:
-    parsed = parse_options({"qpid.max_count": 10, "qpid.last_value_queue_key": "ticker",
-                            "durable": True, "x-unknown": 1})
-    assert parsed.echo == {"qpid.max_count": "10", "qpid.last_value_queue_key": "ticker",
-                           "durable": "True"}
+    parsed = parse_options(
+        {
+            "qpid.max_count": 10,
+            "qpid.last_value_queue_key": "ticker",
+            "durable": True,
+            "x-unknown": 1,
+        }
+    )
+    assert parsed.echo == {
+        "qpid.max_count": "10",
+        "qpid.last_value_queue_key": "ticker",
+        "durable": "True",
+    }
     assert all(isinstance(v, str) for v in parsed.echo.values())
 
 
@@ -413,6 +510,7 @@ def test_option_names_lists_every_alias_and_the_deprecated_keys() -> None:
 
 # ---- differences ---------------------------------------------------------------------------
 
+
 def test_differences_name_each_given_setting_that_differs() -> None:
     existing = parse_settings({"qpid.max_count": 10, "lvqKey": "ticker"})
     request = parse_options({"maximumQueueDepthMessages": 20, "qpid.last_value_queue_key": "t"})
@@ -424,8 +522,9 @@ def test_differences_name_each_given_setting_that_differs() -> None:
 
 def test_differences_are_empty_for_the_same_settings_by_other_names() -> None:
     existing = parse_settings({"qpid.max_count": 10, "lvqKey": "ticker"})
-    request = parse_options({"maximumQueueDepthMessages": "10",
-                             "qpid.last_value_queue_key": "ticker"})
+    request = parse_options(
+        {"maximumQueueDepthMessages": "10", "qpid.last_value_queue_key": "ticker"}
+    )
     assert differences(existing, request) == []
 
 
@@ -433,4 +532,5 @@ def test_differences_ignore_settings_the_request_does_not_give() -> None:
     existing = parse_settings({"qpid.max_count": 10, "durable": True})
     assert differences(existing, parse_options({})) == []
     assert differences(existing, parse_options({"durable": "false"})) == [
-        "'durable' is True on the queue, not False"]
+        "'durable' is True on the queue, not False"
+    ]

@@ -93,8 +93,14 @@ def test_a_released_message_goes_back_to_its_position() -> None:
 
 def test_non_string_values_are_sorted_by_their_text() -> None:
     q = sorted_queue()
-    for name, rank in [("ten", 10), ("nine", 9), ("hundred", 100), ("one", 1),
-                       ("text-5", "5"), ("true", True)]:
+    for name, rank in [
+        ("ten", 10),
+        ("nine", 9),
+        ("hundred", 100),
+        ("one", 1),
+        ("text-5", "5"),
+        ("true", True),
+    ]:
         q.enqueue(msg(name, rank))
     # "1" < "10" < "100" < "5" < "9" < "True" by text, not by number.
     assert drain(q).names() == ["one", "ten", "hundred", "text-5", "nine", "true"]

@@ -16,17 +16,20 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("pyspark", reason="the spark extra is not installed "
-                    "(bash scripts/setup-venv.sh test,spark)")
+pytest.importorskip(
+    "pyspark", reason="the spark extra is not installed (bash scripts/setup-venv.sh test,spark)"
+)
 
-from proton_broker.testing import BrokerProcess  # noqa: E402
+from proton_broker.testing import BrokerProcess
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.fail("Java is not installed: the Spark tests need a JDK 17 "
-                    "(./scripts/test installs openjdk-17-jre-headless when run as root)")
+        pytest.fail(
+            "Java is not installed: the Spark tests need a JDK 17 "
+            "(./scripts/test installs openjdk-17-jre-headless when run as root)"
+        )
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -34,14 +37,17 @@ def spark() -> Iterator[object]:
 
     from proton_broker.spark import register
 
-    session = (SparkSession.builder.master("local[2]").appName("proton-broker-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-               .config("spark.python.worker.reuse", "true")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("proton-broker-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session

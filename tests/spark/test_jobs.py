@@ -20,9 +20,15 @@ from proton_broker.testing import BrokerProcess
 
 
 def _send(url: str, queue: str, options: dict[str, Any], *bodies: tuple[Any, ...]) -> None:
-    messages = (Message(body=body, durable=True, group_id=group,
-                        properties={"sensor": sensor} if sensor else None)
-                for body, sensor, group in bodies)
+    messages = (
+        Message(
+            body=body,
+            durable=True,
+            group_id=group,
+            properties={"sensor": sensor} if sensor else None,
+        )
+        for body, sensor, group in bodies
+    )
     send_all(url, queue, messages, node_options=options)
 
 
@@ -53,8 +59,15 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         time.sleep(0.3)
         _send(url, "readings", keyed, ("a3", "a", None), ("c1", "c", None), ("plain", None, None))
         assert _consume(url, "readings", 2) == ["a1", "b1"]  # history only now
-        _send(url, "work", grouped, ("w1", None, "g1"), ("w2", None, "g2"),
-              ("w3", None, "g1"), ("w4", None, None))
+        _send(
+            url,
+            "work",
+            grouped,
+            ("w1", None, "g1"),
+            ("w2", None, "g2"),
+            ("w3", None, "g1"),
+            ("w4", None, None),
+        )
         _send(url, "scratch", {}, ("not durable: not in the store", None, None))
         out = tmp_path_factory.mktemp("snap") / "snapshot"
         counts = jobs.export(broker.data_dir, out)
@@ -66,62 +79,103 @@ def _sql(snapshot_dir: str) -> sqlite3.Connection:
     """The snapshot's message rows in an in-memory SQLite table."""
     table = pq.read_table(Path(snapshot_dir) / jobs.MESSAGES_DIR)
     db = sqlite3.connect(":memory:")
-    db.execute('CREATE TABLE m (queue, "key", key_sequence, arrival REAL, body_text, '
-               'store_id, on_queue, "group", size)')
+    db.execute(
+        'CREATE TABLE m (queue, "key", key_sequence, arrival REAL, body_text, '
+        'store_id, on_queue, "group", size)'
+    )
     for row in table.to_pylist():
-        db.execute("INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (row["queue"], row["key"], row["key_sequence"], row["arrival"].timestamp(),
-                    row["body_text"], row["store_id"], row["on_queue"], row["group"],
-                    row["size"]))
+        db.execute(
+            "INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row["queue"],
+                row["key"],
+                row["key_sequence"],
+                row["arrival"].timestamp(),
+                row["body_text"],
+                row["store_id"],
+                row["on_queue"],
+                row["group"],
+                row["size"],
+            ),
+        )
     return db
 
 
 def test_export_writes_every_durable_message_and_the_history_the_queues_keep(
-        snapshot: dict[str, Any]) -> None:
+    snapshot: dict[str, Any],
+) -> None:
     assert snapshot["counts"] == {"queues": 2, "messages": 10}
     rows = pq.read_table(Path(snapshot["dir"]) / jobs.MESSAGES_DIR).to_pylist()
-    readings = [(r["body_text"], r["key"], r["key_sequence"], r["on_queue"])
-                for r in rows if r["queue"] == "readings"]
-    assert readings == [("a1", "a", 1, False), ("b1", "b", 1, False), ("a2", "a", 2, True),
-                        ("a3", "a", 3, True), ("c1", "c", 1, True), ("plain", None, None, True)]
+    readings = [
+        (r["body_text"], r["key"], r["key_sequence"], r["on_queue"])
+        for r in rows
+        if r["queue"] == "readings"
+    ]
+    assert readings == [
+        ("a1", "a", 1, False),
+        ("b1", "b", 1, False),
+        ("a2", "a", 2, True),
+        ("a3", "a", 3, True),
+        ("c1", "c", 1, True),
+        ("plain", None, None, True),
+    ]
     queues = pq.read_table(Path(snapshot["dir"]) / jobs.QUEUES_DIR).to_pylist()
-    assert {q["queue"]: q["key_property"] for q in queues} == {"readings": "sensor",
-                                                               "work": None}
+    assert {q["queue"]: q["key_property"] for q in queues} == {"readings": "sensor", "work": None}
 
 
-def test_latest_value_per_key_as_of_a_time_matches_plain_sql(spark: Any,
-                                                             snapshot: dict[str, Any]) -> None:
-    got = sorted((r["queue"], r["key"], r["key_sequence"], r["body_text"])
-                 for r in jobs.latest_values(spark, snapshot["dir"], snapshot["as_of"])
-                 .collect())
+def test_latest_value_per_key_as_of_a_time_matches_plain_sql(
+    spark: Any, snapshot: dict[str, Any]
+) -> None:
+    got = sorted(
+        (r["queue"], r["key"], r["key_sequence"], r["body_text"])
+        for r in jobs.latest_values(spark, snapshot["dir"], snapshot["as_of"]).collect()
+    )
     assert got == [("readings", "a", 2, "a2"), ("readings", "b", 1, "b1")]
     t = snapshot["as_of"].timestamp()
-    plain = sorted(_sql(snapshot["dir"]).execute(
-        """SELECT queue, "key", key_sequence, body_text FROM m AS v
+    plain = sorted(
+        _sql(snapshot["dir"]).execute(
+            """SELECT queue, "key", key_sequence, body_text FROM m AS v
            WHERE "key" IS NOT NULL AND arrival <= ? AND NOT EXISTS (
              SELECT 1 FROM m AS w WHERE w.queue = v.queue AND w."key" = v."key"
-               AND w.arrival <= ? AND w.key_sequence > v.key_sequence)""", (t, t)))
+               AND w.arrival <= ? AND w.key_sequence > v.key_sequence)""",
+            (t, t),
+        )
+    )
     assert got == plain
 
 
-def test_backlog_per_queue_and_group_matches_plain_sql(spark: Any,
-                                                       snapshot: dict[str, Any]) -> None:
-    got = sorted(((r["queue"], r["group"], r["messages"], r["bytes"])
-                  for r in jobs.backlog(spark, snapshot["dir"]).collect()), key=_nulls_first)
-    plain = sorted(_sql(snapshot["dir"]).execute(
-        'SELECT queue, "group", COUNT(*), SUM(size) FROM m WHERE on_queue GROUP BY 1, 2'),
-        key=_nulls_first)
+def test_backlog_per_queue_and_group_matches_plain_sql(
+    spark: Any, snapshot: dict[str, Any]
+) -> None:
+    got = sorted(
+        (
+            (r["queue"], r["group"], r["messages"], r["bytes"])
+            for r in jobs.backlog(spark, snapshot["dir"]).collect()
+        ),
+        key=_nulls_first,
+    )
+    plain = sorted(
+        _sql(snapshot["dir"]).execute(
+            'SELECT queue, "group", COUNT(*), SUM(size) FROM m WHERE on_queue GROUP BY 1, 2'
+        ),
+        key=_nulls_first,
+    )
     assert got == plain
     assert [(q, g, n) for q, g, n, _ in got] == [
-        ("readings", None, 4), ("work", None, 1), ("work", "g1", 2), ("work", "g2", 1)]
+        ("readings", None, 4),
+        ("work", None, 1),
+        ("work", "g1", 2),
+        ("work", "g2", 1),
+    ]
 
 
 def _nulls_first(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple((value is not None, value) for value in row)
 
 
-def test_the_jobs_run_as_commands(snapshot: dict[str, Any], tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_jobs_run_as_commands(
+    snapshot: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "backlog"
     assert jobs.main(["backlog", "--snapshot", snapshot["dir"], "--out", str(out)]) == 0
     assert pq.read_table(out).num_rows == 4

@@ -17,17 +17,27 @@ from proton_broker.spark.rows import COLUMNS, body_columns, message_to_row, row_
 
 
 def test_the_broker_and_its_command_never_import_pyspark() -> None:
-    code = ("import sys, proton_broker.broker, proton_broker.__main__; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('pyspark', 'py4j', 'pyarrow') or m.startswith('proton_broker.spark')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    code = (
+        "import sys, proton_broker.broker, proton_broker.__main__; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pyspark', 'py4j', 'pyarrow') or m.startswith('proton_broker.spark')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "[]"
 
 
 def test_source_options_read_queues_starting_offsets_and_limits_case_insensitively() -> None:
-    opts = source_options({"URL": "amqp://h:1", "queues": "a, b,a", "maxmessagesperbatch": "7",
-                           "startingOffsets": '{"b": 5}', "failOnDataLoss": "false"})
+    opts = source_options(
+        {
+            "URL": "amqp://h:1",
+            "queues": "a, b,a",
+            "maxmessagesperbatch": "7",
+            "startingOffsets": '{"b": 5}',
+            "failOnDataLoss": "false",
+        }
+    )
     assert opts.url == "amqp://h:1"
     assert opts.queues == ("a", "b")
     assert opts.starting == {"a": "earliest", "b": 5}
@@ -35,18 +45,22 @@ def test_source_options_read_queues_starting_offsets_and_limits_case_insensitive
     assert opts.fail_on_data_loss is False
 
 
-@pytest.mark.parametrize(("options", "named"), [
-    ({}, "queues"),
-    ({"queue": "a", "maxMessagesPerBatch": "0"}, "maxMessagesPerBatch"),
-    ({"queue": "a", "maxMessagesPerBatch": "many"}, "maxMessagesPerBatch"),
-    ({"queue": "a", "startingOffsets": "middle"}, "startingOffsets"),
-    ({"queue": "a", "startingOffsets": '{"b": 1}'}, "startingOffsets"),
-    ({"queue": "a", "startingOffsets": '{"a": -3}'}, "startingOffsets"),
-    ({"queue": "a", "failOnDataLoss": "perhaps"}, "failOnDataLoss"),
-    ({"queue": "a", "timeout": "-1"}, "timeout"),
-])
-def test_bad_source_options_are_refused_naming_the_option(options: dict[str, str],
-                                                          named: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({}, "queues"),
+        ({"queue": "a", "maxMessagesPerBatch": "0"}, "maxMessagesPerBatch"),
+        ({"queue": "a", "maxMessagesPerBatch": "many"}, "maxMessagesPerBatch"),
+        ({"queue": "a", "startingOffsets": "middle"}, "startingOffsets"),
+        ({"queue": "a", "startingOffsets": '{"b": 1}'}, "startingOffsets"),
+        ({"queue": "a", "startingOffsets": '{"a": -3}'}, "startingOffsets"),
+        ({"queue": "a", "failOnDataLoss": "perhaps"}, "failOnDataLoss"),
+        ({"queue": "a", "timeout": "-1"}, "timeout"),
+    ],
+)
+def test_bad_source_options_are_refused_naming_the_option(
+    options: dict[str, str], named: str
+) -> None:
     with pytest.raises(OptionError, match=named):
         source_options(options)
 
@@ -81,8 +95,10 @@ def test_the_batch_limit_is_shared_among_queues_and_never_exceeded() -> None:
 
 
 def test_an_available_now_target_caps_the_end_offset() -> None:
-    assert offsets.latest({"a": 3, "b": 1}, BOUNDS, None, True, cap={"a": 6, "b": 3}) == \
-        {"a": 6, "b": 3}
+    assert offsets.latest({"a": 3, "b": 1}, BOUNDS, None, True, cap={"a": 6, "b": 3}) == {
+        "a": 6,
+        "b": 3,
+    }
 
 
 def test_a_start_below_the_earliest_retained_number_is_data_loss() -> None:
@@ -107,9 +123,14 @@ def test_ranges_split_by_partition_size_and_skip_empty_queues() -> None:
 
 
 def test_a_message_becomes_a_row_with_every_section() -> None:
-    message = Message(body="hello", id="m-1", subject="s", group_id="g1",
-                      properties={"colour": "red", "n": 7},
-                      annotations={symbol("x-opt-sequence"): 4})
+    message = Message(
+        body="hello",
+        id="m-1",
+        subject="s",
+        group_id="g1",
+        properties={"colour": "red", "n": 7},
+        annotations={symbol("x-opt-sequence"): 4},
+    )
     message.creation_time = 1_700_000_000.5
     row = dict(zip(COLUMNS, message_to_row("q", 12, message, "colour"), strict=True))
     assert (row["queue"], row["sequence_number"]) == ("q", 12)
@@ -119,8 +140,7 @@ def test_a_message_becomes_a_row_with_every_section() -> None:
     assert row["application_properties"] == {"colour": "red", "n": "7"}
     assert row["annotations"] == {"x-opt-sequence": "4"}
     assert (row["key"], row["key_sequence"]) == ("red", 4)
-    assert row["creation_time"] == dt.datetime(2023, 11, 14, 22, 13, 20, 500000,
-                                               tzinfo=dt.UTC)
+    assert row["creation_time"] == dt.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=dt.UTC)
 
 
 def test_bodies_become_bytes_and_text_where_they_are_text() -> None:
@@ -131,8 +151,15 @@ def test_bodies_become_bytes_and_text_where_they_are_text() -> None:
 
 
 def test_a_row_becomes_a_message_with_its_columns_as_properties() -> None:
-    row = {"body": bytearray(b"x"), "subject": "s", "group_id": "g", "ticker": "IBM",
-           "price": 1.5, "application_properties": {"extra": "e"}, "skip": None}
+    row = {
+        "body": bytearray(b"x"),
+        "subject": "s",
+        "group_id": "g",
+        "ticker": "IBM",
+        "price": 1.5,
+        "application_properties": {"extra": "e"},
+        "skip": None,
+    }
     message = row_to_message(row, "query/1/0/3")
     assert message.id == "query/1/0/3"
     assert message.body == b"x"

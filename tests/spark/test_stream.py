@@ -14,11 +14,21 @@ from proton.utils import BlockingConnection
 from proton_broker.spark.client import send_all
 
 
-def _send(url: str, queue: str, bodies: range | list[str],
-          options: dict[str, Any] | None = None) -> None:
-    send_all(url, queue, (Message(body=f"m{b}" if isinstance(b, int) else b,
-                                  properties={"n": b} if isinstance(b, int) else None)
-                          for b in bodies), node_options=options)
+def _send(
+    url: str, queue: str, bodies: range | list[str], options: dict[str, Any] | None = None
+) -> None:
+    send_all(
+        url,
+        queue,
+        (
+            Message(
+                body=f"m{b}" if isinstance(b, int) else b,
+                properties={"n": b} if isinstance(b, int) else None,
+            )
+            for b in bodies
+        ),
+        node_options=options,
+    )
 
 
 def _drain(url: str, queue: str, browse: bool = False) -> list[Message]:
@@ -46,8 +56,13 @@ def _stream(spark: Any, url: str, queue: str, **options: str) -> Any:
 
 
 def _run_to_parquet(frame: Any, out: Path, checkpoint: Path) -> Any:
-    query = (frame.writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query = (
+        frame.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(120)
     return query
 
@@ -57,11 +72,19 @@ def _read_numbers(spark: Any, out: Path) -> list[int]:
 
 
 def test_a_batch_write_puts_every_row_on_the_queue_with_its_columns(
-        spark: Any, broker_url: str, queue_name: str) -> None:
-    frame = spark.createDataFrame([(f"body {i}", i % 3, f"g{i % 2}") for i in range(25)],
-                                  "body STRING, shard INT, group_id STRING").repartition(3)
-    (frame.write.format("amqp").mode("append").option("url", broker_url)
-     .option("queue", queue_name).save())
+    spark: Any, broker_url: str, queue_name: str
+) -> None:
+    frame = spark.createDataFrame(
+        [(f"body {i}", i % 3, f"g{i % 2}") for i in range(25)],
+        "body STRING, shard INT, group_id STRING",
+    ).repartition(3)
+    (
+        frame.write.format("amqp")
+        .mode("append")
+        .option("url", broker_url)
+        .option("queue", queue_name)
+        .save()
+    )
     got = _drain(broker_url, queue_name)
     assert sorted(m.body for m in got) == sorted(f"body {i}" for i in range(25))
     by_body = {m.body: m for m in got}
@@ -73,26 +96,44 @@ def test_a_batch_write_puts_every_row_on_the_queue_with_its_columns(
 
 
 def test_a_sink_given_two_queues_is_refused_before_anything_is_sent(
-        spark: Any, broker_url: str) -> None:
+    spark: Any, broker_url: str
+) -> None:
     frame = spark.createDataFrame([("x",)], "body STRING")
     with pytest.raises(Exception, match="the sink writes to one queue"):
-        (frame.write.format("amqp").mode("append").option("url", broker_url)
-         .option("queues", "a,b").save())
+        (
+            frame.write.format("amqp")
+            .mode("append")
+            .option("url", broker_url)
+            .option("queues", "a,b")
+            .save()
+        )
 
 
 def test_a_write_fails_when_the_queue_refuses_a_row(
-        spark: Any, broker_url: str, queue_name: str) -> None:
-    _send(broker_url, queue_name, ["first"],
-          options={"qpid.max_count": 2, "qpid.policy_type": "reject"})
+    spark: Any, broker_url: str, queue_name: str
+) -> None:
+    _send(
+        broker_url,
+        queue_name,
+        ["first"],
+        options={"qpid.max_count": 2, "qpid.policy_type": "reject"},
+    )
     frame = spark.createDataFrame([(f"row {i}",) for i in range(5)], "body STRING")
     with pytest.raises(Exception, match=f"queue '{queue_name}' did not accept a message"):
-        (frame.coalesce(1).write.format("amqp").mode("append").option("url", broker_url)
-         .option("queue", queue_name).save())
+        (
+            frame.coalesce(1)
+            .write.format("amqp")
+            .mode("append")
+            .option("url", broker_url)
+            .option("queue", queue_name)
+            .save()
+        )
     assert len(_drain(broker_url, queue_name, browse=True)) == 2  # full, nothing more
 
 
 def test_a_streaming_query_with_a_checkpoint_continues_exactly_where_it_stopped(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     _send(broker_url, queue_name, range(10))
     _run_to_parquet(_stream(spark, broker_url, queue_name), out, checkpoint)
@@ -110,13 +151,19 @@ def test_a_streaming_query_with_a_checkpoint_continues_exactly_where_it_stopped(
 
 
 def test_a_batch_that_fails_inside_read_is_replayed_with_no_loss_and_no_duplicate(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     out, checkpoint, fail = tmp_path / "out", tmp_path / "checkpoint", tmp_path / "fail"
     _send(broker_url, queue_name, range(30))
     fail.touch()
-    query = (_stream(spark, broker_url, queue_name, failOnceFile=str(fail))
-             .writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query = (
+        _stream(spark, broker_url, queue_name, failOnceFile=str(fail))
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     with pytest.raises(Exception, match="injected failure reading"):
         query.awaitTermination(120)
     assert not fail.exists()
@@ -128,74 +175,116 @@ def test_a_batch_that_fails_inside_read_is_replayed_with_no_loss_and_no_duplicat
 
 
 def test_max_messages_per_batch_limits_every_micro_batch(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     _send(broker_url, queue_name, range(10))
-    query = _run_to_parquet(_stream(spark, broker_url, queue_name, maxMessagesPerBatch="4"),
-                            tmp_path / "out", tmp_path / "checkpoint")
+    query = _run_to_parquet(
+        _stream(spark, broker_url, queue_name, maxMessagesPerBatch="4"),
+        tmp_path / "out",
+        tmp_path / "checkpoint",
+    )
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sizes == [4, 4, 2]
     assert len(_read_numbers(spark, tmp_path / "out")) == 10
 
 
 def test_starting_offsets_latest_and_json_start_where_they_say(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     _send(broker_url, queue_name, range(5))
-    latest = _run_to_parquet(_stream(spark, broker_url, queue_name, startingOffsets="latest"),
-                             tmp_path / "latest", tmp_path / "c1")
+    latest = _run_to_parquet(
+        _stream(spark, broker_url, queue_name, startingOffsets="latest"),
+        tmp_path / "latest",
+        tmp_path / "c1",
+    )
     assert all(not p["numInputRows"] for p in latest.recentProgress)
     frame = spark.read.format("amqp").option("url", broker_url).option("queue", queue_name)
     numbers = sorted(r["sequence_number"] for r in frame.load().collect())
     start = json.dumps({queue_name: numbers[2]})
-    _run_to_parquet(_stream(spark, broker_url, queue_name, startingOffsets=start),
-                    tmp_path / "json", tmp_path / "c2")
+    _run_to_parquet(
+        _stream(spark, broker_url, queue_name, startingOffsets=start),
+        tmp_path / "json",
+        tmp_path / "c2",
+    )
     assert _read_numbers(spark, tmp_path / "json") == numbers[2:]
 
 
 def test_a_batch_read_returns_the_queues_current_contents_in_order(
-        spark: Any, broker_url: str, queue_name: str) -> None:
+    spark: Any, broker_url: str, queue_name: str
+) -> None:
     _send(broker_url, queue_name, range(12))
-    rows = (spark.read.format("amqp").option("url", broker_url).option("queue", queue_name)
-            .option("maxMessagesPerPartition", "5").load().collect())
-    assert [r["body_text"] for r in sorted(rows, key=lambda r: r["sequence_number"])] == \
-        [f"m{i}" for i in range(12)]
+    rows = (
+        spark.read.format("amqp")
+        .option("url", broker_url)
+        .option("queue", queue_name)
+        .option("maxMessagesPerPartition", "5")
+        .load()
+        .collect()
+    )
+    assert [r["body_text"] for r in sorted(rows, key=lambda r: r["sequence_number"])] == [
+        f"m{i}" for i in range(12)
+    ]
     assert {r["queue"] for r in rows} == {queue_name}
 
 
 def test_rows_carry_the_queue_key_and_the_per_key_sequence(
-        spark: Any, broker_url: str, queue_name: str) -> None:
+    spark: Any, broker_url: str, queue_name: str
+) -> None:
     readings = [("a", "1"), ("b", "2"), ("a", "3")]
-    send_all(broker_url, queue_name,
-             (Message(body=value, properties={"sensor": sensor}) for sensor, value in readings),
-             node_options={"sequenceKey": "sensor"})
-    rows = (spark.read.format("amqp").option("url", broker_url).option("queue", queue_name)
-            .load().orderBy("sequence_number").collect())
-    assert [(r["key"], r["key_sequence"], r["body_text"]) for r in rows] == \
-        [("a", 1, "1"), ("b", 1, "2"), ("a", 2, "3")]
+    send_all(
+        broker_url,
+        queue_name,
+        (Message(body=value, properties={"sensor": sensor}) for sensor, value in readings),
+        node_options={"sequenceKey": "sensor"},
+    )
+    rows = (
+        spark.read.format("amqp")
+        .option("url", broker_url)
+        .option("queue", queue_name)
+        .load()
+        .orderBy("sequence_number")
+        .collect()
+    )
+    assert [(r["key"], r["key_sequence"], r["body_text"]) for r in rows] == [
+        ("a", 1, "1"),
+        ("b", 1, "2"),
+        ("a", 2, "3"),
+    ]
 
 
 def test_data_loss_fails_the_query_or_is_skipped_with_fail_on_data_loss_false(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     ring = {"qpid.max_count": 5, "qpid.policy_type": "ring"}
     _send(broker_url, queue_name, range(3), options=ring)
-    _run_to_parquet(_stream(spark, broker_url, queue_name), tmp_path / "out",
-                    tmp_path / "checkpoint")
+    _run_to_parquet(
+        _stream(spark, broker_url, queue_name), tmp_path / "out", tmp_path / "checkpoint"
+    )
     _send(broker_url, queue_name, range(3, 13))  # the ring drops 3..7 before we read them
     with pytest.raises(Exception, match=f"queue '{queue_name}': messages numbered"):
-        _run_to_parquet(_stream(spark, broker_url, queue_name), tmp_path / "out",
-                        tmp_path / "checkpoint")
-    _run_to_parquet(_stream(spark, broker_url, queue_name, failOnDataLoss="false"),
-                    tmp_path / "out", tmp_path / "checkpoint")
+        _run_to_parquet(
+            _stream(spark, broker_url, queue_name), tmp_path / "out", tmp_path / "checkpoint"
+        )
+    _run_to_parquet(
+        _stream(spark, broker_url, queue_name, failOnDataLoss="false"),
+        tmp_path / "out",
+        tmp_path / "checkpoint",
+    )
     bodies = sorted(r["body_text"] for r in spark.read.parquet(str(tmp_path / "out")).collect())
     assert bodies == sorted(f"m{i}" for i in [0, 1, 2, 8, 9, 10, 11, 12])
 
 
 def test_commit_moves_the_named_cursor_on_the_broker(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     cursor = f"{queue_name}.cursor"
 
     def run() -> list[int]:
-        _run_to_parquet(_stream(spark, broker_url, queue_name, cursor=cursor),
-                        tmp_path / "out", tmp_path / "checkpoint")
+        _run_to_parquet(
+            _stream(spark, broker_url, queue_name, cursor=cursor),
+            tmp_path / "out",
+            tmp_path / "checkpoint",
+        )
         return _read_numbers(spark, tmp_path / "out")
 
     _send(broker_url, queue_name, range(4))
@@ -209,18 +298,25 @@ def test_commit_moves_the_named_cursor_on_the_broker(
 
 
 def test_the_stream_sink_with_an_injected_task_failure_leaves_every_row_once(
-        spark: Any, broker_url: str, queue_name: str, tmp_path: Path) -> None:
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
     source_dir, checkpoint, fail = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "fail"
-    spark.createDataFrame([(f"row {i}", i) for i in range(40)], "body STRING, n INT") \
-        .repartition(2).write.json(str(source_dir))
+    spark.createDataFrame([(f"row {i}", i) for i in range(40)], "body STRING, n INT").repartition(
+        2
+    ).write.json(str(source_dir))
     _send(broker_url, queue_name, [], options={"duplicateDetectionCount": 1000})
 
     def run() -> Any:
         frame = spark.readStream.schema("body STRING, n INT").json(str(source_dir))
-        return (frame.writeStream.format("amqp").option("url", broker_url)
-                .option("queue", queue_name).option("failOnceFile", str(fail))
-                .option("checkpointLocation", str(checkpoint))
-                .trigger(availableNow=True).start())
+        return (
+            frame.writeStream.format("amqp")
+            .option("url", broker_url)
+            .option("queue", queue_name)
+            .option("failOnceFile", str(fail))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
 
     fail.touch()
     with pytest.raises(Exception, match="injected failure writing"):

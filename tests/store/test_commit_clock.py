@@ -22,14 +22,17 @@ def test_a_duration_lands_in_the_first_bucket_whose_bound_it_does_not_exceed() -
     assert list(times.buckets) == expected  # 10 s is past every bound: in +Inf only
 
 
-def test_the_sqlite_writer_times_each_commit_and_counts_the_failed_ones(
-        tmp_path: Path) -> None:
+def test_the_sqlite_writer_times_each_commit_and_counts_the_failed_ones(tmp_path: Path) -> None:
     store = DiskFullStore(tmp_path)
     store.open()
     try:
         for body in (b"lost", b"kept"):
-            store.commit(Unit(enqueues=[StoredMessage(store.next_id(), "q", body, 1.0)],
-                              done=lambda error: None))
+            store.commit(
+                Unit(
+                    enqueues=[StoredMessage(store.next_id(), "q", body, 1.0)],
+                    done=lambda error: None,
+                )
+            )
             store.posted.get(timeout=10)()
             store.full = False
         times = store.commits.snapshot()

@@ -68,7 +68,8 @@ def test_committed_messages_are_recovered_in_order_with_their_queue(backend: Bac
     recovered = backend.reopen()
     assert recovered.queues == {"q": {"qpid.priorities": "10"}}
     assert [(m.queue, m.data, m.arrival) for m in recovered.messages] == [
-        ("q", b"m%d" % i, 100.0 + i) for i in range(5)]
+        ("q", b"m%d" % i, 100.0 + i) for i in range(5)
+    ]
 
 
 def test_dequeued_messages_are_not_recovered(backend: Backend) -> None:
@@ -109,7 +110,8 @@ def test_the_last_sequence_number_of_each_key_is_recovered(backend: Backend) -> 
 
 
 def test_queue_sequence_numbers_are_recovered_and_leave_with_their_message(
-        backend: Backend) -> None:
+    backend: Backend,
+) -> None:
     store = backend.store
     store.save_queue("q", {})
     kept, gone = message(store, "q", b"kept"), message(store, "q", b"gone")
@@ -119,8 +121,7 @@ def test_queue_sequence_numbers_are_recovered_and_leave_with_their_message(
     assert backend.reopen().numbers == {kept.id: 4}
 
 
-def test_a_queues_reservation_mark_only_grows_and_goes_with_the_queue(
-        backend: Backend) -> None:
+def test_a_queues_reservation_mark_only_grows_and_goes_with_the_queue(backend: Backend) -> None:
     store = backend.store
     store.save_queue("q", {})
     backend.commit(Unit(marks=[("q", 500), ("q", 300)]))
@@ -130,8 +131,7 @@ def test_a_queues_reservation_mark_only_grows_and_goes_with_the_queue(
     assert backend.reopen().marks == {}
 
 
-def test_seen_message_ids_are_recovered_oldest_first_until_forgotten(
-        backend: Backend) -> None:
+def test_seen_message_ids_are_recovered_oldest_first_until_forgotten(backend: Backend) -> None:
     store = backend.store
     store.save_queue("q", {})
     backend.commit(Unit(seen=[("q", "s:b", 20.0), ("q", "s:a", 10.0), ("q", "s:c", 30.0)]))
@@ -168,7 +168,8 @@ def test_units_arriving_together_are_committed_in_one_group(tmp_path: Path) -> N
 
 
 def test_a_failed_write_completes_every_unit_with_an_error_and_writes_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store = DiskFullStore(tmp_path)
     store.open()
     results: list[BaseException | None] = []
@@ -185,8 +186,7 @@ def test_a_failed_write_completes_every_unit_with_an_error_and_writes_nothing(
     reopened.close()
 
 
-def test_a_message_whose_bytes_changed_on_disk_is_refused_naming_the_file(
-        tmp_path: Path) -> None:
+def test_a_message_whose_bytes_changed_on_disk_is_refused_naming_the_file(tmp_path: Path) -> None:
     posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
     store = SqliteStore(tmp_path, posted.put)
     store.open()

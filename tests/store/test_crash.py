@@ -39,15 +39,21 @@ def drain(broker: BrokerProcess, address: str, node_properties: dict) -> list[in
     return [r.message.body for r in got]
 
 
-def load_until_killed(broker: BrokerProcess, address: str, node_properties: dict,
-                      messages: list[Message], consume: bool) -> tuple[set, set]:
+def load_until_killed(
+    broker: BrokerProcess,
+    address: str,
+    node_properties: dict,
+    messages: list[Message],
+    consume: bool,
+) -> tuple[set, set]:
     """Send ``messages`` unsettled (and consume, accepting) until the broker dies at a
     random moment; returns (bodies the broker accepted, bodies the consumer accepted)."""
     producer = EngineClient(broker.host, broker.port)
     sender = producer.sender(address, node_properties=node_properties)
     consumer = EngineClient(broker.host, broker.port)
-    receiver = consumer.receiver(address, credit=200, node_properties=node_properties) \
-        if consume else None
+    receiver = (
+        consumer.receiver(address, credit=200, node_properties=node_properties) if consume else None
+    )
     killer = threading.Timer(random.uniform(0.5, 1.5), broker.proc.kill)  # type: ignore[union-attr]
     killer.start()
     deliveries, consumed = [], set()
@@ -55,12 +61,14 @@ def load_until_killed(broker: BrokerProcess, address: str, node_properties: dict
         for start_at in range(0, len(messages), 50):
             if producer.closed:
                 break
-            deliveries += [(m.body, producer.send(sender, m, pump=False))
-                           for m in messages[start_at:start_at + 50]]
+            deliveries += [
+                (m.body, producer.send(sender, m, pump=False))
+                for m in messages[start_at : start_at + 50]
+            ]
             producer.pump(0.02)
             if receiver is not None and not consumer.closed:
                 consumer.pump(0.01)
-                for received in consumer.received(receiver)[len(consumed):]:
+                for received in consumer.received(receiver)[len(consumed) :]:
                     consumer.settle(received)
                     consumed.add(received.message.body)
                 receiver.flow(200 - receiver.credit) if receiver.credit < 100 else None
@@ -74,16 +82,22 @@ def load_until_killed(broker: BrokerProcess, address: str, node_properties: dict
     return accepted, consumed
 
 
-@pytest.mark.parametrize("kind, options", [
-    ("standard", {}),
-    ("priority", {"qpid.priorities": 10}),
-    ("groups", {"qpid.group_header_key": "g", "qpid.shared_msg_group": 1}),
-])
+@pytest.mark.parametrize(
+    "kind, options",
+    [
+        ("standard", {}),
+        ("priority", {"qpid.priorities": 10}),
+        ("groups", {"qpid.group_header_key": "g", "qpid.shared_msg_group": 1}),
+    ],
+)
 def test_no_accepted_message_is_lost_when_the_broker_is_killed(
-        tmp_path: Path, kind: str, options: dict) -> None:
+    tmp_path: Path, kind: str, options: dict
+) -> None:
     properties = {**DURABLE, **options}
-    messages = [Message(body=i, durable=True, priority=i % 10, properties={"g": f"g{i % 7}"})
-                for i in range(20_000)]
+    messages = [
+        Message(body=i, durable=True, priority=i % 10, properties={"g": f"g{i % 7}"})
+        for i in range(20_000)
+    ]
     broker = start(tmp_path)
     accepted, consumed = load_until_killed(broker, kind, properties, messages, consume=True)
     assert accepted, "the broker was killed before it accepted anything: no test"
@@ -100,8 +114,9 @@ def test_no_accepted_message_is_lost_when_the_broker_is_killed(
 
 def test_the_last_accepted_value_of_each_key_survives_a_kill(tmp_path: Path) -> None:
     properties = {**DURABLE, "qpid.last_value_queue_key": "k"}
-    messages = [Message(body=i, durable=True, properties={"k": f"k{i % 10}"})
-                for i in range(20_000)]
+    messages = [
+        Message(body=i, durable=True, properties={"k": f"k{i % 10}"}) for i in range(20_000)
+    ]
     broker = start(tmp_path)
     accepted, _ = load_until_killed(broker, "lvq", properties, messages, consume=False)
     assert accepted
@@ -131,8 +146,7 @@ def transact_until_killed(broker: BrokerProcess, address: str) -> tuple[set, set
         for t in range(100_000):
             txn = client.declare(coordinator)
             for i in range(10):
-                client.send(sender, Message(body=f"{t}:{i}", durable=True), pump=False,
-                            txn=txn)
+                client.send(sender, Message(body=f"{t}:{i}", durable=True), pump=False, txn=txn)
             fail = t % 3 == 2
             answer = client.discharge(coordinator, txn, fail=fail)
             if answer.remote_state == Disposition.ACCEPTED and not fail:
@@ -148,7 +162,8 @@ def transact_until_killed(broker: BrokerProcess, address: str) -> tuple[set, set
 
 
 def test_committed_transactions_survive_a_kill_whole_and_the_others_leave_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     broker = start(tmp_path)
     committed, not_committed = transact_until_killed(broker, "txq")
     assert committed, "the broker was killed before a transaction committed: no test"
@@ -172,7 +187,8 @@ def test_committed_transactions_survive_a_kill_whole_and_the_others_leave_nothin
 
 @pytest.mark.parametrize("where, kept", [("before_commit", False), ("after_commit", True)])
 def test_a_crash_around_the_commit_keeps_exactly_what_was_committed(
-        tmp_path: Path, where: str, kept: bool) -> None:
+    tmp_path: Path, where: str, kept: bool
+) -> None:
     broker = start(tmp_path, PROTON_TEST_CRASH_AT=where)
     client = EngineClient(broker.host, broker.port)
     sender = client.sender("edge", node_properties=DURABLE)
@@ -194,11 +210,11 @@ def test_a_browser_never_sees_a_sequence_number_a_crash_could_change(tmp_path: P
     # number, and a reader that counts by numbers (the Spark source) would read it twice.
     broker = start(tmp_path, PROTON_TEST_CRASH_AT="before_commit:2")
     client = EngineClient(broker.host, broker.port)
-    browser = client.receiver("numbered", credit=10, node_properties=DURABLE,
-                              filters={"x-opt-sequence-number": ulong(1)})
+    browser = client.receiver(
+        "numbered", credit=10, node_properties=DURABLE, filters={"x-opt-sequence-number": ulong(1)}
+    )
     client.wait(lambda: browser.state & Endpoint.REMOTE_ACTIVE)
-    client.send(client.sender("numbered", node_properties=DURABLE),
-                Message(body="m", durable=True))
+    client.send(client.sender("numbered", node_properties=DURABLE), Message(body="m", durable=True))
     assert broker.proc.wait(10) == CRASH_EXIT_CODE  # type: ignore[union-attr]
     client.pump(0.2)
     seen = [(r.message.body, r.message.annotations) for r in client.received(browser)]
@@ -220,8 +236,11 @@ def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     mount_point.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs",
-                             str(mount_point)], capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
     try:
@@ -231,7 +250,8 @@ def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
-        small_disk: Path) -> None:
+    small_disk: Path,
+) -> None:
     filler = small_disk / "filler"
     broker = start(small_disk / "data")
     try:
@@ -250,8 +270,9 @@ def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
         assert condition is not None and condition.name == "amqp:resource-limit-exceeded"
         assert "full" in condition.description
         filler.unlink()  # space freed: the same producer carries on
-        again = client.wait_settled(client.send(sender, Message(body="after", durable=True)),
-                                    timeout=10)
+        again = client.wait_settled(
+            client.send(sender, Message(body="after", durable=True)), timeout=10
+        )
         assert again.remote_state == Disposition.ACCEPTED
         assert broker.alive()
     finally:
@@ -276,8 +297,7 @@ def settled_rss_mb(pid: int, seconds: float = 3.0) -> float:
     return lowest
 
 
-def test_flow_to_disk_keeps_the_broker_memory_bounded_while_the_queue_grows(
-        tmp_path: Path) -> None:
+def test_flow_to_disk_keeps_the_broker_memory_bounded_while_the_queue_grows(tmp_path: Path) -> None:
     """200 MB of messages onto a flow-to-disk queue limited to 16 MB: the broker's RSS grows
     by far less than the queue, and every message comes back whole."""
     options = {"qpid.policy_type": "flow_to_disk", "qpid.max_size": 16 * 1024 * 1024}
@@ -320,8 +340,9 @@ def test_soak_repeated_kills_never_lose_an_accepted_message(tmp_path: Path, roun
     (run with ``pytest -m soak``)."""
     data = tmp_path.parent / "soak-data"
     properties = {**DURABLE, "qpid.priorities": 10}
-    messages = [Message(body=round_ * 100_000 + i, durable=True, priority=i % 10)
-                for i in range(20_000)]
+    messages = [
+        Message(body=round_ * 100_000 + i, durable=True, priority=i % 10) for i in range(20_000)
+    ]
     broker = start(data)
     accepted, consumed = load_until_killed(broker, "soak", properties, messages, consume=True)
     broker = start(data)
