@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
@@ -77,6 +77,7 @@ from proton_broker.queues.entries import (
 from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
 from proton_broker.queues.history import SEQUENCE, History
+from proton_broker.queues.holds import Holds, not_valid_before
 from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.overflow import (
     FlowToDiskPolicy,
@@ -85,6 +86,7 @@ from proton_broker.queues.overflow import (
     make_flow_control,
     make_limit,
 )
+from proton_broker.queues.ports import Consumer, FlowObserver, MessageFilter, NumberJournal, Pager
 from proton_broker.queues.settings import QueueSettings
 
 __all__ = [
@@ -100,76 +102,12 @@ __all__ = [
     "QueueStats",
 ]
 
-NOT_VALID_BEFORE = "x-qpid-not-valid-before"
 # Queue sequence numbers a durable queue reserves in the store at a time: a restart skips
 # at most this many (gaps are allowed, reuse is not); see Queue.restore_numbers.
 NUMBER_BLOCK = 1 << 16
 _NEVER = 1 << 64  # the reservation watermark of a queue that keeps nothing (beyond a ulong)
 
 log = logging.getLogger("proton_broker.queues")
-
-
-class Consumer(Protocol):
-    """What a queue needs of a subscriber; implemented by the protocol adapter."""
-
-    id: int
-    credit: int
-    browse: bool
-
-    def deliver(self, entry: Entry) -> None:
-        """Send ``entry`` and take one credit. Called only while ``credit > 0``."""
-
-
-class MessageFilter(Protocol):
-    """What a consumer's selector is to a queue: a test of each message (the selector
-    language lives in :mod:`proton_broker.selector`; queues only call this)."""
-
-    def matches(self, message: Message) -> bool:
-        """Whether the consumer wants this message."""
-
-
-class FlowObserver(Protocol):
-    """Told when a queue's producer flow control stops and resumes its producers (the
-    protocol adapter withdraws and restores credit, and holds settlements meanwhile)."""
-
-    def flow_stopped(self, queue: Queue) -> None:
-        """``queue`` went over its flow stop threshold."""
-
-    def flow_resumed(self, queue: Queue) -> None:
-        """``queue`` is back at its resume threshold."""
-
-
-class NumberJournal(Protocol):
-    """Where a durable queue keeps its sequence numbers and duplicate-detection window (the
-    store, through the broker); every call is a write that completes in the background."""
-
-    def numbered(
-        self, queue: Queue, message: Message, done: Callable[[BaseException | None], None]
-    ) -> None:
-        """A stored message joined ``queue`` with ``message.number``; ``done`` once the
-        number is on disk."""
-
-    def reserve(self, queue: Queue, upto: int) -> None:
-        """No number below ``upto`` may be given out again after a restart."""
-
-    def seen(self, queue: Queue, key: str, when: float) -> None:
-        """A stored message with message-id ``key`` joined ``queue`` at ``when``."""
-
-    def unseen(self, queue: Queue, key: str) -> None:
-        """``key`` left ``queue``'s duplicate-detection window."""
-
-
-class Pager(Protocol):
-    """Where a flow-to-disk queue keeps the bytes of messages paged out (the store)."""
-
-    def page_out(self, message: Message, done: Callable[[], None]) -> None:
-        """Write ``message``'s bytes; ``done`` runs once they can be read back."""
-
-    def page_in(self, message: Message) -> bytes:
-        """The bytes of a paged-out message."""
-
-    def discard(self, message: Message) -> None:
-        """A paged-out message left its queue: its page may go."""
 
 
 @dataclass
@@ -279,7 +217,7 @@ class Queue:
         self._default_replay = default_replay_seconds(self.settings.default_filters)
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
-        self._held: list[tuple[float, int, Entry]] = []
+        self._held = Holds()
         # Set by the server: called with (time in seconds since the epoch, queue) when the
         # earliest held entry changes, so that release_held() runs then (None: tests call it).
         self.wake_at: Callable[[float, Queue], object] | None = None
@@ -532,13 +470,12 @@ class Queue:
         the epoch, a message annotation or an application property) if that is later."""
         if entry.state != AVAILABLE:
             return False  # a ring queue evicted it on arrival
-        valid_from = _not_valid_before(entry.message)
+        valid_from = not_valid_before(entry.message)
         if valid_from is None or valid_from <= arrival * 1000.0:
             return False
         entry.state = HELD
         self._order.discard(entry)  # back in at its own position by release_held()
-        heapq.heappush(self._held, (valid_from, entry.seq, entry))
-        if self._held[0][2] is entry and self.wake_at is not None:
+        if self._held.hold(entry, valid_from) and self.wake_at is not None:
             self.wake_at(valid_from / 1000.0, self)
         return True
 
@@ -546,11 +483,8 @@ class Queue:
         """Make the held entries whose time has come available, in their normal positions;
         returns how many. Browsers already past one get it next."""
         now = time.time() if now is None else now
-        heap, released = self._held, 0
-        while heap and heap[0][0] <= now * 1000.0:
-            entry = heapq.heappop(heap)[2]
-            if entry.state != HELD:
-                continue
+        released = 0
+        for entry in self._held.due(now):
             if entry.superseded or (entry.expires_at is not None and entry.expires_at <= now):
                 replaced = entry.superseded
                 self._remove(entry)
@@ -567,8 +501,9 @@ class Queue:
                 if cursor[0] > entry.seq:
                     cursor[3].append(entry)
             released += 1
-        if heap and self.wake_at is not None:
-            self.wake_at(heap[0][0] / 1000.0, self)
+        next_time = self._held.next_time()
+        if next_time is not None and self.wake_at is not None:
+            self.wake_at(next_time, self)
         if released and (self._ready or self._browsers):
             self._wake()
         return released
@@ -1168,20 +1103,6 @@ class Queue:
         return (
             f"<Queue {self.name} {self.kind} depth={self.depth} consumers={len(self._consumers)}>"
         )
-
-
-def _not_valid_before(message: Message) -> float | None:
-    value = message.message_annotation(NOT_VALID_BEFORE)
-    if value is None:
-        value = message.application_property(NOT_VALID_BEFORE)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
 
 
 def _expiry_time(message: Message, arrival: float, settings: QueueSettings) -> float | None:

@@ -1,0 +1,83 @@
+"""What a queue needs from outside, as protocols: the parts of the broker a queue calls
+without knowing what they are.
+
+The protocol adapter supplies consumers (:class:`Consumer`) and flow observers
+(:class:`FlowObserver`); the selector language supplies :class:`MessageFilter`; the broker
+supplies the store's side, :class:`NumberJournal` (sequence numbers and duplicate-detection
+records of a durable queue) and :class:`Pager` (flow to disk). A queue never imports any of
+them: they are handed in, so queues are tested with plain objects and no socket or file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from proton_broker.message import Message
+
+if TYPE_CHECKING:
+    from proton_broker.queues.entries import Entry
+    from proton_broker.queues.queue import Queue
+
+
+class Consumer(Protocol):
+    """What a queue needs of a subscriber; implemented by the protocol adapter."""
+
+    id: int
+    credit: int
+    browse: bool
+
+    def deliver(self, entry: Entry) -> None:
+        """Send ``entry`` and take one credit. Called only while ``credit > 0``."""
+
+
+class MessageFilter(Protocol):
+    """What a consumer's selector is to a queue: a test of each message (the selector
+    language lives in :mod:`proton_broker.selector`; queues only call this)."""
+
+    def matches(self, message: Message) -> bool:
+        """Whether the consumer wants this message."""
+
+
+class FlowObserver(Protocol):
+    """Told when a queue's producer flow control stops and resumes its producers (the
+    protocol adapter withdraws and restores credit, and holds settlements meanwhile)."""
+
+    def flow_stopped(self, queue: Queue) -> None:
+        """``queue`` went over its flow stop threshold."""
+
+    def flow_resumed(self, queue: Queue) -> None:
+        """``queue`` is back at its resume threshold."""
+
+
+class NumberJournal(Protocol):
+    """Where a durable queue keeps its sequence numbers and duplicate-detection window (the
+    store, through the broker); every call is a write that completes in the background."""
+
+    def numbered(
+        self, queue: Queue, message: Message, done: Callable[[BaseException | None], None]
+    ) -> None:
+        """A stored message joined ``queue`` with ``message.number``; ``done`` once the
+        number is on disk."""
+
+    def reserve(self, queue: Queue, upto: int) -> None:
+        """No number below ``upto`` may be given out again after a restart."""
+
+    def seen(self, queue: Queue, key: str, when: float) -> None:
+        """A stored message with message-id ``key`` joined ``queue`` at ``when``."""
+
+    def unseen(self, queue: Queue, key: str) -> None:
+        """``key`` left ``queue``'s duplicate-detection window."""
+
+
+class Pager(Protocol):
+    """Where a flow-to-disk queue keeps the bytes of messages paged out (the store)."""
+
+    def page_out(self, message: Message, done: Callable[[], None]) -> None:
+        """Write ``message``'s bytes; ``done`` runs once they can be read back."""
+
+    def page_in(self, message: Message) -> bytes:
+        """The bytes of a paged-out message."""
+
+    def discard(self, message: Message) -> None:
+        """A paged-out message left its queue: its page may go."""
