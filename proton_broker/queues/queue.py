@@ -48,7 +48,6 @@ The queue knows nothing about sockets or AMQP: consumers are objects with ``cred
 
 from __future__ import annotations
 
-import functools
 import heapq
 import logging
 import time
@@ -61,7 +60,6 @@ from typing import Any
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
 from proton_broker.message import Message, property_text
-from proton_broker.queues.duplicates import DuplicateWindow, id_key
 from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
@@ -79,6 +77,7 @@ from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
 from proton_broker.queues.history import SEQUENCE, History
 from proton_broker.queues.holds import Holds, not_valid_before
 from proton_broker.queues.lastvalue import LastValueIndex
+from proton_broker.queues.numbering import Numbering
 from proton_broker.queues.overflow import (
     FlowToDiskPolicy,
     RejectPolicy,
@@ -102,10 +101,6 @@ __all__ = [
     "QueueStats",
 ]
 
-# Queue sequence numbers a durable queue reserves in the store at a time: a restart skips
-# at most this many (gaps are allowed, reuse is not); see Queue.restore_numbers.
-NUMBER_BLOCK = 1 << 16
-_NEVER = 1 << 64  # the reservation watermark of a queue that keeps nothing (beyond a ulong)
 
 log = logging.getLogger("proton_broker.queues")
 
@@ -179,22 +174,9 @@ class Queue:
         self._limited = self._limit is not None or self._flow is not None
         self.flow_stopped = False  # producer flow control: producers must hold off
         self._flow_observers: dict[FlowObserver, None] = {}
-        # The queue sequence number (x-opt-sequence-number): the next entry's position.
-        # Entry.seq is that number, so the arrival log is ordered by it.
-        self._next_seq = 1
-        # A durable queue reserves numbers in the store (see restore_numbers): when
-        # _next_seq reaches _watermark, the next block is reserved. _NEVER elsewhere.
-        self._watermark = _NEVER
-        self.journal: NumberJournal | None = None  # set by the broker on a durable queue
-        self._unwritten: deque[Message] = deque()  # joined, number not yet on disk, in order
-        self._journaling = False  # inside journal.numbered (a store may complete at once)
-        self._dedupe = (
-            DuplicateWindow(
-                self.settings.duplicate_count, self.settings.duplicate_seconds, self._unseen
-            )
-            if self.settings.detects_duplicates
-            else None
-        )
+        # Queue sequence numbers and duplicate detection (queues/numbering.py); Entry.seq is
+        # the number, so the arrival log is ordered by it.
+        self.numbers = Numbering(self, self.settings, self._numbers_written)
         self._expiry: list[tuple[float, int, Entry]] = []
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
@@ -271,8 +253,8 @@ class Queue:
         message: see :meth:`check_admission`); a ring may delete older entries, or this one
         (see the module rules). ``number``: recovery only, the number the message had
         (greater than every number on the queue); it is not checked for duplicates."""
-        dedupe = self._dedupe
-        if dedupe is not None and number is None and self.is_duplicate(message, now):
+        numbers = self.numbers
+        if numbers.dedupe is not None and number is None and numbers.is_duplicate(message, now):
             self.stats.duplicates += 1
             return None
         limited = self._limited
@@ -280,28 +262,24 @@ class Queue:
             self._admit(message)
         key = self._sequence(message) if self.history is not None else None
         arrival = time.time() if now is None else now
-        if dedupe is not None and message.message_id is not None:  # it can no longer be refused
-            dedupe.remember(
-                id_key(message.message_id),
-                arrival,
-                kept=self.persistent and message.store_id is not None,
-            )
+        if numbers.dedupe is not None:  # it can no longer be refused
+            numbers.remember(message, arrival, self.persistent and message.store_id is not None)
         message.arrival = arrival
         expires = (
             _expiry_time(message, arrival, self.settings)
             if self._ttl_bounds or message.ttl or message.absolute_expiry_time
             else None
         )
-        seq = self._next_seq if number is None else number
+        seq = numbers.next if number is None else number
         entry = Entry(seq, message, expires)
         entry.key = key
         message.on_queue = True
         message.number = seq
-        self._next_seq = seq + 1
-        if seq >= self._watermark:
-            self._reserve()
+        numbers.next = seq + 1
+        if seq >= numbers.watermark:
+            numbers.reserve()
         if self.persistent and message.store_id is not None and number is None:
-            self._journal_joined(message)
+            numbers.joined(message)
         self._log.append(entry)
         self.depth += 1
         self.bytes += len(message.data)
@@ -323,109 +301,40 @@ class Queue:
 
     @property
     def next_sequence_number(self) -> int:
-        """The end of what readers may read now (x-opt-sequence-number): the number the
-        next message will get, or, while a durable message's number is still being written,
-        that number (browsers wait there; see _journal_joined). O(1)."""
-        unwritten = self._unwritten
-        return unwritten[0].number if unwritten else self._next_seq  # type: ignore[return-value]
+        """The end of what readers may read now (x-opt-sequence-number); O(1)."""
+        return self.numbers.readable_end
 
     @property
     def earliest_sequence_number(self) -> int:
         """The lowest number still on the queue; the next number when it is empty.
         O(1) amortised (the log skips its dead head once)."""
         first = self._log.first_live()
-        return self._next_seq if first is None else first.seq
+        return self.numbers.next if first is None else first.seq
 
     def restore_numbers(self, floor: int) -> None:
-        """At start-up, after the stored messages are back: no number below ``floor`` (the
-        reservation the store kept, or above the recovered messages' numbers) is given out
-        again. Reserves the next block at once, before anything new arrives."""
-        self._next_seq = max(self._next_seq, floor)
-        self._reserve()
-
-    def _reserve(self) -> None:
-        """Reserve numbers up to a block ahead. Numbers handed out stay below the latest
-        reservation asked for; the store keeps up unless it falls half a block of this
-        queue's messages behind (see README, queue sequence numbers)."""
-        if self.journal is None:
-            self._watermark = _NEVER
-            return
-        upto = self._next_seq + NUMBER_BLOCK
-        self._watermark = upto - NUMBER_BLOCK // 2
-        self.journal.reserve(self, upto)
+        """At start-up, after the stored messages are back: no number below ``floor``."""
+        self.numbers.restore(floor)
 
     def keep_numbers(self, journal: NumberJournal) -> None:
         """The broker made this queue durable: numbers and seen ids go to ``journal``."""
-        self.journal = journal
-        self._watermark = 0  # the first message reserves the first block
-
-    def _journal_joined(self, message: Message) -> None:
-        """A stored message joined: write its number and, on a queue that detects
-        duplicates, its id (so that a retry after a crash is still recognised)."""
-        journal = self.journal
-        if journal is None:
-            return
-        self.write_number(message)
-        if self._dedupe is not None and message.message_id is not None:
-            key = id_key(message.message_id)
-            if key in self._dedupe:
-                journal.seen(self, key, message.arrival)
+        self.numbers.keep(journal)
 
     def write_number(self, message: Message) -> None:
-        """Write the number of ``message``, a stored message on this queue: when it joins,
-        or at recovery when it comes back without one and gets a new number.
+        """Write the number of ``message``, a stored message on this queue (recovery)."""
+        self.numbers.write(message)
 
-        Until the number is on disk no browser passes the message (_feed_browser) and
-        next_sequence_number stops below it: a crash before that write gives the message
-        a new number at recovery, and no reader can have seen the old one."""
-        journal = self.journal
-        if journal is None:
-            return
-        message.number_unwritten = True
-        self._unwritten.append(message)
-        self._journaling = True
-        try:
-            journal.numbered(self, message, functools.partial(self._number_written, message))
-        finally:
-            self._journaling = False
-
-    def _number_written(self, message: Message, error: BaseException | None) -> None:
-        """A joined message's number is on disk (or could not be written: then it is as
-        safe as it will get, and holding browsers back for it would stop them for good)."""
-        if error is not None:
-            log.warning(
-                "queue '%s': the number of message %s was not written: %s",
-                self.name,
-                message.store_id,
-                error,
-            )
-        message.number_unwritten = False
-        unwritten = self._unwritten
-        while unwritten and not unwritten[0].number_unwritten:
-            unwritten.popleft()
-        if self._browsers and not self._journaling:
-            self._wake()  # browsers waiting at it may go on
+    def _numbers_written(self) -> None:
+        if self._browsers:
+            self._wake()  # browsers waiting at a number being written may go on
 
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
         """Whether ``message``'s id is in the duplicate-detection window (changes nothing;
         the broker asks before it writes a durable message)."""
-        if self._dedupe is None or message.message_id is None:
-            return False
-        return self._dedupe.seen(id_key(message.message_id), time.time() if now is None else now)
+        return self.numbers.is_duplicate(message, now)
 
     def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
-        """At start-up: the stored duplicate-detection records of this queue, oldest first;
-        those that fell out of the window while the broker was down are deleted."""
-        if self._dedupe is None:
-            for key, _ in records:
-                self._unseen(key)
-            return
-        for key in self._dedupe.restore(records, time.time() if now is None else now):
-            self._unseen(key)
-
-    def _unseen(self, key: str) -> None:
-        if self.journal is not None:
-            self.journal.unseen(self, key)
+        """At start-up: the stored duplicate-detection records of this queue."""
+        self.numbers.restore_seen(records, now)
 
     def number(self, message: Message) -> tuple[str, int] | None:
         """Give ``message`` the next number of its key now, before it joins (the broker
@@ -707,9 +616,9 @@ class Queue:
         """The first position a consumer with this replay period may see (Broker-J's
         ArrivalTimeFilter: arrival >= now - period; 0 means only new messages)."""
         if period <= 0:
-            return self._next_seq
+            return self.numbers.next
         first = self._log.first_since(time.time() - period)
-        return self._next_seq if first is None else first
+        return self.numbers.next if first is None else first
 
     def unsubscribe(self, consumer: Consumer) -> None:
         self._consumers.pop(consumer.id, None)
@@ -864,7 +773,7 @@ class Queue:
             self._order.discard(found)  # out of the ordering, as if popped
             cursor[0], cursor[1], cursor[2] = found.seq + 1, index, log.generation
         else:
-            cursor[0], cursor[1], cursor[2] = self._next_seq, index, log.generation
+            cursor[0], cursor[1], cursor[2] = self.numbers.next, index, log.generation
         self._skipped = found is None and len(self._order) > 0  # others may want the rest
         return found
 

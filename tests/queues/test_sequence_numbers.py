@@ -12,7 +12,8 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
 from proton_broker.queues.entries import ArrivalLog
-from proton_broker.queues.queue import NUMBER_BLOCK, Queue
+from proton_broker.queues.numbering import NUMBER_BLOCK
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues.consumers import Taker
 
