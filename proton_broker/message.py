@@ -67,7 +67,7 @@ class Message:
     # The queue sequence number its queue gave it when it joined (x-opt-sequence-number,
     # stamped on every delivery); None until then.
     number: int | None = None
-    # A durable message's number is written after it joined (see Queue._journal_joined):
+    # A durable message's number is written after it joined (see queues/numbering.py):
     # until then browsers do not pass it, so no reader sees a number a crash could change.
     number_unwritten: bool = False
     in_history: bool = False  # one of the versions its queue's history keeps

@@ -60,6 +60,7 @@ from typing import Any
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
 from proton_broker.message import Message, property_text
+from proton_broker.queues.browsing import Browsers
 from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
@@ -181,11 +182,7 @@ class Queue:
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
         self._in_ready: set[int] = set()
-        # consumer id -> [seq, index, generation, entries that became valid behind it]
-        self._browsers: dict[int, list[Any]] = {}
-        # Browsers replaying history (x-opt-sequence): consumer id -> (the key they follow
-        # or None, the versions still to send them); new versions are added as they come.
-        self._replayers: dict[int, tuple[str | None, deque[Entry]]] = {}
+        self._browsers = Browsers(self._log, self._read_back)  # queues/browsing.py
         # Called with (key, sequence, message) for every new version, on the loop thread:
         # the HTTP gateway's long polls and WebSocket streams (proton_broker/http).
         self.history_watchers: list[Callable[[str, int, Message], object]] = []
@@ -293,7 +290,7 @@ class Queue:
             self._overflowed(entry)
         if self._hold and self._hold_until_valid(entry, arrival):
             return entry
-        if self._ready or self._browsers or self._replayers:
+        if self._ready or self._browsers:
             self._wake()
         return entry
 
@@ -365,9 +362,8 @@ class Queue:
             return None
         key, seq = numbered
         self.history.record(key, seq, message)
-        for follows, pending in self._replayers.values():
-            if follows is None or follows == key:
-                pending.append(Entry(seq, message, None))
+        if self._browsers.replays:
+            self._browsers.version_recorded(key, seq, message)
         for watch in self.history_watchers:
             watch(key, seq, message)
         return key
@@ -406,9 +402,8 @@ class Queue:
             self._order.requeue(entry)
             if self._picky:
                 self._rewind_picky(entry.seq)
-            for cursor in self._browsers.values():
-                if cursor[0] > entry.seq:
-                    cursor[3].append(entry)
+            if self._browsers:
+                self._browsers.valid_again(entry)
             released += 1
         next_time = self._held.next_time()
         if next_time is not None and self.wake_at is not None:
@@ -549,10 +544,8 @@ class Queue:
             raise NotImplementedByBroker(
                 "a selector on a grouped queue is supported for browsing consumers only"
             )
-        if selector is not None:
-            self._selectors[consumer.id] = selector
         if sequence is not None:
-            self._subscribe_replay(consumer, *sequence)
+            self._subscribe_replay(consumer, *sequence, selector)
             return
         if from_number is not None:
             if not consumer.browse:
@@ -571,19 +564,17 @@ class Queue:
             )
         self._consumers[consumer.id] = consumer
         if consumer.browse:
-            self._browsers[consumer.id] = [
-                start,
-                self._log.index_of(start),
-                self._log.generation,
-                deque(),
-            ]
+            self._browsers.add(consumer.id, start, selector)
         elif selector is not None:
+            self._selectors[consumer.id] = selector
             self._picky[consumer.id] = [start, self._log.index_of(start), self._log.generation]
         elif start:
             self._floors[consumer.id] = start
         self.credit_granted(consumer)
 
-    def _subscribe_replay(self, consumer: Consumer, start: int | str, key: str | None) -> None:
+    def _subscribe_replay(
+        self, consumer: Consumer, start: int | str, key: str | None, selector: MessageFilter | None
+    ) -> None:
         if self.history is None:
             raise InvalidField(
                 f"a {SEQUENCE} filter needs a queue with sequence numbers (a "
@@ -596,7 +587,7 @@ class Queue:
             )
         replay = deque(Entry(v.seq, v.message, None) for v in self.history.replay(start, key))
         self._consumers[consumer.id] = consumer
-        self._replayers[consumer.id] = (key, replay)
+        self._browsers.add_replay(consumer.id, key, replay, selector)
         self.credit_granted(consumer)
 
     def _version_dropped(self, message: Message) -> None:
@@ -622,8 +613,7 @@ class Queue:
 
     def unsubscribe(self, consumer: Consumer) -> None:
         self._consumers.pop(consumer.id, None)
-        self._browsers.pop(consumer.id, None)
-        self._replayers.pop(consumer.id, None)
+        self._browsers.remove(consumer.id)
         self._floors.pop(consumer.id, None)
         self._selectors.pop(consumer.id, None)
         self._picky.pop(consumer.id, None)
@@ -639,11 +629,8 @@ class Queue:
         """The consumer has (more) credit: put it in line and dispatch."""
         if consumer.credit <= 0 or consumer.id not in self._consumers:
             return
-        if consumer.id in self._replayers:
-            self._feed_replayer(consumer)
-            return
         if consumer.browse:
-            self._feed_browser(consumer)
+            self._browsers.feed(consumer)
             return
         if consumer.id not in self._in_ready:
             self._in_ready.add(consumer.id)
@@ -667,7 +654,7 @@ class Queue:
         finally:
             self._dispatching = False
 
-    def _dispatch(self) -> None:  # noqa: C901 - a hot queue path, measured
+    def _dispatch(self) -> None:
         ready = self._ready
         misses = 0
         while ready:
@@ -694,11 +681,7 @@ class Queue:
             elif len(ready) > 1:
                 ready.rotate(-1)
         if self._browsers:
-            for cid in list(self._browsers):
-                self._feed_browser(self._consumers[cid])
-        if self._replayers:
-            for cid in list(self._replayers):
-                self._feed_replayer(self._consumers[cid])
+            self._browsers.feed_all(self._consumers)
 
     def _take_ordered(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
@@ -831,55 +814,6 @@ class Queue:
         self._remove(entry)
         self.stats.expired += 1
         return True
-
-    def _feed_browser(self, consumer: Consumer) -> None:  # noqa: C901 - a hot queue path, measured
-        cursor = self._browsers[consumer.id]
-        log = self._log
-        seq, index = cursor[0], cursor[1]
-        if cursor[2] != log.generation:
-            index = log.index_of(seq)
-        late: deque[Entry] = cursor[3]
-        while late and consumer.credit > 0:  # held entries behind the cursor, now valid
-            valid = late.popleft()
-            if valid.state != DEAD and valid.state != HELD and not valid.superseded:
-                self._browse(consumer, valid)
-        now = 0.0
-        while consumer.credit > 0:
-            entry = log.at(index)
-            if entry is None:
-                break
-            if entry.message.number_unwritten and entry.state != DEAD:
-                break  # its number is not on disk yet: wait for it (see _journal_joined)
-            index += 1
-            if entry.seq < seq:
-                continue  # before a start that was beyond the end (a future number)
-            seq = entry.seq + 1
-            if entry.state == DEAD or entry.state == HELD or entry.superseded:
-                continue  # a held entry comes through ``late`` once it is valid
-            if entry.expires_at is not None:
-                now = now or time.time()
-                if entry.expires_at <= now:
-                    continue
-            self._browse(consumer, entry)
-        cursor[0], cursor[1], cursor[2] = seq, index, log.generation
-
-    def _feed_replayer(self, consumer: Consumer) -> None:
-        """Send a replaying browser the versions it has not had yet, as credit allows."""
-        pending = self._replayers[consumer.id][1]
-        while pending and consumer.credit > 0:
-            self._browse(consumer, pending.popleft())
-
-    def _browse(self, consumer: Consumer, entry: Entry) -> None:
-        """Send a browser a copy, if its selector (if any) matches it; a paged-out message
-        is read for it and stays paged."""
-        message = entry.message
-        selector = self._selectors.get(consumer.id) if self._selectors else None
-        if message.paged:
-            with self._read_back(message):
-                if selector is None or selector.matches(message):
-                    consumer.deliver(entry)
-        elif selector is None or selector.matches(message):
-            consumer.deliver(entry)
 
     # ---- outcomes ----------------------------------------------------------------------
 

@@ -1,0 +1,160 @@
+"""Browsers: consumers that see messages without taking them (source distribution-mode
+``copy``), and replaying browsers of a queue's sequence history.
+
+Rules this module owns:
+
+* A browser never acquires. It keeps a cursor in arrival order (a position in the queue's
+  :class:`~proton_broker.queues.entries.ArrivalLog`) and sees every live entry, acquired or
+  not, then new ones as they arrive. On every queue type browsers see arrival order (as the
+  C++ broker's priority queue does); on an LVQ that is the current value of each key, then
+  each update, never a superseded value.
+* A browser passes neither a held entry (it comes when it becomes valid, even if the cursor
+  is past it) nor one whose number is still being written (it waits there: see
+  :mod:`proton_broker.queues.numbering`); expired entries are skipped.
+* Feeding a browser costs O(1) per entry it is shown, whatever the queue's length; a cursor
+  survives the log's compaction by finding its position again (O(log n)).
+* A replaying browser (``x-opt-sequence`` filter) is first sent the kept versions from its
+  start (of one key, or of all), then every new version as it is recorded.
+* A browser with a selector is shown only what the selector matches; a paged-out message is
+  read back for it and stays paged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from proton_broker.message import Message
+from proton_broker.queues.entries import DEAD, HELD, ArrivalLog, Entry
+from proton_broker.queues.ports import Consumer, MessageFilter
+
+
+class Cursor:
+    """Where a browser is: the next number it may see, that entry's index in the log (valid
+    for ``generation``), valid entries behind it still to show, and its selector."""
+
+    __slots__ = ("seq", "index", "generation", "late", "selector")
+
+    def __init__(
+        self, seq: int, index: int, generation: int, selector: MessageFilter | None
+    ) -> None:
+        self.seq, self.index, self.generation = seq, index, generation
+        self.late: deque[Entry] = deque()
+        self.selector = selector
+
+
+class Replay:
+    """A replaying browser: the key it follows (None: all) and the versions still to send."""
+
+    __slots__ = ("key", "pending", "selector")
+
+    def __init__(
+        self, key: str | None, pending: deque[Entry], selector: MessageFilter | None
+    ) -> None:
+        self.key, self.pending, self.selector = key, pending, selector
+
+
+class Browsers:
+    """The browsers of one queue. ``read_back(message)`` gives a paged-out message's bytes
+    for the time of a ``with`` block."""
+
+    def __init__(
+        self, log: ArrivalLog, read_back: Callable[[Message], AbstractContextManager[None]]
+    ) -> None:
+        self._log = log
+        self._read_back = read_back
+        self.cursors: dict[int, Cursor] = {}
+        self.replays: dict[int, Replay] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.cursors) or bool(self.replays)
+
+    def add(self, consumer_id: int, start: int, selector: MessageFilter | None) -> None:
+        """A browser that starts at number ``start`` (0: the beginning)."""
+        log = self._log
+        self.cursors[consumer_id] = Cursor(start, log.index_of(start), log.generation, selector)
+
+    def add_replay(
+        self,
+        consumer_id: int,
+        key: str | None,
+        versions: deque[Entry],
+        selector: MessageFilter | None,
+    ) -> None:
+        self.replays[consumer_id] = Replay(key, versions, selector)
+
+    def remove(self, consumer_id: int) -> None:
+        self.cursors.pop(consumer_id, None)
+        self.replays.pop(consumer_id, None)
+
+    def version_recorded(self, key: str, seq: int, message: Message) -> None:
+        """A new version of ``key``: replaying browsers that follow it get it next."""
+        for replay in self.replays.values():
+            if replay.key is None or replay.key == key:
+                replay.pending.append(Entry(seq, message, None))
+
+    def valid_again(self, entry: Entry) -> None:
+        """A held entry became valid: browsers already past it get it next."""
+        for cursor in self.cursors.values():
+            if cursor.seq > entry.seq:
+                cursor.late.append(entry)
+
+    def feed(self, consumer: Consumer) -> None:
+        """Send ``consumer`` (a browser) what it has not seen yet, as its credit allows."""
+        replay = self.replays.get(consumer.id)
+        if replay is not None:
+            pending = replay.pending
+            while pending and consumer.credit > 0:
+                self._show(consumer, pending.popleft(), replay.selector)
+            return
+        cursor = self.cursors[consumer.id]
+        late = cursor.late
+        while late and consumer.credit > 0:
+            valid = late.popleft()
+            if valid.state != DEAD and valid.state != HELD and not valid.superseded:
+                self._show(consumer, valid, cursor.selector)
+        self._walk(consumer, cursor)
+
+    def _walk(self, consumer: Consumer, cursor: Cursor) -> None:
+        """Show the browser the log from its cursor on (see the module rules)."""
+        log, selector = self._log, cursor.selector
+        seq, index = cursor.seq, cursor.index
+        if cursor.generation != log.generation:
+            index = log.index_of(seq)
+        now = 0.0
+        while consumer.credit > 0:
+            entry = log.at(index)
+            if entry is None:
+                break
+            if entry.message.number_unwritten and entry.state != DEAD:
+                break  # its number is not on disk yet: wait for it
+            index += 1
+            if entry.seq < seq:
+                continue  # before a start that was beyond the end (a future number)
+            seq = entry.seq + 1
+            if entry.state == DEAD or entry.state == HELD or entry.superseded:
+                continue  # a held entry comes through ``late`` once it is valid
+            if entry.expires_at is not None:
+                now = now or time.time()
+                if entry.expires_at <= now:
+                    continue
+            self._show(consumer, entry, selector)
+        cursor.seq, cursor.index, cursor.generation = seq, index, log.generation
+
+    def feed_all(self, consumers: dict[int, Consumer]) -> None:
+        for cid in list(self.cursors):
+            self.feed(consumers[cid])
+        for cid in list(self.replays):
+            self.feed(consumers[cid])
+
+    def _show(self, consumer: Consumer, entry: Entry, selector: MessageFilter | None) -> None:
+        """Send a copy if the selector (if any) matches it."""
+        message = entry.message
+        if message.paged:
+            with self._read_back(message):
+                if selector is None or selector.matches(message):
+                    consumer.deliver(entry)
+        elif selector is None or selector.matches(message):
+            consumer.deliver(entry)
