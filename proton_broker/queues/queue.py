@@ -87,6 +87,7 @@ from proton_broker.queues.overflow import (
     make_limit,
 )
 from proton_broker.queues.ports import Consumer, FlowObserver, MessageFilter, NumberJournal, Pager
+from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import QueueSettings
 
 __all__ = [
@@ -188,11 +189,8 @@ class Queue:
         self.history_watchers: list[Callable[[str, int, Message], object]] = []
         # Consumers with a replay period: consumer id -> the first position they may take.
         self._floors: dict[int, int] = {}
-        # Consumers with a selector: consumer id -> it. The ones that consume (not browse)
-        # find their next message by walking the arrival log from a cursor of their own,
-        # [seq, index, generation] as a browser's: consumer id -> cursor. See _take_selected.
-        self._selectors: dict[int, MessageFilter] = {}
-        self._picky: dict[int, list[int]] = {}
+        # Consuming consumers with a selector walk the log from cursors of their own.
+        self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
         self._default_replay = default_replay_seconds(self.settings.default_filters)
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
@@ -401,7 +399,7 @@ class Queue:
             entry.state = AVAILABLE
             self._order.requeue(entry)
             if self._picky:
-                self._rewind_picky(entry.seq)
+                self._picky.rewind(entry.seq)
             if self._browsers:
                 self._browsers.valid_again(entry)
             released += 1
@@ -566,8 +564,7 @@ class Queue:
         if consumer.browse:
             self._browsers.add(consumer.id, start, selector)
         elif selector is not None:
-            self._selectors[consumer.id] = selector
-            self._picky[consumer.id] = [start, self._log.index_of(start), self._log.generation]
+            self._picky.add(consumer.id, start, selector)
         elif start:
             self._floors[consumer.id] = start
         self.credit_granted(consumer)
@@ -615,8 +612,7 @@ class Queue:
         self._consumers.pop(consumer.id, None)
         self._browsers.remove(consumer.id)
         self._floors.pop(consumer.id, None)
-        self._selectors.pop(consumer.id, None)
-        self._picky.pop(consumer.id, None)
+        self._picky.remove(consumer.id)
         if consumer.id in self._in_ready:
             self._in_ready.discard(consumer.id)
             self._ready.remove(consumer)
@@ -719,53 +715,14 @@ class Queue:
         return found
 
     def _take_selected(self, consumer_id: int) -> Entry | None:
-        """Acquire the next available entry a consumer with a selector matches.
-
-        It walks the arrival log from its own cursor, as Broker-J's consumers walk the
-        queue, so a message it does not match is looked at once, not on every dispatch:
-        O(1) amortised per message and consumer. A message that becomes available again
-        behind the cursor (released, or held until now) moves the cursor back to it (see
-        _rewind_picky). The order is arrival order, also on a priority or sorted queue.
-        """
-        cursor = self._picky[consumer_id]
-        selector = self._selectors[consumer_id]
-        log = self._log
-        index = cursor[1] if cursor[2] == log.generation else log.index_of(cursor[0])
-        found = None
-        while True:
-            entry = log.at(index)
-            if entry is None:
-                break
-            index += 1
-            if (
-                entry.state != AVAILABLE
-                or entry.seq < cursor[0]
-                or (entry.excluded and consumer_id in entry.excluded)
-            ):
-                continue
-            generation = log.generation
-            if self._drop_if_expired(entry):
-                if log.generation != generation:  # the log was compacted meanwhile
-                    index = log.index_of(entry.seq + 1)
-                continue
-            if self._selected(selector, entry.message):
-                found = entry
-                break
+        """Acquire the next available entry a consumer with a selector matches (see
+        :mod:`proton_broker.queues.selecting` for its order)."""
+        found = self._picky.next_match(consumer_id, self._drop_if_expired, self.numbers.next)
         if found is not None:
             found.state = ACQUIRED  # first, so that a compaction the discard sets off drops it
             self._order.discard(found)  # out of the ordering, as if popped
-            cursor[0], cursor[1], cursor[2] = found.seq + 1, index, log.generation
-        else:
-            cursor[0], cursor[1], cursor[2] = self.numbers.next, index, log.generation
         self._skipped = found is None and len(self._order) > 0  # others may want the rest
         return found
-
-    def _selected(self, selector: MessageFilter, message: Message) -> bool:
-        """Whether ``selector`` matches ``message`` (a paged-out one is read for it)."""
-        if not message.paged:
-            return selector.matches(message)
-        with self._read_back(message):
-            return selector.matches(message)
 
     @contextmanager
     def _read_back(self, message: Message) -> Iterator[None]:
@@ -777,13 +734,6 @@ class Queue:
             yield
         finally:
             message.data = b""
-
-    def _rewind_picky(self, seq: int) -> None:
-        """An entry at ``seq`` is available again: consumers with a selector whose cursor
-        is past it look again from there."""
-        for cursor in self._picky.values():
-            if cursor[0] > seq:
-                cursor[0], cursor[2] = seq, -1  # -1: find the index again (index_of)
 
     def _take_grouped(self, consumer_id: int) -> Entry | None:
         """Acquire the next entry ``consumer_id`` may have on a grouped queue."""
@@ -857,7 +807,7 @@ class Queue:
         self.stats.released += 1
         self._order.requeue(entry)
         if self._picky:
-            self._rewind_picky(entry.seq)
+            self._picky.rewind(entry.seq)
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
         if self._ready:
