@@ -51,6 +51,7 @@ from records import clone, gc_paused
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
 
@@ -164,7 +165,7 @@ def settings_for(kind: str) -> QueueSettings:
 
 def backlog_case(kind: str, groups: int, blocked: int) -> Case:
     grouped = kind != "plain"
-    queue = Queue(kind, settings_for(kind))
+    queue = build_queue(kind, settings_for(kind))
     source = Source(groups if grouped else None)
     consumers = [Taker(i + 1) for i in range(CONSUMERS)]
     workers = consumers
@@ -196,7 +197,7 @@ def backlog_case(kind: str, groups: int, blocked: int) -> Case:
 
 def trickle_case(kind: str, groups: int) -> Case:
     grouped = kind != "plain"
-    queue = Queue(kind, settings_for(kind))
+    queue = build_queue(kind, settings_for(kind))
     consumers = [Taker(i + 1, credit=10**12) for i in range(CONSUMERS)]
     for consumer in consumers:
         queue.subscribe(consumer)

@@ -47,6 +47,7 @@ from records import clone, gc_paused
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Entry, Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
 from proton_broker.selector import parse_selector
@@ -156,7 +157,7 @@ def decode_cost(make: Callable[[int], list[Message]], ops: int, repeat: int) -> 
 
 def lvq_case(keys: int, rng: random.Random) -> Case:
     base = template({"ticker": KEY_MARK, "seq": 0})
-    queue = Queue(f"lvq-{keys}", parse_settings({"qpid.last_value_queue_key": "ticker"}))
+    queue = build_queue(f"lvq-{keys}", parse_settings({"qpid.last_value_queue_key": "ticker"}))
     for i in range(keys):
         key = f"k{i:07d}"
         queue.enqueue(predecoded(base, {"ticker": key, "seq": 0}), now=0.0)
@@ -200,7 +201,7 @@ def cycle_case(kind: str, depth: int, rng: random.Random, consumer_id: int) -> C
         def make(n: int) -> list[Message]:
             return [with_text(base, SORT_MARK, f"s{rng.randrange(10**7):07d}") for _ in range(n)]
 
-    queue = Queue(f"{kind}-{depth}", settings)
+    queue = build_queue(f"{kind}-{depth}", settings)
     for _ in range(depth):
         queue.enqueue(prefill(), now=0.0)
     consumer = Taker(consumer_id)
@@ -212,7 +213,7 @@ def cycle_case(kind: str, depth: int, rng: random.Random, consumer_id: int) -> C
 
 def selector_case(depth: int, consumer_id: int) -> Case:
     red, blue = template({"color": "red"}), template({"color": "blue"})
-    queue = Queue(f"selector-{depth}", QueueSettings())
+    queue = build_queue(f"selector-{depth}", QueueSettings())
     for _ in range(depth):
         queue.enqueue(predecoded(blue, {"color": "blue"}), now=0.0)
     consumer = Taker(consumer_id)

@@ -22,6 +22,7 @@ from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
 from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.queue import LIVE_SETTINGS, Queue
 from proton_broker.queues.settings import (
@@ -135,7 +136,7 @@ class Broker:
         if not allowed:
             raise NotFound(f"Node not found: {name}")
         settings = parsed.settings if parsed is not None else QueueSettings()
-        queue = Queue(
+        queue = build_queue(
             name,
             settings,
             parsed.echo if parsed is not None else {},

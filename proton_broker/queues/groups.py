@@ -1,15 +1,18 @@
 """Message groups: which consumer may acquire which available entry.
 
-Semantics (shared/seeds/qpid-cpp-message-groups.xml and qpid-broker-j-queues.txt 4.7.2):
+Semantics (the Qpid C++ broker's message-groups specification, and the Qpid Broker-J
+documentation, Queues, 4.7.2):
 
 * A message's group is the text of the application property named by the queue's group key,
   or ``properties.group-id`` when no key is configured (where JMS puts ``JMSXGroupID``).
-* **Shared groups** (``qpid.shared_msg_group``, the Qpid C++ behaviour): a group belongs to a
+* **Shared groups** (``qpid.shared_msg_group``, the Qpid C++ behaviour;
+  :class:`SharedGroups`): a group belongs to a
   consumer while that consumer holds acquired, unsettled messages of it. Once it has settled
   them all (accepted, released, rejected or modified) the group is free, and its next
   message may go to any consumer. Messages without a group id form the default group
   (``qpid.no-group`` unless configured), a group like any other.
-* **Standard groups** (Broker-J's default): a group is assigned to the first consumer that
+* **Standard groups** (Broker-J's default; :class:`StandardGroups`): a group is assigned to
+  the first consumer that
   takes one of its messages, for the lifetime of that consumer. Messages without a group id
   are not grouped and go to any consumer. One exception, where the documents are silent: a
   consumer that said a group's first message is undeliverable to it (modified,
@@ -177,15 +180,19 @@ class GroupHeap:
 
 
 class GroupDistributor:
-    """Hands out a grouped queue's available entries; see the module rules.
+    """Hands out a grouped queue's available entries; see the module rules. Made as one of
+    its two modes, :class:`SharedGroups` or :class:`StandardGroups` (:func:`make_groups`).
 
     It is the grouped queue's ordering (``push``, ``requeue``, ``discard``, ``len``), plus
     ``acquire`` for a given consumer and ``done`` when an acquired entry is settled or back.
-    ``push``, ``acquire`` and ``done`` run once per message and inline their common case.
+    ``push``, ``acquire`` and ``done`` run once per message and inline their common case;
+    there they test :attr:`shared` (a class attribute) instead of calling a method of the
+    mode, which costs a call per message.
     """
 
+    shared = False
+
     def __init__(self, settings: QueueSettings, default_group: str = DEFAULT_GROUP) -> None:
-        self.shared = settings.group_mode == GROUPS_SHARED
         self.key = settings.group_key
         self.default_group = settings.default_group or default_group
         self.available = 0  # available entries, in the lane or parked
@@ -198,7 +205,6 @@ class GroupDistributor:
         self._lane_stale = 0  # entries in the lane that are no longer there for the taking
         self._free = GroupHeap()  # groups nobody holds
         self._owned: dict[int, GroupHeap] = {}  # consumer id -> groups it holds
-        self._assigned: dict[int, set[Group]] = {}  # standard mode: consumer -> its groups
         self._just_assigned = False  # the last acquire gave its group an owner
 
     # ---- the ordering interface (as the queue uses FifoOrder) ---------------------------
@@ -293,11 +299,8 @@ class GroupDistributor:
                     self._just_assigned = False
                     return front
                 group.acquired += 1
-                if owner is None:  # _hold, inlined
-                    group.owner = consumer_id
-                    self._just_assigned = True
-                    if not self.shared:
-                        self._assigned.setdefault(consumer_id, set()).add(group)
+                if owner is None:
+                    self._hold(group, consumer_id)
                 else:
                     self._just_assigned = False
                 if group.listed_in is not None:
@@ -357,15 +360,8 @@ class GroupDistributor:
         return False
 
     def consumer_gone(self, consumer_id: int) -> None:
-        """Standard mode frees the groups assigned to a consumer that went away; a group
-        whose messages it still holds is freed when the last of them comes back, so the
-        group's next consumer cannot overtake them."""
-        for group in self._assigned.pop(consumer_id, ()):
-            if group.acquired:
-                group.orphaned = True
-                continue
-            group.owner = None
-            self._relist(group)
+        """A consumer went away: forget its heap of owned groups once it is empty (a
+        shared group it held goes free as its messages come back)."""
         heap = self._owned.get(consumer_id)
         if heap is not None and not heap.live:
             del self._owned[consumer_id]
@@ -475,8 +471,6 @@ class GroupDistributor:
     def _hold(self, group: Group, consumer_id: int) -> None:
         group.owner = consumer_id
         self._just_assigned = True
-        if not self.shared:
-            self._assigned.setdefault(consumer_id, set()).add(group)
 
     def _park(self, group: Group, entry: Entry) -> None:
         """Park an available entry in its group, and list the group where its holder (or
@@ -511,12 +505,7 @@ class GroupDistributor:
         return bool(head is not None and head.excluded and group.owner in head.excluded)
 
     def _unassign(self, group: Group) -> None:
-        owner = group.owner
-        assert owner is not None
-        if not self.shared:
-            assigned = self._assigned.get(owner)
-            if assigned is not None:
-                assigned.discard(group)
+        assert group.owner is not None
         group.owner, group.orphaned = None, False
         if group.listed_in is not None:  # it has entries parked, others may take now
             self.freed = True
@@ -559,3 +548,48 @@ class GroupDistributor:
 def _head_position(group: Group) -> int:
     head = group.peek()
     return head.seq if head is not None else -1
+
+
+class SharedGroups(GroupDistributor):
+    """Shared groups (``qpid.shared_msg_group``, the Qpid C++ broker): a group is its
+    consumer's while that consumer holds unsettled messages of it; messages without a group
+    id form the default group."""
+
+    shared = True
+
+
+class StandardGroups(GroupDistributor):
+    """Standard groups (Broker-J's default): a group is its first consumer's for as long as
+    that consumer lives; messages without a group id are not grouped."""
+
+    def __init__(self, settings: QueueSettings, default_group: str = DEFAULT_GROUP) -> None:
+        super().__init__(settings, default_group)
+        self._assigned: dict[int, set[Group]] = {}  # consumer -> the groups it was given
+
+    def _hold(self, group: Group, consumer_id: int) -> None:
+        super()._hold(group, consumer_id)
+        self._assigned.setdefault(consumer_id, set()).add(group)
+
+    def _unassign(self, group: Group) -> None:
+        assigned = self._assigned.get(group.owner)  # type: ignore[arg-type]
+        if assigned is not None:
+            assigned.discard(group)
+        super()._unassign(group)
+
+    def consumer_gone(self, consumer_id: int) -> None:
+        """Free the groups assigned to a consumer that went away; a group whose messages it
+        still holds is freed when the last of them comes back, so the group's next
+        consumer cannot overtake them."""
+        for group in self._assigned.pop(consumer_id, ()):
+            if group.acquired:
+                group.orphaned = True
+                continue
+            group.owner = None
+            self._relist(group)
+        super().consumer_gone(consumer_id)
+
+
+def make_groups(settings: QueueSettings, default_group: str = DEFAULT_GROUP) -> GroupDistributor:
+    """The group distributor of a grouped queue, in the mode its settings ask for."""
+    mode = SharedGroups if settings.group_mode == GROUPS_SHARED else StandardGroups
+    return mode(settings, default_group)

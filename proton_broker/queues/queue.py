@@ -55,7 +55,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
@@ -68,24 +68,20 @@ from proton_broker.queues.entries import (
     HELD,
     ArrivalLog,
     Entry,
-    FifoOrder,
     Ordering,
-    PriorityOrder,
-    SortedOrder,
 )
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor
-from proton_broker.queues.history import SEQUENCE, History
+from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.holds import Holds, not_valid_before
-from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.numbering import Numbering
 from proton_broker.queues.overflow import (
     FlowToDiskPolicy,
     RejectPolicy,
     RingPolicy,
-    make_flow_control,
-    make_limit,
 )
+
+if TYPE_CHECKING:
+    from proton_broker.queues.factory import QueueParts
 from proton_broker.queues.ports import Consumer, FlowObserver, MessageFilter, NumberJournal, Pager
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import QueueSettings
@@ -127,52 +123,33 @@ class QueueStats:
 LIVE_SETTINGS = frozenset({"ensure_nondestructive", "min_ttl", "max_ttl", "default_filters"})
 
 
-def make_ordering(settings: QueueSettings) -> Ordering:
-    if settings.priorities is not None:
-        return PriorityOrder(settings.priorities)
-    if settings.sort_key is not None:
-        return SortedOrder(settings.sort_key)
-    return FifoOrder()
-
-
 class Queue:
     """One named queue. All methods run on the broker's event-loop thread."""
 
     def __init__(
-        self,
-        name: str,
-        settings: QueueSettings | None = None,
-        options: Mapping[str, Any] | None = None,
-        default_group: str = DEFAULT_GROUP,
-        max_key_updates: int | None = None,
+        self, name: str, parts: QueueParts, options: Mapping[str, Any] | None = None
     ) -> None:
+        """Use :func:`proton_broker.queues.factory.build_queue`: it assembles ``parts``."""
         self.name = name
-        self.settings = settings or QueueSettings()
+        self.settings = parts.settings
         self.options = dict(options or {})  # as declared, for the attach echo and management
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
         self._log = ArrivalLog()
-        self._groups = (
-            GroupDistributor(self.settings, default_group) if self.settings.grouped else None
-        )
-        self._order: Ordering | GroupDistributor = (
-            self._groups if self._groups is not None else make_ordering(self.settings)
-        )
-        self._lvq = LastValueIndex(self.settings.lvq_key) if self.settings.lvq_key else None
+        self._groups = parts.groups
+        self._order = parts.order
+        self._lvq = parts.lvq
         # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
         # The application property that numbers versions (None: no sequence numbers).
         self.sequence_key = self.settings.lvq_key or self.settings.sequence_key
-        keep = self.settings.max_key_updates
-        self.history = (
-            History(max_key_updates if keep is None else keep, self._version_dropped)
-            if self.sequence_key
-            else None
-        )
+        self.history = parts.history
+        if self.history is not None:
+            self.history.dropped = self._version_dropped
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
-        self._limit = make_limit(name, self.settings)
-        self._flow = make_flow_control(name, self.settings)
+        self._limit = parts.limit
+        self._flow = parts.flow
         self._limited = self._limit is not None or self._flow is not None
         self.flow_stopped = False  # producer flow control: producers must hold off
         self._flow_observers: dict[FlowObserver, None] = {}

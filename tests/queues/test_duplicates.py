@@ -12,6 +12,7 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.duplicates import DuplicateWindow, id_key
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues.consumers import Taker
@@ -22,7 +23,7 @@ def msg(message_id: object, body: object = "x") -> Message:
 
 
 def queue(**options: object) -> Queue:
-    return Queue("dedupe", parse_settings(options))
+    return build_queue("dedupe", parse_settings(options))
 
 
 def test_a_repeated_message_id_is_dropped_and_counted() -> None:
@@ -85,7 +86,7 @@ def test_ids_are_compared_with_their_type() -> None:
 
 
 def test_a_queue_without_duplicate_detection_keeps_every_copy() -> None:
-    q = Queue("plain")
+    q = build_queue("plain")
     q.enqueue(msg("a"))
     assert q.enqueue(msg("a")) is not None
     assert q.depth == 2

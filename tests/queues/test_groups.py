@@ -17,6 +17,7 @@ import pytest
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.groups import _IDLE_KEEP
 from proton_broker.queues.queue import ACQUIRED, AVAILABLE, Entry, Queue
 from proton_broker.queues.settings import GROUPS_SHARED, GROUPS_STANDARD, parse_settings
@@ -59,7 +60,7 @@ def label(entry: Entry) -> str:
 
 
 def queue(options: dict[str, Any], **kwargs: Any) -> Queue:
-    return Queue("q", parse_settings(options), **kwargs)
+    return build_queue("q", parse_settings(options), **kwargs)
 
 
 def fill(q: Queue, *labels: str) -> None:

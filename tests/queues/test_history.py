@@ -10,6 +10,7 @@ import pytest
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -26,7 +27,7 @@ def msg(key: str | None, value: Any = "", **properties: Any) -> Message:
 
 
 def queue(options: dict[str, Any], default_keep: int | None = None) -> Queue:
-    return Queue("q", parse_settings(options), max_key_updates=default_keep)
+    return build_queue("q", parse_settings(options), max_key_updates=default_keep)
 
 
 def sequence_of(entry_or_message: Any) -> int:

@@ -9,6 +9,7 @@ import pytest
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues.consumers import Taker
@@ -37,7 +38,7 @@ def msg(
 
 
 def holding(**options: Any) -> Queue:
-    return Queue("held", parse_settings({"holdOnPublishEnabled": True, **options}))
+    return build_queue("held", parse_settings({"holdOnPublishEnabled": True, **options}))
 
 
 def names(taker: Taker) -> list[str]:
@@ -68,7 +69,7 @@ def test_a_released_message_takes_its_normal_position() -> None:
 
 
 def test_without_hold_on_publish_the_annotation_is_ignored() -> None:
-    q = Queue("plain")
+    q = build_queue("plain")
     q.enqueue(msg("later", valid_from=NOW + 60), now=NOW)
     consumer = Taker(credit=10)
     q.subscribe(consumer)

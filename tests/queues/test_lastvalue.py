@@ -10,6 +10,7 @@ import proton
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.entries import FifoOrder
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues import consumers
@@ -41,7 +42,7 @@ def copy_of(template: Message) -> Message:
 
 
 def lvq() -> Queue:
-    return Queue("prices", parse_settings({"qpid.last_value_queue_key": "ticker"}))
+    return build_queue("prices", parse_settings({"qpid.last_value_queue_key": "ticker"}))
 
 
 def live(q: Queue) -> list[str]:

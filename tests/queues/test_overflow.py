@@ -18,6 +18,7 @@ from proton_broker.broker import StorePager
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import ResourceLimitExceeded
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.store.base import Unit
@@ -26,7 +27,7 @@ from tests.queues.consumers import Taker
 
 
 def queue(**options: Any) -> Queue:
-    return Queue("q", parse_settings(options))
+    return build_queue("q", parse_settings(options))
 
 
 def keyed(key: str) -> Message:
@@ -454,7 +455,7 @@ def test_only_queues_with_flow_control_say_so() -> None:
     assert queue(**{"qpid.flow_stop_size": 10}).flow_controlled
     assert not queue(overflowPolicy="reject", maximumQueueDepthMessages=1).flow_controlled
     assert not queue(overflowPolicy="producer_flow_control").flow_controlled
-    assert not Queue("plain").flow_controlled
+    assert not build_queue("plain").flow_controlled
 
 
 # ---- operational log -----------------------------------------------------------------------
@@ -524,7 +525,7 @@ def test_a_ring_logs_once_while_it_keeps_deleting(caplog: pytest.LogCaptureFixtu
 
 def test_a_queue_without_limits_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "proton_broker.queues")
-    q = Queue("plain")
+    q = build_queue("plain")
     for i in range(10):
         q.enqueue(msg(i))
     assert codes(caplog) == []

@@ -8,6 +8,7 @@ import pytest
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
 from proton_broker.queues.entries import priority_level
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
 from tests.queues import consumers
@@ -27,7 +28,7 @@ def msg(name: str, priority: int | None = None, ttl: float | None = None) -> Mes
 
 
 def priority_queue(levels: int = 10) -> Queue:
-    return Queue("p", parse_settings({"qpid.priorities": levels}))
+    return build_queue("p", parse_settings({"qpid.priorities": levels}))
 
 
 def drain(q: Queue, credit: int = 1000) -> Taker:
@@ -175,4 +176,4 @@ def test_depth_and_bytes_follow_enqueue_and_settle() -> None:
 
 def test_the_queue_kind_is_priority() -> None:
     assert priority_queue().kind == "priority"
-    assert Queue("q", QueueSettings(priorities=3))._order.levels == 3
+    assert build_queue("q", QueueSettings(priorities=3))._order.levels == 3

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proton_broker.message import Message
-from proton_broker.queues.queue import Queue
+from proton_broker.queues.factory import build_queue
 from tests.queues.consumers import Taker
 
 
@@ -12,7 +12,7 @@ def msg(n: int, ttl: int | None = None) -> Message:
 
 
 def test_entries_are_handed_out_in_arrival_order() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     for i in range(5):
         q.enqueue(msg(i))
     t = Taker(credit=10)
@@ -21,7 +21,7 @@ def test_entries_are_handed_out_in_arrival_order() -> None:
 
 
 def test_a_released_entry_is_served_before_later_ones() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     for i in range(4):
         q.enqueue(msg(i))
     t = Taker(credit=2)
@@ -35,7 +35,7 @@ def test_a_released_entry_is_served_before_later_ones() -> None:
 
 
 def test_consumers_with_credit_are_served_round_robin() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     a, b = Taker(credit=10), Taker(credit=10)
     q.subscribe(a)
     q.subscribe(b)
@@ -46,7 +46,7 @@ def test_consumers_with_credit_are_served_round_robin() -> None:
 
 
 def test_a_consumer_out_of_credit_is_skipped() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     a, b = Taker(credit=1), Taker(credit=10)
     q.subscribe(a)
     q.subscribe(b)
@@ -56,7 +56,7 @@ def test_a_consumer_out_of_credit_is_skipped() -> None:
 
 
 def test_settled_entries_leave_the_queue_and_the_front_is_compacted() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     t = Taker(credit=10**6)
     q.subscribe(t)
     for i in range(5000):
@@ -70,7 +70,7 @@ def test_settled_entries_leave_the_queue_and_the_front_is_compacted() -> None:
 
 
 def test_an_entry_refused_by_one_consumer_goes_to_another() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     a = Taker(credit=1)
     q.subscribe(a)
     q.enqueue(msg(0))
@@ -84,7 +84,7 @@ def test_an_entry_refused_by_one_consumer_goes_to_another() -> None:
 
 
 def test_a_browser_sees_live_entries_and_takes_nothing() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     for i in range(3):
         q.enqueue(msg(i))
     c = Taker(credit=1)
@@ -99,7 +99,7 @@ def test_a_browser_sees_live_entries_and_takes_nothing() -> None:
 
 
 def test_expired_entries_are_dropped_by_the_sweep_without_consumers() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     q.enqueue(msg(0, ttl=1000), now=100.0)
     q.enqueue(msg(1), now=100.0)
     assert q.purge_expired(now=100.5) == 0
@@ -108,7 +108,7 @@ def test_expired_entries_are_dropped_by_the_sweep_without_consumers() -> None:
 
 
 def test_an_expired_entry_is_skipped_at_dispatch() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     q.enqueue(msg(0, ttl=1), now=1.0)  # long expired by the wall clock
     q.enqueue(msg(1))
     t = Taker(credit=5)
@@ -117,7 +117,7 @@ def test_an_expired_entry_is_skipped_at_dispatch() -> None:
 
 
 def test_unsubscribed_consumers_get_nothing_more() -> None:
-    q = Queue("q")
+    q = build_queue("q")
     t = Taker(credit=5)
     q.subscribe(t)
     q.unsubscribe(t)

@@ -8,6 +8,7 @@ import pytest
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.filters import replay_seconds
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -33,7 +34,7 @@ def history(q: Queue, *ages: float, now: float) -> None:
 def test_a_browser_with_a_replay_period_sees_only_what_arrived_within_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    q = Queue("history")
+    q = build_queue("history")
     history(q, 7200, 1800, 60, now=10_000.0)
     monkeypatch.setattr("time.time", lambda: 10_000.0)
     browser = Taker(credit=10, browse=True)
@@ -44,7 +45,7 @@ def test_a_browser_with_a_replay_period_sees_only_what_arrived_within_it(
 
 
 def test_a_replay_period_of_zero_gives_only_new_messages() -> None:
-    q = Queue("history")
+    q = build_queue("history")
     q.enqueue(msg("old"))
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, replay_period=0)
@@ -60,7 +61,7 @@ def test_a_replay_period_of_zero_gives_only_new_messages() -> None:
 def test_a_destructive_consumer_with_a_replay_period_leaves_older_messages_to_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    q = Queue("history")
+    q = build_queue("history")
     history(q, 600, 10, now=5_000.0)
     monkeypatch.setattr("time.time", lambda: 5_000.0)
     recent = Taker(credit=10)
@@ -75,7 +76,7 @@ def test_the_queue_default_filter_applies_to_consumers_that_set_none() -> None:
     settings = parse_settings(
         {"defaultFilters": {"x-qpid-replay-period": {"x-qpid-replay-period": ["0"]}}}
     )
-    q = Queue("topic-like", settings)
+    q = build_queue("topic-like", settings)
     q.enqueue(msg("before"))
     default = Taker(credit=10, browse=True)
     q.subscribe(default)
@@ -125,7 +126,9 @@ def test_a_replay_period_that_is_not_a_number_of_seconds_is_refused_naming_it(
 
 
 def test_a_grouped_queue_takes_a_replay_period_from_browsers_only() -> None:
-    q = Queue("grouped", parse_settings({"qpid.group_header_key": "g", "qpid.shared_msg_group": 1}))
+    q = build_queue(
+        "grouped", parse_settings({"qpid.group_header_key": "g", "qpid.shared_msg_group": 1})
+    )
     q.enqueue(msg("A-1"))
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, replay_period=0)

@@ -12,6 +12,7 @@ import pytest
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import NotImplementedByBroker
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import Selector, parse_selector
@@ -25,7 +26,7 @@ def msg(color: str, n: int, **fields: Any) -> Message:
 
 
 def queue(**options: Any) -> Queue:
-    return Queue("q", parse_settings(options))
+    return build_queue("q", parse_settings(options))
 
 
 def numbers(taker: Taker) -> list[int]:

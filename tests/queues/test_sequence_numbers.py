@@ -12,6 +12,7 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
 from proton_broker.queues.entries import ArrivalLog
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.numbering import NUMBER_BLOCK
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -32,7 +33,7 @@ def numbers(taker: Taker) -> list[int | None]:
 
 
 def test_messages_are_numbered_from_one_in_arrival_order() -> None:
-    q = Queue("numbered")
+    q = build_queue("numbered")
     fill(q, 3)
     assert [e.message.number for e in q.entries()] == [1, 2, 3]
     assert [e.seq for e in q.entries()] == [1, 2, 3]
@@ -40,7 +41,7 @@ def test_messages_are_numbered_from_one_in_arrival_order() -> None:
 
 
 def test_an_empty_queue_reports_earliest_equal_to_next() -> None:
-    q = Queue("empty")
+    q = build_queue("empty")
     assert (q.earliest_sequence_number, q.next_sequence_number) == (1, 1)
     fill(q, 2)
     taker = Taker(credit=2)
@@ -51,7 +52,7 @@ def test_an_empty_queue_reports_earliest_equal_to_next() -> None:
 
 
 def test_earliest_is_the_lowest_number_still_on_the_queue() -> None:
-    q = Queue("earliest")
+    q = build_queue("earliest")
     fill(q, 5)
     taker = Taker(credit=2)
     q.subscribe(taker)
@@ -63,7 +64,7 @@ def test_earliest_is_the_lowest_number_still_on_the_queue() -> None:
 
 
 def test_numbers_are_not_reused_after_messages_leave() -> None:
-    q = Queue("no-reuse")
+    q = build_queue("no-reuse")
     fill(q, 2)
     taker = Taker(credit=2)
     q.subscribe(taker)
@@ -74,7 +75,7 @@ def test_numbers_are_not_reused_after_messages_leave() -> None:
 
 
 def test_a_browser_from_n_gets_numbers_at_or_above_n_then_new_ones() -> None:
-    q = Queue("from-n")
+    q = build_queue("from-n")
     fill(q, 5)
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, from_number=3)
@@ -85,7 +86,7 @@ def test_a_browser_from_n_gets_numbers_at_or_above_n_then_new_ones() -> None:
 
 
 def test_browsing_from_a_number_that_has_left_starts_at_the_next_one_still_there() -> None:
-    q = Queue("ring", parse_settings({"qpid.max_count": 3, "qpid.policy_type": "ring"}))
+    q = build_queue("ring", parse_settings({"qpid.max_count": 3, "qpid.policy_type": "ring"}))
     fill(q, 6)  # the ring dropped 1, 2 and 3
     assert q.earliest_sequence_number == 4
     browser = Taker(credit=10, browse=True)
@@ -94,7 +95,7 @@ def test_browsing_from_a_number_that_has_left_starts_at_the_next_one_still_there
 
 
 def test_a_browser_from_a_future_number_waits_for_it() -> None:
-    q = Queue("future")
+    q = build_queue("future")
     fill(q, 2)
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, from_number=4)
@@ -105,7 +106,7 @@ def test_a_browser_from_a_future_number_waits_for_it() -> None:
 
 
 def test_on_a_priority_queue_browsing_from_a_number_follows_number_order() -> None:
-    q = Queue("prio", parse_settings({"qpid.priorities": 10}))
+    q = build_queue("prio", parse_settings({"qpid.priorities": 10}))
     for priority in (1, 9, 5, 7):
         q.enqueue(msg(priority, priority))
     browser = Taker(credit=10, browse=True)
@@ -123,7 +124,7 @@ def body(message: Message) -> object:
 def test_browsing_from_n_finds_its_start_without_walking_the_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    q = Queue("big")
+    q = build_queue("big")
     fill(q, 5_000)
     reads = []
     at = ArrivalLog.at
@@ -135,7 +136,7 @@ def test_browsing_from_n_finds_its_start_without_walking_the_queue(
 
 
 def test_a_consumer_that_does_not_browse_cannot_start_from_a_number() -> None:
-    q = Queue("move")
+    q = build_queue("move")
     with pytest.raises(InvalidField, match="x-opt-sequence-number"):
         q.subscribe(Taker(credit=1), from_number=1)
     assert q.consumer_count == 0
@@ -174,7 +175,7 @@ class Journal:
 
 
 def test_a_durable_queue_reserves_numbers_a_block_ahead_and_writes_stored_ones() -> None:
-    q = Queue("durable", parse_settings({"durable": True}))
+    q = build_queue("durable", parse_settings({"durable": True}))
     journal = Journal()
     q.keep_numbers(journal)
     q.persistent = True
@@ -191,7 +192,7 @@ def test_a_durable_queue_reserves_numbers_a_block_ahead_and_writes_stored_ones()
 
 
 def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> None:
-    q = Queue("restored")
+    q = build_queue("restored")
     journal = Journal()
     q.keep_numbers(journal)
     q.enqueue(msg("kept"), number=7)  # as recovery gives a stored message its number back
@@ -203,7 +204,7 @@ def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> N
 
 
 def stored_queue(journal: Journal) -> Queue:
-    q = Queue("durable", parse_settings({"durable": True}))
+    q = build_queue("durable", parse_settings({"durable": True}))
     q.keep_numbers(journal)
     q.persistent = True
     return q

@@ -8,6 +8,7 @@ import proton
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues import consumers
@@ -30,7 +31,7 @@ def msg(name: str, rank: Any = _MISSING, ttl: float | None = None) -> Message:
 
 
 def sorted_queue() -> Queue:
-    return Queue("s", parse_settings({"qpid.queue_sort_key": "rank"}))
+    return build_queue("s", parse_settings({"qpid.queue_sort_key": "rank"}))
 
 
 def drain(q: Queue, credit: int = 1000) -> Taker:

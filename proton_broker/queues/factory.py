@@ -1,0 +1,109 @@
+"""Assembling a queue from its settings, as qpid-cpp's ``QueueFactory`` does: the settings
+choose the parts, the parts are made here, and the queue gets them in one
+:class:`QueueParts` at construction. A queue never decides its own type.
+
+The assembly table (first match wins for the ordering, as in Broker-J's queue factory:
+priorities, then sort key, then last-value key):
+
+=================================================  ==========================================
+settings                                           part
+=================================================  ==========================================
+``priorities`` (``x-qpid-priorities``)             :class:`~.entries.PriorityOrder` ordering
+``sort_key`` (``qpid.queue_sort_key``)             :class:`~.entries.SortedOrder` ordering
+otherwise                                          :class:`~.entries.FifoOrder` ordering
+a group header key (``qpid.group_header_key``)     a group distributor in place of the
+                                                   ordering: :class:`~.groups.StandardGroups`,
+                                                   or :class:`~.groups.SharedGroups` with
+                                                   ``qpid.shared_msg_group``
+``lvq_key`` (``qpid.last_value_queue_key``)        :class:`~.lastvalue.LastValueIndex`
+``lvq_key`` or ``sequenceKey``                     :class:`~.history.History` (per-key numbers)
+``max_count``/``max_size`` and a policy            ring, reject or flow-to-disk policy
+                                                   (:func:`~.overflow.make_limit`)
+flow stop/resume thresholds                        producer flow control
+                                                   (:func:`~.overflow.make_flow_control`)
+duplicate detection count/seconds                  the duplicate window, in
+                                                   :class:`~.numbering.Numbering`
+``holdOnPublishEnabled``                           :class:`~.holds.Holds`
+=================================================  ==========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from proton_broker.queues.entries import FifoOrder, Ordering, PriorityOrder, SortedOrder
+from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor, make_groups
+from proton_broker.queues.history import History
+from proton_broker.queues.lastvalue import LastValueIndex
+from proton_broker.queues.overflow import (
+    FlowControl,
+    FlowToDiskPolicy,
+    RejectPolicy,
+    RingPolicy,
+    make_flow_control,
+    make_limit,
+)
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import QueueSettings
+
+
+@dataclass(frozen=True, slots=True)
+class QueueParts:
+    """Everything a queue is assembled from (see the module's table)."""
+
+    settings: QueueSettings
+    order: Ordering | GroupDistributor  # the groups, on a grouped queue
+    groups: GroupDistributor | None
+    lvq: LastValueIndex | None
+    history: History | None
+    limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None
+    flow: FlowControl | None
+
+
+def make_ordering(settings: QueueSettings) -> Ordering:
+    if settings.priorities is not None:
+        return PriorityOrder(settings.priorities)
+    if settings.sort_key is not None:
+        return SortedOrder(settings.sort_key)
+    return FifoOrder()
+
+
+def parts_for(
+    name: str,
+    settings: QueueSettings,
+    default_group: str = DEFAULT_GROUP,
+    max_key_updates: int | None = None,
+) -> QueueParts:
+    """The parts ``settings`` ask for; ``default_group`` and ``max_key_updates`` are the
+    broker-wide defaults (a queue's own settings win)."""
+    groups = make_groups(settings, default_group) if settings.grouped else None
+    keep = settings.max_key_updates
+    history = (
+        History(max_key_updates if keep is None else keep)
+        if settings.lvq_key or settings.sequence_key
+        else None
+    )
+    return QueueParts(
+        settings=settings,
+        order=groups if groups is not None else make_ordering(settings),
+        groups=groups,
+        lvq=LastValueIndex(settings.lvq_key) if settings.lvq_key else None,
+        history=history,
+        limit=make_limit(name, settings),
+        flow=make_flow_control(name, settings),
+    )
+
+
+def build_queue(
+    name: str,
+    settings: QueueSettings | None = None,
+    options: Mapping[str, Any] | None = None,
+    default_group: str = DEFAULT_GROUP,
+    max_key_updates: int | None = None,
+) -> Queue:
+    """A new queue ``name`` assembled from ``settings`` (the defaults: a plain FIFO queue);
+    ``options`` are kept as declared, for the attach echo and management."""
+    settings = settings or QueueSettings()
+    return Queue(name, parts_for(name, settings, default_group, max_key_updates), options)
