@@ -48,17 +48,16 @@ The queue knows nothing about sockets or AMQP: consumers are objects with ``cred
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proton_broker.codec.sections import annotate
-from proton_broker.errors import InvalidField, NotImplementedByBroker, ResourceLimitExceeded
+from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.message import Message, property_text
 from proton_broker.queues.browsing import Browsers
 from proton_broker.queues.entries import (
@@ -70,15 +69,12 @@ from proton_broker.queues.entries import (
     Entry,
     Ordering,
 )
+from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.holds import Holds, not_valid_before
+from proton_broker.queues.limits import Limits, page_in, read_back
 from proton_broker.queues.numbering import Numbering
-from proton_broker.queues.overflow import (
-    FlowToDiskPolicy,
-    RejectPolicy,
-    RingPolicy,
-)
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
@@ -148,15 +144,17 @@ class Queue:
             self.history.dropped = self._version_dropped
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
-        self._limit = parts.limit
-        self._flow = parts.flow
-        self._limited = self._limit is not None or self._flow is not None
+        self.limits = (
+            Limits(self, parts.limit, parts.flow)  # queues/limits.py
+            if parts.limit is not None or parts.flow is not None
+            else None
+        )
+        self._limited = self.limits is not None
         self.flow_stopped = False  # producer flow control: producers must hold off
-        self._flow_observers: dict[FlowObserver, None] = {}
         # Queue sequence numbers and duplicate detection (queues/numbering.py); Entry.seq is
         # the number, so the arrival log is ordered by it.
         self.numbers = Numbering(self, self.settings, self._numbers_written)
-        self._expiry: list[tuple[float, int, Entry]] = []
+        self._expiry = Expiries()  # queues/expiry.py
         self._consumers: dict[int, Consumer] = {}
         self._ready: deque[Consumer] = deque()
         self._in_ready: set[int] = set()
@@ -197,7 +195,7 @@ class Queue:
             self._take_grouped if self._groups is not None else self._take_ordered
         )
         # Whether messages need an expiry time even without a TTL of their own.
-        self._ttl_bounds = bool(self.settings.min_ttl or self.settings.max_ttl)
+        self._ttl_bounds = has_ttl_bounds(self.settings)
 
     @property
     def kind(self) -> str:
@@ -231,14 +229,14 @@ class Queue:
             return None
         limited = self._limited
         if limited and not admitted:
-            self._admit(message)
+            self.limits.admit(message)  # type: ignore[union-attr] # limited: there are limits
         key = self._sequence(message) if self.history is not None else None
         arrival = time.time() if now is None else now
         if numbers.dedupe is not None:  # it can no longer be refused
             numbers.remember(message, arrival, self.persistent and message.store_id is not None)
         message.arrival = arrival
         expires = (
-            _expiry_time(message, arrival, self.settings)
+            expiry_time(message, arrival, self.settings)
             if self._ttl_bounds or message.ttl or message.absolute_expiry_time
             else None
         )
@@ -258,11 +256,11 @@ class Queue:
         self.stats.enqueued += 1
         self._order.push(entry)
         if expires is not None:
-            heapq.heappush(self._expiry, (expires, entry.seq, entry))
+            self._expiry.track(entry)
         if self._lvq is not None:
             self._supersede(self._lvq.replace(entry))
         if limited:
-            self._overflowed(entry)
+            self.limits.joined(entry)  # type: ignore[union-attr]
         if self._hold and self._hold_until_valid(entry, arrival):
             return entry
         if self._ready or self._browsers:
@@ -392,90 +390,38 @@ class Queue:
     @property
     def flow_controlled(self) -> bool:
         """Whether this queue ever stops its producers (producer flow control)."""
-        return self._flow is not None
+        return self.limits is not None and self.limits.flow is not None
 
     def watch_flow(self, observer: FlowObserver) -> None:
         """Have ``observer`` told when producers must stop and may resume."""
-        self._flow_observers[observer] = None
+        if self.limits is not None:
+            self.limits.observers[observer] = None
 
     def unwatch_flow(self, observer: FlowObserver) -> None:
-        self._flow_observers.pop(observer, None)
+        if self.limits is not None:
+            self.limits.observers.pop(observer, None)
 
     def check_admission(self, message: Message) -> None:
         """Raise :class:`ResourceLimitExceeded` if ``message`` would be refused now (a
         transaction checks when the message is sent and enqueues it ``admitted`` at commit,
         so a committed transaction never loses a message to a queue that filled meanwhile)."""
-        if self._limited:
-            self._admit(message)
+        if self.limits is not None:
+            self.limits.admit(message)
 
-    def _admit(self, message: Message) -> None:
-        """A reject queue refuses what would take it over its limit."""
-        limit = self._limit
-        if type(limit) is RejectPolicy:
-            why = limit.refusal(self.depth, self.bytes, len(message.data))
-            if why is not None:
-                self.stats.refused += 1
-                raise ResourceLimitExceeded(why)
+    def ring_victim(self) -> Entry | None:
+        """The least significant available entry (a ring's next deletion)."""
+        return self._order.victim()
 
-    def _overflowed(self, entry: Entry) -> None:
-        """``entry`` has joined a queue with limits: make room (ring), page it out (flow to
-        disk), stop producers."""
-        limit = self._limit
-        if type(limit) is RingPolicy and limit.needs_room(self.depth, self.bytes):
-            self._make_room(limit, entry)
-        elif (
-            type(limit) is FlowToDiskPolicy
-            and self.pager is not None
-            and limit.pages_out(self.depth, self.bytes)
-        ):
-            self.pager.page_out(entry.message, lambda: self._paged_out(entry))
-        flow = self._flow
-        if flow is not None and flow.enqueued(self.depth, self.bytes):
-            self.flow_stopped = True
-            for observer in list(self._flow_observers):
-                observer.flow_stopped(self)
+    def available_count(self) -> int:
+        return len(self._order)
 
-    def _paged_out(self, entry: Entry) -> None:
-        """The entry's bytes are in the store: drop them from memory, unless a consumer
-        has it now (the bytes stay with it) or it has left the queue."""
-        message = entry.message
-        if (entry.state == AVAILABLE or entry.state == HELD) and not message.paged:
-            message.paged_size = len(message.data)
-            message.paged = True
-            message.data = b""
-            self.stats.paged_out += 1
+    def evict(self, entry: Entry) -> None:
+        """A ring deletes an available entry to make room."""
+        self._remove(entry)
+        self.stats.evicted += 1
 
-    def _page_in(self, message: Message) -> None:
-        """A consumer takes a paged-out message: its bytes come back into memory."""
-        assert self.pager is not None
-        message.data = self.pager.page_in(message)
-        message.paged = False
-
-    def _make_room(self, ring: RingPolicy, newest: Entry) -> None:
-        """Delete the least significant available entries until the queue is within its
-        limit; ``newest`` (just arrived) only if something more significant is available."""
-        ring.went_over(self.depth, self.bytes)
-        order = self._order
-        while ring.needs_room(self.depth, self.bytes):
-            victim = order.victim()
-            if victim is None or (victim is newest and len(order) <= 1):
-                return  # only acquired entries are left: they leave when settled
-            self._remove(victim)
-            self.stats.evicted += 1
-            ring.dropped += 1
-            if victim is newest:
-                return
-
-    def _drained(self) -> None:
-        """An entry left a queue with limits: it may be back at its resume level."""
-        depth, nbytes = self.depth, self.bytes
-        if self._limit is not None:
-            self._limit.removed(depth, nbytes)
-        flow = self._flow
-        if flow is not None and flow.removed(depth, nbytes):
-            self.flow_stopped = False
-            for observer in list(self._flow_observers):
-                observer.flow_resumed(self)
+    def _read_back(self, message: Message) -> AbstractContextManager[None]:
+        return read_back(self.pager, message)
 
     def _wake(self) -> None:
         """Entries may be available to someone: dispatch now, or when the server says."""
@@ -646,7 +592,7 @@ class Queue:
                 continue
             misses = 0
             if entry.message.paged:
-                self._page_in(entry.message)
+                page_in(self.pager, entry.message)
             consumer.deliver(entry)
             if consumer.credit <= 0:
                 ready.popleft()
@@ -700,17 +646,6 @@ class Queue:
             self._order.discard(found)  # out of the ordering, as if popped
         self._skipped = found is None and len(self._order) > 0  # others may want the rest
         return found
-
-    @contextmanager
-    def _read_back(self, message: Message) -> Iterator[None]:
-        """A paged-out message's bytes, in memory only while they are needed: it stays
-        paged (flow to disk), whoever reads it."""
-        assert self.pager is not None
-        message.data = self.pager.page_in(message)
-        try:
-            yield
-        finally:
-            message.data = b""
 
     def _take_grouped(self, consumer_id: int) -> Entry | None:
         """Acquire the next entry ``consumer_id`` may have on a grouped queue."""
@@ -794,14 +729,11 @@ class Queue:
 
     def purge_expired(self, now: float | None = None) -> int:
         """Drop available entries whose time has passed; O(k log n) for k expiries."""
-        now = time.time() if now is None else now
-        heap, dropped = self._expiry, 0
-        while heap and heap[0][0] <= now:
-            entry = heapq.heappop(heap)[2]
-            if entry.state == AVAILABLE:
-                self._remove(entry)
-                self.stats.expired += 1
-                dropped += 1
+        dropped = 0
+        for entry in self._expiry.due(time.time() if now is None else now):
+            self._remove(entry)
+            self.stats.expired += 1
+            dropped += 1
         return dropped
 
     def _remove(self, entry: Entry) -> None:
@@ -833,7 +765,7 @@ class Queue:
         if self._lvq is not None:
             self._lvq.forget(entry)
         if self._limited:
-            self._drained()
+            self.limits.left()  # type: ignore[union-attr]
 
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its
@@ -862,7 +794,7 @@ class Queue:
                 sorted(changed - LIVE_SETTINGS)[0],
             )
         self.settings = settings
-        self._ttl_bounds = bool(settings.min_ttl or settings.max_ttl)
+        self._ttl_bounds = has_ttl_bounds(settings)
         self._default_replay = default_replay_seconds(settings.default_filters)
 
     def entries(self) -> Iterator[Entry]:
@@ -873,22 +805,3 @@ class Queue:
         return (
             f"<Queue {self.name} {self.kind} depth={self.depth} consumers={len(self._consumers)}>"
         )
-
-
-def _expiry_time(message: Message, arrival: float, settings: QueueSettings) -> float | None:
-    """When the message expires (seconds since the epoch): the earlier of its TTL and its
-    absolute expiry time, then held within the queue's TTL bounds as Broker-J does (a
-    minimum only lengthens messages that expire; a maximum also bounds those that do not;
-    0 means no bound)."""
-    expires = None
-    if message.ttl:
-        expires = arrival + message.ttl / 1000.0
-    if message.absolute_expiry_time:
-        absolute = message.absolute_expiry_time / 1000.0
-        expires = absolute if expires is None else min(expires, absolute)
-    if settings.min_ttl and expires is not None:
-        expires = max(expires, arrival + settings.min_ttl / 1000.0)
-    if settings.max_ttl:
-        bound = arrival + settings.max_ttl / 1000.0
-        expires = bound if expires is None else min(expires, bound)
-    return expires

@@ -1,0 +1,65 @@
+"""Message expiry: when a message's time is up, and dropping the ones nobody reached.
+
+Rules this module owns:
+
+* A message expires at the earlier of its ``header.ttl`` (from its arrival) and its
+  ``properties.absolute-expiry-time``; then the queue's TTL bounds apply, as Broker-J's
+  ``minimumMessageTtl`` and ``maximumMessageTtl`` do: a minimum only lengthens messages
+  that expire, a maximum also bounds those that do not; 0 means no bound.
+* Expiry is lazy where it is free (dispatch and browsers skip an expired entry when they
+  reach it) and a min-heap of expiry times lets a sweep drop the rest without scanning the
+  queue: O(k log n) for k expiries. Messages with no expiry time cost nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from proton_broker.message import Message
+from proton_broker.queues.entries import AVAILABLE, Entry
+from proton_broker.queues.settings import QueueSettings
+
+
+def expiry_time(message: Message, arrival: float, settings: QueueSettings) -> float | None:
+    """When ``message`` expires (seconds since the epoch), or None (see the module rules)."""
+    expires = None
+    if message.ttl:
+        expires = arrival + message.ttl / 1000.0
+    if message.absolute_expiry_time:
+        absolute = message.absolute_expiry_time / 1000.0
+        expires = absolute if expires is None else min(expires, absolute)
+    if settings.min_ttl and expires is not None:
+        expires = max(expires, arrival + settings.min_ttl / 1000.0)
+    if settings.max_ttl:
+        bound = arrival + settings.max_ttl / 1000.0
+        expires = bound if expires is None else min(expires, bound)
+    return expires
+
+
+def has_ttl_bounds(settings: QueueSettings) -> bool:
+    """Whether every message needs an expiry time, even one without a TTL of its own."""
+    return bool(settings.min_ttl or settings.max_ttl)
+
+
+class Expiries:
+    """The expiry times of one queue's entries, earliest first."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Entry]] = []
+
+    def track(self, entry: Entry) -> None:
+        """``entry`` (with an expiry time) joined the queue."""
+        assert entry.expires_at is not None
+        heapq.heappush(self._heap, (entry.expires_at, entry.seq, entry))
+
+    def due(self, now: float) -> Iterator[Entry]:
+        """Take out the entries whose time has passed and are still available."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)[2]
+            if entry.state == AVAILABLE:
+                yield entry
+
+    def clear(self) -> None:
+        self._heap.clear()

@@ -1,0 +1,138 @@
+"""A queue's size limits in action: what happens when it fills, and flow to disk.
+
+:mod:`proton_broker.queues.overflow` decides (is a limit crossed, by which policy, where to
+resume); this module acts on a queue, as Broker-J's overflow policy handlers do:
+
+* **reject**: a message that would take the queue over its limit is refused before anything
+  changes (:class:`~proton_broker.errors.ResourceLimitExceeded`).
+* **ring**: the least significant *available* entries (the ordering's victim) are deleted
+  until the queue is within its limit, never a message a consumer holds, so with only
+  acquired messages left the queue stays over until they are settled. The message that just
+  arrived is deleted only when something more significant is available (a higher priority,
+  a lower sort key): it is never the price of an acquired one.
+* **flow to disk**: a message that arrives over the limit has its bytes written to the
+  store and dropped from memory while it waits; a consumer that takes it reads them back,
+  and a browser or selector reads them for the time it looks, leaving it paged.
+* **producer flow control**: over its stop threshold the queue sets
+  :attr:`Queue.flow_stopped` and tells its :class:`~proton_broker.queues.ports.FlowObserver`
+  objects; back at its resume threshold, it tells them again.
+
+A queue without limits has no :class:`Limits` and pays one test per enqueue and removal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from proton_broker.errors import ResourceLimitExceeded
+from proton_broker.message import Message
+from proton_broker.queues.entries import AVAILABLE, HELD, Entry
+from proton_broker.queues.overflow import (
+    FlowControl,
+    FlowToDiskPolicy,
+    RejectPolicy,
+    RingPolicy,
+)
+from proton_broker.queues.ports import FlowObserver, Pager
+
+if TYPE_CHECKING:
+    from proton_broker.queues.queue import Queue
+
+
+class Limits:
+    """The limit policy and producer flow control of ``owner`` (either may be None)."""
+
+    def __init__(
+        self,
+        owner: Queue,
+        limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None,
+        flow: FlowControl | None,
+    ) -> None:
+        self.owner = owner
+        self.limit = limit
+        self.flow = flow
+        self.observers: dict[FlowObserver, None] = {}
+
+    def admit(self, message: Message) -> None:
+        """A reject queue refuses what would take it over its limit."""
+        limit, owner = self.limit, self.owner
+        if type(limit) is RejectPolicy:
+            why = limit.refusal(owner.depth, owner.bytes, len(message.data))
+            if why is not None:
+                owner.stats.refused += 1
+                raise ResourceLimitExceeded(why)
+
+    def joined(self, entry: Entry) -> None:
+        """``entry`` joined: make room (ring), page it out (flow to disk), stop producers."""
+        limit, owner = self.limit, self.owner
+        depth, nbytes = owner.depth, owner.bytes
+        if type(limit) is RingPolicy and limit.needs_room(depth, nbytes):
+            self._make_room(limit, entry)
+        elif (
+            type(limit) is FlowToDiskPolicy
+            and owner.pager is not None
+            and limit.pages_out(depth, nbytes)
+        ):
+            owner.pager.page_out(entry.message, lambda: self._paged_out(entry))
+        flow = self.flow
+        if flow is not None and flow.enqueued(owner.depth, owner.bytes):
+            owner.flow_stopped = True
+            for observer in list(self.observers):
+                observer.flow_stopped(owner)
+
+    def left(self) -> None:
+        """An entry left: the queue may be back at its resume level."""
+        owner = self.owner
+        depth, nbytes = owner.depth, owner.bytes
+        if self.limit is not None:
+            self.limit.removed(depth, nbytes)
+        flow = self.flow
+        if flow is not None and flow.removed(depth, nbytes):
+            owner.flow_stopped = False
+            for observer in list(self.observers):
+                observer.flow_resumed(owner)
+
+    def _make_room(self, ring: RingPolicy, newest: Entry) -> None:
+        """Delete the least significant available entries until the queue is within its
+        limit; ``newest`` only if something more significant is available."""
+        owner = self.owner
+        ring.went_over(owner.depth, owner.bytes)
+        while ring.needs_room(owner.depth, owner.bytes):
+            victim = owner.ring_victim()
+            if victim is None or (victim is newest and owner.available_count() <= 1):
+                return  # only acquired entries are left: they leave when settled
+            owner.evict(victim)
+            ring.dropped += 1
+            if victim is newest:
+                return
+
+    def _paged_out(self, entry: Entry) -> None:
+        """The entry's bytes are in the store: drop them from memory, unless a consumer
+        has it now (the bytes stay with it) or it has left the queue."""
+        message = entry.message
+        if (entry.state == AVAILABLE or entry.state == HELD) and not message.paged:
+            message.paged_size = len(message.data)
+            message.paged = True
+            message.data = b""
+            self.owner.stats.paged_out += 1
+
+
+def page_in(pager: Pager | None, message: Message) -> None:
+    """A consumer takes a paged-out message: its bytes come back into memory for good."""
+    assert pager is not None
+    message.data = pager.page_in(message)
+    message.paged = False
+
+
+@contextmanager
+def read_back(pager: Pager | None, message: Message) -> Iterator[None]:
+    """A paged-out message's bytes, in memory only while they are needed: it stays paged,
+    whoever reads it (a browser, a selector)."""
+    assert pager is not None
+    message.data = pager.page_in(message)
+    try:
+        yield
+    finally:
+        message.data = b""
