@@ -187,7 +187,7 @@ class Server(Handler):
 
     # ---- connections and sessions --------------------------------------------------------
 
-    def on_connectionbound_address(self, event: Event) -> None:
+    def on_connection_bound(self, event: Event) -> None:
         transport: Transport = event.transport
         sasl_config = self.config.sasl
         if sasl_config.enabled:
