@@ -1,4 +1,4 @@
-"""Per-key sequence numbers and each key's history of versions (shared/seeds/sonya-sequence.md).
+"""Per-key sequence numbers and each key's history of versions (docs/sequence-history.md).
 
 Rules owned here:
 
@@ -24,8 +24,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField
-from proton_broker.message import Message
+from proton_broker.message import Message, property_text
 
 SEQUENCE = "x-opt-sequence"
 SEQUENCE_KEY = "x-opt-sequence-key"
@@ -149,3 +150,21 @@ def sequence_start(value: object) -> int | str:
     raise InvalidField(
         f"{SEQUENCE} filter must be a sequence number, 'first' or 'last', got {value!r}", SEQUENCE
     )
+
+
+def number_message(history: History, key_property: str, message: Message) -> tuple[str, int] | None:
+    """Give ``message`` the next number of its key (the application property
+    ``key_property``), unless it has one, and stamp it on the message (annotation
+    ``x-opt-sequence``); InvalidField for a bad custom number. (key, number), or None for a
+    message without the key."""
+    key = property_text(message.application_property(key_property))
+    if key is None:
+        return None
+    if message.sequence is None:
+        custom = message.message_annotation(SEQUENCE)
+        if custom is None:
+            custom = message.application_property(SEQUENCE)
+        message.sequence = history.next_sequence(key, custom)
+        history.reserve(key, message.sequence)
+        annotate(message, SEQUENCE, message.sequence)
+    return key, message.sequence

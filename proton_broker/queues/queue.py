@@ -1,13 +1,14 @@
-"""A queue: acquire, release, settle, browse and expiry, over a pluggable ordering.
+"""A queue: enqueue, dispatch to consumers, and their outcomes, over parts assembled by
+:mod:`proton_broker.queues.factory`.
 
-The queue composes small parts: an :class:`~proton_broker.queues.entries.ArrivalLog` (every
-live entry in arrival order), an ordering of the available entries (FIFO, priority levels or
-sort key, from :mod:`proton_broker.queues.entries`), on a grouped queue a
-:class:`~proton_broker.queues.groups.GroupDistributor` in place of the ordering (it decides
-which consumer may take which entry), and on a last-value queue a
-:class:`~proton_broker.queues.lastvalue.LastValueIndex`. The type is chosen from the
-settings, in the order Broker-J's ``QueueFactory`` uses: priorities, then sort key, then
-LVQ key.
+The parts own their rules: the ordering of available entries
+(:mod:`~proton_broker.queues.entries`, or :mod:`~proton_broker.queues.groups` on a grouped
+queue), last value (:mod:`~proton_broker.queues.lastvalue`), sequence history
+(:mod:`~proton_broker.queues.history`), sequence numbers and duplicates
+(:mod:`~proton_broker.queues.numbering`), browsers (:mod:`~proton_broker.queues.browsing`),
+consuming selectors (:mod:`~proton_broker.queues.selecting`), holds
+(:mod:`~proton_broker.queues.holds`), expiry (:mod:`~proton_broker.queues.expiry`) and
+limits (:mod:`~proton_broker.queues.limits`). The queue ties them together.
 
 Rules this module owns:
 
@@ -18,32 +19,15 @@ Rules this module owns:
   its event loop, so messages that arrive together go out together.
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more.
-* Browsers never acquire: each keeps a cursor in arrival order and sees every live entry,
-  acquired or not, then new ones as they arrive. On every queue type browsers see arrival
-  order (as the C++ broker's priority queue does); on an LVQ that is the current value of
-  each key, then each update.
 * Last value: a new message whose key is already present is appended at the tail and the
   older entry leaves the queue. If a consumer holds the older entry (acquired, not
   settled) it stays with that consumer: accepting it consumes it as usual, and if it comes
   back (released, modified, consumer gone) it is discarded, because a newer value exists
   (Broker-J's ``ConflationQueueEntry`` does the same). So an update is neither lost nor
   delivered twice, and a browser never sees a superseded value.
-* Expiry is lazy where it is free (an expired entry is dropped when dispatch reaches it)
-  and a min-heap of expiry times lets :meth:`Queue.purge_expired` drop the rest without
-  scanning the queue; messages with no TTL cost nothing. The queue's minimum and maximum
-  TTL (Broker-J ``minimumMessageTtl``/``maximumMessageTtl``) clamp each message's TTL.
-* Limits (:mod:`proton_broker.queues.overflow` decides, the queue acts): a reject queue
-  refuses a message before anything changes; a ring deletes the least significant
-  *available* entries (the ordering's :meth:`victim`) until it is within its limit, and
-  never a message a consumer holds, so with only acquired messages left it stays over until
-  they are settled. The message that just arrived is deleted only when something more
-  significant is available (a higher priority or lower sort key): it is never the price of
-  an acquired one. Producer flow control sets :attr:`Queue.flow_stopped` and tells the
-  registered :class:`FlowObserver` objects when it stops and resumes. A queue without
-  limits pays one attribute test per enqueue and per removal.
 
 The queue knows nothing about sockets or AMQP: consumers are objects with ``credit`` and a
-``deliver(entry)`` method supplied by the protocol adapter.
+``deliver(entry)`` method supplied by the protocol adapter (:mod:`~proton_broker.queues.ports`).
 """
 
 from __future__ import annotations
@@ -56,9 +40,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField, NotImplementedByBroker
-from proton_broker.message import Message, property_text
+from proton_broker.message import Message
 from proton_broker.queues.browsing import Browsers
 from proton_broker.queues.entries import (
     ACQUIRED,
@@ -71,7 +54,7 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.history import SEQUENCE
+from proton_broker.queues.history import SEQUENCE, number_message
 from proton_broker.queues.holds import Holds, not_valid_before
 from proton_broker.queues.limits import Limits, page_in, read_back
 from proton_broker.queues.numbering import Numbering
@@ -161,7 +144,9 @@ class Queue:
         self._browsers = Browsers(self._log, self._read_back)  # queues/browsing.py
         # Called with (key, sequence, message) for every new version, on the loop thread:
         # the HTTP gateway's long polls and WebSocket streams (proton_broker/http).
-        self.history_watchers: list[Callable[[str, int, Message], object]] = []
+        self.history_watchers: list[Callable[[str, int, Message], object]] = [
+            self._browsers.version_recorded  # replaying browsers get each new version
+        ]
         # Consumers with a replay period: consumer id -> the first position they may take.
         self._floors: dict[int, int] = {}
         # Consuming consumers with a selector walk the log from cursors of their own.
@@ -314,17 +299,7 @@ class Queue:
         if self.history is None:
             return None
         assert self.sequence_key is not None
-        key = property_text(message.application_property(self.sequence_key))
-        if key is None:
-            return None
-        if message.sequence is None:
-            custom = message.message_annotation(SEQUENCE)
-            if custom is None:
-                custom = message.application_property(SEQUENCE)
-            message.sequence = self.history.next_sequence(key, custom)
-            self.history.reserve(key, message.sequence)
-            annotate(message, SEQUENCE, message.sequence)
-        return key, message.sequence
+        return number_message(self.history, self.sequence_key, message)
 
     def _sequence(self, message: Message) -> str | None:
         """Number ``message`` (unless it was numbered before) and record it as the latest
@@ -335,8 +310,6 @@ class Queue:
             return None
         key, seq = numbered
         self.history.record(key, seq, message)
-        if self._browsers.replays:
-            self._browsers.version_recorded(key, seq, message)
         for watch in self.history_watchers:
             watch(key, seq, message)
         return key
