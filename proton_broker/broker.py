@@ -24,6 +24,7 @@ from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
 from proton_broker.message import Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
+from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import LIVE_SETTINGS, Queue
 from proton_broker.queues.settings import (
     ParsedOptions,
@@ -57,7 +58,9 @@ class Broker:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.queues: dict[str, Queue] = {}
-        self._hooks: dict[str, Any] = {}
+        # How the event loop drives every queue, present and future (filled in by the
+        # server and the store): one object all the queues share.
+        self.loop_hooks = LoopHooks()
         self.store: Store | None = None  # opened by open_store(), once the loop exists
         self.transactions = Transactions()
         # Called with a queue being deleted, before its messages go: the protocol adapter
@@ -71,16 +74,10 @@ class Broker:
         defer: Callable[[Queue], object] | None = None,
         wake_at: Callable[[float, Queue], object] | None = None,
     ) -> None:
-        """How the server's event loop drives every queue, present and future: ``defer``
-        dispatches a queue later in the loop's pass (:attr:`Queue.defer`), ``wake_at`` runs
-        a queue's :meth:`~Queue.release_held` at a given time (:attr:`Queue.wake_at`)."""
-        self._hooks = {**self._hooks, "defer": defer, "wake_at": wake_at}
-        for queue in self.queues.values():
-            self._hook(queue)
-
-    def _hook(self, queue: Queue) -> None:
-        for name, hook in self._hooks.items():
-            setattr(queue, name, hook)
+        """How the server's event loop drives every queue, present and future (see
+        :class:`~proton_broker.queues.ports.LoopHooks`)."""
+        self.loop_hooks.defer = defer
+        self.loop_hooks.wake_at = wake_at
 
     def declare(self, name: str, options: Mapping[str, Any] | None = None) -> Queue:
         """Create ``name`` with ``options`` or return the existing queue if it matches."""
@@ -142,8 +139,8 @@ class Broker:
             parsed.echo if parsed is not None else {},
             default_group=self.config.broker.default_message_group,
             max_key_updates=self.config.queue.max_key_updates,
+            hooks=self.loop_hooks,
         )
-        self._hook(queue)
         if settings.durable:
             self._make_durable(queue)
         self.queues[name] = queue
@@ -174,7 +171,7 @@ class Broker:
         del self.queues[name]
         for watcher in list(self.deletion_watchers):
             watcher(queue)
-        queue.removed = queue.retired = None  # the store drops the queue's rows at once
+        queue.journal = None  # the store drops the queue's rows at once
         dropped = queue.clear()
         if queue.persistent and self.store is not None:
             self.store.delete_queue(name)
@@ -239,9 +236,7 @@ class Broker:
             store_log.info("MST-1002 : Store location : %s", self.store.location)
         store_log.info("MST-1004 : Recovery Start")
         recovered = self.store.open()
-        self._hooks["pager"] = StorePager(self.store) if self.store.pages else None
-        for queue in self.queues.values():
-            self._hook(queue)
+        self.loop_hooks.pager = StorePager(self.store) if self.store.pages else None
         for queue in self.queues.values():  # declared by the config file
             if queue.settings.durable:
                 self._make_durable(queue)
@@ -298,11 +293,7 @@ class Broker:
         if self.store is None:
             return  # saved by open_store()
         self.store.save_queue(queue.name, queue.options)
-        queue.removed = self.store.dequeue
-        if queue.history is not None:
-            queue.retired = self.store.retire
-        queue.persistent = True
-        queue.keep_numbers(StoreJournal(self.store))
+        queue.make_durable(StoreJournal(self.store))
 
     def persist(self, message: Message, queue: Queue, done: Completion) -> None:
         """Write ``message`` for ``queue``; ``done(error)`` runs on the loop thread once it
@@ -445,11 +436,18 @@ def _number_floors(recovered: Recovered) -> dict[str, int]:
 
 
 class StoreJournal:
-    """A durable queue's NumberJournal: its numbers and duplicate-detection records go to
-    the store, in the pass's shared unit (written with the pass's other writes)."""
+    """A durable queue's Journal: what leaves it, its numbers and its duplicate-detection
+    records go to the store, in the pass's shared unit (written with the pass's other
+    writes)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def removed(self, queue: Queue, store_id: int) -> None:
+        self.store.dequeue(store_id)
+
+    def retired(self, queue: Queue, store_id: int) -> None:
+        self.store.retire(store_id)
 
     def numbered(self, queue: Queue, message: Message, done: Completion) -> None:
         assert message.store_id is not None and message.number is not None

@@ -90,8 +90,9 @@ class QueueWatch:
     def _item(self, version: Version) -> Item:
         message = version.message
         data = message.data
-        if message.paged and self.queue.pager is not None:  # flowed to disk: read it back
-            data = self.queue.pager.page_in(message)
+        pager = self.queue.hooks.pager
+        if message.paged and pager is not None:  # flowed to disk: read it back
+            data = pager.page_in(message)
         return version.key, version.seq, data
 
     def _new_version(self, key: str, seq: int, message: Message) -> None:

@@ -45,6 +45,7 @@ from proton_broker.queues.overflow import (
     make_flow_control,
     make_limit,
 )
+from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings
 
@@ -102,8 +103,11 @@ def build_queue(
     options: Mapping[str, Any] | None = None,
     default_group: str = DEFAULT_GROUP,
     max_key_updates: int | None = None,
+    hooks: LoopHooks | None = None,
 ) -> Queue:
     """A new queue ``name`` assembled from ``settings`` (the defaults: a plain FIFO queue);
-    ``options`` are kept as declared, for the attach echo and management."""
+    ``options`` are kept as declared, for the attach echo and management; ``hooks``: the
+    broker's, shared by all its queues (a queue of its own by default)."""
     settings = settings or QueueSettings()
-    return Queue(name, parts_for(name, settings, default_group, max_key_updates), options)
+    parts = parts_for(name, settings, default_group, max_key_updates)
+    return Queue(name, parts, options, hooks)

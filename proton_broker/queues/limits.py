@@ -72,10 +72,10 @@ class Limits:
             self._make_room(limit, entry)
         elif (
             type(limit) is FlowToDiskPolicy
-            and owner.pager is not None
+            and owner.hooks.pager is not None
             and limit.pages_out(depth, nbytes)
         ):
-            owner.pager.page_out(entry.message, lambda: self._paged_out(entry))
+            owner.hooks.pager.page_out(entry.message, lambda: self._paged_out(entry))
         flow = self.flow
         if flow is not None and flow.enqueued(owner.depth, owner.bytes):
             owner.flow_stopped = True

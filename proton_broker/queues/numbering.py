@@ -14,7 +14,7 @@ Rules this module owns:
   window (a count and/or seconds) are duplicates; a durable queue's ids are recorded in the
   store as their messages join, and dropped from it as they leave the window.
 
-The store side is a :class:`~proton_broker.queues.ports.NumberJournal`, handed in by the
+The store side is a :class:`~proton_broker.queues.ports.Journal`, handed in by the
 broker on a durable queue; without one, nothing is written and nothing is reserved.
 """
 
@@ -32,7 +32,7 @@ from proton_broker.queues.duplicates import DuplicateWindow, id_key
 from proton_broker.queues.settings import QueueSettings
 
 if TYPE_CHECKING:
-    from proton_broker.queues.ports import NumberJournal
+    from proton_broker.queues.ports import Journal
     from proton_broker.queues.queue import Queue
 
 NUMBER_BLOCK = 1 << 16
@@ -52,7 +52,7 @@ class Numbering:
         self.next = 1  # the number the next message gets
         # When ``next`` reaches the watermark the next block is reserved (_NEVER: no store).
         self.watermark = _NEVER
-        self.journal: NumberJournal | None = None
+        self.journal: Journal | None = None
         self._unwritten: deque[Message] = deque()  # joined, number not yet on disk, in order
         self._journaling = False  # inside journal.numbered (a store may complete at once)
         self._written = written
@@ -83,7 +83,7 @@ class Numbering:
         self.watermark = upto - NUMBER_BLOCK // 2
         self.journal.reserve(self.owner, upto)
 
-    def keep(self, journal: NumberJournal) -> None:
+    def keep(self, journal: Journal) -> None:
         """The queue became durable: numbers and seen ids go to ``journal``."""
         self.journal = journal
         self.watermark = 0  # the first message reserves the first block

@@ -3,14 +3,16 @@ without knowing what they are.
 
 The protocol adapter supplies consumers (:class:`Consumer`) and flow observers
 (:class:`FlowObserver`); the selector language supplies :class:`MessageFilter`; the broker
-supplies the store's side, :class:`NumberJournal` (sequence numbers and duplicate-detection
-records of a durable queue) and :class:`Pager` (flow to disk). A queue never imports any of
-them: they are handed in, so queues are tested with plain objects and no socket or file.
+supplies the store's side, :class:`Journal` (what a durable queue writes) and :class:`Pager`
+(flow to disk); the server's loop drives every queue through one :class:`LoopHooks`. A queue
+never imports any of them: they are handed in, so queues are tested with plain objects and
+no socket or file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from proton_broker.message import Message
@@ -50,9 +52,16 @@ class FlowObserver(Protocol):
         """``queue`` is back at its resume threshold."""
 
 
-class NumberJournal(Protocol):
-    """Where a durable queue keeps its sequence numbers and duplicate-detection window (the
-    store, through the broker); every call is a write that completes in the background."""
+class Journal(Protocol):
+    """Where a durable queue's changes are written (the store, through the broker): its
+    messages leaving, its sequence numbers and its duplicate-detection window. Every call
+    is a write that completes in the background."""
+
+    def removed(self, queue: Queue, store_id: int) -> None:
+        """A stored message left ``queue`` (consumed, expired, replaced, evicted, purged)."""
+
+    def retired(self, queue: Queue, store_id: int) -> None:
+        """A stored message left ``queue`` but its sequence history still keeps it."""
 
     def numbered(
         self, queue: Queue, message: Message, done: Callable[[BaseException | None], None]
@@ -81,3 +90,18 @@ class Pager(Protocol):
 
     def discard(self, message: Message) -> None:
         """A paged-out message left its queue: its page may go."""
+
+
+@dataclass
+class LoopHooks:
+    """How the broker's event loop drives its queues: one object shared by every queue of a
+    broker, filled in as the loop and the store come up (None until then: tests drive a
+    queue by hand).
+
+    ``defer(queue)`` dispatches a queue later in the loop's pass, so messages that arrive
+    together go out together; ``wake_at(when, queue)`` runs ``queue.release_held()`` at
+    ``when`` (seconds since the epoch); ``pager`` keeps the bytes of paged-out messages."""
+
+    defer: Callable[[Queue], object] | None = None
+    wake_at: Callable[[float, Queue], object] | None = None
+    pager: Pager | None = None

@@ -15,7 +15,7 @@ Rules this module owns:
 * Enqueue, acquire, settle and release are O(1) amortised (O(log n) on a sorted queue),
   however long the queue grows.
 * A released entry goes back to its original position in the ordering.
-* Dispatch runs at once, or, when the server sets :attr:`Queue.defer`, once per pass of
+* Dispatch runs at once, or, when the server sets ``hooks.defer``, once per pass of
   its event loop, so messages that arrive together go out together.
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more.
@@ -61,7 +61,7 @@ from proton_broker.queues.numbering import Numbering
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
-from proton_broker.queues.ports import Consumer, FlowObserver, MessageFilter, NumberJournal, Pager
+from proton_broker.queues.ports import Consumer, FlowObserver, Journal, LoopHooks, MessageFilter
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import QueueSettings
 
@@ -73,7 +73,7 @@ __all__ = [
     "Consumer",
     "Entry",
     "FlowObserver",
-    "NumberJournal",
+    "Journal",
     "Queue",
     "QueueStats",
 ]
@@ -106,7 +106,11 @@ class Queue:
     """One named queue. All methods run on the broker's event-loop thread."""
 
     def __init__(
-        self, name: str, parts: QueueParts, options: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        parts: QueueParts,
+        options: Mapping[str, Any] | None = None,
+        hooks: LoopHooks | None = None,
     ) -> None:
         """Use :func:`proton_broker.queues.factory.build_queue`: it assembles ``parts``."""
         self.name = name
@@ -155,23 +159,11 @@ class Queue:
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
         self._held = Holds()
-        # Set by the server: called with (time in seconds since the epoch, queue) when the
-        # earliest held entry changes, so that release_held() runs then (None: tests call it).
-        self.wake_at: Callable[[float, Queue], object] | None = None
-        # Set by the broker on durable queues: called with a persisted message's store id
-        # when its entry leaves the queue (consumed, expired, replaced, evicted, purged).
-        self.removed: Callable[[int], object] | None = None
-        # Set by the broker on a durable queue with sequence history: called with the store
-        # id of a message that left the queue while the history keeps it (see History).
-        self.retired: Callable[[int], object] | None = None
-        # Set by the broker on a durable queue with a store: its durable messages are
-        # written, and accepted only once written (non-durable ones are not kept).
+        self.hooks = hooks or LoopHooks()  # how the event loop drives it (see ports.py)
+        # Set by make_durable on a durable queue (with a store): where its changes are
+        # written; its durable messages are accepted only once written.
+        self.journal: Journal | None = None
         self.persistent = False
-        # Set by the broker when its store can page (flow to disk): see Pager.
-        self.pager: Pager | None = None
-        # Set by the server: called with the queue when a new message may be dispatched, so
-        # that messages arriving together are handed out together (``None``: at once).
-        self.defer: Callable[[Queue], object] | None = None
         self._dispatching = False  # dispatch() is running (see there)
         self._again = False
         self._skipped = False  # the last _take passed over entries the consumer refused
@@ -270,8 +262,11 @@ class Queue:
         """At start-up, after the stored messages are back: no number below ``floor``."""
         self.numbers.restore(floor)
 
-    def keep_numbers(self, journal: NumberJournal) -> None:
-        """The broker made this queue durable: numbers and seen ids go to ``journal``."""
+    def make_durable(self, journal: Journal) -> None:
+        """The broker keeps this queue in its store: messages leaving, numbers and seen ids
+        are written to ``journal``, and durable messages are accepted once written."""
+        self.journal = journal
+        self.persistent = True
         self.numbers.keep(journal)
 
     def write_number(self, message: Message) -> None:
@@ -326,8 +321,8 @@ class Queue:
             return False
         entry.state = HELD
         self._order.discard(entry)  # back in at its own position by release_held()
-        if self._held.hold(entry, valid_from) and self.wake_at is not None:
-            self.wake_at(valid_from / 1000.0, self)
+        if self._held.hold(entry, valid_from) and self.hooks.wake_at is not None:
+            self.hooks.wake_at(valid_from / 1000.0, self)
         return True
 
     def release_held(self, now: float | None = None) -> int:
@@ -352,8 +347,9 @@ class Queue:
                 self._browsers.valid_again(entry)
             released += 1
         next_time = self._held.next_time()
-        if next_time is not None and self.wake_at is not None:
-            self.wake_at(next_time, self)
+        wake_at = self.hooks.wake_at
+        if next_time is not None and wake_at is not None:
+            wake_at(next_time, self)
         if released and (self._ready or self._browsers):
             self._wake()
         return released
@@ -394,14 +390,15 @@ class Queue:
         self.stats.evicted += 1
 
     def _read_back(self, message: Message) -> AbstractContextManager[None]:
-        return read_back(self.pager, message)
+        return read_back(self.hooks.pager, message)
 
     def _wake(self) -> None:
         """Entries may be available to someone: dispatch now, or when the server says."""
-        if self.defer is None:
+        defer = self.hooks.defer
+        if defer is None:
             self.dispatch()
         else:
-            self.defer(self)
+            defer(self)
 
     def _supersede(self, older: Entry | None) -> None:
         """A newer value arrived for ``older``'s key (see the module rules)."""
@@ -486,8 +483,8 @@ class Queue:
     def _version_dropped(self, message: Message) -> None:
         """The history let a version go: its stored bytes may go too, if the queue is done
         with them."""
-        if not message.on_queue and message.store_id is not None and self.removed is not None:
-            self.removed(message.store_id)
+        if not message.on_queue and message.store_id is not None and self.journal is not None:
+            self.journal.removed(self, message.store_id)
             message.store_id = None
 
     def recover_version(self, message: Message) -> None:
@@ -565,7 +562,7 @@ class Queue:
                 continue
             misses = 0
             if entry.message.paged:
-                page_in(self.pager, entry.message)
+                page_in(self.hooks.pager, entry.message)
             consumer.deliver(entry)
             if consumer.credit <= 0:
                 ready.popleft()
@@ -725,15 +722,17 @@ class Queue:
         entry.state = DEAD
         message = entry.message
         message.on_queue = False
-        if message.store_id is not None and self.removed is not None:
-            if message.in_history and self.retired is not None:
-                self.retired(message.store_id)  # the history still needs its bytes
+        journal = self.journal
+        if message.store_id is not None and journal is not None:
+            if message.in_history:
+                journal.retired(self, message.store_id)  # the history still needs its bytes
             else:
-                self.removed(message.store_id)
+                journal.removed(self, message.store_id)
         self.depth -= 1
         self.bytes -= message.size
-        if message.page_id is not None and self.pager is not None:
-            self.pager.discard(message)
+        pager = self.hooks.pager
+        if message.page_id is not None and pager is not None:
+            pager.discard(message)
         self._log.removed()
         if self._lvq is not None:
             self._lvq.forget(entry)

@@ -87,7 +87,7 @@ def test_a_time_already_past_does_not_hold() -> None:
 def test_the_queue_asks_to_be_woken_at_the_earliest_pending_time_only() -> None:
     q = holding()
     wakes: list[float] = []
-    q.wake_at = lambda when, queue: wakes.append(when)
+    q.hooks.wake_at = lambda when, queue: wakes.append(when)
     q.enqueue(msg("b", valid_from=NOW + 20), now=NOW)
     q.enqueue(msg("c", valid_from=NOW + 30), now=NOW)  # later than the earliest: no new timer
     q.enqueue(msg("a", valid_from=NOW + 10), now=NOW)

@@ -106,7 +106,7 @@ def pager(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def paging_queue(pager: StorePager) -> Queue:
     q = queue(overflowPolicy="flow_to_disk", maximumQueueDepthMessages=2)
-    q.pager = pager
+    q.hooks.pager = pager
     for i in range(5):
         q.enqueue(msg(i, size=1000))
     pager.settle()  # type: ignore[attr-defined]

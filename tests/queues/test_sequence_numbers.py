@@ -150,6 +150,7 @@ class Journal:
         self.reserved: list[int] = []
         self.at_once = at_once  # complete each write at once, as the memory store does
         self.writing: list[Callable[[BaseException | None], object]] = []
+        self.gone: list[int] = []  # store ids of messages that left the queue
 
     def numbered(
         self, queue: Queue, message: Message, done: Callable[[BaseException | None], object]
@@ -173,12 +174,17 @@ class Journal:
     def unseen(self, queue: Queue, key: str) -> None:
         pass
 
+    def removed(self, queue: Queue, store_id: int) -> None:
+        self.gone.append(store_id)
+
+    def retired(self, queue: Queue, store_id: int) -> None:
+        self.gone.append(store_id)
+
 
 def test_a_durable_queue_reserves_numbers_a_block_ahead_and_writes_stored_ones() -> None:
     q = build_queue("durable", parse_settings({"durable": True}))
     journal = Journal()
-    q.keep_numbers(journal)
-    q.persistent = True
+    q.make_durable(journal)
     stored = msg("stored")
     stored.store_id = 41
     q.enqueue(stored)
@@ -194,7 +200,7 @@ def test_a_durable_queue_reserves_numbers_a_block_ahead_and_writes_stored_ones()
 def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> None:
     q = build_queue("restored")
     journal = Journal()
-    q.keep_numbers(journal)
+    q.make_durable(journal)
     q.enqueue(msg("kept"), number=7)  # as recovery gives a stored message its number back
     q.restore_numbers(70_000)
     q.enqueue(msg("new"))
@@ -205,8 +211,7 @@ def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> N
 
 def stored_queue(journal: Journal) -> Queue:
     q = build_queue("durable", parse_settings({"durable": True}))
-    q.keep_numbers(journal)
-    q.persistent = True
+    q.make_durable(journal)
     return q
 
 
