@@ -58,7 +58,7 @@ class QueueSection:
 
 @dataclass
 class HttpSection:
-    """The HTTP gateway (README "HTTP gateway"): off unless enabled; local-only by default."""
+    """The HTTP gateway (docs/sequence-history.md): off unless enabled; local-only by default."""
 
     enabled: bool = False
     host: str = "127.0.0.1"
@@ -68,8 +68,8 @@ class HttpSection:
 
 @dataclass
 class MetricsSection:
-    """The Prometheus text endpoint on a port of its own (README "Metrics and operational
-    logs"); off unless enabled, local-only by default. The HTTP gateway, when it is on,
+    """The Prometheus text endpoint on a port of its own (docs/metrics.md); off unless
+    enabled, local-only by default. The HTTP gateway, when it is on,
     serves ``/metrics`` as well, whatever this says."""
 
     enabled: bool = False
@@ -80,7 +80,7 @@ class MetricsSection:
 @dataclass
 class TlsSection:
     """An AMQPS listener (TLS; IANA port 5671) beside the plain one; off unless enabled.
-    SASL applies inside TLS as on the plain port (README "TLS")."""
+    SASL applies inside TLS as on the plain port (docs/security.md)."""
 
     enabled: bool = False
     host: str = "127.0.0.1"

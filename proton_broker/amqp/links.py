@@ -3,7 +3,7 @@
 This is the broker's hot path. Transfers, dispositions and credit are handled here straight
 from Proton's C engine through cffi (``cproton_ffi.lib``), without building Python
 ``Event``/``Delivery`` wrappers: that per-event wrapping is what makes a plain reactor
-broker slow (see the README's performance section). Everything here runs on the event-loop
+broker slow (see docs/performance.md). Everything here runs on the event-loop
 thread, one call per engine event, and the engine objects (links, deliveries) are used only
 while the owning state object holds a reference to the link's Python wrapper, so their
 memory cannot be reused underneath us.

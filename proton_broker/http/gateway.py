@@ -10,7 +10,7 @@ register a listener (:mod:`proton_broker.http.watch`). A long poll that must wai
 future on the gateway's loop, not a thread, so thousands of idle polls cost a socket and
 a few objects each.
 
-Endpoints (statuses and JSON shapes are in the README, "HTTP gateway"):
+Endpoints (statuses and JSON shapes are in docs/sequence-history.md):
 
 * ``POST /queue/send/{queue}``: enqueue ``{"id", "sequence"?, "payload"}``; answers the
   stored version ``{"id", "sequence", "payload"}``.
@@ -18,8 +18,7 @@ Endpoints (statuses and JSON shapes are in the README, "HTTP gateway"):
   kept version from N at once, else the next new one; 204 when ``timeout`` runs out.
 * ``GET /queue/listen/ws/{queue}[/{id}]?sequence=N|first|last``: a WebSocket that gets
   the kept versions from N, then every new one, one JSON text message each.
-* ``GET /metrics``: Prometheus text (:mod:`proton_broker.metrics`; README "Metrics and
-  operational logs").
+* ``GET /metrics``: Prometheus text (:mod:`proton_broker.metrics`; docs/metrics.md).
 """
 
 from __future__ import annotations
