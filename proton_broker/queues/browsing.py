@@ -68,9 +68,6 @@ class Browsers:
         self.cursors: dict[int, Cursor] = {}
         self.replays: dict[int, Replay] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.cursors) or bool(self.replays)
-
     def add(self, consumer_id: int, start: int, selector: MessageFilter | None) -> None:
         """A browser that starts at number ``start`` (0: the beginning)."""
         log = self._log

@@ -146,6 +146,10 @@ class Queue:
         self._ready: deque[Consumer] = deque()
         self._in_ready: set[int] = set()
         self._browsers = Browsers(self._log, self._read_back)  # queues/browsing.py
+        # Its dicts, read on the hot paths to see whether anyone browses (the truth test of
+        # a dict costs no call).
+        self._browse_cursors = self._browsers.cursors
+        self._browse_replays = self._browsers.replays
         # Called with (key, sequence, message) for every new version, on the loop thread:
         # the HTTP gateway's long polls and WebSocket streams (proton_broker/http).
         self.history_watchers: list[Callable[[str, int, Message], object]] = [
@@ -155,6 +159,7 @@ class Queue:
         self._floors: dict[int, int] = {}
         # Consuming consumers with a selector walk the log from cursors of their own.
         self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
+        self._picky_cursors = self._picky.cursors  # read per take, as above
         self._default_replay = default_replay_seconds(self.settings.default_filters)
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
@@ -240,7 +245,7 @@ class Queue:
             self.limits.joined(entry)  # type: ignore[union-attr]
         if self._hold and self._hold_until_valid(entry, arrival):
             return entry
-        if self._ready or self._browsers:
+        if self._ready or self._browse_cursors or self._browse_replays:
             self._wake()
         return entry
 
@@ -274,7 +279,7 @@ class Queue:
         self.numbers.write(message)
 
     def _numbers_written(self) -> None:
-        if self._browsers:
+        if self._browse_cursors:
             self._wake()  # browsers waiting at a number being written may go on
 
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
@@ -341,16 +346,16 @@ class Queue:
                 continue
             entry.state = AVAILABLE
             self._order.requeue(entry)
-            if self._picky:
+            if self._picky_cursors:
                 self._picky.rewind(entry.seq)
-            if self._browsers:
+            if self._browse_cursors:
                 self._browsers.valid_again(entry)
             released += 1
         next_time = self._held.next_time()
         wake_at = self.hooks.wake_at
         if next_time is not None and wake_at is not None:
             wake_at(next_time, self)
-        if released and (self._ready or self._browsers):
+        if released and (self._ready or self._browse_cursors):
             self._wake()
         return released
 
@@ -569,12 +574,12 @@ class Queue:
                 self._in_ready.discard(consumer.id)
             elif len(ready) > 1:
                 ready.rotate(-1)
-        if self._browsers:
+        if self._browse_cursors or self._browse_replays:
             self._browsers.feed_all(self._consumers)
 
     def _take_ordered(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""
-        if self._picky and consumer_id in self._picky:
+        if self._picky_cursors and consumer_id in self._picky_cursors:
             return self._take_selected(consumer_id)
         order: Ordering = self._order  # type: ignore[assignment] # grouped queues take elsewhere
         entry = order.pop()
@@ -688,7 +693,7 @@ class Queue:
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
         self._order.requeue(entry)
-        if self._picky:
+        if self._picky_cursors:
             self._picky.rewind(entry.seq)
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
@@ -730,9 +735,8 @@ class Queue:
                 journal.removed(self, message.store_id)
         self.depth -= 1
         self.bytes -= message.size
-        pager = self.hooks.pager
-        if message.page_id is not None and pager is not None:
-            pager.discard(message)
+        if message.page_id is not None and self.hooks.pager is not None:
+            self.hooks.pager.discard(message)
         self._log.removed()
         if self._lvq is not None:
             self._lvq.forget(entry)

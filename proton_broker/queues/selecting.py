@@ -38,12 +38,6 @@ class Selecting:
         self._read_back = read_back
         self.cursors: dict[int, SelectCursor] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.cursors)
-
-    def __contains__(self, consumer_id: int) -> bool:
-        return consumer_id in self.cursors
-
     def add(self, consumer_id: int, start: int, selector: MessageFilter) -> None:
         log = self._log
         self.cursors[consumer_id] = SelectCursor(
