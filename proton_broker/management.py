@@ -123,7 +123,7 @@ def _limit(value: int | None) -> int:
 def _groups(queue: Queue) -> list[dict[str, Any]]:
     """Each group with messages or a holder: its id, messages (queued and acquired), the
     acquired ones and the consumer holding it (None: free). O(groups)."""
-    groups = queue._groups
+    groups = queue._groups  # read only, for management
     if groups is None:
         return []
     return [
@@ -145,7 +145,7 @@ def _group_type(queue: Queue) -> str:
 
 
 def _lvq_keys(queue: Queue) -> int | None:
-    index = queue._lvq
+    index = queue._lvq  # read only, for management
     return None if index is None else len(index)
 
 
@@ -244,7 +244,7 @@ class Management:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
             return Response(_status_of(exc), exc.description)
-        except Exception as exc:
+        except Exception as exc:  # a bug answers 500, the node keeps serving
             log.exception("management request %r failed", dict(properties))
             return Response(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 

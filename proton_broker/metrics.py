@@ -199,7 +199,7 @@ def fetch_from_loop(
         def call() -> None:
             try:
                 result.append(take())
-            except BaseException as exc:
+            except BaseException as exc:  # raised again on the scraping thread
                 result.append(exc)
             done.set()
 

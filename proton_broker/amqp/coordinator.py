@@ -70,7 +70,7 @@ class CoordinatorLink(ControlLink):
             self._control(delivery, body.body)
         except BrokerError as exc:
             reject(delivery, exc)
-        except Exception as exc:
+        except Exception as exc:  # a control message we cannot read
             reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
 
     def _control(self, delivery: Delivery, body: Any) -> None:

@@ -263,7 +263,7 @@ class BrokerContainer(Container):
                     if state is not None:
                         try:
                             state.on_delivery(event_delivery(raw))
-                        except Exception as exc:
+                        except Exception as exc:  # contained
                             self._server.contain_fault(
                                 exc, event_link(raw), lib.pn_event_connection(raw)
                             )
@@ -281,7 +281,7 @@ class BrokerContainer(Container):
                 if handler is not None:
                     try:
                         handler(raw)
-                    except Exception as exc:
+                    except Exception as exc:  # contained, see contain_fault
                         self._server.contain_fault(
                             exc, lib.pn_event_link(raw), lib.pn_event_connection(raw)
                         )
@@ -320,12 +320,12 @@ class BrokerContainer(Container):
         for queue in queues:
             try:
                 queue.dispatch()
-            except Exception as exc:
+            except Exception as exc:  # contained: log, keep serving
                 log.error("dispatch of queue '%s' failed: %r", queue.name, exc)
 
     def _dispatch(self, event: Any, raw: Any) -> None:
         try:
             event.dispatch(event.handler or self.handler)
-        except Exception as exc:
+        except Exception as exc:  # contained, see contain_fault
             self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
         event.dispatch(self.global_handler)

@@ -97,7 +97,7 @@ class ManagementNode:
         request = Message()
         try:
             request.decode(data)
-        except Exception as exc:
+        except Exception as exc:  # whatever Proton finds wrong with it
             raise InvalidField(f"unreadable management request: {exc}") from None
         target = self._reply_target(request.reply_to)
         properties = {str(k): v for k, v in (request.properties or {}).items()}

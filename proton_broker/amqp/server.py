@@ -148,7 +148,7 @@ class Server(Handler):
             call = self._calls.get()
             try:
                 call()
-            except Exception:
+            except Exception:  # one failed call must not stop the loop
                 log.exception("call on the event loop failed")
 
     def stop(self) -> None:

@@ -134,7 +134,7 @@ class Gateway:
             site = web.TCPSite(runner, self.section.host, self.section.port, backlog=1024)
             await site.start()
             self.address = tuple(runner.addresses[0][:2])  # type: ignore[assignment]
-        except BaseException as exc:
+        except BaseException as exc:  # reported by start()
             self._error = exc
             self._ready.set()
             await runner.cleanup()
@@ -174,7 +174,7 @@ class Gateway:
         def call() -> None:
             try:
                 result = fn()
-            except BaseException as exc:
+            except BaseException as exc:  # raised again in the handler
                 self._post(_settle, future, None, exc)
             else:
                 self._post(_settle, future, result, None)

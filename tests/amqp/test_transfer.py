@@ -84,7 +84,7 @@ def test_many_producers_and_consumers_share_a_queue_without_loss_or_duplicates(
                     break
             try:
                 message = receiver.receive(timeout=0.5)
-            except Exception:
+            except Exception:  # timeout: check the total again
                 continue
             receiver.accept()
             with lock:
