@@ -152,7 +152,7 @@ class ProducerLink:
                 return
         _link_flow(self.impl, self.window)
 
-    def on_delivery(self, dlv: Any) -> None:  # noqa: C901 - the producer hot path, one call per transfer
+    def on_delivery(self, dlv: Any) -> None:
         """A transfer arrived (or progressed): store complete messages and settle them."""
         if not _readable(dlv) or _partial(dlv):
             return  # wait for the last frame; Proton buffers the partial message
@@ -190,10 +190,15 @@ class ProducerLink:
         # Credit in batches: top the window up once half of it has been used.
         self._used += 1
         if self._used >= self.window >> 1:
-            self._used = 0
-            top_up = self.window - _link_credit(impl)
-            if top_up > 0 and not self.stopped and not self.closed:
-                _link_flow(impl, top_up)
+            self._top_up()
+
+    def _top_up(self) -> None:
+        """Half the window is used: grant credit back up to the window (unless flow
+        control has stopped us, or we are gone)."""
+        self._used = 0
+        top_up = self.window - _link_credit(self.impl)
+        if top_up > 0 and not self.stopped and not self.closed:
+            _link_flow(self.impl, top_up)
 
     def _accepted(self, dlv: Any, queue: Queue) -> None:
         """The message is on ``queue``: settle it accepted (or hold that, flow control)."""
@@ -303,8 +308,9 @@ class ProducerLink:
         self._skip(dlv)
         assert self.queue is not None
         self._refuse(dlv, NotFound(f"queue '{self.queue.name}' was deleted"))
-        if not self.closed and _link_credit(self.impl) < self.window >> 1:
-            _link_flow(self.impl, self.window - _link_credit(self.impl))
+        self._used += 1
+        if self._used >= self.window >> 1:
+            self._top_up()
 
     def _hold(self, dlv: Any, queue: Queue) -> None:
         """Withhold the settlement of a message stored on a flow-stopped queue."""
@@ -337,12 +343,8 @@ class ProducerLink:
         if self.closed or not self.stopped:
             return
         self.stopped = False
-        self._used = 0
-        impl = self.impl
-        lib.pn_link_set_drain(impl, False)
-        top_up = self.window - _link_credit(impl)
-        if top_up > 0:
-            _link_flow(impl, top_up)
+        lib.pn_link_set_drain(self.impl, False)
+        self._top_up()
 
     def _refuse_malformed(self, dlv: Any, why: str) -> None:
         description = f"malformed message: {why}"
@@ -565,9 +567,10 @@ class ConsumerLink:
             return
         self.closed = True
         self.queue.unsubscribe(self)
+        if self.browse:
+            self.unsettled.clear()  # browsed messages were never taken from the queue
+            return
         entries = sorted(self.unsettled.values(), key=lambda e: e.seq)
         self.unsettled.clear()
-        if self.browse:
-            return  # browsed messages were never taken from the queue
         for entry in entries:
             self.queue.release(entry, delivery_failed=True)
