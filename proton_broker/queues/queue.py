@@ -5,7 +5,8 @@ The parts own their rules: the ordering of available entries
 (:mod:`~proton_broker.queues.entries`, or :mod:`~proton_broker.queues.groups` on a grouped
 queue), last value (:mod:`~proton_broker.queues.lastvalue`), sequence history
 (:mod:`~proton_broker.queues.history`), sequence numbers and duplicates
-(:mod:`~proton_broker.queues.numbering`), browsers (:mod:`~proton_broker.queues.browsing`),
+(:mod:`~proton_broker.queues.numbering`), dispatch to consumers
+(:mod:`~proton_broker.queues.dispatching`), browsers (:mod:`~proton_broker.queues.browsing`),
 consuming selectors (:mod:`~proton_broker.queues.selecting`), holds
 (:mod:`~proton_broker.queues.holds`), expiry (:mod:`~proton_broker.queues.expiry`) and
 limits (:mod:`~proton_broker.queues.limits`). The queue ties them together.
@@ -17,8 +18,6 @@ Rules this module owns:
 * A released entry goes back to its original position in the ordering.
 * Dispatch runs at once, or, when the server sets ``hooks.defer``, once per pass of
   its event loop, so messages that arrive together go out together.
-* Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
-  credit reaches zero and rejoins when the protocol adapter grants more.
 * Last value: a new message whose key is already present is appended at the tail and the
   older entry leaves the queue. If a consumer holds the older entry (acquired, not
   settled) it stays with that consumer: accepting it consumes it as usual, and if it comes
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.message import Message
 from proton_broker.queues.browsing import Browsers
+from proton_broker.queues.dispatching import Dispatcher
 from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
@@ -50,13 +50,12 @@ from proton_broker.queues.entries import (
     HELD,
     ArrivalLog,
     Entry,
-    Ordering,
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.history import SEQUENCE, number_message
 from proton_broker.queues.holds import Holds, not_valid_before
-from proton_broker.queues.limits import Limits, page_in, read_back
+from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
 
 if TYPE_CHECKING:
@@ -142,9 +141,6 @@ class Queue:
         # the number, so the arrival log is ordered by it.
         self.numbers = Numbering(self, self.settings, self._numbers_written)
         self._expiry = Expiries()  # queues/expiry.py
-        self._consumers: dict[int, Consumer] = {}
-        self._ready: deque[Consumer] = deque()
-        self._in_ready: set[int] = set()
         self._browsers = Browsers(self._log, self._read_back)  # queues/browsing.py
         # Its dicts, read on the hot paths to see whether anyone browses (the truth test of
         # a dict costs no call).
@@ -155,11 +151,9 @@ class Queue:
         self.history_watchers: list[Callable[[str, int, Message], object]] = [
             self._browsers.version_recorded  # replaying browsers get each new version
         ]
-        # Consumers with a replay period: consumer id -> the first position they may take.
-        self._floors: dict[int, int] = {}
         # Consuming consumers with a selector walk the log from cursors of their own.
         self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
-        self._picky_cursors = self._picky.cursors  # read per take, as above
+        self._picky_cursors = self._picky.cursors  # read when entries come back, as above
         self._default_replay = default_replay_seconds(self.settings.default_filters)
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
@@ -169,13 +163,21 @@ class Queue:
         # written; its durable messages are accepted only once written.
         self.journal: Journal | None = None
         self.persistent = False
-        self._dispatching = False  # dispatch() is running (see there)
-        self._again = False
-        self._skipped = False  # the last _take passed over entries the consumer refused
-        # How a consumer's next entry is found, chosen once: dispatch calls it per message.
-        self._take: Callable[[int], Entry | None] = (
-            self._take_grouped if self._groups is not None else self._take_ordered
+        dispatcher = Dispatcher(  # queues/dispatching.py
+            self._order,
+            self._groups,
+            self._browsers,
+            self._picky,
+            self.numbers,
+            self.hooks,
+            self._drop_if_expired,
+            self._expired,
         )
+        dispatcher.wake = self._wake
+        self._dispatcher = dispatcher
+        self._consumers = dispatcher.consumers
+        self._ready = dispatcher.ready  # read per message: is anyone waiting?
+        self.dispatch = dispatcher.dispatch
         # Whether messages need an expiry time even without a TTL of their own.
         self._ttl_bounds = has_ttl_bounds(self.settings)
 
@@ -344,10 +346,7 @@ class Queue:
                 else:
                     self.stats.expired += 1
                 continue
-            entry.state = AVAILABLE
-            self._order.requeue(entry)
-            if self._picky_cursors:
-                self._picky.rewind(entry.seq)
+            self._dispatcher.made_available(entry)
             if self._browse_cursors:
                 self._browsers.valid_again(entry)
             released += 1
@@ -435,7 +434,7 @@ class Queue:
         (x-opt-sequence-number), a browser gets the messages on the queue whose number is
         at least that, in number order, then new ones; its start is found in O(log n).
         With a ``selector``, a consumer or browser gets only the messages it matches (see
-        :meth:`_take_selected` for a consumer's order)."""
+        dispatching.py for a consumer's order)."""
         if selector is not None and not consumer.browse and self._groups is not None:
             raise NotImplementedByBroker(
                 "a selector on a grouped queue is supported for browsing consumers only"
@@ -458,13 +457,11 @@ class Queue:
             raise NotImplementedByBroker(
                 "a replay period on a grouped queue is supported for browsing consumers only"
             )
-        self._consumers[consumer.id] = consumer
+        self._dispatcher.add(consumer, 0 if consumer.browse or selector is not None else start)
         if consumer.browse:
             self._browsers.add(consumer.id, start, selector)
         elif selector is not None:
             self._picky.add(consumer.id, start, selector)
-        elif start:
-            self._floors[consumer.id] = start
         self.credit_granted(consumer)
 
     def _subscribe_replay(
@@ -481,7 +478,7 @@ class Queue:
                 f"a {SEQUENCE} filter replays copies: browse (distribution mode copy)", SEQUENCE
             )
         replay = deque(Entry(v.seq, v.message, None) for v in self.history.replay(start, key))
-        self._consumers[consumer.id] = consumer
+        self._dispatcher.add(consumer)
         self._browsers.add_replay(consumer.id, key, replay, selector)
         self.credit_granted(consumer)
 
@@ -507,141 +504,11 @@ class Queue:
         return self.numbers.next if first is None else first
 
     def unsubscribe(self, consumer: Consumer) -> None:
-        self._consumers.pop(consumer.id, None)
-        self._browsers.remove(consumer.id)
-        self._floors.pop(consumer.id, None)
-        self._picky.remove(consumer.id)
-        if consumer.id in self._in_ready:
-            self._in_ready.discard(consumer.id)
-            self._ready.remove(consumer)
-        if self._groups is not None:
-            self._groups.consumer_gone(consumer.id)
-            if self._ready:
-                self._wake()
+        self._dispatcher.remove(consumer)
 
     def credit_granted(self, consumer: Consumer) -> None:
         """The consumer has (more) credit: put it in line and dispatch."""
-        if consumer.credit <= 0 or consumer.id not in self._consumers:
-            return
-        if consumer.browse:
-            self._browsers.feed(consumer)
-            return
-        if consumer.id not in self._in_ready:
-            self._in_ready.add(consumer.id)
-            self._ready.append(consumer)
-        self.dispatch()
-
-    def dispatch(self) -> None:
-        """Hand available entries to consumers with credit, round-robin, then feed browsers.
-
-        Re-entrant calls (a pre-settled delivery settling, which frees a group, while this
-        loop runs) only ask the running loop to go round once more."""
-        if self._dispatching:
-            self._again = True
-            return
-        self._dispatching = True
-        try:
-            self._again = True
-            while self._again:
-                self._again = False
-                self._dispatch()
-        finally:
-            self._dispatching = False
-
-    def _dispatch(self) -> None:
-        ready = self._ready
-        misses = 0
-        while ready:
-            consumer = ready[0]
-            entry = self._take(consumer.id)
-            if entry is None:
-                # Only entries this consumer refused are left: let the others try them.
-                misses += 1
-                if self._groups is not None and self._groups.freed:
-                    self._groups.freed = False
-                    misses = 0  # a group changed hands: everyone may try again
-                if not self._skipped or misses >= len(ready):
-                    ready.rotate(misses - 1)  # undo this fruitless round: keep the turn order
-                    break
-                ready.rotate(-1)
-                continue
-            misses = 0
-            if entry.message.paged:
-                page_in(self.hooks.pager, entry.message)
-            consumer.deliver(entry)
-            if consumer.credit <= 0:
-                ready.popleft()
-                self._in_ready.discard(consumer.id)
-            elif len(ready) > 1:
-                ready.rotate(-1)
-        if self._browse_cursors or self._browse_replays:
-            self._browsers.feed_all(self._consumers)
-
-    def _take_ordered(self, consumer_id: int) -> Entry | None:
-        """Acquire the next available entry for ``consumer_id`` in the queue's order."""
-        if self._picky_cursors and consumer_id in self._picky_cursors:
-            return self._take_selected(consumer_id)
-        order: Ordering = self._order  # type: ignore[assignment] # grouped queues take elsewhere
-        entry = order.pop()
-        if (
-            entry is not None
-            and entry.expires_at is None
-            and entry.excluded is None
-            and not self._floors
-        ):
-            entry.state = ACQUIRED  # the common case: nothing to check
-            self._skipped = False
-            return entry
-        refused: list[Entry] = []
-        found = None
-        while entry is not None:
-            entry.state = ACQUIRED  # out of the ordering; put back below if not taken
-            if entry.expires_at is not None and self._drop_if_expired(entry):
-                pass
-            elif (entry.excluded and consumer_id in entry.excluded) or entry.seq < self._floors.get(
-                consumer_id, 0
-            ):
-                refused.append(entry)
-            else:
-                found = entry
-                break
-            entry = order.pop()
-        for entry in refused:
-            entry.state = AVAILABLE
-            order.requeue(entry)
-        self._skipped = bool(refused)
-        return found
-
-    def _take_selected(self, consumer_id: int) -> Entry | None:
-        """Acquire the next available entry a consumer with a selector matches (see
-        :mod:`proton_broker.queues.selecting` for its order)."""
-        found = self._picky.next_match(consumer_id, self._drop_if_expired, self.numbers.next)
-        if found is not None:
-            found.state = ACQUIRED  # first, so that a compaction the discard sets off drops it
-            self._order.discard(found)  # out of the ordering, as if popped
-        self._skipped = found is None and len(self._order) > 0  # others may want the rest
-        return found
-
-    def _take_grouped(self, consumer_id: int) -> Entry | None:
-        """Acquire the next entry ``consumer_id`` may have on a grouped queue."""
-        groups = self._groups
-        assert groups is not None
-        if not groups.available:  # the usual end of a dispatch round: spare the call
-            self._skipped = False
-            return None
-        while True:
-            entry = groups.acquire(consumer_id)
-            if entry is None:
-                # Other consumers may hold other groups: let them try, if anything is left.
-                self._skipped = groups.available > 0
-                return None
-            entry.state = ACQUIRED
-            if entry.expires_at is not None and entry.expires_at <= time.time():
-                groups.dropped(entry)  # it never joined this consumer's groups
-                self._forget(entry)
-                self.stats.expired += 1
-                continue
-            return entry
+        self._dispatcher.credit_granted(consumer)
 
     def _drop_if_expired(self, entry: Entry) -> bool:
         """An entry just acquired (or, for a consumer with a selector, about to be) whose
@@ -651,6 +518,11 @@ class Queue:
         self._remove(entry)
         self.stats.expired += 1
         return True
+
+    def _expired(self, entry: Entry) -> None:
+        """An acquired entry whose time had passed left its group before it joined anyone's."""
+        self._forget(entry)
+        self.stats.expired += 1
 
     # ---- outcomes ----------------------------------------------------------------------
 
@@ -683,7 +555,6 @@ class Queue:
             self._remove(entry)
             self.stats.replaced += 1
             return
-        entry.state = AVAILABLE
         if delivery_failed:
             entry.delivery_count += 1
             self.stats.redelivered += 1
@@ -692,9 +563,7 @@ class Queue:
                 entry.excluded = set()
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
-        self._order.requeue(entry)
-        if self._picky_cursors:
-            self._picky.rewind(entry.seq)
+        self._dispatcher.made_available(entry)
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
         if self._ready:

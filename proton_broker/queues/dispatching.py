@@ -1,0 +1,230 @@
+"""Dispatch: a queue's consumers, which of them is served next, and which entry each may
+acquire (the part qpid-cpp calls the queue's ``MessageDistributor``).
+
+Rules this module owns:
+
+* Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
+  credit reaches zero and rejoins when the protocol adapter grants more. Browsers are fed
+  after the ring's turn (see :mod:`~proton_broker.queues.browsing`).
+* On an ordered queue a consumer acquires the first available entry in the queue's order
+  that it may have: not one it said was undeliverable to it (``undeliverable-here``), not
+  one older than its replay period. Entries it passes over stay where they are, for the
+  others; an entry whose time has passed leaves the queue instead of being acquired.
+* A consuming consumer with a selector takes entries in arrival order
+  (:mod:`~proton_broker.queues.selecting`); on a grouped queue the groups decide
+  (:mod:`~proton_broker.queues.groups`).
+* A round ends when nobody in the ring can take anything; the ring's turn order is kept, so
+  the next message goes to the consumer whose turn it was.
+* Dispatch is re-entrant: a call made while it runs (a pre-settled delivery settling, which
+  frees a group) only asks the running loop to go round once more.
+
+Acquiring is O(1) amortised on a FIFO queue (O(log n) on a priority or sorted queue, O(log
+g) on a grouped one), however long the queue and however many consumers wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from proton_broker.queues.browsing import Browsers
+from proton_broker.queues.entries import ACQUIRED, AVAILABLE, Entry, Ordering
+from proton_broker.queues.groups import GroupDistributor
+from proton_broker.queues.limits import page_in
+from proton_broker.queues.numbering import Numbering
+from proton_broker.queues.ports import Consumer, LoopHooks
+from proton_broker.queues.selecting import Selecting
+
+
+class Dispatcher:
+    """The consumers of one queue and the hand-out of its available entries to them.
+
+    ``expire(entry)`` removes an acquired entry whose time has passed and says whether it
+    did; ``forget_expired(entry)`` does the accounting of an expired entry that left a
+    group before it joined anyone's; ``wake()`` asks for a dispatch (now, or later in the
+    loop's pass)."""
+
+    def __init__(
+        self,
+        order: Ordering | GroupDistributor,
+        groups: GroupDistributor | None,
+        browsers: Browsers,
+        picky: Selecting,
+        numbers: Numbering,
+        hooks: LoopHooks,
+        expire: Callable[[Entry], bool],
+        forget_expired: Callable[[Entry], None],
+    ) -> None:
+        self.consumers: dict[int, Consumer] = {}
+        self.ready: deque[Consumer] = deque()  # the ring: consumers with credit
+        self._in_ready: set[int] = set()
+        # Consumers with a replay period: consumer id -> the first position they may take.
+        self.floors: dict[int, int] = {}
+        self._order = order
+        self._groups = groups
+        self._browsers = browsers
+        self._browse_cursors = browsers.cursors  # read per round: is anyone browsing?
+        self._browse_replays = browsers.replays
+        self._picky = picky
+        self._picky_cursors = picky.cursors  # read per take, as above
+        self._numbers = numbers
+        self._hooks = hooks
+        self._expire = expire
+        self._forget_expired = forget_expired
+        self.wake: Callable[[], None] = self.dispatch  # set by the queue (see Queue._wake)
+        self._dispatching = False  # dispatch() is running (see there)
+        self._again = False
+        self._skipped = False  # the last take passed over entries the consumer refused
+        # How a consumer's next entry is found, chosen once: dispatch calls it per message.
+        self._take: Callable[[int], Entry | None] = (
+            self._take_grouped if groups is not None else self._take_ordered
+        )
+
+    def add(self, consumer: Consumer, floor: int = 0) -> None:
+        """A new consumer, which takes nothing below position ``floor``."""
+        self.consumers[consumer.id] = consumer
+        if floor:
+            self.floors[consumer.id] = floor
+
+    def remove(self, consumer: Consumer) -> None:
+        """``consumer`` is gone (its unsettled entries are released by the adapter)."""
+        self.consumers.pop(consumer.id, None)
+        self._browsers.remove(consumer.id)
+        self.floors.pop(consumer.id, None)
+        self._picky.remove(consumer.id)
+        if consumer.id in self._in_ready:
+            self._in_ready.discard(consumer.id)
+            self.ready.remove(consumer)
+        if self._groups is not None:
+            self._groups.consumer_gone(consumer.id)
+            if self.ready:
+                self.wake()
+
+    def credit_granted(self, consumer: Consumer) -> None:
+        """The consumer has (more) credit: put it in line and dispatch."""
+        if consumer.credit <= 0 or consumer.id not in self.consumers:
+            return
+        if consumer.browse:
+            self._browsers.feed(consumer)
+            return
+        if consumer.id not in self._in_ready:
+            self._in_ready.add(consumer.id)
+            self.ready.append(consumer)
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Hand available entries to consumers with credit, round-robin, then feed browsers
+        (re-entrant: see the module rules)."""
+        if self._dispatching:
+            self._again = True
+            return
+        self._dispatching = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                self._round()
+        finally:
+            self._dispatching = False
+
+    def _round(self) -> None:
+        ready = self.ready
+        misses = 0
+        while ready:
+            consumer = ready[0]
+            entry = self._take(consumer.id)
+            if entry is None:
+                # Only entries this consumer refused are left: let the others try them.
+                misses += 1
+                if self._groups is not None and self._groups.freed:
+                    self._groups.freed = False
+                    misses = 0  # a group changed hands: everyone may try again
+                if not self._skipped or misses >= len(ready):
+                    ready.rotate(misses - 1)  # undo this fruitless round: keep the turn order
+                    break
+                ready.rotate(-1)
+                continue
+            misses = 0
+            if entry.message.paged:
+                page_in(self._hooks.pager, entry.message)
+            consumer.deliver(entry)
+            if consumer.credit <= 0:
+                ready.popleft()
+                self._in_ready.discard(consumer.id)
+            elif len(ready) > 1:
+                ready.rotate(-1)
+        if self._browse_cursors or self._browse_replays:
+            self._browsers.feed_all(self.consumers)
+
+    def _take_ordered(self, consumer_id: int) -> Entry | None:
+        """Acquire the next available entry for ``consumer_id`` in the queue's order."""
+        if self._picky_cursors and consumer_id in self._picky_cursors:
+            return self._take_selected(consumer_id)
+        order: Ordering = self._order  # type: ignore[assignment] # grouped queues take elsewhere
+        entry = order.pop()
+        if (
+            entry is not None
+            and entry.expires_at is None
+            and entry.excluded is None
+            and not self.floors
+        ):
+            entry.state = ACQUIRED  # the common case: nothing to check
+            self._skipped = False
+            return entry
+        refused: list[Entry] = []
+        found = None
+        floor = self.floors.get(consumer_id, 0)
+        while entry is not None:
+            entry.state = ACQUIRED  # out of the ordering; put back below if not taken
+            if entry.expires_at is not None and self._expire(entry):
+                pass
+            elif (entry.excluded and consumer_id in entry.excluded) or entry.seq < floor:
+                refused.append(entry)
+            else:
+                found = entry
+                break
+            entry = order.pop()
+        for entry in refused:
+            entry.state = AVAILABLE
+            order.requeue(entry)
+        self._skipped = bool(refused)
+        return found
+
+    def _take_selected(self, consumer_id: int) -> Entry | None:
+        """Acquire the next available entry a consumer with a selector matches (see
+        :mod:`proton_broker.queues.selecting` for its order)."""
+        found = self._picky.next_match(consumer_id, self._expire, self._numbers.next)
+        if found is not None:
+            found.state = ACQUIRED  # first, so that a compaction the discard sets off drops it
+            self._order.discard(found)  # out of the ordering, as if popped
+        self._skipped = found is None and len(self._order) > 0  # others may want the rest
+        return found
+
+    def _take_grouped(self, consumer_id: int) -> Entry | None:
+        """Acquire the next entry ``consumer_id`` may have on a grouped queue."""
+        groups = self._groups
+        assert groups is not None
+        if not groups.available:  # the usual end of a dispatch round: spare the call
+            self._skipped = False
+            return None
+        while True:
+            entry = groups.acquire(consumer_id)
+            if entry is None:
+                # Other consumers may hold other groups: let them try, if anything is left.
+                self._skipped = groups.available > 0
+                return None
+            entry.state = ACQUIRED
+            if entry.expires_at is not None and entry.expires_at <= time.time():
+                groups.dropped(entry)  # it never joined this consumer's groups
+                self._forget_expired(entry)
+                continue
+            return entry
+
+    def made_available(self, entry: Entry) -> None:
+        """``entry`` is available again (released, or held until now): back at its own
+        position, where consumers with a selector look again."""
+        entry.state = AVAILABLE
+        self._order.requeue(entry)
+        if self._picky_cursors:
+            self._picky.rewind(entry.seq)
