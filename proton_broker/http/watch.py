@@ -2,7 +2,7 @@
 thread, the only thread that touches queues.
 
 Each queue the gateway serves gets one :class:`QueueWatch`, registered once in
-``queue.history_watchers``; it holds the long polls waiting for a version (one-shot) and the
+``queue.history.watchers``; it holds the long polls waiting for a version (one-shot) and the
 WebSocket streams following the queue (until they close), indexed by the key they follow
 (``None``: every key). A new version is looked up in that index, so one send answers a
 thousand waiting polls with one pass, and polls on other keys cost nothing.
@@ -43,12 +43,12 @@ class QueueWatch:
     """The listeners of one queue, called by the queue for each new version."""
 
     def __init__(self, queue: Queue) -> None:
-        assert queue.history is not None and queue.sequence_key is not None
+        assert queue.history is not None
         self.queue = queue
         self.history: History = queue.history
-        self.key_property = queue.sequence_key  # the property an HTTP send sets
+        self.key_property = queue.history.key_property  # the property an HTTP send sets
         self._by_key: dict[str | None, dict[int, Listener]] = {}
-        queue.history_watchers.append(self._new_version)
+        queue.history.watchers.append(self._new_version)
 
     @property
     def count(self) -> int:
@@ -68,8 +68,8 @@ class QueueWatch:
         """The queue is gone: hand ``final`` to every listener and stop following it."""
         listeners = [listener for by_id in self._by_key.values() for listener in by_id.values()]
         self._by_key.clear()
-        if self._new_version in self.queue.history_watchers:
-            self.queue.history_watchers.remove(self._new_version)
+        if self._new_version in self.history.watchers:
+            self.history.watchers.remove(self._new_version)
         for listener in listeners:
             _safely(listener.answer, final)  # type: ignore[arg-type]
 

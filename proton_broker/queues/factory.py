@@ -81,10 +81,9 @@ def parts_for(
     broker-wide defaults (a queue's own settings win)."""
     groups = make_groups(settings, default_group) if settings.grouped else None
     keep = settings.max_key_updates
+    key_property = settings.lvq_key or settings.sequence_key
     history = (
-        History(max_key_updates if keep is None else keep)
-        if settings.lvq_key or settings.sequence_key
-        else None
+        History(max_key_updates if keep is None else keep, key_property) if key_property else None
     )
     return QueueParts(
         settings=settings,

@@ -47,13 +47,21 @@ class Version:
 
 
 class History:
-    """The sequence counters and kept versions of one queue."""
+    """The sequence counters and kept versions of one queue, whose messages' key is the
+    application property ``key_property``."""
 
     def __init__(
-        self, max_updates: int | None, dropped: Callable[[Message], None] | None = None
+        self,
+        max_updates: int | None,
+        key_property: str,
+        dropped: Callable[[Message], None] | None = None,
     ) -> None:
         self.keep = None if max_updates is None else max(1, max_updates)
+        self.key_property = key_property
         self.dropped = dropped  # called with a version's message when it is let go
+        # Called with (key, sequence, message) for every new version, on the loop thread:
+        # replaying browsers and the HTTP gateway's long polls and WebSocket streams.
+        self.watchers: list[Callable[[str, int, Message], object]] = []
         self._current: dict[str, int] = {}
         self._versions: dict[str, deque[Version]] = {}
         self._log: deque[Version] = deque()  # every kept version in arrival order
@@ -109,6 +117,40 @@ class History:
             if self.dropped is not None:
                 self.dropped(old.message)
 
+    def number(self, message: Message) -> tuple[str, int] | None:
+        """Give ``message`` the next number of its key, unless it has one, and stamp it on
+        the message (annotation ``x-opt-sequence``); InvalidField for a bad custom number.
+        (key, number), or None for a message without the key."""
+        key = property_text(message.application_property(self.key_property))
+        if key is None:
+            return None
+        if message.sequence is None:
+            custom = message.message_annotation(SEQUENCE)
+            if custom is None:
+                custom = message.application_property(SEQUENCE)
+            message.sequence = self.next_sequence(key, custom)
+            self.reserve(key, message.sequence)
+            annotate(message, SEQUENCE, message.sequence)
+        return key, message.sequence
+
+    def arrived(self, message: Message) -> str | None:
+        """``message`` joins the queue: number it (unless it was numbered before), record
+        it as its key's latest version and tell the watchers. Its key."""
+        numbered = self.number(message)
+        if numbered is None:
+            return None
+        key, seq = numbered
+        self.record(key, seq, message)
+        for watch in self.watchers:
+            watch(key, seq, message)
+        return key
+
+    def recover(self, message: Message) -> None:
+        """At start-up: a stored version that had left the queue but was kept."""
+        numbered = self.number(message)
+        if numbered is not None:
+            self.record(*numbered, message)
+
     def current(self, key: str) -> int:
         return self._current.get(key, 0)
 
@@ -150,21 +192,3 @@ def sequence_start(value: object) -> int | str:
     raise InvalidField(
         f"{SEQUENCE} filter must be a sequence number, 'first' or 'last', got {value!r}", SEQUENCE
     )
-
-
-def number_message(history: History, key_property: str, message: Message) -> tuple[str, int] | None:
-    """Give ``message`` the next number of its key (the application property
-    ``key_property``), unless it has one, and stamp it on the message (annotation
-    ``x-opt-sequence``); InvalidField for a bad custom number. (key, number), or None for a
-    message without the key."""
-    key = property_text(message.application_property(key_property))
-    if key is None:
-        return None
-    if message.sequence is None:
-        custom = message.message_annotation(SEQUENCE)
-        if custom is None:
-            custom = message.application_property(SEQUENCE)
-        message.sequence = history.next_sequence(key, custom)
-        history.reserve(key, message.sequence)
-        annotate(message, SEQUENCE, message.sequence)
-    return key, message.sequence

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -53,7 +53,7 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.history import SEQUENCE, number_message
+from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.holds import Holds, not_valid_before
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
@@ -122,12 +122,7 @@ class Queue:
         self._groups = parts.groups
         self._order = parts.order
         self._lvq = parts.lvq
-        # Per-key sequence numbers and history (queues/history.py), on a queue with a key.
-        # The application property that numbers versions (None: no sequence numbers).
-        self.sequence_key = self.settings.lvq_key or self.settings.sequence_key
-        self.history = parts.history
-        if self.history is not None:
-            self.history.dropped = self._version_dropped
+        self.history = parts.history  # per-key numbers, on a queue with a key (history.py)
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
         self.limits = (
@@ -146,11 +141,9 @@ class Queue:
         # a dict costs no call).
         self._browse_cursors = self._browsers.cursors
         self._browse_replays = self._browsers.replays
-        # Called with (key, sequence, message) for every new version, on the loop thread:
-        # the HTTP gateway's long polls and WebSocket streams (proton_broker/http).
-        self.history_watchers: list[Callable[[str, int, Message], object]] = [
-            self._browsers.version_recorded  # replaying browsers get each new version
-        ]
+        if self.history is not None:
+            self.history.dropped = self._version_dropped
+            self.history.watchers.append(self._browsers.version_recorded)  # replaying browsers
         # Consuming consumers with a selector walk the log from cursors of their own.
         self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
         self._picky_cursors = self._picky.cursors  # read when entries come back, as above
@@ -214,7 +207,7 @@ class Queue:
         limited = self._limited
         if limited and not admitted:
             self.limits.admit(message)  # type: ignore[union-attr] # limited: there are limits
-        key = self._sequence(message) if self.history is not None else None
+        key = self.history.arrived(message) if self.history is not None else None
         arrival = time.time() if now is None else now
         if numbers.dedupe is not None:  # it can no longer be refused
             numbers.remember(message, arrival, self.persistent and message.store_id is not None)
@@ -295,26 +288,9 @@ class Queue:
 
     def number(self, message: Message) -> tuple[str, int] | None:
         """Give ``message`` the next number of its key now, before it joins (the broker
-        does this for a message it writes to the store first) and stamp it on the message
-        (annotation ``x-opt-sequence``); InvalidField for a bad custom number. (key, number),
-        or None for a message without the key or on a queue without sequence numbers."""
-        if self.history is None:
-            return None
-        assert self.sequence_key is not None
-        return number_message(self.history, self.sequence_key, message)
-
-    def _sequence(self, message: Message) -> str | None:
-        """Number ``message`` (unless it was numbered before) and record it as the latest
-        version of its key. Its key."""
-        assert self.history is not None
-        numbered = self.number(message)
-        if numbered is None:
-            return None
-        key, seq = numbered
-        self.history.record(key, seq, message)
-        for watch in self.history_watchers:
-            watch(key, seq, message)
-        return key
+        does this for a message it writes to the store first): see History.number. None on
+        a queue without sequence numbers."""
+        return None if self.history is None else self.history.number(message)
 
     # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
 
@@ -491,9 +467,8 @@ class Queue:
 
     def recover_version(self, message: Message) -> None:
         """At start-up: a stored version that had left the queue but was kept in history."""
-        numbered = self.number(message)
-        if numbered is not None and self.history is not None:
-            self.history.record(*numbered, message)
+        if self.history is not None:
+            self.history.recover(message)
 
     def _replay_start(self, period: float) -> int:
         """The first position a consumer with this replay period may see (Broker-J's
