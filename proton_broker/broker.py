@@ -25,8 +25,9 @@ from proton_broker.message import Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.ports import LoopHooks
-from proton_broker.queues.queue import LIVE_SETTINGS, Queue
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
+    LIVE_SETTINGS,
     ParsedOptions,
     QueueSettings,
     differences,
@@ -245,7 +246,7 @@ class Broker:
         for name, records in recovered.seen.items():
             seen_on = self.queues.get(name)
             if seen_on is not None:
-                seen_on.restore_seen(records)
+                seen_on.numbers.restore_seen(records)
         floors = _number_floors(recovered)
         last: dict[str, int] = {}
         for stored in recovered.messages:
@@ -257,7 +258,7 @@ class Broker:
                 numbered.history.restore(counters)
         for queue in self.queues.values():
             if queue.persistent:
-                queue.restore_numbers(floors.get(queue.name, 1))
+                queue.numbers.restore(floors.get(queue.name, 1))
         _log_recovery(recovered)
 
     def _recover(self, stored: StoredMessage, retired: bool, number: int, fresh: bool) -> None:
@@ -283,11 +284,11 @@ class Broker:
                 message.number = number
                 queue.recover_version(message)
                 if fresh:
-                    queue.write_number(message)
+                    queue.numbers.write(message)
                 return
         queue.enqueue(message, now=stored.arrival, admitted=True, number=number)
         if fresh:  # browsers are not given it until this number is on disk either
-            queue.write_number(message)
+            queue.numbers.write(message)
 
     def _make_durable(self, queue: Queue) -> None:
         if self.store is None:

@@ -42,10 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from proton_broker import errors
 from proton_broker.broker import MANAGEMENT_NODE
-from proton_broker.queues.queue import LIVE_SETTINGS, Queue
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     GROUPS_NONE,
     GROUPS_SHARED,
+    LIVE_SETTINGS,
     ParsedOptions,
     option_names,
     parse_options,

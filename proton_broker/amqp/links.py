@@ -216,7 +216,7 @@ class ProducerLink:
         durable; it goes on its queue, and is settled, when everything before it has."""
         item = _Pending(dlv, message, queue)
         self._pending.append(item)
-        if message.durable and queue.persistent and not queue.is_duplicate(message):
+        if message.durable and queue.persistent and not queue.numbers.is_duplicate(message):
             self.broker.persist(message, queue, item.written(self._drain_pending))
         else:
             item.ready = True

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
 from proton_broker.queues.ports import Consumer, FlowObserver, Journal, LoopHooks, MessageFilter
 from proton_broker.queues.selecting import Selecting
-from proton_broker.queues.settings import QueueSettings
+from proton_broker.queues.settings import QueueSettings, check_live_change
 
 __all__ = [
     "ACQUIRED",
@@ -94,11 +94,6 @@ class QueueStats:
     paged_out: int = 0  # bytes dropped from memory, kept in the store (flow to disk)
     refused: int = 0  # refused by a reject policy
     duplicates: int = 0  # dropped by duplicate detection (answered accepted)
-
-
-# Settings a live queue can take at once (Queue.update_settings): each is read when a
-# consumer attaches or a message arrives, and nothing already queued depends on it.
-LIVE_SETTINGS = frozenset({"ensure_nondestructive", "min_ttl", "max_ttl", "default_filters"})
 
 
 class Queue:
@@ -258,10 +253,6 @@ class Queue:
         first = self._log.first_live()
         return self.numbers.next if first is None else first.seq
 
-    def restore_numbers(self, floor: int) -> None:
-        """At start-up, after the stored messages are back: no number below ``floor``."""
-        self.numbers.restore(floor)
-
     def make_durable(self, journal: Journal) -> None:
         """The broker keeps this queue in its store: messages leaving, numbers and seen ids
         are written to ``journal``, and durable messages are accepted once written."""
@@ -269,22 +260,9 @@ class Queue:
         self.persistent = True
         self.numbers.keep(journal)
 
-    def write_number(self, message: Message) -> None:
-        """Write the number of ``message``, a stored message on this queue (recovery)."""
-        self.numbers.write(message)
-
     def _numbers_written(self) -> None:
         if self._browse_cursors:
             self._wake()  # browsers waiting at a number being written may go on
-
-    def is_duplicate(self, message: Message, now: float | None = None) -> bool:
-        """Whether ``message``'s id is in the duplicate-detection window (changes nothing;
-        the broker asks before it writes a durable message)."""
-        return self.numbers.is_duplicate(message, now)
-
-    def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
-        """At start-up: the stored duplicate-detection records of this queue."""
-        self.numbers.restore_seen(records, now)
 
     def number(self, message: Message) -> tuple[str, int] | None:
         """Give ``message`` the next number of its key now, before it joins (the broker
@@ -601,18 +579,9 @@ class Queue:
 
     def update_settings(self, settings: QueueSettings) -> None:
         """Take new settings that differ only where a live queue can follow at once (see
-        :data:`LIVE_SETTINGS`): they apply to consumers that attach and messages that
-        arrive from now on."""
-        changed = {
-            name
-            for name in settings.__dataclass_fields__
-            if getattr(settings, name) != getattr(self.settings, name)
-        }
-        if not changed <= LIVE_SETTINGS:
-            raise InvalidField(
-                "cannot change on a live queue: " + ", ".join(sorted(changed - LIVE_SETTINGS)),
-                sorted(changed - LIVE_SETTINGS)[0],
-            )
+        ``LIVE_SETTINGS`` in settings.py): they apply to consumers that attach and messages
+        that arrive from now on."""
+        check_live_change(self.settings, settings)
         self.settings = settings
         self._ttl_bounds = has_ttl_bounds(settings)
         self._default_replay = default_replay_seconds(settings.default_filters)

@@ -563,6 +563,23 @@ def differences(settings: QueueSettings, parsed: ParsedOptions) -> list[str]:
     return out
 
 
+# Settings a live queue can take at once (Queue.update_settings): each is read when a
+# consumer attaches or a message arrives, and nothing already queued depends on it.
+LIVE_SETTINGS = frozenset({"ensure_nondestructive", "min_ttl", "max_ttl", "default_filters"})
+
+
+def check_live_change(current: QueueSettings, new: QueueSettings) -> None:
+    """InvalidField, naming them, if ``new`` differs from ``current`` in settings a live
+    queue cannot take (anything outside :data:`LIVE_SETTINGS`)."""
+    fixed = sorted(
+        name
+        for name in new.__dataclass_fields__
+        if name not in LIVE_SETTINGS and getattr(new, name) != getattr(current, name)
+    )
+    if fixed:
+        raise InvalidField("cannot change on a live queue: " + ", ".join(fixed), fixed[0])
+
+
 def _as_text(value: Any) -> str:
     """How a recognised option is echoed: as a string, as the Qpid C++ broker does."""
     descriptor = getattr(value, "descriptor", None)

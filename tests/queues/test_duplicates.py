@@ -105,7 +105,7 @@ def test_a_message_a_full_queue_refused_is_not_remembered() -> None:
 
 def test_a_recovered_message_is_never_taken_for_a_duplicate_of_its_own_record() -> None:
     q = queue(duplicateDetectionCount=10)
-    q.restore_seen([("s:a", 1000.0)], now=1001.0)
+    q.numbers.restore_seen([("s:a", 1000.0)], now=1001.0)
     assert q.enqueue(msg("a"), now=1000.0, number=1) is not None  # recovery
     assert q.enqueue(msg("a"), now=1002.0) is None  # a retry after the restart
 

@@ -202,7 +202,7 @@ def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> N
     journal = Journal()
     q.make_durable(journal)
     q.enqueue(msg("kept"), number=7)  # as recovery gives a stored message its number back
-    q.restore_numbers(70_000)
+    q.numbers.restore(70_000)
     q.enqueue(msg("new"))
     assert [e.seq for e in q.entries()] == [7, 70_000]
     assert q.earliest_sequence_number == 7
@@ -263,7 +263,7 @@ def test_a_message_renumbered_at_recovery_waits_for_its_new_number_to_be_written
     q = stored_queue(journal)
     recovered = stored_msg("came back without a number", 7)
     q.enqueue(recovered, number=5)  # as recovery gives it a new number
-    q.write_number(recovered)
+    q.numbers.write(recovered)
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, from_number=1)
     assert numbers(browser) == []  # another crash now could give it yet another number
