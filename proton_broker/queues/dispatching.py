@@ -1,8 +1,14 @@
-"""Dispatch: a queue's consumers, which of them is served next, and which entry each may
-acquire (the part qpid-cpp calls the queue's ``MessageDistributor``).
+"""Dispatch: a queue's consumers, where each starts, which of them is served next, and which
+entry each may acquire (the part qpid-cpp calls the queue's ``MessageDistributor``).
 
 Rules this module owns:
 
+* A consumer starts at the queue's head, or where its attach filters say: a replay period
+  (Broker-J's ``x-qpid-replay-period``, or the queue's default filter), an
+  ``x-opt-sequence-number`` (browsers only) or an ``x-opt-sequence`` replay of the kept
+  versions (browsers only, on a queue with sequence numbers). On a grouped queue a consumer
+  that acquires may have neither a selector nor a replay period (``amqp:not-implemented``);
+  a browser may.
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more. Browsers are fed
   after the ring's turn (see :mod:`~proton_broker.queues.browsing`).
@@ -28,12 +34,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.queues.browsing import Browsers
-from proton_broker.queues.entries import ACQUIRED, AVAILABLE, Entry, Ordering
+from proton_broker.queues.entries import ACQUIRED, AVAILABLE, ArrivalLog, Entry, Ordering
 from proton_broker.queues.groups import GroupDistributor
+from proton_broker.queues.history import SEQUENCE, History
 from proton_broker.queues.limits import page_in
 from proton_broker.queues.numbering import Numbering
-from proton_broker.queues.ports import Consumer, LoopHooks
+from proton_broker.queues.ports import Consumer, LoopHooks, MessageFilter
 from proton_broker.queues.selecting import Selecting
 
 
@@ -52,6 +60,9 @@ class Dispatcher:
         browsers: Browsers,
         picky: Selecting,
         numbers: Numbering,
+        log: ArrivalLog,
+        history: History | None,
+        default_replay: float | None,
         hooks: LoopHooks,
         expire: Callable[[Entry], bool],
         forget_expired: Callable[[Entry], None],
@@ -69,6 +80,11 @@ class Dispatcher:
         self._picky = picky
         self._picky_cursors = picky.cursors  # read per take, as above
         self._numbers = numbers
+        self._log = log
+        self._history = history
+        # The queue's default replay period (seconds; None: none), for consumers that ask
+        # for none; the queue updates it with its settings.
+        self.default_replay = default_replay
         self._hooks = hooks
         self._expire = expire
         self._forget_expired = forget_expired
@@ -81,11 +97,78 @@ class Dispatcher:
             self._take_grouped if groups is not None else self._take_ordered
         )
 
-    def add(self, consumer: Consumer, floor: int = 0) -> None:
-        """A new consumer, which takes nothing below position ``floor``."""
+    def subscribe(
+        self,
+        consumer: Consumer,
+        replay_period: float | None = None,
+        sequence: tuple[int | str, str | None] | None = None,
+        from_number: int | None = None,
+        selector: MessageFilter | None = None,
+    ) -> None:
+        """Add a consumer. With a replay period (seconds; the queue's default filter when
+        None) it gets only what arrived in that period, then every new message. With a
+        ``sequence`` (start, key or None), a browser gets the kept versions from that start
+        (of that key, or all), then every new message (of that key). With ``from_number``
+        (x-opt-sequence-number), a browser gets the messages on the queue whose number is
+        at least that, in number order, then new ones; its start is found in O(log n).
+        With a ``selector``, a consumer or browser gets only the messages it matches."""
+        grouped = self._groups is not None
+        if selector is not None and not consumer.browse and grouped:
+            raise NotImplementedByBroker(
+                "a selector on a grouped queue is supported for browsing consumers only"
+            )
+        if sequence is not None:
+            self._subscribe_replay(consumer, *sequence, selector)
+            return
+        if from_number is not None:
+            if not consumer.browse:
+                raise InvalidField(
+                    "an x-opt-sequence-number filter browses: it needs a browser "
+                    "(distribution mode copy)",
+                    "x-opt-sequence-number",
+                )
+            start = from_number
+        else:
+            period = self.default_replay if replay_period is None else replay_period
+            start = 0 if period is None else self._replay_start(period)
+        if start and not consumer.browse and grouped:
+            raise NotImplementedByBroker(
+                "a replay period on a grouped queue is supported for browsing consumers only"
+            )
         self.consumers[consumer.id] = consumer
-        if floor:
-            self.floors[consumer.id] = floor
+        if consumer.browse:
+            self._browsers.add(consumer.id, start, selector)
+        elif selector is not None:
+            self._picky.add(consumer.id, start, selector)
+        elif start:
+            self.floors[consumer.id] = start
+        self.credit_granted(consumer)
+
+    def _subscribe_replay(
+        self, consumer: Consumer, start: int | str, key: str | None, selector: MessageFilter | None
+    ) -> None:
+        if self._history is None:
+            raise InvalidField(
+                f"a {SEQUENCE} filter needs a queue with sequence numbers (a "
+                "last-value key or sequenceKey)",
+                SEQUENCE,
+            )
+        if not consumer.browse:
+            raise InvalidField(
+                f"a {SEQUENCE} filter replays copies: browse (distribution mode copy)", SEQUENCE
+            )
+        replay = deque(Entry(v.seq, v.message, None) for v in self._history.replay(start, key))
+        self.consumers[consumer.id] = consumer
+        self._browsers.add_replay(consumer.id, key, replay, selector)
+        self.credit_granted(consumer)
+
+    def _replay_start(self, period: float) -> int:
+        """The first position a consumer with this replay period may see (Broker-J's
+        ArrivalTimeFilter: arrival >= now - period; 0 means only new messages)."""
+        if period <= 0:
+            return self._numbers.next
+        first = self._log.first_since(time.time() - period)
+        return self._numbers.next if first is None else first
 
     def remove(self, consumer: Consumer) -> None:
         """``consumer`` is gone (its unsettled entries are released by the adapter)."""

@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.message import Message
 from proton_broker.queues.browsing import Browsers
 from proton_broker.queues.dispatching import Dispatcher
@@ -53,14 +51,13 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.holds import Holds, not_valid_before
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
-from proton_broker.queues.ports import Consumer, FlowObserver, Journal, LoopHooks, MessageFilter
+from proton_broker.queues.ports import Consumer, FlowObserver, Journal, LoopHooks
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import QueueSettings, check_live_change
 
@@ -142,7 +139,6 @@ class Queue:
         # Consuming consumers with a selector walk the log from cursors of their own.
         self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
         self._picky_cursors = self._picky.cursors  # read when entries come back, as above
-        self._default_replay = default_replay_seconds(self.settings.default_filters)
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
         self._held = Holds()
@@ -157,6 +153,9 @@ class Queue:
             self._browsers,
             self._picky,
             self.numbers,
+            self._log,
+            self.history,
+            default_replay_seconds(self.settings.default_filters),
             self.hooks,
             self._drop_if_expired,
             self._expired,
@@ -165,6 +164,10 @@ class Queue:
         self._dispatcher = dispatcher
         self._consumers = dispatcher.consumers
         self._ready = dispatcher.ready  # read per message: is anyone waiting?
+        # Consumers come, get credit and go through the dispatcher (see there).
+        self.subscribe = dispatcher.subscribe
+        self.credit_granted = dispatcher.credit_granted
+        self.unsubscribe = dispatcher.remove
         self.dispatch = dispatcher.dispatch
         # Whether messages need an expiry time even without a TTL of their own.
         self._ttl_bounds = has_ttl_bounds(self.settings)
@@ -373,69 +376,6 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self._consumers)
 
-    def subscribe(
-        self,
-        consumer: Consumer,
-        replay_period: float | None = None,
-        sequence: tuple[int | str, str | None] | None = None,
-        from_number: int | None = None,
-        selector: MessageFilter | None = None,
-    ) -> None:
-        """Add a consumer. With a replay period (seconds; the queue's default filter when
-        None) it gets only what arrived in that period, then every new message. With a
-        ``sequence`` (start, key or None), a browser gets the kept versions from that start
-        (of that key, or all), then every new message (of that key). With ``from_number``
-        (x-opt-sequence-number), a browser gets the messages on the queue whose number is
-        at least that, in number order, then new ones; its start is found in O(log n).
-        With a ``selector``, a consumer or browser gets only the messages it matches (see
-        dispatching.py for a consumer's order)."""
-        if selector is not None and not consumer.browse and self._groups is not None:
-            raise NotImplementedByBroker(
-                "a selector on a grouped queue is supported for browsing consumers only"
-            )
-        if sequence is not None:
-            self._subscribe_replay(consumer, *sequence, selector)
-            return
-        if from_number is not None:
-            if not consumer.browse:
-                raise InvalidField(
-                    "an x-opt-sequence-number filter browses: it needs a browser "
-                    "(distribution mode copy)",
-                    "x-opt-sequence-number",
-                )
-            start = from_number
-        else:
-            period = self._default_replay if replay_period is None else replay_period
-            start = 0 if period is None else self._replay_start(period)
-        if start and not consumer.browse and self._groups is not None:
-            raise NotImplementedByBroker(
-                "a replay period on a grouped queue is supported for browsing consumers only"
-            )
-        self._dispatcher.add(consumer, 0 if consumer.browse or selector is not None else start)
-        if consumer.browse:
-            self._browsers.add(consumer.id, start, selector)
-        elif selector is not None:
-            self._picky.add(consumer.id, start, selector)
-        self.credit_granted(consumer)
-
-    def _subscribe_replay(
-        self, consumer: Consumer, start: int | str, key: str | None, selector: MessageFilter | None
-    ) -> None:
-        if self.history is None:
-            raise InvalidField(
-                f"a {SEQUENCE} filter needs a queue with sequence numbers (a "
-                "last-value key or sequenceKey)",
-                SEQUENCE,
-            )
-        if not consumer.browse:
-            raise InvalidField(
-                f"a {SEQUENCE} filter replays copies: browse (distribution mode copy)", SEQUENCE
-            )
-        replay = deque(Entry(v.seq, v.message, None) for v in self.history.replay(start, key))
-        self._dispatcher.add(consumer)
-        self._browsers.add_replay(consumer.id, key, replay, selector)
-        self.credit_granted(consumer)
-
     def _version_dropped(self, message: Message) -> None:
         """The history let a version go: its stored bytes may go too, if the queue is done
         with them."""
@@ -447,21 +387,6 @@ class Queue:
         """At start-up: a stored version that had left the queue but was kept in history."""
         if self.history is not None:
             self.history.recover(message)
-
-    def _replay_start(self, period: float) -> int:
-        """The first position a consumer with this replay period may see (Broker-J's
-        ArrivalTimeFilter: arrival >= now - period; 0 means only new messages)."""
-        if period <= 0:
-            return self.numbers.next
-        first = self._log.first_since(time.time() - period)
-        return self.numbers.next if first is None else first
-
-    def unsubscribe(self, consumer: Consumer) -> None:
-        self._dispatcher.remove(consumer)
-
-    def credit_granted(self, consumer: Consumer) -> None:
-        """The consumer has (more) credit: put it in line and dispatch."""
-        self._dispatcher.credit_granted(consumer)
 
     def _drop_if_expired(self, entry: Entry) -> bool:
         """An entry just acquired (or, for a consumer with a selector, about to be) whose
@@ -584,7 +509,7 @@ class Queue:
         check_live_change(self.settings, settings)
         self.settings = settings
         self._ttl_bounds = has_ttl_bounds(settings)
-        self._default_replay = default_replay_seconds(settings.default_filters)
+        self._dispatcher.default_replay = default_replay_seconds(settings.default_filters)
 
     def entries(self) -> Iterator[Entry]:
         """Live entries in arrival order (for management and tests; O(n))."""
