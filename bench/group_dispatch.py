@@ -51,8 +51,9 @@ from records import clone, gc_paused
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.entries import Entry
 from proton_broker.queues.factory import build_queue
-from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
 
 KEY = "GROUP_KEY"

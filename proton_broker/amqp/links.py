@@ -63,7 +63,8 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, MalformedMessage, NotFound, ResourceLimitExceeded
 from proton_broker.message import Message
-from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.entries import Entry
+from proton_broker.queues.queue import Queue
 from proton_broker.transactions import Acknowledgement, Transactions
 
 REJECTED_OUTCOME = "amqp:rejected:list"

@@ -5,45 +5,55 @@ Rules this module owns: a message's valid-from time is its ``x-qpid-not-valid-be
 message annotation, else the application property of that name (milliseconds since the
 epoch, a number or numeric text; anything else means no hold); a message whose time has
 already come when it arrives is not held. Held entries wait in a min-heap by time, so
-holding and releasing cost O(log n) and nothing scans the queue. What a released entry
-rejoins (its own position in the ordering, browsers that passed it) is the queue's business;
-this module only says which entries are due.
+holding and releasing cost O(log n) and nothing scans the queue; the event loop is asked to
+wake the queue when the earliest time changes. What a released entry rejoins (its own
+position in the ordering, browsers that passed it) is the queue's business; this module
+only says which entries are held and which are due.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from proton_broker.message import Message
-from proton_broker.queues.entries import HELD, Entry
+from proton_broker.queues.entries import AVAILABLE, HELD, Entry
 
 NOT_VALID_BEFORE = "x-qpid-not-valid-before"
 
 
 class Holds:
-    """The held entries of one queue, by the time (ms since the epoch) they become valid."""
+    """The held entries of one queue, by the time (ms since the epoch) they become valid.
+    ``wake_at(when)`` asks for the queue to release them at ``when`` (seconds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wake_at: Callable[[float], object]) -> None:
         self._heap: list[tuple[float, int, Entry]] = []
+        self._wake_at = wake_at
 
-    def hold(self, entry: Entry, valid_from: float) -> bool:
-        """Hold ``entry`` (already in state HELD) until ``valid_from`` (ms); True when it is
-        now the first due, so the queue's wake-up time changed."""
+    def hold_if_early(self, entry: Entry, arrival: float) -> bool:
+        """Hold ``entry``, which arrived at ``arrival`` (seconds), if its time has not come:
+        it becomes HELD (the caller takes it out of the ordering) and True."""
+        if entry.state != AVAILABLE:
+            return False  # a ring queue evicted it on arrival
+        valid_from = not_valid_before(entry.message)
+        if valid_from is None or valid_from <= arrival * 1000.0:
+            return False
+        entry.state = HELD
         heapq.heappush(self._heap, (valid_from, entry.seq, entry))
-        return self._heap[0][2] is entry
+        if self._heap[0][2] is entry:  # the first due now: the wake-up time changed
+            self._wake_at(valid_from / 1000.0)
+        return True
 
     def due(self, now: float) -> Iterator[Entry]:
-        """Take out the entries still held whose time (``now``, seconds) has come."""
+        """Take out the entries still held whose time (``now``, seconds) has come, then ask
+        to be woken for the next."""
         heap = self._heap
         while heap and heap[0][0] <= now * 1000.0:
             entry = heapq.heappop(heap)[2]
             if entry.state == HELD:
                 yield entry
-
-    def next_time(self) -> float | None:
-        """When the next held entry becomes valid (seconds since the epoch), if any."""
-        return self._heap[0][0] / 1000.0 if self._heap else None
+        if heap:
+            self._wake_at(heap[0][0] / 1000.0)
 
     def clear(self) -> None:
         self._heap.clear()

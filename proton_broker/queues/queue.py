@@ -31,7 +31,6 @@ The queue knows nothing about sockets or AMQP: consumers are objects with ``cred
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -45,37 +44,20 @@ from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
     DEAD,
-    HELD,
     ArrivalLog,
     Entry,
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.holds import Holds, not_valid_before
+from proton_broker.queues.holds import Holds
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
-from proton_broker.queues.ports import Consumer, FlowObserver, Journal, LoopHooks
+from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import QueueSettings, check_live_change
-
-__all__ = [
-    "ACQUIRED",
-    "AVAILABLE",
-    "DEAD",
-    "HELD",
-    "Consumer",
-    "Entry",
-    "FlowObserver",
-    "Journal",
-    "Queue",
-    "QueueStats",
-]
-
-
-log = logging.getLogger("proton_broker.queues")
 
 
 @dataclass
@@ -141,13 +123,20 @@ class Queue:
         self._picky_cursors = self._picky.cursors  # read when entries come back, as above
         # Hold until valid: held entries by the time (ms) they become valid.
         self._hold = self.settings.hold_on_publish
-        self._held = Holds()
+        self._held = Holds(self._wake_at)
         self.hooks = hooks or LoopHooks()  # how the event loop drives it (see ports.py)
         # Set by make_durable on a durable queue (with a store): where its changes are
         # written; its durable messages are accepted only once written.
         self.journal: Journal | None = None
         self.persistent = False
-        dispatcher = Dispatcher(  # queues/dispatching.py
+        self._assemble_dispatch()
+        # Whether messages need an expiry time even without a TTL of their own.
+        self._ttl_bounds = has_ttl_bounds(self.settings)
+
+    def _assemble_dispatch(self) -> None:
+        """Consumers come, get credit and go through the dispatcher (queues/dispatching.py):
+        the queue hands its parts to it and exposes its methods as its own."""
+        dispatcher = self._dispatcher = Dispatcher(
             self._order,
             self._groups,
             self._browsers,
@@ -161,16 +150,12 @@ class Queue:
             self._expired,
         )
         dispatcher.wake = self._wake
-        self._dispatcher = dispatcher
         self._consumers = dispatcher.consumers
         self._ready = dispatcher.ready  # read per message: is anyone waiting?
-        # Consumers come, get credit and go through the dispatcher (see there).
         self.subscribe = dispatcher.subscribe
         self.credit_granted = dispatcher.credit_granted
         self.unsubscribe = dispatcher.remove
         self.dispatch = dispatcher.dispatch
-        # Whether messages need an expiry time even without a TTL of their own.
-        self._ttl_bounds = has_ttl_bounds(self.settings)
 
     @property
     def kind(self) -> str:
@@ -236,7 +221,8 @@ class Queue:
             self._supersede(self._lvq.replace(entry))
         if limited:
             self.limits.joined(entry)  # type: ignore[union-attr]
-        if self._hold and self._hold_until_valid(entry, arrival):
+        if self._hold and self._held.hold_if_early(entry, arrival):
+            self._order.discard(entry)  # back in at its own position by release_held()
             return entry
         if self._ready or self._browse_cursors or self._browse_replays:
             self._wake()
@@ -273,21 +259,19 @@ class Queue:
         a queue without sequence numbers."""
         return None if self.history is None else self.history.number(message)
 
-    # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
+    def _version_dropped(self, message: Message) -> None:
+        """The history let a version go: its stored bytes may go too, if the queue is done
+        with them."""
+        if not message.on_queue and message.store_id is not None and self.journal is not None:
+            self.journal.removed(self, message.store_id)
+            message.store_id = None
 
-    def _hold_until_valid(self, entry: Entry, arrival: float) -> bool:
-        """Keep ``entry`` from consumers until its ``x-qpid-not-valid-before`` time (ms since
-        the epoch, a message annotation or an application property) if that is later."""
-        if entry.state != AVAILABLE:
-            return False  # a ring queue evicted it on arrival
-        valid_from = not_valid_before(entry.message)
-        if valid_from is None or valid_from <= arrival * 1000.0:
-            return False
-        entry.state = HELD
-        self._order.discard(entry)  # back in at its own position by release_held()
-        if self._held.hold(entry, valid_from) and self.hooks.wake_at is not None:
-            self.hooks.wake_at(valid_from / 1000.0, self)
-        return True
+    def recover_version(self, message: Message) -> None:
+        """At start-up: a stored version that had left the queue but was kept in history."""
+        if self.history is not None:
+            self.history.recover(message)
+
+    # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
 
     def release_held(self, now: float | None = None) -> int:
         """Make the held entries whose time has come available, in their normal positions;
@@ -295,22 +279,18 @@ class Queue:
         now = time.time() if now is None else now
         released = 0
         for entry in self._held.due(now):
-            if entry.superseded or (entry.expires_at is not None and entry.expires_at <= now):
-                replaced = entry.superseded
+            if entry.superseded:
                 self._remove(entry)
-                if replaced:
-                    self.stats.replaced += 1
-                else:
-                    self.stats.expired += 1
+                self.stats.replaced += 1
+                continue
+            if entry.expires_at is not None and entry.expires_at <= now:
+                self._remove(entry)
+                self.stats.expired += 1
                 continue
             self._dispatcher.made_available(entry)
             if self._browse_cursors:
                 self._browsers.valid_again(entry)
             released += 1
-        next_time = self._held.next_time()
-        wake_at = self.hooks.wake_at
-        if next_time is not None and wake_at is not None:
-            wake_at(next_time, self)
         if released and (self._ready or self._browse_cursors):
             self._wake()
         return released
@@ -361,6 +341,11 @@ class Queue:
         else:
             defer(self)
 
+    def _wake_at(self, when: float) -> None:
+        """Have the loop release held entries at ``when`` (seconds since the epoch)."""
+        if self.hooks.wake_at is not None:
+            self.hooks.wake_at(when, self)
+
     def _supersede(self, older: Entry | None) -> None:
         """A newer value arrived for ``older``'s key (see the module rules)."""
         if older is None or older.state == DEAD:
@@ -375,18 +360,6 @@ class Queue:
     @property
     def consumer_count(self) -> int:
         return len(self._consumers)
-
-    def _version_dropped(self, message: Message) -> None:
-        """The history let a version go: its stored bytes may go too, if the queue is done
-        with them."""
-        if not message.on_queue and message.store_id is not None and self.journal is not None:
-            self.journal.removed(self, message.store_id)
-            message.store_id = None
-
-    def recover_version(self, message: Message) -> None:
-        """At start-up: a stored version that had left the queue but was kept in history."""
-        if self.history is not None:
-            self.history.recover(message)
 
     def _drop_if_expired(self, entry: Entry) -> bool:
         """An entry just acquired (or, for a consumer with a selector, about to be) whose

@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from proton_broker.queues.queue import Entry, Queue
+from proton_broker.queues.entries import Entry
+from proton_broker.queues.queue import Queue
 
 _ids = itertools.count(1)
 

@@ -17,9 +17,10 @@ import pytest
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Message
+from proton_broker.queues.entries import ACQUIRED, AVAILABLE, Entry
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.groups import _IDLE_KEEP
-from proton_broker.queues.queue import ACQUIRED, AVAILABLE, Entry, Queue
+from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import GROUPS_SHARED, GROUPS_STANDARD, parse_settings
 from tests.queues import consumers
 
