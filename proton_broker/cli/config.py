@@ -83,7 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done, 1 the broker refused or could not be reached, 2 usage error.",
     )
     parser.add_argument("command", nargs="*", help=argparse.SUPPRESS)
-    general = parser.add_argument_group("options")
+    _general_options(parser.add_argument_group("options"))
+    _add_queue_options(parser.add_argument_group("add queue options"))
+    delete = parser.add_argument_group("del queue options")
+    delete.add_argument(
+        "--force", action="store_true", help="delete the queue even if it holds messages"
+    )
+    return parser
+
+
+def _general_options(general: argparse._ArgumentGroup) -> None:
+    """The connection and output options every command takes."""
     general.add_argument(
         "-b",
         "--broker",
@@ -113,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="queues: measure rates over this long (default 1; 0: no rates)",
     )
-    add = parser.add_argument_group("add queue options")
+
+
+def _add_queue_options(add: argparse._ArgumentGroup) -> None:
+    """qpid-config's ``add queue`` options (the rest go through ``--argument``)."""
     add.add_argument("--durable", action="store_true", help="the queue survives a restart")
     add.add_argument(
         "--lvq-key", metavar="KEY", help="last-value queue keyed by this application property"
@@ -148,11 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="any other queue option, e.g. qpid.max_count=10 (repeatable)",
     )
-    delete = parser.add_argument_group("del queue options")
-    delete.add_argument(
-        "--force", action="store_true", help="delete the queue even if it holds messages"
-    )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
