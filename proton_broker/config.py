@@ -51,7 +51,7 @@ class SaslSection:
 
 @dataclass
 class QueueSection:
-    """Defaults for every queue (the names of the sequence-history seed)."""
+    """Defaults for every queue (the names docs/sequence-history.md uses)."""
 
     max_key_updates: int | None = None  # versions kept per key; None: all of them
 

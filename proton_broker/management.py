@@ -2,10 +2,9 @@
 
 This is the protocol-free half of the ``$management`` node (the AMQP half is
 :mod:`proton_broker.amqp.management`). It follows the AMQP Management 1.0 draft as Qpid
-Broker-J's ``management-amqp`` plugin implements it (shared/reference/qpid-wire-mapping.md,
-section 2.10): a request is an operation, a type, a name or identity and an attribute map;
-the answer is a status code (200, 201, 204, 400, 404, 409, 501, ...), a description and a
-body.
+Broker-J's ``management-amqp`` plugin implements it: a request is an operation, a type, a
+name or identity and an attribute map; the answer is a status code (200, 201, 204, 400, 404,
+409, 501, ...), a description and a body.
 
 Rules this module owns:
 
@@ -22,7 +21,7 @@ Rules this module owns:
   can change on a live queue; anything else is a 400 naming the attribute.
 * DELETE refuses a queue holding messages (409) unless ``force`` is true (an application
   property or a body entry), as ``qpid-config del queue --force`` has it.
-* Deviation from Broker-J, as issue 8 asks: an unknown type or operation is a 400 (Broker-J
+* Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
   answers 404 and 501). Errors from the broker's own table map to statuses in
   :data:`STATUS_FOR`.
 * Identities are name-based UUIDs (``uuid5``), stable across restarts without storing

@@ -3,7 +3,7 @@
 Queues never see Proton objects: they hold this record, which keeps the message exactly as
 the producer encoded it (``data``) and only the few fields that queue semantics need,
 extracted once on arrival by :mod:`proton_broker.codec.sections`. Forwarding ``data`` unchanged
-keeps every AMQP type intact (see shared/reference/client-interop-notes.md) and avoids a
+keeps every AMQP type intact (clients read back exactly the types they sent) and avoids a
 decode/encode per message.
 """
 

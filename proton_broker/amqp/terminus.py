@@ -4,7 +4,7 @@ Capabilities arrive as a bare symbol or as an array of symbols (qpid::messaging 
 capability bare); both are read. The reply echoes only the capabilities the broker honours,
 because ``qpid::messaging``'s ``assert`` option checks the echo.
 
-Queue options are read from two places (shared/reference/qpid-wire-mapping.md, 2.2-2.4):
+Queue options are read from two places (as qpidd's ``docs/amqp-1.0.txt`` describes them):
 
 * the terminus ``dynamic-node-properties`` map, where qpid::messaging puts
   ``node.x-declare.arguments`` (also for a non-dynamic terminus, as the Qpid C++ broker
@@ -163,7 +163,7 @@ def sequence_number_filter(source: Terminus) -> tuple[int | None, dict[str, Any]
     return value, {SEQUENCE_NUMBER: raw}
 
 
-# The JMS selector filter (shared/reference/qpid-wire-mapping.md 2.5): matched by its
+# The JMS selector filter (the AMQP filter registry's apache.org:selector-filter:string): by its
 # descriptor, numeric or symbolic, never by its key (JMS says jms-selector, Proton Python
 # and qpid::messaging say selector). Broker-J also takes the legacy symbol.
 SELECTOR_DESCRIPTORS = frozenset(

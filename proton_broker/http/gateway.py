@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("proton_broker.http")
 
 T = TypeVar("T")
-AUTO_CREATE_OPTIONS = {"sequenceKey": "id"}  # a queue first named over HTTP, as in the seed
+AUTO_CREATE_OPTIONS = {"sequenceKey": "id"}  # a queue first named over HTTP keys versions by id
 STREAM_BACKLOG = 10_000  # versions a WebSocket client may fall behind before it is dropped
 _CLOSING = object()  # handed to waiting polls and streams when the gateway stops
 _DELETED = object()  # handed to the polls and streams of a queue that is deleted

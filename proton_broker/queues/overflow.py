@@ -1,8 +1,7 @@
 """Overflow: what a queue does at its limits (ring, reject, producer flow control).
 
-Sources: Broker-J 4.7.5 "Controlling Queue Size" (shared/seeds/qpid-broker-j-queues.txt),
-the C++ broker's ``LossyQueue`` and ``QueueFlowLimit``, and
-shared/reference/qpid-wire-mapping.md sections 1.8-1.9, 2.8 and 3.3-3.4. One small class per
+Sources: the Qpid Broker-J book, 4.7.5 "Controlling Queue Size", and the C++ broker's
+``LossyQueue`` and ``QueueFlowLimit`` (qpid-cpp ``src/qpid/broker``). One small class per
 policy; each looks only at the queue's depth (messages) and size (bytes: the encoded size,
 ``len(message.data)``, what ``Queue.bytes`` counts) and answers with a decision. The queue
 carries the decisions out and the protocol adapter turns them into outcomes and credit: no

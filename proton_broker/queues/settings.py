@@ -4,7 +4,7 @@ Attach properties, the config file and management all call :func:`parse_options`
 option has the same names, types and checks wherever it is given. Both brokers' names are
 accepted: the Qpid C++ argument names (``qpid.last_value_queue_key``, ``qpid.max_count``,
 ...) and the Broker-J attribute names (``lvqKey``, ``maximumQueueDepthMessages``, ...),
-with the aliases listed in shared/reference/qpid-wire-mapping.md section 2.4.
+with the aliases listed in docs/queues.md.
 
 Rules this module owns:
 

@@ -1,4 +1,4 @@
-"""JMS selectors on the wire (shared/reference/qpid-wire-mapping.md 2.5): a source filter
+"""JMS selectors on the wire (the apache.org:selector-filter:string filter): a source filter
 found by its descriptor, numeric (Qpid JMS, key jms-selector) or symbolic (Proton Python,
 key selector), applied to consumers and browsers, echoed in the attach reply; a selector
 that does not parse is refused with amqp:invalid-field and the connection carries on."""

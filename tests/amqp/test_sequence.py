@@ -1,5 +1,5 @@
 """Per-key sequence numbers over AMQP: the x-opt-sequence annotation, custom sequences, and
-replay with the x-opt-sequence source filter (shared/seeds/sonya-sequence.md)."""
+replay with the x-opt-sequence source filter (docs/sequence-history.md)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_bad_replay_filters_are_refused_with_invalid_field(broker: RunningBroker
 def test_a_client_that_reconnects_from_its_last_sequence_sees_every_update_once(
     broker: RunningBroker,
 ) -> None:
-    """The seed's long-poll loop, over AMQP: take some, drop, come back at last + 1."""
+    """The documented long-poll loop, over AMQP: take some, drop, come back at last + 1."""
     producer = broker.client()
     total = 60
     send_updates(producer, "loop", [("cart", 0)])

@@ -1,6 +1,6 @@
 """``proton-broker-config`` run as a subprocess against a live broker, every command and option.
 
-The seed documents' qpid-config command lines are run with their argument lists unchanged;
+The Qpid documentation's qpid-config command lines are run with their argument lists unchanged;
 the broker address comes from ``$PROTON_CONFIG_BROKER`` (qpid-config's default would be
 localhost:5672)."""
 
@@ -22,7 +22,7 @@ from tests.amqp.test_durability import send_all
 from tests.conftest import RunningBroker
 
 REPO = Path(__file__).resolve().parents[2]
-SEED_COMMANDS = [  # verbatim from shared/seeds (qpid-lvq.txt, qpid-cpp-message-groups.xml)
+QPID_DOC_COMMANDS = [  # verbatim from the qpidd LVQ and message-groups documentation
     "qpid-config add queue prices --lvq-key ticker",
     'qpid-config add queue MyMsgQueue --group-header="GROUP_KEY" --shared-groups',
 ]
@@ -49,11 +49,11 @@ def settings(broker: RunningBroker, name: str) -> Any:
     return broker.call(lambda: broker.broker.queues[name].settings)
 
 
-# ---- the seed commands ---------------------------------------------------------------------
+# ---- the Qpid documentation's commands ------------------------------------------------
 
 
-def test_the_seed_lvq_command_makes_a_last_value_queue(broker: RunningBroker) -> None:
-    done = tool(broker, *shlex.split(SEED_COMMANDS[0])[1:])
+def test_the_qpid_docs_lvq_command_makes_a_last_value_queue(broker: RunningBroker) -> None:
+    done = tool(broker, *shlex.split(QPID_DOC_COMMANDS[0])[1:])
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     send_all(
         broker,
@@ -70,8 +70,8 @@ def test_the_seed_lvq_command_makes_a_last_value_queue(broker: RunningBroker) ->
     assert [r.message.body for r in client.received(receiver)] == ["v1", "v2"]
 
 
-def test_the_seed_group_command_makes_a_shared_group_queue(broker: RunningBroker) -> None:
-    done = tool(broker, *shlex.split(SEED_COMMANDS[1])[1:])
+def test_the_qpid_docs_group_command_makes_a_shared_group_queue(broker: RunningBroker) -> None:
+    done = tool(broker, *shlex.split(QPID_DOC_COMMANDS[1])[1:])
     assert done.returncode == 0, done.stderr
     made = settings(broker, "MyMsgQueue")
     assert (made.group_key, made.group_mode) == ("GROUP_KEY", "shared")

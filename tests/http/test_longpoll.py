@@ -1,5 +1,5 @@
 """Send and long poll over HTTP: sequences, custom sequences, first/last, waiting, and the
-seed's "long poll without data loss" loop (shared/seeds/sonya-sequence.md)."""
+"long poll without data loss" loop of docs/sequence-history.md."""
 
 from __future__ import annotations
 
@@ -108,8 +108,8 @@ def test_a_custom_sequence_is_kept_and_one_not_greater_is_refused_with_409(
     assert http.poll("custom", "sequence=last", key="1")[1]["sequence"] == 1000
 
 
-def test_the_seeds_long_poll_loop_sees_every_update_exactly_once(http: Http) -> None:
-    """The seed's JavaScript loop: poll with sequence = last + 1 on a new connection each
+def test_the_documented_long_poll_loop_sees_every_update_exactly_once(http: Http) -> None:
+    """The documented JavaScript loop: poll with sequence = last + 1 on a new connection each
     time, while a producer posts updates; some polls are dropped by the client before an
     answer comes (it reconnects with the same sequence), some time out (204)."""
     total = 80

@@ -1,6 +1,6 @@
 """Message groups on a plain Queue: shared (Qpid C++) and standard (Broker-J) modes.
 
-Semantics from shared/seeds/qpid-cpp-message-groups.xml and qpid-broker-j-queues.txt 4.7.2,
+Semantics from the qpidd message-groups specification and the Broker-J book, 4.7.2,
 as summarised in the docstring of proton_broker.queues.groups. No sockets: consumers are
 ``Taker`` objects (credit plus a list of what they got), as in test_queue.py.
 """

@@ -55,7 +55,7 @@ def check_accounting(q: Queue) -> None:
     assert q.bytes == sum(len(e.message.data) for e in entries)
 
 
-def test_the_seed_example_keeps_the_newest_value_of_each_key_at_the_tail() -> None:
+def test_the_qpid_lvq_example_keeps_the_newest_value_of_each_key_at_the_tail() -> None:
     q = lvq()
     for key in ["1", "2", "3", "4", "2", "1"]:
         q.enqueue(msg(key, value=f"v{key}"))
