@@ -14,6 +14,7 @@ import resource
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from proton_broker import __version__, config
@@ -21,6 +22,7 @@ from proton_broker.errors import BrokerError, ConfigError
 from proton_broker.store.base import StoreError
 
 log = logging.getLogger("proton_broker")
+DEFAULT_CONFIG = "conf/broker.yaml"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -30,8 +32,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--config",
-        default="conf/broker.yaml",
-        help="YAML configuration file (default: %(default)s; missing is fine)",
+        help=f"YAML configuration file (default: {DEFAULT_CONFIG} if it exists; a file "
+        "named here must exist)",
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 5672; 0 = any free)")
@@ -105,8 +107,9 @@ def _raise_open_file_limit() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     _raise_open_file_limit()
+    path = args.config or DEFAULT_CONFIG
     try:
-        cfg = config.load(args.config, overrides=_overrides(args))
+        cfg = config.load(path, overrides=_overrides(args), must_exist=args.config is not None)
     except ConfigError as exc:
         print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -115,11 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    read = Path(path).resolve() if Path(path).is_file() else "none (built-in defaults)"
+    log.info("proton-broker %s; configuration file: %s", __version__, read)
     from proton_broker.app import App  # after logging, so import logs show
 
     try:
         app = App(cfg)
-    except BrokerError as exc:
+    except (BrokerError, ConfigError) as exc:
         print(f"proton-broker: configuration error: {exc}", file=sys.stderr)
         return 2
     except StoreError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from proton_broker.amqp.sasl import check_mechanisms
 from proton_broker.amqp.server import Server
 from proton_broker.broker import Broker
 from proton_broker.config import Config
@@ -23,10 +24,12 @@ from proton_broker.config import Config
 
 class App:
     """A broker and its listeners, built from ``config`` (nothing listens until
-    :meth:`listen`). Raises BrokerError for a bad declared queue, StoreError for a store
-    that does not open."""
+    :meth:`listen`). Raises ConfigError for SASL mechanisms the build cannot offer,
+    BrokerError for a bad declared queue, StoreError for a store that does not open (or
+    whose data directory another broker holds)."""
 
     def __init__(self, config: Config) -> None:
+        check_mechanisms(config.sasl)  # before anything is opened
         self.config = config
         self.broker = Broker(config)
         self.server = Server(self.broker, config)

@@ -1,8 +1,13 @@
 """Broker configuration: one YAML file, environment overrides, command-line flags.
 
-Precedence is file < environment < flags. Every key has a type in the schema below, and an
-unknown key or a value of the wrong type stops start-up with a message naming the key: a
-typo in a config file must never be silently ignored. Environment variables are named
+Precedence is file < environment < flags. Every key has a type in the schema below, and
+most have a range or a set of allowed values (``field`` metadata: ``low``/``high``,
+``choices``); an unknown key, a value of the wrong type, out of range or not allowed stops
+start-up with one line naming the key and the value, before any file is opened: a typo in a
+config file must never be silently ignored, let alone run a broker that loses what it
+accepted (``store: SQLite`` is refused, not taken for the memory store). Allowed words are
+matched exactly, except log levels, whose case does not matter. An explicit config file
+that does not exist is an error; the default one may be absent. Environment variables are named
 ``PROTON_BROKER_<SECTION>_<KEY>`` (e.g. ``PROTON_BROKER_BROKER_PORT=5673``) and their values
 are read as YAML scalars, so ``true``, ``5`` and ``[a, b]`` have their natural types.
 """
@@ -22,22 +27,41 @@ from proton_broker.errors import ConfigError
 ENV_PREFIX = "PROTON_BROKER_"
 
 
+def _port(default: int) -> Any:
+    """A TCP port (0 picks a free one)."""
+    return field(default=default, metadata={"low": 0, "high": 65535})
+
+
+def _at_least(default: float | None, low: float, high: float | None = None) -> Any:
+    return field(default=default, metadata={"low": low, "high": high})
+
+
+def _one_of(default: str, *choices: str, fold: bool = False) -> Any:
+    """One of ``choices`` (``fold``: in any case, kept as written in ``choices``)."""
+    return field(default=default, metadata={"choices": choices, "fold": fold})
+
+
+STORES = ("sqlite", "memory")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 @dataclass
 class BrokerSection:
     """Listener and node-creation settings."""
 
     host: str = "127.0.0.1"
-    port: int = 5672
+    port: int = _port(5672)
     data_dir: str = "./data"
     container_id: str = "proton-broker"
-    max_frame_size: int = 1048576
-    idle_timeout: float = 60.0
+    max_frame_size: int = _at_least(1048576, 512)  # AMQP's smallest max-frame-size
+    idle_timeout: float = _at_least(60.0, 0)
     auto_create: bool = True
     auto_create_patterns: list[str] = field(default_factory=lambda: ["*"])
-    producer_credit: int = 1000
-    expiry_interval: float = 1.0
+    producer_credit: int = _at_least(1000, 1)
+    expiry_interval: float = _at_least(1.0, 0.001)
     default_message_group: str = "qpid.no-group"
-    store: str = "sqlite"  # "sqlite" (in data_dir) or "memory" (nothing survives a restart)
+    # "sqlite" (in data_dir) or "memory" (nothing survives a restart)
+    store: str = _one_of("sqlite", *STORES)
 
 
 @dataclass
@@ -53,7 +77,7 @@ class SaslSection:
 class QueueSection:
     """Defaults for every queue (the names docs/sequence-history.md uses)."""
 
-    max_key_updates: int | None = None  # versions kept per key; None: all of them
+    max_key_updates: int | None = _at_least(None, 0)  # versions kept per key; None: all
 
 
 @dataclass
@@ -62,8 +86,13 @@ class HttpSection:
 
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int = 8081  # 0 picks a free port
-    longpoll_timeout: float = 30.0  # seconds a long poll waits when it names no timeout
+    port: int = _port(8081)  # 0 picks a free port
+    # Seconds a long poll waits when it names no timeout.
+    longpoll_timeout: float = _at_least(30.0, 0)
+    max_body_size: int = _at_least(1048576, 1)  # bytes a request body may have (413 above)
+    # Seconds to receive a request's headers and body (408 after).
+    read_timeout: float = _at_least(10.0, 0.001)
+    max_long_polls: int = _at_least(10000, 0)  # long polls and streams waiting (503 above)
 
 
 @dataclass
@@ -74,7 +103,7 @@ class MetricsSection:
 
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int = 9464  # 0 picks a free port
+    port: int = _port(9464)  # 0 picks a free port
 
 
 @dataclass
@@ -84,7 +113,7 @@ class TlsSection:
 
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int = 5671  # 0 picks a free port
+    port: int = _port(5671)  # 0 picks a free port
     cert_file: str = ""  # PEM: the broker's certificate (chain)
     key_file: str = ""  # PEM: its private key
     key_password: str = ""  # for an encrypted key ("": none)
@@ -94,7 +123,7 @@ class TlsSection:
 
 @dataclass
 class LoggingSection:
-    level: str = "INFO"
+    level: str = _one_of("INFO", *LOG_LEVELS, fold=True)
 
 
 @dataclass
@@ -124,9 +153,13 @@ def load(
     path: str | Path | None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    must_exist: bool = False,
 ) -> Config:
-    """Build the configuration from the file at ``path`` (may be absent), the environment
-    and the ``overrides`` from command-line flags (``{section: {key: value}}``)."""
+    """Build the configuration from the file at ``path`` (may be absent, unless
+    ``must_exist``: the user named it), the environment and the ``overrides`` from
+    command-line flags (``{section: {key: value}}``)."""
+    if must_exist and path is not None and not Path(path).is_file():
+        raise ConfigError(f"configuration file {path} does not exist")
     raw = _read_file(path)
     _merge(raw, _from_environment(os.environ if environ is None else environ))
     _merge(raw, {s: dict(v) for s, v in (overrides or {}).items()})
@@ -193,8 +226,34 @@ def _section(cls: type, section: str, values: dict[str, Any]) -> Any:
     for key, value in values.items():
         if key not in known:
             raise ConfigError(f"unknown configuration key '{section}.{key}'")
-        values[key] = _check_type(f"{section}.{key}", hints[key], value)
+        values[key] = _check_value(
+            f"{section}.{key}",
+            _field(cls, key).metadata,
+            _check_type(f"{section}.{key}", hints[key], value),
+        )
     return cls(**values)
+
+
+def _field(cls: type, name: str) -> Any:
+    return next(f for f in fields(cls) if f.name == name)
+
+
+def _check_value(name: str, rules: Mapping[str, Any], value: Any) -> Any:
+    """Accept a well-typed value within the field's range and allowed words, else refuse."""
+    choices = rules.get("choices")
+    if choices is not None:
+        found = value.upper() if rules.get("fold") else value
+        if found not in choices:
+            allowed = ", ".join(choices)
+            raise ConfigError(f"configuration key '{name}' must be one of {allowed}, got {value!r}")
+        return found
+    low, high = rules.get("low"), rules.get("high")
+    if value is not None and (
+        (low is not None and value < low) or (high is not None and value > high)
+    ):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ConfigError(f"configuration key '{name}' must be {bounds}, got {value!r}")
+    return value
 
 
 def _check_type(name: str, hint: Any, value: Any) -> Any:

@@ -73,3 +73,54 @@ def test_queues_can_be_declared_in_the_file(tmp_path: Path) -> None:
     path.write_text("queues:\n  orders:\n    durable: true\n  plain:\n")
     loaded = config.load(path, environ={})
     assert loaded.queues == {"orders": {"durable": True}, "plain": {}}
+
+
+# ---- values are checked for range and allowed words, naming the key and the value ----------
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "complaint"),
+    [
+        ("broker", "store", "postgres", "must be one of sqlite, memory, got 'postgres'"),
+        ("broker", "store", "SQLite", "must be one of sqlite, memory, got 'SQLite'"),
+        ("broker", "port", 99999, "must be between 0 and 65535, got 99999"),
+        ("broker", "port", -1, "must be between 0 and 65535, got -1"),
+        ("http", "port", 70000, "must be between 0 and 65535"),
+        ("metrics", "port", 65536, "must be between 0 and 65535"),
+        ("tls", "port", -5, "must be between 0 and 65535"),
+        ("broker", "idle_timeout", -1, "must be at least 0, got -1"),
+        ("broker", "expiry_interval", 0, "must be at least 0.001, got 0"),
+        ("broker", "producer_credit", 0, "must be at least 1, got 0"),
+        ("broker", "max_frame_size", 100, "must be at least 512, got 100"),
+        ("http", "longpoll_timeout", -2.5, "must be at least 0"),
+        ("http", "max_body_size", 0, "must be at least 1"),
+        ("logging", "level", "LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+        ("queue", "max_key_updates", -1, "must be null or a non-negative integer"),
+    ],
+)
+def test_a_value_out_of_range_or_not_allowed_is_refused_naming_key_and_value(
+    section: str, key: str, value: object, complaint: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        config.load(None, environ={}, overrides={section: {key: value}})
+    assert f"'{section}.{key}'" in str(refused.value)
+    assert complaint in str(refused.value)
+
+
+def test_log_levels_are_names_in_any_case() -> None:
+    loaded = config.load(None, environ={"PROTON_BROKER_LOGGING_LEVEL": "debug"})
+    assert loaded.logging.level == "DEBUG"
+
+
+def test_the_edges_of_each_range_are_accepted() -> None:
+    loaded = config.load(
+        None,
+        environ={},
+        overrides={"broker": {"port": 65535, "idle_timeout": 0}, "http": {"port": 0}},
+    )
+    assert (loaded.broker.port, loaded.broker.idle_timeout, loaded.http.port) == (65535, 0, 0)
+
+
+def test_a_config_file_that_was_named_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"configuration file .*nope.yaml does not exist"):
+        config.load(tmp_path / "nope.yaml", environ={}, must_exist=True)

@@ -41,6 +41,7 @@ from proton_broker.store.base import (
     StoreError,
     Unit,
 )
+from proton_broker.store.lock import DirectoryLock
 
 log = logging.getLogger("proton_broker.store")
 
@@ -89,7 +90,8 @@ class SqliteStore(Store):
         """``post`` runs a callable on the event-loop thread. ``before_commit`` and
         ``after_commit`` are fault-test hooks called by the writer around each commit."""
         super().__init__()
-        self.path = Path(directory) / FILE_NAME
+        self.path = Path(directory).resolve() / FILE_NAME
+        self._lock = DirectoryLock(directory)  # store/lock.py
         self._post = post
         self._before_commit = before_commit
         self._after_commit = after_commit
@@ -106,13 +108,17 @@ class SqliteStore(Store):
     # ---- opening and recovery ---------------------------------------------------------
 
     def open(self) -> Recovered:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()  # before anything is read: one broker per data directory
         try:
             self._db = self._connect()
             self._check()
             recovered = self._recover()
         except sqlite3.DatabaseError as exc:
+            self._lock.release()
             raise StoreError(f"store {self.path} cannot be read: {exc}") from exc
+        except StoreError:
+            self._lock.release()
+            raise
         self._writer = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
         self._writer.start()
         return recovered
@@ -308,6 +314,7 @@ class SqliteStore(Store):
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._lock.release()
 
     def _write_loop(self) -> None:
         db = self._connect()
