@@ -19,6 +19,32 @@ Endpoints (statuses and JSON shapes are in docs/sequence-history.md):
 * ``GET /queue/listen/ws/{queue}[/{id}]?sequence=N|first|last``: a WebSocket that gets
   the kept versions from N, then every new one, one JSON text message each.
 * ``GET /metrics``: Prometheus text (:mod:`proton_broker.metrics`; docs/metrics.md).
+
+Limits (``http`` config keys, on by default; docs/sequence-history.md, "Limits"):
+
+* ``max_body_size``: a body over it is refused with 413. aiohttp's own limit
+  (``client_max_size`` of the application) stops ``request.read()`` as soon as the body
+  grows past it, so an oversized body is never held whole; a declared ``Content-Length``
+  over it is refused before a byte of the body is read (:func:`_declared_body_size`).
+* ``read_timeout``: aiohttp has no header or body read timeout of its own, so it is built
+  from two simple parts. Headers: ``keepalive_timeout`` (an AppRunner argument) is armed
+  when a connection opens and again after each answer, and closes the connection if no
+  complete request head has arrived by then, however many bytes trickled in: so a request's
+  headers must arrive within ``read_timeout`` (the connection is closed, as there is no
+  request yet to answer), and an idle kept-alive connection is closed after
+  ``read_timeout`` too (as Go's ``http.Server`` does when no idle timeout is set). Body:
+  ``request.read()`` runs under ``asyncio.timeout(read_timeout)`` from the moment the
+  headers are in, and a body not complete by then is answered 408 with ``Connection:
+  close`` (:meth:`Gateway._body`). What a refused client still sends (the rest of a body
+  answered 408 or 413) is read and dropped for at most ``read_timeout`` more, so that it
+  gets to read the answer (aiohttp's lingering close, ``lingering_time``); then the
+  connection is closed. So however slowly a client sends, its connection is answered or
+  closed within about 3 x ``read_timeout`` (head, body, the dropped rest).
+* ``max_long_polls``: long polls and WebSocket streams held at once, counted on the
+  gateway's thread from the moment the request is taken until its handler ends, by any
+  route (answered, timed out, client gone, queue deleted, shutdown); one more is answered
+  503 at once, before the broker is asked anything (:meth:`Gateway._hold`).
+* A body nested too deeply for Python's ``json`` (RecursionError) is answered 400.
 """
 
 from __future__ import annotations
@@ -126,9 +152,15 @@ class Gateway:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
+        read_timeout = self.section.read_timeout
         runner = web.AppRunner(
-            self._app(), access_log=None, shutdown_timeout=1.0, handler_cancellation=True
-        )  # a client that goes: its poll ends
+            self._app(),
+            access_log=None,
+            shutdown_timeout=1.0,
+            handler_cancellation=True,  # a client that goes: its poll ends
+            keepalive_timeout=read_timeout,  # a request's head within read_timeout (above)
+            lingering_time=read_timeout,  # the rest of a refused body: read and dropped
+        )
         try:
             await runner.setup()
             site = web.TCPSite(runner, self.section.host, self.section.port, backlog=1024)
@@ -154,7 +186,10 @@ class Gateway:
             self._loop.call_soon_threadsafe(fn, *args)
 
     def _app(self) -> web.Application:
-        app = web.Application(middlewares=[_json_errors])
+        app = web.Application(
+            middlewares=[_json_errors, _declared_body_size],
+            client_max_size=self.section.max_body_size,
+        )
         app.add_routes(
             [
                 web.post("/queue/send/{queue}", self._send),
@@ -186,7 +221,13 @@ class Gateway:
 
     async def _send(self, request: web.Request) -> web.Response:
         name = request.match_info["queue"]
-        send = parse_send(await request.read())
+        raw = await self._body(request)
+        try:
+            send = parse_send(raw)
+        except RecursionError:  # json gives up on deep nesting before it runs out of stack
+            raise RequestError(
+                400, "the request body is not valid JSON: it is nested too deeply"
+            ) from None
         sequence = await self._on_broker(lambda: self._enqueue(name, send))
         return web.json_response({"id": send.key, "sequence": sequence, "payload": send.payload})
 
@@ -205,7 +246,7 @@ class Gateway:
                 watch.add(listener)
             return found
 
-        self._waiting.add(wake)
+        self._hold(wake)
         try:
             found = await self._on_broker(look)
             if found is None:
@@ -235,7 +276,7 @@ class Gateway:
             watch.add(listener)
             return kept
 
-        self._waiting.add(push)
+        self._hold(push)
         try:
             for item in await self._on_broker(subscribe):  # errors answer before the upgrade
                 items.put_nowait(item)
@@ -246,6 +287,35 @@ class Gateway:
         finally:
             self._waiting.discard(push)
             self.server.call_soon(lambda: self._forget(name, listener))
+
+    async def _body(self, request: web.Request) -> bytes:
+        """The request's body, received within ``read_timeout`` of its headers (else 408,
+        and the connection is not kept alive) and at most ``max_body_size`` bytes (else
+        413: aiohttp's ``client_max_size`` stops reading as soon as the body grows past
+        it, so no more than that is ever held)."""
+        try:
+            async with asyncio.timeout(self.section.read_timeout):
+                return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise _too_large(request.client_max_size) from None
+        except TimeoutError:
+            raise RequestError(
+                408,
+                f"the request body did not arrive within read_timeout "
+                f"({self.section.read_timeout:g} s)",
+            ) from None
+
+    def _hold(self, wake: Callable[[object], None]) -> None:
+        """Count a long poll or stream in (``_waiting``; its handler's ``finally`` counts
+        it out), or refuse it with 503 when ``max_long_polls`` are held already."""
+        limit = self.section.max_long_polls
+        if len(self._waiting) >= limit:
+            raise RequestError(
+                503,
+                f"too many waiting long polls: {limit} long polls and WebSocket streams "
+                "wait already (http.max_long_polls); try again later",
+            )
+        self._waiting.add(wake)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         from proton_broker.metrics import CONTENT_TYPE, render  # prometheus_client when used
@@ -324,7 +394,10 @@ async def _json_errors(
     try:
         return await handler(request)
     except RequestError as exc:
-        return web.json_response(exc.body(), status=exc.status)
+        response = web.json_response(exc.body(), status=exc.status)
+        if exc.status == 408:  # a client too slow to send its request: not kept alive
+            response.force_close()
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -346,6 +419,22 @@ async def _json_errors(
     except Exception:
         log.exception("HTTP %s %s failed", request.method, request.path)
         return web.json_response({"error": "internal error", "status": 500}, status=500)
+
+
+@web.middleware
+async def _declared_body_size(
+    request: web.Request,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> web.StreamResponse:
+    """A request that declares a body over ``max_body_size`` is refused (413) at once, on any
+    endpoint, before a byte of the body is read."""
+    if request.content_length is not None and request.content_length > request.client_max_size:
+        raise _too_large(request.client_max_size)
+    return await handler(request)
+
+
+def _too_large(limit: int) -> RequestError:
+    return RequestError(413, f"the request body is over max_body_size ({limit} bytes)")
 
 
 def _start(value: str | None) -> int | str | None:
