@@ -20,6 +20,9 @@ Rules owned here:
   next level, and the rest share the highest. Higher levels first; FIFO within a level.
 * Sorted: ascending by the text of the sort-key application property ("alphanumeric");
   messages without the property come first; arrival order breaks ties.
+* An entry that leaves its queue lets go of its message (:data:`GONE` takes its place), so
+  the message's bytes are freed as soon as nothing else holds them (a delivery being
+  settled, a history version), not when the arrival log next drops its dead entries.
 * :meth:`victim` is the *least significant* available entry, the one a ring queue deletes
   first: of the entries the ordering would hand out last (the lowest priority level, the
   highest sort key; on a FIFO every entry ranks the same) the oldest. Broker-J calls it
@@ -48,6 +51,10 @@ HELD = 3  # on the queue but not valid yet (hold until valid): not in the orderi
 
 _COMPACT_MIN = 1024  # rebuild a structure once it holds at least this many stale entries
 
+# What a dead entry holds in place of its message (see the module rules): no bytes, no
+# store id, nothing to wait for. Never changed.
+GONE = Message(b"")
+
 
 class Entry:
     """A message's place in a queue and its delivery state."""
@@ -55,6 +62,7 @@ class Entry:
     __slots__ = (
         "seq",
         "message",
+        "arrival",
         "state",
         "delivery_count",
         "expires_at",
@@ -68,6 +76,7 @@ class Entry:
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
         self.seq = seq
         self.message = message
+        self.arrival = message.arrival  # kept when the message goes (see GONE)
         self.state = AVAILABLE
         self.delivery_count = message.delivery_count
         self.expires_at = expires_at
@@ -246,8 +255,7 @@ class SortedOrder:
         return entry
 
 
-def _arrival(entry: Entry) -> float:
-    return entry.message.arrival
+_arrival = attrgetter("arrival")
 
 
 class ArrivalLog:

@@ -44,6 +44,7 @@ from proton_broker.queues.entries import (
     ACQUIRED,
     AVAILABLE,
     DEAD,
+    GONE,
     ArrivalLog,
     Entry,
 )
@@ -462,6 +463,7 @@ class Queue:
             self._lvq.forget(entry)
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
+        entry.message = GONE  # its bytes go now, unless something else still holds them
 
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its

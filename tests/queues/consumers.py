@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from proton_broker.message import Message
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
 
@@ -20,11 +21,15 @@ class Taker:
         self.credit = credit
         self.browse = browse
         self.got: list[Entry] = []
+        # The messages as delivered: an entry lets go of its message once it leaves the
+        # queue, so what was sent is kept here, as the protocol adapter sends it at once.
+        self.messages: list[Message] = []
 
     def deliver(self, entry: Entry) -> None:
         assert self.credit > 0, "delivered beyond credit"
         self.credit -= 1
         self.got.append(entry)
+        self.messages.append(entry.message)
 
     def grant(self, queue: Queue, credit: int) -> None:
         """More credit, as a flow frame would give it."""
@@ -32,8 +37,8 @@ class Taker:
         queue.credit_granted(self)
 
     def bodies(self) -> list[bytes]:
-        return [e.message.data for e in self.got]
+        return [m.data for m in self.messages]
 
     def property_values(self, name: str) -> list[Any]:
         """The application property ``name`` of each message got (None where absent)."""
-        return [e.message.application_properties.get(name) for e in self.got]
+        return [m.application_properties.get(name) for m in self.messages]

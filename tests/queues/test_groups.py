@@ -31,7 +31,7 @@ STANDARD = {"qpid.group_header_key": KEY}
 
 class Taker(consumers.Taker):
     def labels(self) -> list[str]:
-        return [label(e) for e in self.got]
+        return [m.message_id for m in self.messages]
 
 
 def msg(
