@@ -443,15 +443,13 @@ def test_symbols_and_chars_are_strings_and_amqp_integer_types_are_numbers(
     "value",
     [
         b"bytes",
-        [1, 2],
-        {"k": 1},
         uuid.UUID(int=1),
         proton.decimal128(b"\0" * 16),
-        proton.Described(proton.symbol("d"), 1),
-        proton.Array(proton.UNDESCRIBED, proton.Data.INT, 1),
     ],
 )
 def test_a_property_of_another_type_is_null_and_evaluation_does_not_raise(value: Any) -> None:
+    """Simple types the selector language has no use for (lists, maps, arrays and
+    described values never reach it: the parser refuses them, see tests/codec)."""
     message = msg({"p": value})
     assert truth("p IS NULL", message) == "TRUE"
     for text in ("p = 1", "p LIKE '%'", "p IN ('a')", "p + 1 > 0", "p BETWEEN 1 AND 2", "p"):

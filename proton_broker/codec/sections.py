@@ -22,8 +22,10 @@ from proton_broker.codec.values import (
     DATA,
     DELIVERY_ANNOTATIONS,
     HEADER,
+    MAX_DEPTH,
     MESSAGE_ANNOTATIONS,
     PROPERTIES,
+    SECTION_NAMES,
     SECTION_RANK,
     DecodeError,
     compound_header,
@@ -31,6 +33,7 @@ from proton_broker.codec.values import (
     section_code,
     skip,
     skip_section_value,
+    skip_values,
 )
 from proton_broker.message import Message
 
@@ -67,52 +70,110 @@ def parse_message(data: bytes) -> Message:
         return _parse(data, Message(data))
     except (IndexError, struct.error):
         raise _explain(data) from None
+    except RecursionError:  # a deep value inside header or properties, decoded there
+        raise DecodeError(f"a value is nested more than {MAX_DEPTH} levels deep") from None
 
 
 def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot codec walk, measured
     end = len(data)
     ranks = SECTION_RANK
-    pos, rank, body = 0, -1, -1
-    while pos < end:
-        if data[pos] == 0x00 and data[pos + 1] == 0x53:  # descriptor as a smallulong
-            code, at = data[pos + 2], pos + 3
-            new_rank = ranks[code]
-        else:
-            code, at = section_code(data, pos, end)
-            new_rank = ranks[code] if 0 <= code < 256 else -1
-        if new_rank < 0:
-            raise DecodeError(f"unknown section descriptor at offset {pos}")
-        if new_rank <= rank and (
-            new_rank < rank or new_rank != 5 or code != body or code == AMQP_VALUE
-        ):
-            raise DecodeError(f"section 0x{code:02x} at offset {pos} is out of order")
-        rank = new_rank
-        kind = data[at]
-        if new_rank == 5:  # a body section
-            body = code
-            if code == DATA and kind == 0xA0:
-                pos = at + 2 + data[at + 1]
-            elif code == DATA and kind == 0xB0:
-                pos = at + 5 + _U32.unpack_from(data, at + 1)[0]
+    pos, rank, body, code = 0, -1, -1, -1
+    try:
+        while pos < end:
+            if data[pos] == 0x00 and data[pos + 1] == 0x53:  # descriptor as a smallulong
+                code, at = data[pos + 2], pos + 3
+                new_rank = ranks[code]
+            else:
+                code, at = section_code(data, pos, end)
+                new_rank = ranks[code] if 0 <= code < 256 else -1
+            if new_rank < 0:
+                raise DecodeError(f"unknown section descriptor at offset {pos}")
+            if new_rank <= rank and (
+                new_rank < rank or new_rank != 5 or code != body or code == AMQP_VALUE
+            ):
+                raise DecodeError(f"section 0x{code:02x} at offset {pos} is out of order")
+            rank = new_rank
+            kind = data[at]
+            if new_rank == 5:  # a body section
+                body = code
+                if code == DATA and kind == 0xA0:
+                    pos = at + 2 + data[at + 1]
+                elif code == DATA and kind == 0xB0:
+                    pos = at + 5 + _U32.unpack_from(data, at + 1)[0]
+                else:
+                    pos = skip_section_value(data, at)
+            elif code == HEADER:
+                # list0 is an all-defaults header, which the Message defaults already say.
+                pos = at + 1 if kind == 0x45 else _read_header(message, data, at, end)
+                message.header_end = pos
+            elif code == PROPERTIES:
+                pos = at + 1 if kind == 0x45 else _read_properties(message, data, at, end)
+            elif code == APPLICATION_PROPERTIES:
+                pos = _application_properties(data, at)
+                message.app_properties_span = (at, pos)
             else:
                 pos = skip_section_value(data, at)
-        elif code == HEADER:
-            # list0 is an all-defaults header, which the Message defaults already say.
-            pos = at + 1 if kind == 0x45 else _read_header(message, data, at, end)
-            message.header_end = pos
-        elif code == PROPERTIES:
-            pos = at + 1 if kind == 0x45 else _read_properties(message, data, at, end)
-        else:
-            pos = skip_section_value(data, at)
-            if code == APPLICATION_PROPERTIES:
-                message.app_properties_span = (at, pos)
-            elif code == MESSAGE_ANNOTATIONS:
-                message.annotations_span = (at, pos)
-            elif code == DELIVERY_ANNOTATIONS:
-                message.delivery_annotations_end = pos
+                if code == MESSAGE_ANNOTATIONS:
+                    message.annotations_span = (at, pos)
+                elif code == DELIVERY_ANNOTATIONS:
+                    message.delivery_annotations_end = pos
+    except DecodeError as exc:
+        raise _in_section(exc, code) from None
     if pos != end:
         raise _explain(data)
     return message
+
+
+# Constructors of the simple types an application property's value may have (AMQP 1.0
+# 3.2.5: no map, list or array; Broker-J refuses described values too).
+_SIMPLE_VALUE = [
+    code not in (0x00, 0x45, 0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0) for code in range(256)
+]
+_TYPE_NAMES = {0x00: "a described value", 0x45: "a list", 0xA0: "a binary", 0xB0: "a binary"}
+_TYPE_NAMES |= {0xA3: "a symbol", 0xB3: "a symbol", 0xC0: "a list", 0xD0: "a list"}
+_TYPE_NAMES |= {0xC1: "a map", 0xD1: "a map", 0xE0: "an array", 0xF0: "an array"}
+
+
+def _application_properties(data: bytes, at: int) -> int:
+    """Check the application-properties map at ``at`` (keys strings, values of simple
+    types: AMQP 1.0 3.2.5) as it is skipped; the offset after it."""
+    code = data[at]
+    if code == 0xC1:
+        count, first, stop = data[at + 2], at + 3, at + 2 + data[at + 1]
+    elif code == 0xD1:
+        count, first = _U32.unpack_from(data, at + 5)[0], at + 9
+        stop = at + 5 + _U32.unpack_from(data, at + 1)[0]
+    else:
+        raise DecodeError(f"it is {_type_name(code)}, not a map")
+    if count & 1:
+        raise DecodeError(f"map at offset {at} has an odd number of elements")
+    pos = first
+    for _ in range(count >> 1):
+        key = data[pos]
+        if key != 0xA1 and key != 0xB1:
+            raise DecodeError(
+                f"the key at offset {pos} is {_type_name(key)}, not a string (AMQP 1.0 3.2.5)"
+            )
+        value = skip_values(data, pos, 1)
+        if not _SIMPLE_VALUE[data[value]]:
+            raise DecodeError(
+                f"the value of {decode_at(data, pos, value)[0]!r} is "
+                f"{_type_name(data[value])}, not a simple type (AMQP 1.0 3.2.5)"
+            )
+        pos = skip_values(data, value, 1)
+    if pos != stop:
+        raise DecodeError(f"compound at offset {at}: size does not match its elements")
+    return stop
+
+
+def _type_name(code: int) -> str:
+    return _TYPE_NAMES.get(code, f"of type 0x{code:02x}")
+
+
+def _in_section(exc: DecodeError, code: int) -> DecodeError:
+    """``exc``, saying which section it is in (when the walk had reached one)."""
+    name = SECTION_NAMES.get(code)
+    return exc if name is None else DecodeError(f"{name} section: {exc}")
 
 
 def _explain(data: bytes) -> DecodeError:
@@ -199,10 +260,10 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
     fields, stop = _list_fields(data, pos, end, "header")
     fields += [None] * (5 - len(fields))
     durable, priority, ttl, first_acquirer, delivery_count = fields[:5]
-    message.durable = bool(durable)
+    message.durable = _bool_field(durable, "durable")
     message.priority = 4 if priority is None else _int_field(priority, "priority")
     message.ttl = None if ttl is None else _int_field(ttl, "ttl")
-    message.first_acquirer = bool(first_acquirer)
+    message.first_acquirer = _bool_field(first_acquirer, "first-acquirer")
     message.delivery_count = (
         0 if delivery_count is None else _int_field(delivery_count, "delivery-count")
     )
@@ -314,7 +375,15 @@ def _set_property(message: Message, index: int, value: Any) -> None:
 
 def _int_field(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise DecodeError(f"header {name} must be an integer, got {value!r}")
+        raise DecodeError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _bool_field(value: Any, name: str) -> bool:
+    if value is None:
+        return False
+    if type(value) is not bool:
+        raise DecodeError(f"{name} must be a boolean, got {value!r}")
     return value
 
 

@@ -1,9 +1,13 @@
 """The AMQP 1.0 type system, in plain Python: walk, check and decode encoded values.
 
 The rules this module owns: every encoding's widths and counts are checked before a value
-is trusted (a compound's size must match its elements, a string must fit its bytes), a value
-is skipped without building Python objects unless it is asked for, and message sections are
-framed by their descriptor (a small ulong, a ulong or a symbol). It knows nothing of the
+is trusted (a compound's size must match its elements, a string must fit its bytes), a
+string must be valid UTF-8 and a symbol ASCII even where it is only skipped (a client that
+reads the message back would fail on it, and block the queue), values nest at most
+:data:`MAX_DEPTH` levels (lists, maps, arrays and described values inside one another), a
+value is skipped without building Python objects unless it is asked for, and message
+sections are framed by their descriptor (a small ulong, a ulong or a symbol). It knows
+nothing of the
 broker's message record: :mod:`proton_broker.codec.sections` reads a message with it, and
 :mod:`proton_broker.codec.encode` writes the few sections the broker changes.
 
@@ -31,6 +35,7 @@ _SECTION_SYMBOLS = {
     b"amqp:footer:map": FOOTER,
 }
 _BODY = (DATA, AMQP_SEQUENCE, AMQP_VALUE)
+SECTION_NAMES = {code: name.decode().split(":")[1] for name, code in _SECTION_SYMBOLS.items()}
 # Order rank of each section: sections must appear in this order, body kinds not mixed.
 SECTION_ORDER = {
     HEADER: 0,
@@ -81,6 +86,11 @@ _COMPOUND32 = frozenset((0xD0, 0xD1))
 _ARRAYS = frozenset((0xE0, 0xF0))
 _MAPS = frozenset((0xC1, 0xD1))
 
+# How deeply compounds and described values may nest in a message. Clients nest a few
+# levels (a JMS map message: two); this leaves room, and keeps the checking walk (which
+# recurses) far from Python's recursion limit.
+MAX_DEPTH = 100
+
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -106,17 +116,20 @@ class Described(NamedTuple):
 # ---- skipping (validation without building values) ------------------------------------
 
 
-def skip(data: bytes, pos: int, end: int) -> int:
-    """Return the offset just after the value that starts at ``pos``; validate it."""
+def skip(data: bytes, pos: int, end: int, depth: int = 0) -> int:
+    """Return the offset just after the value that starts at ``pos``; validate it.
+    ``depth``: how many compounds or described values enclose it."""
     if pos >= end:
         raise DecodeError(f"value missing at offset {pos}")
     code = data[pos]
     if code == 0x00:
-        return skip(data, skip(data, pos + 1, end), end)
-    return _skip_body(data, code, pos + 1, end)
+        if depth >= MAX_DEPTH:
+            raise _too_deep(pos)
+        return skip(data, skip(data, pos + 1, end, depth + 1), end, depth + 1)
+    return _skip_body(data, code, pos + 1, end, depth)
 
 
-def _skip_body(data: bytes, code: int, pos: int, end: int) -> int:
+def _skip_body(data: bytes, code: int, pos: int, end: int, depth: int = 0) -> int:
     """Skip the value of constructor ``code`` whose bytes start at ``pos``."""
     width = _FIXED.get(code)
     if width is not None:
@@ -126,14 +139,32 @@ def _skip_body(data: bytes, code: int, pos: int, end: int) -> int:
     elif code in _VAR32:
         stop = pos + 4 + _U32.unpack_from(data, pos)[0] if pos + 4 <= end else end + 1
     elif code in _COMPOUND8 or code in _COMPOUND32:
-        return _skip_compound(data, code, pos, end)
+        return _skip_compound(data, code, pos, end, depth)
     elif code in _ARRAYS:
-        return _skip_array(data, code, pos, end)
+        return _skip_array(data, code, pos, end, depth)
     else:
         raise DecodeError(f"unknown type constructor 0x{code:02x} at offset {pos - 1}")
     if stop > end:
         raise DecodeError(f"value of type 0x{code:02x} at offset {pos - 1} is truncated")
+    if code in _TEXT:
+        check_text(data, code, pos - 1, stop)
     return stop
+
+
+_TEXT = frozenset((0xA1, 0xB1, 0xA3, 0xB3))  # str8, str32, sym8, sym32
+
+
+def check_text(data: bytes, code: int, at: int, stop: int) -> None:
+    """DecodeError unless the string (UTF-8) or symbol (ASCII) at ``at`` is well formed."""
+    start = at + (2 if code == 0xA1 or code == 0xA3 else 5)
+    if code == 0xA1 or code == 0xB1:
+        _utf8(data, start, stop)
+    elif not data[start:stop].isascii():
+        raise DecodeError(f"symbol at offset {at} is not ASCII")
+
+
+def _too_deep(pos: int) -> DecodeError:
+    return DecodeError(f"value at offset {pos} is nested more than {MAX_DEPTH} levels deep")
 
 
 def compound_header(data: bytes, code: int, pos: int, end: int) -> tuple[int, int, int]:
@@ -153,36 +184,40 @@ def compound_header(data: bytes, code: int, pos: int, end: int) -> tuple[int, in
     return first, count, stop
 
 
-def _skip_compound(data: bytes, code: int, pos: int, end: int) -> int:
+def _skip_compound(data: bytes, code: int, pos: int, end: int, depth: int = 0) -> int:
+    if depth >= MAX_DEPTH:
+        raise _too_deep(pos - 1)
     first, count, stop = compound_header(data, code, pos, end)
     if code in _MAPS and count % 2:
         raise DecodeError(f"map at offset {pos - 1} has an odd number of elements")
     at = first
     for _ in range(count):
-        at = skip(data, at, stop)
+        at = skip(data, at, stop, depth + 1)
     if at != stop:
         raise DecodeError(f"compound at offset {pos - 1}: size does not match its elements")
     return stop
 
 
-def _element_constructor(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def _element_constructor(data: bytes, pos: int, end: int, depth: int = 0) -> tuple[int, int]:
     """(element type code, offset after the constructor) of an array; descriptors skipped."""
     if pos >= end:
         raise DecodeError(f"array constructor missing at offset {pos}")
     code = data[pos]
     if code == 0x00:
-        after = skip(data, pos + 1, end)
+        after = skip(data, pos + 1, end, depth + 1)
         if after >= end:
             raise DecodeError(f"array constructor truncated at offset {pos}")
         return data[after], after + 1
     return code, pos + 1
 
 
-def _skip_array(data: bytes, code: int, pos: int, end: int) -> int:
+def _skip_array(data: bytes, code: int, pos: int, end: int, depth: int = 0) -> int:
+    if depth >= MAX_DEPTH:
+        raise _too_deep(pos - 1)
     first, count, stop = compound_header(data, code, pos, end)
-    element, at = _element_constructor(data, first, stop)
+    element, at = _element_constructor(data, first, stop, depth)
     for _ in range(count):
-        at = _skip_body(data, element, at, stop)
+        at = _skip_body(data, element, at, stop, depth + 1)
     if at != stop:
         raise DecodeError(f"array at offset {pos - 1}: size does not match its elements")
     return stop
@@ -367,7 +402,7 @@ def _found_value(data: bytes, at: int, stop: int) -> Any:
 # How the fast skipper steps over the value a constructor byte starts: > 0 is the value's
 # whole size (constructor included); the negative kinds are read from the bytes; 0 is not a
 # constructor at all.
-_STEP_VAR8, _STEP_VAR32, _STEP_NESTED = -1, -2, -3
+_STEP_VAR8, _STEP_VAR32, _STEP_NESTED, _STEP_TEXT8, _STEP_TEXT32 = -1, -2, -3, -4, -5
 
 
 def _step_table() -> list[int]:
@@ -375,9 +410,9 @@ def _step_table() -> list[int]:
     for code, width in _FIXED.items():
         table[code] = 1 + width
     for code in _VAR8:
-        table[code] = _STEP_VAR8
+        table[code] = _STEP_TEXT8 if code in _TEXT else _STEP_VAR8
     for code in _VAR32:
-        table[code] = _STEP_VAR32
+        table[code] = _STEP_TEXT32 if code in _TEXT else _STEP_VAR32
     for code in (0x00, *_COMPOUND8, *_COMPOUND32, *_ARRAYS):
         table[code] = _STEP_NESTED
     return table
@@ -405,8 +440,16 @@ def skip_values(data: bytes, at: int, count: int) -> int:
             at += 2 + data[at + 1]
         elif width == _STEP_VAR32:
             at += 5 + _U32.unpack_from(data, at + 1)[0]
+        elif width == _STEP_TEXT8:
+            stop = at + 2 + data[at + 1]
+            check_text(data, data[at], at, stop)
+            at = stop
+        elif width == _STEP_TEXT32:
+            stop = at + 5 + _U32.unpack_from(data, at + 1)[0]
+            check_text(data, data[at], at, stop)
+            at = stop
         elif width == _STEP_NESTED:
-            at = skip(data, at, len(data))
+            at = skip(data, at, len(data), 1)
         else:
             raise DecodeError(f"unknown type constructor 0x{data[at]:02x} at offset {at}")
     return at

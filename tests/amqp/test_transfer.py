@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 
+import pytest
 from proton import Disposition, Message, symbol, ulong
 from proton.utils import BlockingConnection
 
@@ -117,6 +119,47 @@ def test_a_garbage_transfer_detaches_the_link_with_decode_error_and_stores_nothi
     sender2 = client.sender("strict")
     client.wait_settled(client.send(sender2, Message(body="good")))
     receiver = client.receiver("strict", credit=5)
+    assert [r.message.body for r in client.wait_received(receiver, 1)] == ["good"]
+
+
+def nested_lists(depth: int) -> bytes:
+    value = b"\x40"
+    for _ in range(depth):
+        value = b"\xd0" + struct.pack(">II", len(value) + 4, 1) + value
+    return value
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (b"\x00\x53\x77\xa1\x02\xff\xfe", "amqp-value section: string"),
+        (
+            b"\x00\x53\x74\xc1\x07\x02\xa0\x01k\xa1\x01v\x00\x53\x77\x40",
+            "application-properties section: the key at offset 6 is a binary",
+        ),
+        (b"\x00\x53\x70\xc0\x05\x01\xa1\x02no\x00\x53\x77\x40", "header section: durable"),
+        (
+            b"\x00\x53\x77" + nested_lists(10_000),
+            "amqp-value section: value at offset",
+        ),
+    ],
+    ids=["bad-utf8-body", "binary-property-key", "string-durable", "10000-levels-deep"],
+)
+def test_a_well_framed_message_no_client_could_read_is_rejected_with_decode_error(
+    broker: RunningBroker, data: bytes, named: str
+) -> None:
+    client = broker.client()
+    sender = client.sender("readable")
+    delivery = client.send(sender, data)
+    client.wait_closed(sender)
+    assert delivery.remote_state == Disposition.REJECTED
+    assert delivery.remote.condition is not None
+    assert delivery.remote.condition.name == "amqp:decode-error"
+    assert named in delivery.remote.condition.description
+    assert broker.call(lambda: broker.broker.queues["readable"].depth) == 0  # nothing stored
+    sender2 = client.sender("readable")  # the connection and the broker go on
+    client.wait_settled(client.send(sender2, Message(body="good")))
+    receiver = client.receiver("readable", credit=5)
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["good"]
 
 
