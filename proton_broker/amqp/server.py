@@ -39,7 +39,12 @@ from proton import (
 from proton.reactor import ApplicationEvent, EventInjector
 
 import proton_broker
-from proton_broker.amqp.conditions import INTERNAL_ERROR, RESOURCE_DELETED, condition_for
+from proton_broker.amqp.conditions import (
+    INTERNAL_ERROR,
+    INVALID_FIELD,
+    RESOURCE_DELETED,
+    condition_for,
+)
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
 from proton_broker.amqp.loop import BrokerContainer, Callback, bound_address, install_poll
@@ -252,6 +257,7 @@ class Server(Handler):
 
     def on_link_remote_open(self, event: Event) -> None:
         link: Link = event.link
+        _ = link.name  # a name that is not UTF-8 is refused now (see contain_fault)
         try:
             if link.is_receiver:
                 state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = (
@@ -430,22 +436,33 @@ class Server(Handler):
     # ---- faults -------------------------------------------------------------------------------
 
     def contain_fault(self, exc: BaseException, link_impl: Any, conn_impl: Any) -> None:
-        """Close what the failing event concerned with ``amqp:internal-error``; keep running."""
-        log.error(
-            "handler fault, closing the %s: %s",
-            "link" if link_impl else "connection",
-            "".join(traceback.format_exception(exc)),
-        )
-        description = f"internal error: {type(exc).__name__}: {exc}"
+        """Close what the failing event concerned, and keep running: with
+        ``amqp:invalid-field`` when the peer sent text that is not UTF-8 (a container id,
+        link name or address: Proton hands it over undecoded and the first read of it
+        fails), else with ``amqp:internal-error`` and the traceback logged."""
+        what = "link" if link_impl else "connection"
+        if isinstance(exc, UnicodeDecodeError):
+            name = INVALID_FIELD
+            description = (
+                f"a name, address or other text field is not valid UTF-8 (byte "
+                f"0x{exc.object[exc.start]:02x} at position {exc.start})"
+            )
+            log.warning("closing the %s: %s", what, description)
+        else:
+            name = INTERNAL_ERROR
+            description = f"internal error: {type(exc).__name__}: {exc}"
+            log.error(
+                "handler fault, closing the %s: %s", what, "".join(traceback.format_exception(exc))
+            )
         try:
             if link_impl:
                 link = Link.wrap(link_impl)
                 self._forget(link)
-                close_link(link, INTERNAL_ERROR, description)
+                close_link(link, name, description)
             elif conn_impl:
                 conn = Connection.wrap(conn_impl)
                 self._drop_connection(conn)
-                conn.condition = Condition(INTERNAL_ERROR, description)
+                conn.condition = Condition(name, description)
                 conn.close()
         except (SessionException, BrokerError, ValueError):  # pragma: no cover - best effort
             log.exception("could not close after a fault")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from proton import Array, Data, Message
@@ -35,3 +36,58 @@ def test_clients_are_served_with_sasl_anonymous_and_without_sasl(broker: Running
         client.wait_settled(client.send(sender, Message(body=sasl)))
         receiver = client.receiver("sasl-or-not", credit=1)
         assert client.wait_received(receiver, 1)[0].message.body is sasl
+
+
+# ---- text that is not UTF-8 ------------------------------------------------------------------
+
+
+def not_utf8(marker: bytes) -> Callable[[bytes], bytes]:
+    """Rewrite ``marker`` in the outgoing frames so that it starts with bytes that are not
+    UTF-8 (the frame keeps its size), which Proton itself would never send."""
+    return lambda out: out.replace(marker, b"\xff\xfe" + marker[2:])
+
+
+def test_a_container_id_that_is_not_utf8_closes_that_connection_with_invalid_field(
+    broker: RunningBroker,
+) -> None:
+    bad = broker.client(container="cccccccc")
+    bad.outgoing = not_utf8(b"cccccccc")
+    bad.wait(lambda: bad.conn.remote_condition is not None)
+    assert bad.conn.remote_condition.name == "amqp:invalid-field"
+    assert "not valid UTF-8 (byte 0xff at position 0)" in bad.conn.remote_condition.description
+    good = broker.client()  # everyone else is served
+    good.wait_settled(good.send(good.sender("q"), Message(body="fine")))
+
+
+def test_a_link_name_that_is_not_utf8_detaches_that_link_with_invalid_field(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    client.outgoing = not_utf8(b"llllllll")
+    client.sender("q", name="llllllll")
+
+    def refused() -> Any:
+        return next((link for link in _links(client) if link.remote_condition), None)
+
+    link = client.wait(refused)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    client.wait_settled(client.send(client.sender("q"), Message(body="the rest carry on")))
+
+
+def test_an_address_that_is_not_utf8_detaches_that_link_with_invalid_field(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    client.outgoing = not_utf8(b"aaaaaaaa")
+    sender = client.sender("aaaaaaaa", name="plain-name")
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:invalid-field"
+    assert "aaaaaaaa" not in broker.call(lambda: list(broker.broker.queues))
+
+
+def _links(client: Any) -> list[Any]:
+    links, link = [], client.conn.link_head(0)
+    while link is not None:
+        links.append(link)
+        link = link.next(0)
+    return links
