@@ -20,7 +20,7 @@ from typing import Any
 from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
-from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
+from proton_broker.errors import InvalidField, NotFound, PreconditionFailed, ResourceLimitExceeded
 from proton_broker.message import Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
@@ -133,6 +133,12 @@ class Broker:
             return queue
         if not allowed:
             raise NotFound(f"Node not found: {name}")
+        most = self.config.broker.max_queues
+        if len(self.queues) >= most:
+            raise ResourceLimitExceeded(
+                f"cannot create queue '{name}': the broker has {most} queues, the most it may "
+                "have (broker.max_queues)"
+            )
         settings = parsed.settings if parsed is not None else QueueSettings()
         queue = build_queue(
             name,

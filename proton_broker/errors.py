@@ -34,6 +34,10 @@ class ResourceLimitExceeded(BrokerError):
     """A queue limit or store capacity refuses the message."""
 
 
+class MessageTooLarge(ResourceLimitExceeded):
+    """A message over the largest size the broker accepts."""
+
+
 class Unauthorized(BrokerError):
     """The peer may not do this."""
 

@@ -18,12 +18,14 @@ RESOURCE_DELETED = "amqp:resource-deleted"
 CONNECTION_FORCED = "amqp:connection:forced"
 TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
 TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 
 _TABLE: dict[type[errors.BrokerError], str] = {
     errors.NotFound: NOT_FOUND,
     errors.InvalidField: INVALID_FIELD,
     errors.MalformedMessage: DECODE_ERROR,
     errors.ResourceLimitExceeded: RESOURCE_LIMIT_EXCEEDED,
+    errors.MessageTooLarge: MESSAGE_SIZE_EXCEEDED,
     errors.Unauthorized: UNAUTHORIZED_ACCESS,
     errors.PreconditionFailed: PRECONDITION_FAILED,
     errors.NotImplementedByBroker: NOT_IMPLEMENTED,

@@ -46,7 +46,12 @@ from typing import TYPE_CHECKING, Any
 from cproton_ffi import ffi, lib
 from proton import Condition, Delivery, Link
 
-from proton_broker.amqp.conditions import DECODE_ERROR, condition_for, reject
+from proton_broker.amqp.conditions import (
+    DECODE_ERROR,
+    MESSAGE_SIZE_EXCEEDED,
+    condition_for,
+    reject,
+)
 from proton_broker.amqp.coordinator import (
     TRANSACTIONAL_STATE,
     accepted_in,
@@ -61,7 +66,13 @@ from proton_broker.codec.encode import (
 )
 from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import DecodeError
-from proton_broker.errors import BrokerError, MalformedMessage, NotFound, ResourceLimitExceeded
+from proton_broker.errors import (
+    BrokerError,
+    MalformedMessage,
+    MessageTooLarge,
+    NotFound,
+    ResourceLimitExceeded,
+)
 from proton_broker.message import Message
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
@@ -143,6 +154,8 @@ class ProducerLink:
         self._pending: deque[_Pending] = deque()
         self.stopped = False  # our queue's flow control has withdrawn our credit
         self._held: dict[Queue, list[Delivery]] = {}  # settlements withheld, by queue
+        self.max_size = broker.config.broker.max_message_size  # advertised on the attach
+        link.max_message_size = self.max_size
 
     def start(self) -> None:
         queue = self.queue
@@ -153,15 +166,22 @@ class ProducerLink:
                 return
         _link_flow(self.impl, self.window)
 
-    def on_delivery(self, dlv: Any) -> None:
+    def on_delivery(self, dlv: Any) -> None:  # noqa: C901 - the transfer hot path, measured
         """A transfer arrived (or progressed): store complete messages and settle them."""
-        if not _readable(dlv) or _partial(dlv):
-            return  # wait for the last frame; Proton buffers the partial message
+        if not _readable(dlv):
+            return
+        if _partial(dlv):  # wait for the last frame; Proton buffers the partial message...
+            if _pending(dlv) > self.max_size:  # ...up to the largest we accept
+                self._refuse_oversized(dlv)
+            return
         impl = self.impl
         if _aborted(dlv):
             _settle(dlv)
             return
         size = _pending(dlv)
+        if size > self.max_size:
+            self._refuse_oversized(dlv)
+            return
         buf = self._buf
         if size > self._buf_size:
             self._buf_size = size * 2
@@ -346,6 +366,17 @@ class ProducerLink:
         self.stopped = False
         lib.pn_link_set_drain(self.impl, False)
         self._top_up()
+
+    def _refuse_oversized(self, dlv: Any) -> None:
+        """A message over ``max_message_size``: refused before the rest of it is buffered
+        (AMQP 1.0 2.7.3: the link is detached with message-size-exceeded)."""
+        description = (
+            f"message larger than {self.max_size} bytes, the most this broker accepts "
+            "(broker.max_message_size)"
+        )
+        log.warning("%s on link '%s': %s", MESSAGE_SIZE_EXCEEDED, self.link.name, description)
+        reject(Delivery.wrap(dlv), MessageTooLarge(description))
+        close_link(self.link, MESSAGE_SIZE_EXCEEDED, description)
 
     def _refuse_malformed(self, dlv: Any, why: str) -> None:
         description = f"malformed message: {why}"

@@ -43,12 +43,14 @@ from proton_broker.amqp.conditions import (
     INTERNAL_ERROR,
     INVALID_FIELD,
     RESOURCE_DELETED,
+    RESOURCE_LIMIT_EXCEEDED,
     condition_for,
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
 from proton_broker.amqp.loop import BrokerContainer, Callback, bound_address, install_poll
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
+from proton_broker.amqp.quotas import Quotas
 from proton_broker.amqp.terminus import (
     echo_filters,
     echo_properties,
@@ -61,7 +63,7 @@ from proton_broker.amqp.terminus import (
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
-from proton_broker.errors import BrokerError, InvalidField, NotFound
+from proton_broker.errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_options
@@ -94,6 +96,7 @@ class Server(Handler):
         broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
+        self.quotas = Quotas(self.config.broker)  # amqp/quotas.py
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
         self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
@@ -204,6 +207,27 @@ class Server(Handler):
         self.connections[event.connection._impl] = event.connection
         self.connections_opened += 1
         self._numbers[event.connection._impl] = self.connections_opened
+        conn = event.connection
+        self.container.schedule(
+            self.config.broker.handshake_timeout, Callback(lambda: self._handshake_due(conn))
+        )
+
+    def _handshake_due(self, conn: Connection) -> None:
+        """A connection that has not opened by now is closed at the socket (a client that
+        sent nothing, or only a protocol header, must not hold a socket for ever)."""
+        if not conn.state & Endpoint.REMOTE_UNINIT or conn._impl not in self.connections:
+            return
+        log.info(
+            "CON-1005 : Handshake timeout : [con:%d(%s)] : no AMQP open within %g s",
+            self._numbers.get(conn._impl, 0),
+            conn.url or "?",
+            self.config.broker.handshake_timeout,
+        )
+        self._drop_connection(conn)
+        transport = conn.transport
+        if transport is not None:
+            transport.close_tail()
+            transport.close_head()
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
@@ -213,6 +237,11 @@ class Server(Handler):
             conn.url or "?",
             conn.remote_container,
         )
+        try:
+            self.quotas.admit(conn._impl, client_address(conn.url))
+        except ResourceLimitExceeded as exc:
+            log.warning("CON-1006 : Refused : [con:%d] : %s", self._numbers.get(conn._impl, 0), exc)
+            conn.condition = Condition(RESOURCE_LIMIT_EXCEEDED, str(exc))
         conn.container = self.config.broker.container_id
         conn.offered_capabilities = OFFERED_CAPABILITIES
         conn.properties = {
@@ -221,6 +250,9 @@ class Server(Handler):
             symbol("platform"): "Python, Qpid Proton",
         }
         conn.open()
+        if conn.condition is not None:  # refused: the open is answered, then closed
+            self._drop_connection(conn)
+            conn.close()
 
     def on_session_remote_open(self, event: Event) -> None:
         event.session.open()
@@ -247,6 +279,7 @@ class Server(Handler):
         for link in _links_of(conn):
             self._forget(link)
         self.connections.pop(conn._impl, None)
+        self.quotas.gone(conn._impl)
         number = self._numbers.pop(conn._impl, None)
         if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
             # once, whichever of close and end of stream comes first; and only for a
@@ -294,7 +327,7 @@ class Server(Handler):
             link.source.copy(link.remote_source)
             return RequestLink(link, self.management, self.config.broker.producer_credit)
         options = node_options(link, target)
-        queue = self._node(target, options, required=False)
+        queue = self._node(link.connection._impl, target, options, required=False)
         self._own_if_dynamic(link, target, queue)
         self._echo(link.target, target, queue, options)
         link.source.copy(link.remote_source)
@@ -311,7 +344,7 @@ class Server(Handler):
             queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
             self._temporary[link._impl] = queue.name
         else:
-            queue = self._node(source, options, required=True)
+            queue = self._node(link.connection._impl, source, options, required=True)
             self._own_if_dynamic(link, source, queue)
         assert queue is not None
         browse = (
@@ -342,18 +375,29 @@ class Server(Handler):
             echo_filters(link.source, applied)
         return consumer
 
-    def _node(self, terminus: Terminus, options: dict[str, Any], required: bool) -> Queue | None:
-        """The queue a terminus names, created as policy allows; a dynamic terminus gets a
-        new temporary queue. ``None`` only for an anonymous-relay target."""
+    def _node(
+        self, connection: Any, terminus: Terminus, options: dict[str, Any], required: bool
+    ) -> Queue | None:
+        """The queue a terminus names, created as policy allows (and ``connection``'s quota:
+        see amqp/quotas.py); a dynamic terminus gets a new temporary queue. ``None`` only
+        for an anonymous-relay target."""
         if terminus.dynamic:
-            return self.broker.declare(f"TempQueue{_uuid()}", options)
+            name = f"TempQueue{_uuid()}"
+            self.quotas.may_create(connection, name)
+            self.quotas.created(connection)
+            return self.broker.declare(name, options)
         if terminus.address is None and not required:
             if options:
                 raise InvalidField("queue options need a node address", next(iter(options)))
             return None
         if terminus.address is None:
             raise NotFound("a receiving link needs a source address")
-        return self.broker.resolve(terminus.address, options)
+        if terminus.address in self.broker.queues:
+            return self.broker.resolve(terminus.address, options)
+        self.quotas.may_create(connection, terminus.address)
+        queue = self.broker.resolve(terminus.address, options)
+        self.quotas.created(connection)
+        return queue
 
     def _echo(
         self, local: Terminus, remote: Terminus, queue: Queue | None, options: dict[str, Any]
@@ -476,6 +520,12 @@ def _links_of(conn: Connection, session: Any = None) -> list[Link]:
             links.append(link)
         link = link.next(0)
     return links
+
+
+def client_address(url: Any) -> str:
+    """The client's host in a connection's URL (Proton's ``Url`` of the peer), for quotas."""
+    host = getattr(url, "host", None)
+    return str(host) if host else "?"
 
 
 def _uuid() -> str:

@@ -1,0 +1,78 @@
+"""Connection quotas: how many connections the broker serves, from one client address, and
+how many queues one connection may create.
+
+Rules this module owns (each limit is a ``broker`` config key, on by default):
+
+* ``max_connections`` connections may be open at once, and ``max_connections_per_address``
+  from one client address (qpidd's ``--max-connections`` and per-IP ACL quotas; Broker-J's
+  per-port limit). A connection over either limit gets its open answered and then closed
+  with ``amqp:resource-limit-exceeded`` saying which limit; it is counted from its open,
+  so a port probe or a client that never opens costs nothing here (the handshake timeout
+  deals with those).
+* A connection may create at most ``max_queues_per_connection`` queues, by attaching to a
+  name that does not exist (auto-create) or with a dynamic terminus (temporary queues);
+  attaching to queues that exist is never limited. Over it the attach is refused with
+  ``amqp:resource-limit-exceeded``. The broker-wide ``max_queues`` is the broker's own rule.
+
+Keys are opaque: whatever identifies a connection (the engine object) and its client's
+address as text; nothing here touches Proton.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from proton_broker.config import BrokerSection
+from proton_broker.errors import ResourceLimitExceeded
+
+
+class Quotas:
+    """The open connections, their client addresses and what each created."""
+
+    def __init__(self, section: BrokerSection) -> None:
+        self.section = section
+        self._address: dict[Any, str] = {}  # counted connection -> its client address
+        self._per_address: Counter[str] = Counter()
+        self._created: Counter[Any] = Counter()  # connection -> queues it created
+
+    def admit(self, connection: Any, address: str) -> None:
+        """Count a connection that opened, or raise ResourceLimitExceeded (not counted)."""
+        most, per = self.section.max_connections, self.section.max_connections_per_address
+        if len(self._address) >= most:
+            raise ResourceLimitExceeded(
+                f"connection refused: the broker serves {most} connections already "
+                "(broker.max_connections)"
+            )
+        if self._per_address[address] >= per:
+            raise ResourceLimitExceeded(
+                f"connection refused: {per} connections from {address} are open already "
+                "(broker.max_connections_per_address)"
+            )
+        self._address[connection] = address
+        self._per_address[address] += 1
+
+    def gone(self, connection: Any) -> None:
+        """A connection closed: it no longer counts (nothing happens if it never did)."""
+        address = self._address.pop(connection, None)
+        if address is not None:
+            self._per_address[address] -= 1
+            if not self._per_address[address]:
+                del self._per_address[address]
+        self._created.pop(connection, None)
+
+    def may_create(self, connection: Any, name: str) -> None:
+        """ResourceLimitExceeded if ``connection`` has created as many queues as it may."""
+        most = self.section.max_queues_per_connection
+        if self._created[connection] >= most:
+            raise ResourceLimitExceeded(
+                f"cannot create queue '{name}': this connection created {most} queues "
+                "already (broker.max_queues_per_connection)"
+            )
+
+    def created(self, connection: Any) -> None:
+        self._created[connection] += 1
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._address)

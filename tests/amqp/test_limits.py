@@ -1,0 +1,152 @@
+"""Limits on what one client can take, on by default, each answered with the AMQP condition
+a client can act on: connections (in all, and per client address), the AMQP handshake's
+time, queues (in all, and created per connection) and the size of a message."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from proton import Message
+
+from proton_broker.config import Config
+from tests.conftest import RunningBroker
+
+
+@pytest.fixture
+def broker_config() -> Config:
+    config = Config()
+    config.broker.store = "memory"
+    config.broker.max_connections = 3
+    config.broker.max_connections_per_address = 2
+    config.broker.handshake_timeout = 0.5
+    config.broker.max_queues = 5
+    config.broker.max_queues_per_connection = 2
+    config.broker.max_message_size = 10_000
+    return config
+
+
+def test_the_defaults_are_on() -> None:
+    defaults = Config().broker
+    assert defaults.max_connections == 10_000
+    assert defaults.max_connections_per_address == 1_000
+    assert defaults.handshake_timeout == 10.0
+    assert defaults.max_queues == 100_000
+    assert defaults.max_queues_per_connection == 1_000
+    assert defaults.max_message_size == 100 * 1024 * 1024
+
+
+# ---- connections ----------------------------------------------------------------------------
+
+
+def test_a_connection_over_the_per_address_limit_is_refused_with_resource_limit_exceeded(
+    broker: RunningBroker,
+) -> None:
+    first, second = broker.client(), broker.client()
+    for client in (first, second):
+        client.wait(lambda c=client: c.conn.remote_container)
+    third = broker.client()
+    third.wait(lambda: third.conn.remote_condition is not None)
+    assert third.conn.remote_condition.name == "amqp:resource-limit-exceeded"
+    assert "2 connections from 127.0.0.1 are open already" in (
+        third.conn.remote_condition.description
+    )
+    assert "broker.max_connections_per_address" in third.conn.remote_condition.description
+    first.close()  # a place comes free
+    fourth = broker.client()
+    fourth.wait_settled(fourth.send(fourth.sender("q"), Message(body="in")))
+    assert fourth.conn.remote_condition is None
+
+
+def test_connections_are_counted_from_their_open_and_until_they_end(
+    broker: RunningBroker,
+) -> None:
+    for _ in range(5):  # more than the limits, one after another: each closes first
+        client = broker.client()
+        client.wait_settled(client.send(client.sender("q"), Message(body="x")))
+        client.close()
+    assert broker.call(lambda: broker.server.quotas.open_connections) == 0
+
+
+def test_a_socket_that_never_opens_is_closed_after_the_handshake_timeout(
+    broker: RunningBroker,
+) -> None:
+    idle = socket.create_connection((broker.host, broker.port))
+    header = socket.create_connection((broker.host, broker.port))
+    header.sendall(b"AMQP\x00\x01\x00\x00")  # the protocol header, then nothing
+    started = time.monotonic()
+    for sock in (idle, header):
+        sock.settimeout(5)
+        while sock.recv(4096):  # the broker's header, perhaps; then end of stream
+            pass
+    assert time.monotonic() - started < 3
+    idle.close()
+    header.close()
+    client = broker.client()  # an honest client is served
+    client.wait_settled(client.send(client.sender("q"), Message(body="in")))
+
+
+# ---- queues -------------------------------------------------------------------------------
+
+
+def test_a_connection_may_create_only_so_many_queues(broker: RunningBroker) -> None:
+    client = broker.client()
+    client.sender("made-1")
+    client.sender("made-2")
+    third = client.sender("made-3")
+    client.wait_closed(third)
+    assert third.remote_condition.name == "amqp:resource-limit-exceeded"
+    assert "this connection created 2 queues already" in third.remote_condition.description
+    assert "made-3" not in broker.broker.queues
+    client.wait_settled(client.send(client.sender("made-1"), Message(body="existing is fine")))
+    other = broker.client()  # another connection has its own quota
+    other.wait_settled(other.send(other.sender("made-3"), Message(body="x")))
+
+
+def test_dynamic_temporary_queues_count_against_the_connection(broker: RunningBroker) -> None:
+    client = broker.client()
+    made = [client.receiver(None, dynamic=True) for _ in range(3)]
+    client.wait_closed(made[2])
+    assert made[2].remote_condition.name == "amqp:resource-limit-exceeded"
+
+
+def test_the_broker_creates_at_most_max_queues(broker: RunningBroker) -> None:
+    for n in range(3):
+        client = broker.client()
+        for m in range(2):
+            link = client.sender(f"q-{n}-{m}")
+        client.pump(0.1)
+        if n == 2:
+            client.wait_closed(link)
+            assert link.remote_condition.name == "amqp:resource-limit-exceeded"
+            assert "the broker has 5 queues" in link.remote_condition.description
+        client.close()
+    assert len(broker.broker.queues) == 5
+
+
+# ---- message size ----------------------------------------------------------------------------
+
+
+def test_the_largest_message_is_advertised_on_the_attach(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("sized")
+    client.wait(lambda: sender.remote_max_message_size)
+    assert sender.remote_max_message_size == 10_000
+
+
+@pytest.mark.parametrize("size", [20_000, 2_000_000])
+def test_a_message_over_max_message_size_is_refused_with_message_size_exceeded(
+    broker: RunningBroker, size: int
+) -> None:
+    client = broker.client()
+    sender = client.sender("sized")
+    delivery = client.send(sender, Message(body=b"x" * size))
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:link:message-size-exceeded"
+    assert "larger than 10000 bytes" in sender.remote_condition.description
+    assert delivery.remote.condition.name == "amqp:link:message-size-exceeded"
+    assert broker.call(lambda: broker.broker.queues["sized"].depth) == 0
+    fits = client.sender("sized", name="again")
+    client.wait_settled(client.send(fits, Message(body=b"x" * 5_000)))
+    assert broker.call(lambda: broker.broker.queues["sized"].depth) == 1
