@@ -49,6 +49,13 @@ from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings
 
+# Versions of each key a last-value queue keeps for replay when neither the queue nor the
+# broker-wide ``queue.max_key_updates`` says: enough for a client that reconnects from its
+# last sequence (the long poll without data loss) to see every update, unless it is more
+# than this many updates of a key behind; bounded, so a key updated for ever does not grow
+# the store for ever. A queue with ``sequenceKey`` keeps every version unless told.
+LVQ_HISTORY = 100
+
 
 @dataclass(frozen=True, slots=True)
 class QueueParts:
@@ -81,10 +88,12 @@ def parts_for(
     broker-wide defaults (a queue's own settings win)."""
     groups = make_groups(settings, default_group) if settings.grouped else None
     keep = settings.max_key_updates
+    if keep is None:
+        keep = max_key_updates
+    if keep is None and settings.lvq_key:
+        keep = LVQ_HISTORY  # bounded on a last-value queue (see above)
     key_property = settings.lvq_key or settings.sequence_key
-    history = (
-        History(max_key_updates if keep is None else keep, key_property) if key_property else None
-    )
+    history = History(keep, key_property) if key_property else None
     return QueueParts(
         settings=settings,
         order=groups if groups is not None else make_ordering(settings),

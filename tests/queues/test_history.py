@@ -10,7 +10,7 @@ import pytest
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
-from proton_broker.queues.factory import build_queue
+from proton_broker.queues.factory import LVQ_HISTORY, build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -95,6 +95,15 @@ def test_max_key_updates_keeps_exactly_the_newest_versions(
     q.enqueue(msg("other"))
     assert [seq for _, seq in replayed(q, "first", "k")] == kept
     assert q.depth == 2  # the LVQ itself holds one value per key
+
+
+def test_a_last_value_queue_keeps_a_bounded_history_unless_told_otherwise() -> None:
+    lvq, numbered = queue(LVQ), queue({"sequenceKey": "id"})
+    for q in (lvq, numbered):
+        for _ in range(LVQ_HISTORY + 50):
+            q.enqueue(msg("k"))
+    assert [s for _, s in replayed(lvq, "first")] == list(range(51, LVQ_HISTORY + 51))
+    assert len(replayed(numbered, "first")) == LVQ_HISTORY + 50  # every version, as told
 
 
 def test_the_broker_wide_default_applies_unless_the_queue_sets_its_own() -> None:
