@@ -22,6 +22,7 @@ from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
 from proton_broker.errors import InvalidField, NotFound, PreconditionFailed, ResourceLimitExceeded
 from proton_broker.message import Message
+from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.ports import LoopHooks
@@ -61,7 +62,7 @@ class Broker:
         self.queues: dict[str, Queue] = {}
         # How the event loop drives every queue, present and future (filled in by the
         # server and the store): one object all the queues share.
-        self.loop_hooks = LoopHooks()
+        self.loop_hooks = LoopHooks(budget=MemoryBudget(self.config.broker.max_memory))
         self.store: Store | None = None  # opened by open_store(), once the loop exists
         self.transactions = Transactions()
         # Called with a queue being deleted, before its messages go: the protocol adapter

@@ -62,7 +62,7 @@ class BrokerSection:
     default_message_group: str = "qpid.no-group"
     # "sqlite" (in data_dir) or "memory" (nothing survives a restart)
     store: str = _one_of("sqlite", *STORES)
-    # Limits (docs/limits.md): connections at once, and from one client address; seconds a
+    # Limits (docs/broker-limits.md): connections at once, and from one client address; seconds a
     # new connection has to complete the AMQP open; queues in all, and made by one
     # connection; the largest message accepted (advertised on attach).
     max_connections: int = _at_least(10000, 1)
@@ -71,6 +71,9 @@ class BrokerSection:
     max_queues: int = _at_least(100000, 1)
     max_queues_per_connection: int = _at_least(1000, 1)
     max_message_size: int = _at_least(104857600, 512)
+    # Bytes of queued messages held in memory, all queues together, before every producer
+    # is flow-controlled until they fall to 90% (queues/budget.py).
+    max_memory: int = _at_least(1073741824, 1)
 
 
 @dataclass

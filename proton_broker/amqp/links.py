@@ -156,6 +156,7 @@ class ProducerLink:
         self._held: dict[Queue, list[Delivery]] = {}  # settlements withheld, by queue
         self.max_size = broker.config.broker.max_message_size  # advertised on the attach
         link.max_message_size = self.max_size
+        self._budget = broker.loop_hooks.budget  # full: no credit (see memory_full)
 
     def start(self) -> None:
         queue = self.queue
@@ -164,7 +165,8 @@ class ProducerLink:
             if queue.flow_stopped:
                 self.stopped = True  # no credit until the queue resumes
                 return
-        _link_flow(self.impl, self.window)
+        if not self._budget.full:
+            _link_flow(self.impl, self.window)
 
     def on_delivery(self, dlv: Any) -> None:  # noqa: C901 - the transfer hot path, measured
         """A transfer arrived (or progressed): store complete messages and settle them."""
@@ -218,7 +220,7 @@ class ProducerLink:
         control has stopped us, or we are gone)."""
         self._used = 0
         top_up = self.window - _link_credit(self.impl)
-        if top_up > 0 and not self.stopped and not self.closed:
+        if top_up > 0 and not self.stopped and not self.closed and not self._budget.full:
             _link_flow(self.impl, top_up)
 
     def _accepted(self, dlv: Any, queue: Queue) -> None:
@@ -349,9 +351,23 @@ class ProducerLink:
         if queue is not self.queue or self.closed or self.stopped:
             return
         self.stopped = True
+        self._withdraw_credit()
+
+    def _withdraw_credit(self) -> None:
         impl = self.impl
         lib.pn_link_set_drain(impl, True)
         _link_flow(impl, -_link_credit(impl))  # Proton only adds: a negative grant zeroes it
+
+    def memory_full(self, full: bool) -> None:
+        """The broker's memory budget filled (withdraw our credit, as for a queue's flow
+        control) or has room again (credit back, unless our queue still stops us)."""
+        if self.closed or self.stopped:
+            return  # the queue's flow control holds our credit back already
+        if full:
+            self._withdraw_credit()
+        else:
+            lib.pn_link_set_drain(self.impl, False)
+            self._top_up()
 
     def flow_resumed(self, queue: Queue) -> None:
         """Settle what was held for ``queue`` (accepted: it is stored) and restore credit."""

@@ -97,6 +97,7 @@ class Server(Handler):
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
         self.quotas = Quotas(self.config.broker)  # amqp/quotas.py
+        broker.loop_hooks.budget.observers.append(self._memory_full)
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
         self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
@@ -211,6 +212,20 @@ class Server(Handler):
         self.container.schedule(
             self.config.broker.handshake_timeout, Callback(lambda: self._handshake_due(conn))
         )
+
+    def _memory_full(self, full: bool) -> None:
+        """The broker's memory budget filled, or has room again: every producer stops, or
+        goes on (queues/budget.py)."""
+        budget = self.broker.loop_hooks.budget
+        log.warning(
+            "BRK-1010 : Memory budget %s : %d bytes of queued messages (broker.max_memory %d)",
+            "full: producers stopped" if full else "has room: producers resumed",
+            budget.used,
+            budget.limit,
+        )
+        for state in list(self.links.values()):
+            if isinstance(state, ProducerLink):
+                state.memory_full(full)
 
     def _handshake_due(self, conn: Connection) -> None:
         """A connection that has not opened by now is closed at the socket (a client that

@@ -230,7 +230,7 @@ class Dispatcher:
                 continue
             misses = 0
             if entry.message.paged:
-                page_in(self._hooks.pager, entry.message)
+                page_in(self._hooks, entry.message)
             consumer.deliver(entry)
             if consumer.credit <= 0:
                 ready.popleft()

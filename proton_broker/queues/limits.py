@@ -35,7 +35,7 @@ from proton_broker.queues.overflow import (
     RejectPolicy,
     RingPolicy,
 )
-from proton_broker.queues.ports import FlowObserver, Pager
+from proton_broker.queues.ports import FlowObserver, LoopHooks, Pager
 
 if TYPE_CHECKING:
     from proton_broker.queues.queue import Queue
@@ -117,13 +117,19 @@ class Limits:
             message.paged = True
             message.data = b""
             self.owner.stats.paged_out += 1
+            budget = self.owner.hooks.budget
+            budget.used -= message.paged_size  # in the store now, not in memory
+            if budget.full and budget.used <= budget.resume:
+                budget.came_back()
 
 
-def page_in(pager: Pager | None, message: Message) -> None:
-    """A consumer takes a paged-out message: its bytes come back into memory for good."""
-    assert pager is not None
-    message.data = pager.page_in(message)
+def page_in(hooks: LoopHooks, message: Message) -> None:
+    """A consumer takes a paged-out message: its bytes come back into memory for good
+    (and count in the memory budget again)."""
+    assert hooks.pager is not None
+    message.data = hooks.pager.page_in(message)
     message.paged = False
+    hooks.budget.used += len(message.data)
 
 
 @contextmanager

@@ -12,10 +12,13 @@ no socket or file.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from proton_broker.message import Message
+from proton_broker.queues.budget import MemoryBudget
+
+DEFAULT_BUDGET = 1 << 30  # bytes; the broker sets broker.max_memory
 
 if TYPE_CHECKING:
     from proton_broker.queues.entries import Entry
@@ -100,8 +103,11 @@ class LoopHooks:
 
     ``defer(queue)`` dispatches a queue later in the loop's pass, so messages that arrive
     together go out together; ``wake_at(when, queue)`` runs ``queue.release_held()`` at
-    ``when`` (seconds since the epoch); ``pager`` keeps the bytes of paged-out messages."""
+    ``when`` (seconds since the epoch); ``pager`` keeps the bytes of paged-out messages;
+    ``budget`` counts the bytes of queued messages in memory against the broker's limit."""
 
     defer: Callable[[Queue], object] | None = None
     wake_at: Callable[[float, Queue], object] | None = None
     pager: Pager | None = None
+    # The broker-wide memory budget (queues/budget.py); the broker sets its limit.
+    budget: MemoryBudget = field(default_factory=lambda: MemoryBudget(DEFAULT_BUDGET))

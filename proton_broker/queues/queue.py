@@ -126,6 +126,7 @@ class Queue:
         self._hold = self.settings.hold_on_publish
         self._held = Holds(self._wake_at)
         self.hooks = hooks or LoopHooks()  # how the event loop drives it (see ports.py)
+        self._budget = self.hooks.budget  # the broker's memory budget (queues/budget.py)
         # Set by make_durable on a durable queue (with a store): where its changes are
         # written; its durable messages are accepted only once written.
         self.journal: Journal | None = None
@@ -213,7 +214,12 @@ class Queue:
             numbers.joined(message)
         self._log.append(entry)
         self.depth += 1
-        self.bytes += len(message.data)
+        size = len(message.data)
+        self.bytes += size
+        budget = self._budget
+        budget.used += size
+        if budget.used > budget.limit:
+            budget.went_over()
         self.stats.enqueued += 1
         self._order.push(entry)
         if expires is not None:
@@ -456,6 +462,10 @@ class Queue:
                 journal.removed(self, message.store_id)
         self.depth -= 1
         self.bytes -= message.size
+        budget = self._budget
+        budget.used -= len(message.data)  # nothing while paged out
+        if budget.full and budget.used <= budget.resume:
+            budget.came_back()
         if message.page_id is not None and self.hooks.pager is not None:
             self.hooks.pager.discard(message)
         self._log.removed()

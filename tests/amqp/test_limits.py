@@ -24,6 +24,7 @@ def broker_config() -> Config:
     config.broker.max_queues = 5
     config.broker.max_queues_per_connection = 2
     config.broker.max_message_size = 10_000
+    config.broker.max_memory = 100_000
     return config
 
 
@@ -35,6 +36,7 @@ def test_the_defaults_are_on() -> None:
     assert defaults.max_queues == 100_000
     assert defaults.max_queues_per_connection == 1_000
     assert defaults.max_message_size == 100 * 1024 * 1024
+    assert defaults.max_memory == 1024 * 1024 * 1024
 
 
 # ---- connections ----------------------------------------------------------------------------
@@ -150,3 +152,30 @@ def test_a_message_over_max_message_size_is_refused_with_message_size_exceeded(
     fits = client.sender("sized", name="again")
     client.wait_settled(client.send(fits, Message(body=b"x" * 5_000)))
     assert broker.call(lambda: broker.broker.queues["sized"].depth) == 1
+
+
+# ---- memory -----------------------------------------------------------------------------------
+
+
+def test_a_full_memory_budget_stops_every_producer_until_consumers_make_room(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    first, second = client.sender("mem-a"), client.sender("mem-b")
+    client.wait(lambda: first.credit > 0 and second.credit > 0)
+    sent = 0
+    while first.credit > 0 and sent < 100:  # 5 KB each: the 100 KB budget fills at 21
+        client.send(first, Message(body=b"m" * 5_000))
+        sent += 1
+        client.pump(0.01)
+    client.wait(lambda: first.credit == 0 and second.credit == 0)  # both stopped
+    used = broker.call(lambda: broker.broker.loop_hooks.budget.used)
+    assert 100_000 < used < 120_000  # over by what was in flight, not by the window
+    assert broker.call(lambda: broker.broker.queues["mem-a"].depth) == sent  # nothing lost
+    receiver = client.receiver("mem-a", credit=sent)
+    received = client.wait_received(receiver, sent)
+    for item in received:
+        item.delivery.update(item.delivery.ACCEPTED)
+        item.delivery.settle()
+    client.wait(lambda: first.credit > 0 and second.credit > 0)  # room again: both go on
+    client.wait_settled(client.send(second, Message(body="after")))
