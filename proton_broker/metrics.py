@@ -173,6 +173,12 @@ def _commit_families(commits: CommitTimes) -> Iterator[Metric]:
         "Store commits that failed and were rolled back.",
         value=commits.failures,
     )
+    yield GaugeMetricFamily(
+        PREFIX + "store_removals_waiting",
+        "Acknowledged messages a failed commit could not remove from the store yet "
+        "(written with the next commit that succeeds; back after a restart before then).",
+        value=commits.removals_waiting,
+    )
 
 
 def _bound(value: float) -> str:

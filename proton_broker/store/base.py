@@ -89,6 +89,7 @@ class CommitTimes:
     failures: int = 0  # transactions rolled back because the write failed
     seconds: float = 0.0  # their durations added up
     buckets: tuple[int, ...] = (0,) * len(COMMIT_BOUNDS)  # per bound, not cumulative
+    removals_waiting: int = 0  # acknowledged messages a failed commit could not remove yet
 
 
 class CommitClock:
@@ -101,6 +102,7 @@ class CommitClock:
         self._lock = threading.Lock()
         self._count = 0
         self._failures = 0
+        self._waiting_removals = 0  # removals a failed commit held back, not yet written
         self._seconds = 0.0
         self._buckets = [0] * len(COMMIT_BOUNDS)
 
@@ -116,9 +118,20 @@ class CommitClock:
         with self._lock:
             self._failures += 1
 
+    def waiting_removals(self, count: int) -> None:
+        """``count`` removals (acknowledged messages) wait for a commit that succeeds."""
+        with self._lock:
+            self._waiting_removals = count
+
     def snapshot(self) -> CommitTimes:
         with self._lock:
-            return CommitTimes(self._count, self._failures, self._seconds, tuple(self._buckets))
+            return CommitTimes(
+                self._count,
+                self._failures,
+                self._seconds,
+                tuple(self._buckets),
+                self._waiting_removals,
+            )
 
 
 class Store(abc.ABC):

@@ -10,7 +10,11 @@ Rules this module owns:
   form the next group, so the batch grows with the load and there is no timer to tune.
 * Failure: if a transaction fails (disk full, I/O error) it is rolled back and every unit
   in it completes with a :class:`StoreError`; nothing of them is on disk. The writer
-  carries on, so producers recover once space is freed.
+  carries on, so producers recover once space is freed. Removals of acknowledged messages
+  have no one to tell, so they are not lost with the transaction: they are logged
+  (``MST-1011``, with the count; the metric ``proton_broker_store_removals_waiting``) and
+  written with the next commit that succeeds (``MST-1012``). Only a stop before then
+  brings those messages back after the restart, as unacknowledged ones would.
 * Integrity: each message row carries a CRC-32 of its bytes, checked at recovery, and the
   file passes SQLite's ``quick_check`` at open. A file that fails either is refused with an
   error naming it (and the row): altered data is never served silently.
@@ -104,6 +108,7 @@ class SqliteStore(Store):
         self._db: sqlite3.Connection | None = None  # the loop thread's, for declarations
         self._retired_rows = False  # the retired table may hold rows (see retire())
         self._number_rows = False  # the numbers table may hold rows (writer thread's)
+        self._unwritten: list[tuple[int]] = []  # removals a failed commit held (writer's)
 
     # ---- opening and recovery ---------------------------------------------------------
 
@@ -350,13 +355,29 @@ class SqliteStore(Store):
             group += units
         return group
 
+    def _hold_removals(self, gone: list[tuple[int]], exc: sqlite3.Error) -> None:
+        """A commit failed: its removals (acknowledged messages) are kept for the next
+        commit, and said so, for a restart before then brings those messages back."""
+        if not gone:
+            return
+        self._unwritten = gone
+        self.commits.waiting_removals(len(gone))
+        log.warning(
+            "MST-1011 : %d acknowledged messages could not be removed from the store (%s): "
+            "the removals are retried with the next write; if the broker stops first, "
+            "those messages are delivered again after the restart",
+            len(gone),
+            exc,
+        )
+
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
         rows = [
             (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data)
             for unit in group
             for m in unit.enqueues
         ]
-        gone = [(message_id,) for unit in group for message_id in unit.dequeues]
+        # Removals a failed commit held back go first (see the module rules).
+        gone = self._unwritten + [(message_id,) for unit in group for message_id in unit.dequeues]
         pages = [page for unit in group for page in unit.pages]
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
@@ -401,7 +422,15 @@ class SqliteStore(Store):
                 db.execute("ROLLBACK")
             self.commits.failed()
             log.error("store %s: a write of %d units failed: %s", self.path, len(group), exc)
+            self._hold_removals(gone, exc)
             return StoreError(f"the store could not write: {exc}")
+        if self._unwritten:
+            log.info(
+                "MST-1012 : %d acknowledged messages held back by a failed write are removed",
+                len(self._unwritten),
+            )
+            self._unwritten = []
+            self.commits.waiting_removals(0)
         self.commits.record(time.perf_counter() - started)
         if self._after_commit is not None:
             self._after_commit()

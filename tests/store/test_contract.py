@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -203,3 +204,29 @@ def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path) -> N
     (tmp_path / FILE_NAME).write_bytes(b"this is not SQLite" * 100)
     with pytest.raises(StoreError, match=FILE_NAME):
         SqliteStore(tmp_path, lambda fn: fn()).open()
+
+
+def test_acknowledgements_a_full_disk_refused_are_written_once_space_is_freed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = DiskFullStore(tmp_path)
+    store.full = False
+    store.open()
+    results: list[BaseException | None] = []
+    kept = [message(store, "q", f"m{i}".encode()) for i in range(3)]
+    store.commit(Unit(enqueues=kept, done=results.append))
+    store.posted.get(timeout=10)()
+    store.full = True
+    with caplog.at_level(logging.WARNING, logger="proton_broker.store"):
+        store.commit(Unit(dequeues=[kept[0].id, kept[1].id], done=results.append))
+        store.posted.get(timeout=10)()
+    assert "MST-1011 : 2 acknowledged messages could not be removed" in caplog.text
+    assert store.commits.snapshot().removals_waiting == 2
+    store.full = False  # space freed: the next write carries the held-back removals
+    store.commit(Unit(enqueues=[message(store, "q", b"later")], done=results.append))
+    store.posted.get(timeout=10)()
+    assert store.commits.snapshot().removals_waiting == 0
+    store.close()
+    reopened = SqliteStore(tmp_path, store.posted.put)
+    assert [m.data for m in reopened.open().messages] == [b"m2", b"later"]
+    reopened.close()
