@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import queue as _queue
+import shutil
 import sqlite3
 import threading
 import time
@@ -120,6 +121,8 @@ class SqliteStore(Store):
             recovered = self._recover()
         except sqlite3.DatabaseError as exc:
             self._lock.release()
+            if "full" in str(exc):  # SQLITE_FULL: "database or disk is full"
+                raise StoreError(self._full_disk()) from exc
             raise StoreError(f"store {self.path} cannot be read: {exc}") from exc
         except StoreError:
             self._lock.release()
@@ -127,6 +130,15 @@ class SqliteStore(Store):
         self._writer = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
         self._writer.start()
         return recovered
+
+    def _full_disk(self) -> str:
+        """What to tell an operator whose disk is too full to open the store."""
+        free = shutil.disk_usage(self.path.parent).free
+        return (
+            f"the disk holding {self.path.parent} is full ({free} bytes free): recovery "
+            "needs room to write; free space on that file system (the store's own "
+            f"{FILE_NAME}-wal file shrinks once the broker runs), or move the data directory"
+        )
 
     @property
     def location(self) -> str | None:

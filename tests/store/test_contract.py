@@ -230,3 +230,16 @@ def test_acknowledgements_a_full_disk_refused_are_written_once_space_is_freed(
     reopened = SqliteStore(tmp_path, store.posted.put)
     assert [m.data for m in reopened.open().messages] == [b"m2", b"later"]
     reopened.close()
+
+
+def test_a_store_that_cannot_open_for_a_full_disk_says_what_to_free(tmp_path: Path) -> None:
+    class FullAtOpen(SqliteStore):
+        def _check(self) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+    store = FullAtOpen(tmp_path, lambda fn: None)
+    with pytest.raises(StoreError, match=r"the disk holding .* is full \(\d+ bytes free\)"):
+        store.open()
+    after = SqliteStore(tmp_path, lambda fn: None)
+    after.open()  # the lock was let go
+    after.close()
