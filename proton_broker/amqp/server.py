@@ -281,6 +281,18 @@ class Server(Handler):
         self._drop_connection(event.connection)
         event.connection.close()
 
+    def on_transport_tail_closed(self, event: Event) -> None:
+        """The peer's input ended (it closed its side of the socket, or sent something the
+        engine refused): close the connection if it is still open here, so our close frame
+        goes out and then our side of the socket closes too; otherwise it would stay
+        half-closed (CLOSE_WAIT) for ever, holding a file descriptor."""
+        conn = event.connection
+        if conn is not None and conn.state & Endpoint.LOCAL_ACTIVE:
+            self._drop_connection(conn)
+            conn.close()
+        elif conn is None or conn.state & Endpoint.LOCAL_UNINIT:
+            event.transport.close_head()  # it never opened: there is nothing to answer
+
     def on_transport_closed(self, event: Event) -> None:
         if event.connection is not None:
             self._drop_connection(event.connection)

@@ -1,0 +1,78 @@
+"""Sockets the broker is done with are closed: a client that sends a broken stream and
+goes, or goes in any state, leaves no half-closed socket (CLOSE_WAIT) and no file
+descriptor behind, and the broker keeps serving. Streams are a real client's bytes
+(Proton's engine, driven in memory) with seeded mutations."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import time
+
+from proton import Connection, Message, Transport
+from proton.utils import BlockingConnection
+
+from proton_broker.testing import BrokerProcess
+
+
+def a_client_stream() -> bytes:
+    """What a client sends to open, begin and attach a sender: Proton's own bytes."""
+    conn = Connection()
+    conn.container = "mutant"
+    transport = Transport()
+    transport.bind(conn)
+    conn.open()
+    session = conn.session()
+    session.open()
+    link = session.sender("mutant-link")
+    link.target.address = "mutant-queue"
+    link.open()
+    return bytes(transport.peek(transport.pending()))
+
+
+def mutated(stream: bytes, rnd: random.Random) -> bytes:
+    data = bytearray(stream)
+    for _ in range(rnd.randint(1, 4)):
+        data[rnd.randrange(8, len(data))] = rnd.randrange(256)  # past the protocol header
+    return bytes(data[: rnd.randint(8, len(data))])  # and perhaps cut short
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def half_closed(port: int) -> int:
+    """Sockets of the broker's port in CLOSE_WAIT (the peer went, we did not close)."""
+    count = 0
+    with open("/proc/net/tcp") as table:
+        lines = table.read().splitlines()[1:]
+    for line in lines:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "08":
+            count += 1
+    return count
+
+
+def test_clients_that_send_broken_streams_and_go_leave_no_socket_behind() -> None:
+    stream, rnd = a_client_stream(), random.Random(19)
+    with BrokerProcess("--store", "memory") as broker:
+        time.sleep(0.3)
+        baseline = open_fds(broker.pid)
+        for _ in range(120):
+            sock = socket.create_connection(("127.0.0.1", broker.port))
+            sock.sendall(mutated(stream, rnd))
+            sock.settimeout(0.02)
+            with contextlib.suppress(OSError):
+                sock.recv(65536)
+            sock.close()  # in whatever state the broker is in with it
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and open_fds(broker.pid) > baseline:
+            time.sleep(0.1)
+        assert half_closed(broker.port) == 0
+        assert open_fds(broker.pid) <= baseline
+        conn = BlockingConnection(broker.url)  # and it serves an honest client
+        conn.create_sender("after").send(Message(body="fine"))
+        assert conn.create_receiver("after").receive(timeout=5).body == "fine"
+        conn.close()
