@@ -13,8 +13,10 @@ Rules this module owns:
   carries on, so producers recover once space is freed. Removals of acknowledged messages
   have no one to tell, so they are not lost with the transaction: they are logged
   (``MST-1011``, with the count; the metric ``proton_broker_store_removals_waiting``) and
-  written with the next commit that succeeds (``MST-1012``). Only a stop before then
-  brings those messages back after the restart, as unacknowledged ones would.
+  written with the next commit that succeeds (``MST-1012``). They are also written to a
+  file whose space is reserved in advance (store/removals.py), so a broker that stops
+  before then finishes them at its next start and says how many (``MST-1013``): an
+  acknowledged message is not delivered again.
 * Integrity: each message row carries a CRC-32 of its bytes, checked at recovery, and the
   file passes SQLite's ``quick_check`` at open. A file that fails either is refused with an
   error naming it (and the row): altered data is never served silently.
@@ -25,6 +27,7 @@ completions posted back to it; the writer thread never touches broker state.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import queue as _queue
@@ -47,6 +50,7 @@ from proton_broker.store.base import (
     Unit,
 )
 from proton_broker.store.lock import DirectoryLock
+from proton_broker.store.removals import RemovalLedger
 
 log = logging.getLogger("proton_broker.store")
 
@@ -97,6 +101,7 @@ class SqliteStore(Store):
         super().__init__()
         self.path = Path(directory).resolve() / FILE_NAME
         self._lock = DirectoryLock(directory)  # store/lock.py
+        self._ledger = RemovalLedger(directory)  # store/removals.py
         self._post = post
         self._before_commit = before_commit
         self._after_commit = after_commit
@@ -118,18 +123,52 @@ class SqliteStore(Store):
         try:
             self._db = self._connect()
             self._check()
+            self._finish_removals()
             recovered = self._recover()
         except sqlite3.DatabaseError as exc:
-            self._lock.release()
+            self._release()
             if "full" in str(exc):  # SQLITE_FULL: "database or disk is full"
                 raise StoreError(self._full_disk()) from exc
             raise StoreError(f"store {self.path} cannot be read: {exc}") from exc
+        except OSError as exc:  # the ledger's reserved space
+            self._release()
+            if exc.errno == errno.ENOSPC:
+                raise StoreError(self._full_disk()) from exc
+            raise StoreError(f"store {self._ledger.path} cannot be used: {exc}") from exc
         except StoreError:
-            self._lock.release()
+            self._release()
             raise
         self._writer = threading.Thread(target=self._write_loop, name="store-writer", daemon=True)
         self._writer.start()
         return recovered
+
+    def _release(self) -> None:
+        self._ledger.close()
+        self._lock.release()
+
+    def _finish_removals(self) -> None:
+        """Remove the acknowledged messages a full disk held back before the broker last
+        stopped, before anything is recovered, and say how many."""
+        db = self._db
+        assert db is not None
+        ids, total = self._ledger.open()
+        if not total:
+            return
+        rows = [(message_id,) for message_id in ids]
+        db.execute("BEGIN")
+        removed = _delete(db, "messages", rows)
+        _delete(db, "numbers", rows)
+        _delete(db, "retired", rows)
+        db.execute("COMMIT")
+        log.warning(
+            "MST-1013 : %d acknowledged messages whose removal a full disk held back before "
+            "the broker stopped are removed now%s",
+            removed,
+            ""
+            if total == len(ids)
+            else f"; {total - len(ids)} more could not be recorded and are delivered again",
+        )
+        self._ledger.clear()
 
     def _full_disk(self) -> str:
         """What to tell an operator whose disk is too full to open the store."""
@@ -331,7 +370,7 @@ class SqliteStore(Store):
         if self._db is not None:
             self._db.close()
             self._db = None
-        self._lock.release()
+        self._release()
 
     def _write_loop(self) -> None:
         db = self._connect()
@@ -376,11 +415,20 @@ class SqliteStore(Store):
         self.commits.waiting_removals(len(gone))
         log.warning(
             "MST-1011 : %d acknowledged messages could not be removed from the store (%s): "
-            "the removals are retried with the next write; if the broker stops first, "
-            "those messages are delivered again after the restart",
+            "the removals are retried with the next write, and finished at the next start "
+            "if the broker stops first",
             len(gone),
             exc,
         )
+        try:
+            self._ledger.record([message_id for (message_id,) in gone])
+        except OSError as failed:
+            log.error(
+                "MST-1014 : the held-back removals could not be recorded in %s (%s): if the "
+                "broker stops before they are written, those messages are delivered again",
+                self._ledger.path,
+                failed,
+            )
 
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
         rows = [
@@ -443,6 +491,7 @@ class SqliteStore(Store):
             )
             self._unwritten = []
             self.commits.waiting_removals(0)
+            self._ledger.clear()
         self.commits.record(time.perf_counter() - started)
         if self._after_commit is not None:
             self._after_commit()
@@ -477,10 +526,14 @@ def _insert_chunk(db: sqlite3.Connection, table: str, row: str, chunk: list[Any]
     db.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)), values)
 
 
-def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> None:
+def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:
+    """Delete the rows of ``ids`` (1-tuples); returns how many there were."""
+    removed = 0
     for start in range(0, len(ids), _CHUNK):
         chunk = [item[0] for item in ids[start : start + _CHUNK]]
-        db.execute(f"DELETE FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+        sql = f"DELETE FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})"
+        removed += db.execute(sql, chunk).rowcount
+    return removed
 
 
 def _completions(done: list[Completion], error: StoreError | None) -> Callable[[], None]:

@@ -232,6 +232,33 @@ def test_acknowledgements_a_full_disk_refused_are_written_once_space_is_freed(
     reopened.close()
 
 
+def test_acknowledgements_a_full_disk_held_back_until_a_stop_are_finished_at_the_next_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = DiskFullStore(tmp_path)
+    store.full = False
+    store.open()
+    kept = [message(store, "q", f"m{i}".encode()) for i in range(4)]
+    store.commit(Unit(enqueues=kept, done=lambda error: None))
+    store.posted.get(timeout=10)()
+    store.full = True
+    store.commit(Unit(dequeues=[kept[0].id, kept[2].id], done=lambda error: None))
+    store.posted.get(timeout=10)()
+    store.close()  # stopped before any write could carry the removals
+    reopened = SqliteStore(tmp_path, store.posted.put)
+    with caplog.at_level(logging.WARNING, logger="proton_broker.store"):
+        recovered = reopened.open()
+    assert [m.data for m in recovered.messages] == [b"m1", b"m3"]
+    assert "MST-1013 : 2 acknowledged messages whose removal a full disk held back" in caplog.text
+    reopened.close()
+    caplog.clear()
+    again = SqliteStore(tmp_path, store.posted.put)  # finished once: not said twice
+    with caplog.at_level(logging.WARNING, logger="proton_broker.store"):
+        assert [m.data for m in again.open().messages] == [b"m1", b"m3"]
+    assert "MST-1013" not in caplog.text
+    again.close()
+
+
 def test_a_store_that_cannot_open_for_a_full_disk_says_what_to_free(tmp_path: Path) -> None:
     class FullAtOpen(SqliteStore):
         def _check(self) -> None:

@@ -255,7 +255,7 @@ def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
     filler = small_disk / "filler"
     broker = start(small_disk / "data")
     try:
-        filler.write_bytes(b"\0" * (3 * 1024 * 1024))  # leave well under 1 MB free
+        fill(small_disk, leave=512 * 1024)
         client = EngineClient(broker.host, broker.port)
         sender = client.sender("full", node_properties=DURABLE)
         outcomes = []
@@ -275,6 +275,51 @@ def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
         )
         assert again.remote_state == Disposition.ACCEPTED
         assert broker.alive()
+    finally:
+        broker.stop()
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """Write a file that leaves about ``leave`` bytes free on ``disk`` (none: a full disk)."""
+    import shutil
+
+    filler = disk / "filler"
+    with filler.open("ab") as out:
+        while (free := shutil.disk_usage(disk).free) > leave:
+            try:
+                out.write(b"\0" * min(free - leave, 1 << 20))
+                out.flush()
+            except OSError:
+                break
+    return filler
+
+
+def test_acknowledgements_a_full_disk_held_back_are_finished_after_a_kill(
+    small_disk: Path,
+) -> None:
+    broker = start(small_disk / "data")
+    client = EngineClient(broker.host, broker.port)
+    sender = client.sender("acked", node_properties=DURABLE)
+    for i in range(6):
+        client.wait_settled(client.send(sender, Message(body=i, durable=True)), timeout=10)
+    filler = fill(small_disk, leave=0)
+    receiver = client.receiver("acked", credit=4, node_properties=DURABLE)
+    got = client.wait_received(receiver, 4)
+    for received in got:
+        client.settle(received)  # accepted: the store cannot write the removals
+    held = "MST-1011 : 4 acknowledged messages could not be removed"
+    deadline = time.monotonic() + 10
+    while not any(held in line for line in broker.output) and time.monotonic() < deadline:
+        client.pump(0.1)
+    assert any(held in line for line in broker.output), "".join(broker.output)
+    broker.proc.kill()  # type: ignore[union-attr]
+    broker.proc.wait()  # type: ignore[union-attr]
+    filler.unlink()
+    broker = start(small_disk / "data")
+    try:
+        said = "MST-1013 : 4 acknowledged messages whose removal a full disk held back"
+        assert any(said in line for line in broker.output), "".join(broker.output)
+        assert drain(broker, "acked", DURABLE) == [4, 5]  # not 0..3 again
     finally:
         broker.stop()
 
