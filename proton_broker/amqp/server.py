@@ -77,6 +77,10 @@ PN_EOS = lib.PN_EOS
 
 OFFERED_CAPABILITIES = [symbol("ANONYMOUS-RELAY")]
 HONOURED_CAPABILITIES = {"queue", "create-on-demand"}
+# Seconds a connection whose peer's input has ended has to write its close frame before its
+# socket is closed regardless: the engine holds the close back while it still owes frames
+# it can no longer send (a peer that broke the protocol mid-conversation, for one).
+CLOSE_GRACE = 2.0
 
 
 class Server(Handler):
@@ -292,6 +296,15 @@ class Server(Handler):
             conn.close()
         elif conn is None or conn.state & Endpoint.LOCAL_UNINIT:
             event.transport.close_head()  # it never opened: there is nothing to answer
+
+    def on_connection_local_close(self, event: Event) -> None:
+        """Whoever closed the connection (its client, a fault, a limit, the peer's input
+        ending), its socket is closed within ``CLOSE_GRACE`` seconds: the engine holds a
+        close frame back while it owes frames it can no longer send, and a peer that
+        stopped reading would otherwise keep the socket half-closed for ever."""
+        transport = event.connection.transport
+        if transport is not None:
+            self.container.schedule(CLOSE_GRACE, Callback(lambda: _close_socket(transport)))
 
     def on_transport_closed(self, event: Event) -> None:
         if event.connection is not None:
@@ -547,6 +560,14 @@ def _links_of(conn: Connection, session: Any = None) -> list[Link]:
             links.append(link)
         link = link.next(0)
     return links
+
+
+def _close_socket(transport: Transport) -> None:
+    """Close both directions of a transport that has not finished closing by itself: the
+    reactor then closes its socket."""
+    if not transport.closed:
+        transport.close_tail()
+        transport.close_head()
 
 
 def client_address(url: Any) -> str:
