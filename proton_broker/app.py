@@ -29,7 +29,7 @@ class App:
     whose data directory another broker holds)."""
 
     def __init__(self, config: Config) -> None:
-        check_mechanisms(config.sasl)  # before anything is opened
+        check_mechanisms(config)  # before anything is opened
         self.config = config
         self.broker = Broker(config)
         self.server = Server(self.broker, config)

@@ -43,6 +43,7 @@ def _one_of(default: str, *choices: str, fold: bool = False) -> Any:
 
 STORES = ("sqlite", "memory")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+PEER_POLICIES = ("never", "loopback", "always")  # from which client addresses a thing is allowed
 
 
 @dataclass
@@ -78,11 +79,17 @@ class BrokerSection:
 
 @dataclass
 class SaslSection:
-    """SASL on the listener; without a SASL header clients are still served (anonymous)."""
+    """Authentication (docs/security.md): the SASL mechanisms offered, and from where a
+    client may stay anonymous or send a password without TLS (never, loopback, always)."""
 
     enabled: bool = True
-    mechanisms: str = "ANONYMOUS"
-    require_auth: bool = False
+    # Offered to clients that authenticate (Cyrus SASL; EXTERNAL only over verified TLS).
+    mechanisms: str = "SCRAM-SHA-256 SCRAM-SHA-1 PLAIN"
+    # Who may connect without authenticating (SASL ANONYMOUS, or no SASL layer at all).
+    anonymous: str = _one_of("loopback", *PEER_POLICIES)
+    # Where PLAIN (a password in the clear) is accepted on a connection without TLS.
+    plain_without_tls: str = _one_of("loopback", *PEER_POLICIES)
+    user_db: str = ""  # the Cyrus sasldb file of users; "": users.sasldb in broker.data_dir
 
 
 @dataclass
@@ -237,13 +244,18 @@ def _section(cls: type, section: str, values: dict[str, Any]) -> Any:
     known = {f.name for f in fields(cls)}
     for key, value in values.items():
         if key not in known:
-            raise ConfigError(f"unknown configuration key '{section}.{key}'")
+            raise ConfigError(f"unknown configuration key '{section}.{key}'{_RENAMED.get(key, '')}")
         values[key] = _check_value(
             f"{section}.{key}",
             _field(cls, key).metadata,
             _check_type(f"{section}.{key}", hints[key], value),
         )
     return cls(**values)
+
+
+_RENAMED = {  # keys that were replaced: say by what
+    "require_auth": " (replaced by sasl.anonymous: never, loopback or always)",
+}
 
 
 def _field(cls: type, name: str) -> Any:

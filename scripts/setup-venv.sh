@@ -19,3 +19,4 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install -q -e .
 fi
+bash scripts/setup-sasl.sh

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
@@ -128,20 +129,42 @@ def test_a_config_file_named_on_the_command_line_must_exist(tmp_path: Path) -> N
     assert f"configuration file {tmp_path / 'missing.yaml'} does not exist" in result.stderr
 
 
-def test_a_sasl_mechanism_the_build_cannot_offer_stops_start_up(tmp_path: Path) -> None:
+def test_a_sasl_mechanism_cyrus_does_not_offer_stops_start_up_naming_its_package(
+    tmp_path: Path,
+) -> None:
     result = run_cli(
         "--port",
         "0",
         "--data-dir",
         str(tmp_path / "d"),
-        env={"PROTON_BROKER_SASL_MECHANISMS": "ANONYMOUS SCRAM-SHA-256"},
+        env={"PROTON_BROKER_SASL_MECHANISMS": "SCRAM-SHA-256 GSSAPI"},
     )
-    from proton import SASL
-
-    if SASL.extended():  # Cyrus SASL decides; this build may offer it
-        return
     assert result.returncode == 2
-    assert "'sasl.mechanisms': SCRAM-SHA-256 cannot be offered" in result.stderr
+    assert "'sasl.mechanisms': Cyrus SASL does not offer GSSAPI" in result.stderr
+    assert "install libsasl2-modules-gssapi-mit" in result.stderr
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(
+    "env, said",
+    [
+        ({"PROTON_BROKER_SASL_MECHANISMS": "PLAIN ANONYMOUS"}, "set by sasl.anonymous"),
+        ({"PROTON_BROKER_SASL_REQUIRE_AUTH": "true"}, "replaced by sasl.anonymous"),
+        ({"PROTON_BROKER_SASL_MECHANISMS": "EXTERNAL"}, "needs a TLS listener that verifies"),
+        ({"PROTON_BROKER_SASL_ANONYMOUS": "sometimes"}, "must be one of never, loopback, always"),
+        (
+            {"PROTON_BROKER_SASL_MECHANISMS": "''", "PROTON_BROKER_SASL_ANONYMOUS": "never"},
+            "no client could connect",
+        ),
+    ],
+    ids=["anonymous-as-mechanism", "require-auth", "external-without-tls", "policy", "nobody"],
+)
+def test_an_authentication_setting_that_cannot_work_stops_start_up(
+    tmp_path: Path, env: dict[str, str], said: str
+) -> None:
+    result = run_cli("--port", "0", "--data-dir", str(tmp_path / "d"), env=env)
+    assert result.returncode == 2
+    assert said in result.stderr
     assert not (tmp_path / "d").exists()
 
 

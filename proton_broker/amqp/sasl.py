@@ -1,36 +1,172 @@
-"""SASL: which mechanisms this Proton build can offer, checked before the broker starts.
+"""Authentication: what each connection is offered, through Cyrus SASL, as qpidd does it.
 
-Rules this module owns: Proton's own SASL implementation (a build without Cyrus SASL, such
-as the wheel from the package index) offers only ANONYMOUS and, on a TLS connection with a
-verified client certificate, EXTERNAL; everything else (PLAIN, SCRAM-*) needs a build
-against Cyrus SASL (``SASL.extended()``). A configured mechanism the build cannot offer
-stops start-up naming ``sasl.mechanisms`` and the mechanism, instead of starting a broker
-that offers clients an empty list.
+Rules this module owns:
+
+* Mechanisms with passwords (PLAIN, SCRAM-SHA-1, SCRAM-SHA-256) come from Cyrus SASL, through
+  Proton built against it (``SASL.extended()``; ``scripts/setup-sasl.sh`` builds it). Users
+  and their passwords are in a Cyrus sasldb file (``sasl.user_db``, by default
+  ``users.sasldb`` in the data directory), which ``proton-broker-config user`` manages with
+  Cyrus's own ``saslpasswd2``: this code never sees a stored password.
+* At start-up the broker writes the Cyrus configuration (sasldb as the password check, the
+  mechanism list) to a private directory and asks Cyrus, through an in-memory Proton
+  connection, which mechanisms it really offers. A configured mechanism it does not offer
+  stops start-up naming ``sasl.mechanisms``, the mechanism and the Debian package that
+  provides it, instead of starting a broker that offers clients an empty list.
+* Per connection, from the client's address and the listener: ANONYMOUS (and a client that
+  sends no SASL header at all) is accepted where ``sasl.anonymous`` allows it (``loopback``
+  by default, so the quick start needs no user); PLAIN without TLS where
+  ``sasl.plain_without_tls`` allows it (``loopback`` by default; Broker-J's
+  ``secureOnlyMechanisms``); EXTERNAL only on the TLS listener with verified client
+  certificates. A wrong password gets the SASL ``auth`` outcome from Cyrus.
+* Cyrus reads its configuration once per process, so one process serves one broker's users
+  (the tests that authenticate start brokers as processes).
 """
 
 from __future__ import annotations
 
-from proton import SASL
+import ipaddress
+import tempfile
+from pathlib import Path
 
-from proton_broker.config import SaslSection
+from proton import SASL, Connection, Data, Transport
+
+from proton_broker.config import Config, SaslSection
 from proton_broker.errors import ConfigError
+from proton_broker.security.users import user_db_path
 
+CONFIG_NAME = "proton-broker"  # Cyrus reads <dir>/proton-broker.conf
 BUILT_IN = ("ANONYMOUS", "EXTERNAL")  # what Proton offers without Cyrus SASL
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256")
+# The Debian package that gives Cyrus each mechanism (EXTERNAL is built into libsasl2).
+PACKAGES = {
+    "PLAIN": "libsasl2-modules (libplain)",
+    "LOGIN": "libsasl2-modules (liblogin)",
+    "SCRAM-SHA-1": "libsasl2-modules (libscram)",
+    "SCRAM-SHA-256": "libsasl2-modules (libscram)",
+    "ANONYMOUS": "libsasl2-modules (libanonymous)",
+    "DIGEST-MD5": "libsasl2-modules (libdigestmd5)",
+    "CRAM-MD5": "libsasl2-modules (libcrammd5)",
+    "GSSAPI": "libsasl2-modules-gssapi-mit",
+}
+_SASL_MECHANISMS_FRAME = 0x40  # the descriptor of sasl-mechanisms (AMQP 1.0 5.3.3.1)
 
 
-def check_mechanisms(section: SaslSection) -> None:
-    """ConfigError if ``section`` asks for a mechanism this build cannot offer."""
+def configured(section: SaslSection) -> list[str]:
+    """The mechanisms ``sasl.mechanisms`` names, upper-cased."""
+    return [m.upper() for m in section.mechanisms.split()]
+
+
+def check_mechanisms(config: Config) -> None:
+    """ConfigError unless every mechanism the configuration asks for can really be offered;
+    with Cyrus SASL, also sets Cyrus up (see the module rules)."""
+    section = config.sasl
     if not section.enabled:
         return
-    wanted = section.mechanisms.split()
-    if not wanted:
-        raise ConfigError("configuration key 'sasl.mechanisms' names no mechanism")
-    if SASL.extended():
-        return  # Cyrus SASL decides what it offers
-    missing = [m for m in wanted if m.upper() not in BUILT_IN]
+    wanted = configured(section)
+    if "ANONYMOUS" in wanted:
+        raise ConfigError(
+            "configuration key 'sasl.mechanisms' names ANONYMOUS: who may stay anonymous is "
+            "set by sasl.anonymous (never, loopback or always)"
+        )
+    if not wanted and section.anonymous == "never":
+        raise ConfigError(
+            "configuration key 'sasl.mechanisms' names no mechanism and sasl.anonymous is "
+            "never: no client could connect"
+        )
+    if "EXTERNAL" in wanted and not (config.tls.enabled and config.tls.verify_clients):
+        raise ConfigError(
+            "configuration key 'sasl.mechanisms' names EXTERNAL, which needs a TLS listener "
+            "that verifies client certificates (tls.enabled and tls.verify_clients)"
+        )
+    if not SASL.extended():
+        missing = [m for m in wanted if m not in BUILT_IN]
+        if missing:
+            raise ConfigError(
+                f"configuration key 'sasl.mechanisms': {', '.join(missing)} cannot be offered: "
+                "this Proton build has no Cyrus SASL, so it offers only "
+                f"{' and '.join(BUILT_IN)} (scripts/setup-sasl.sh builds Proton with it)"
+            )
+        return
+    offered = _set_up_cyrus(config, wanted)
+    missing = [m for m in wanted if m not in offered and m != "EXTERNAL"]
     if missing:
         raise ConfigError(
-            f"configuration key 'sasl.mechanisms': {', '.join(missing)} cannot be offered: "
-            "this Proton build has no Cyrus SASL, so it offers only "
-            f"{' and '.join(BUILT_IN)}"
+            f"configuration key 'sasl.mechanisms': Cyrus SASL does not offer "
+            f"{', '.join(missing)} here (it offers {' '.join(sorted(offered)) or 'nothing'}); "
+            f"install {', '.join(sorted({PACKAGES.get(m, 'its plugin') for m in missing}))}"
         )
+
+
+def _set_up_cyrus(config: Config, wanted: list[str]) -> set[str]:
+    """Write the Cyrus configuration, make Cyrus read it, and return what it offers."""
+    mechanisms = " ".join(dict.fromkeys([*wanted, "ANONYMOUS", "EXTERNAL"]))
+    text = (
+        "pwcheck_method: auxprop\n"
+        "auxprop_plugin: sasldb\n"
+        f"sasldb_path: {user_db_path(config)}\n"
+        f"mech_list: {mechanisms}\n"
+    )
+    with tempfile.TemporaryDirectory(prefix="proton-broker-sasl-") as directory:
+        (Path(directory) / f"{CONFIG_NAME}.conf").write_text(text)
+        return _offered(directory, mechanisms)
+
+
+def _offered(config_dir: str, mechanisms: str) -> set[str]:
+    """The mechanisms a server transport configured as the broker's offers a client: its
+    sasl-mechanisms frame, read off an in-memory connection."""
+    server = Transport(Transport.SERVER)
+    sasl = server.sasl()
+    sasl.config_path(config_dir)
+    sasl.config_name(CONFIG_NAME)
+    sasl.allow_insecure_mechs = True
+    sasl.allowed_mechs(mechanisms)
+    server.bind(Connection())
+    server.push(b"AMQP\x03\x01\x00\x00")
+    out = server.peek(max(server.pending(), 0))
+    return _mechanisms_in(out[8:])
+
+
+def _mechanisms_in(frame: bytes) -> set[str]:
+    if len(frame) < 8:
+        return set()
+    body = frame[4 * frame[4] :]  # after the frame header (data offset in 4-byte words)
+    data = Data()
+    data.decode(body)
+    value = data.get_object()
+    descriptor = getattr(value, "descriptor", None)
+    if descriptor != _SASL_MECHANISMS_FRAME or not value.value:
+        return set()
+    offered = value.value[0]  # a symbol, or an array of them
+    return {str(m) for m in getattr(offered, "elements", [offered])}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a client's address is this machine's (127.0.0.0/8, ::1, IPv4-mapped ones)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost"
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
+
+
+def _allowed(policy: str, loopback: bool) -> bool:
+    return policy == "always" or (policy == "loopback" and loopback)
+
+
+def configure(transport: Transport, section: SaslSection, host: str, tls: bool) -> None:
+    """Set up one accepted connection's SASL layer for a client at ``host``."""
+    loopback = is_loopback(host)
+    anonymous = _allowed(section.anonymous, loopback)
+    if not section.enabled:
+        transport.require_auth(not anonymous)  # no SASL layer: only anonymous clients
+        return
+    mechanisms = [m for m in configured(section) if tls or m != "EXTERNAL"]
+    if anonymous:
+        mechanisms.append("ANONYMOUS")
+    sasl = transport.sasl()
+    if SASL.extended():
+        sasl.config_name(CONFIG_NAME)  # Cyrus has read it already (check_mechanisms)
+    sasl.allow_insecure_mechs = tls or _allowed(section.plain_without_tls, loopback)
+    sasl.allowed_mechs(" ".join(mechanisms))
+    transport.require_auth(not anonymous)

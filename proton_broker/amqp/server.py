@@ -39,11 +39,13 @@ from proton import (
 from proton.reactor import ApplicationEvent, EventInjector
 
 import proton_broker
+from proton_broker.amqp import sasl
 from proton_broker.amqp.conditions import (
     INTERNAL_ERROR,
     INVALID_FIELD,
     RESOURCE_DELETED,
     RESOURCE_LIMIT_EXCEEDED,
+    UNAUTHORIZED_ACCESS,
     condition_for,
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
@@ -202,17 +204,14 @@ class Server(Handler):
 
     def on_connection_bound(self, event: Event) -> None:
         transport: Transport = event.transport
-        sasl_config = self.config.sasl
-        if sasl_config.enabled:
-            sasl = transport.sasl()
-            sasl.allowed_mechs(sasl_config.mechanisms)
-            transport.require_auth(sasl_config.require_auth)
+        conn = event.connection
+        tls = getattr(conn, "_acceptor", None) is self._tls_acceptor is not None
+        sasl.configure(transport, self.config.sasl, client_address(conn.url), tls)
         transport.max_frame_size = self.config.broker.max_frame_size
         transport.idle_timeout = self.config.broker.idle_timeout
         self.connections[event.connection._impl] = event.connection
         self.connections_opened += 1
         self._numbers[event.connection._impl] = self.connections_opened
-        conn = event.connection
         self.container.schedule(
             self.config.broker.handshake_timeout, Callback(lambda: self._handshake_due(conn))
         )
@@ -251,10 +250,11 @@ class Server(Handler):
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
         log.info(
-            "CON-1001 : Open : [con:%d(%s)] : Client ID : %s : Protocol Version : 1.0",
+            "CON-1001 : Open : [con:%d(%s)] : Client ID : %s : User : %s : Protocol Version : 1.0",
             self._numbers.get(conn._impl, 0),
             conn.url or "?",
             conn.remote_container,
+            authenticated_user(conn),
         )
         try:
             self.quotas.admit(conn._impl, client_address(conn.url))
@@ -294,8 +294,12 @@ class Server(Handler):
         if conn is not None and conn.state & Endpoint.LOCAL_ACTIVE:
             self._drop_connection(conn)
             conn.close()
-        elif conn is None or conn.state & Endpoint.LOCAL_UNINIT:
-            event.transport.close_head()  # it never opened: there is nothing to answer
+        elif conn is None or conn.state & Endpoint.LOCAL_UNINIT:  # it never opened
+            transport = event.transport
+            if transport.pending() > 0:  # a last frame to write (a SASL outcome): then close
+                self.container.schedule(CLOSE_GRACE, Callback(lambda: _close_socket(transport)))
+            else:
+                transport.close_head()
 
     def on_connection_local_close(self, event: Event) -> None:
         """Whoever closed the connection (its client, a fault, a limit, the peer's input
@@ -311,9 +315,21 @@ class Server(Handler):
             self._drop_connection(event.connection)
 
     def on_transport_error(self, event: Event) -> None:
-        cond = event.transport.condition
-        if cond is not None:
-            log.info("connection error: %s: %s", cond.name, cond.description)
+        transport = event.transport
+        cond = transport.condition
+        if cond is None:
+            return
+        conn = event.connection
+        if cond.name == UNAUTHORIZED_ACCESS and conn is not None:  # the SASL auth outcome
+            log.warning(
+                "CON-1007 : Authentication failed : [con:%d(%s)] : mechanism %s : %s",
+                self._numbers.get(conn._impl, 0),
+                conn.url or "?",
+                transport.sasl().mech or "none",
+                cond.description,
+            )
+            return
+        log.info("connection error: %s: %s", cond.name, cond.description)
 
     def _drop_connection(self, conn: Connection) -> None:
         for link in _links_of(conn):
@@ -568,6 +584,12 @@ def _close_socket(transport: Transport) -> None:
     if not transport.closed:
         transport.close_tail()
         transport.close_head()
+
+
+def authenticated_user(conn: Connection) -> str:
+    """Who the client authenticated as (``anonymous`` for SASL ANONYMOUS or no SASL)."""
+    transport = conn.transport
+    return (transport.user if transport is not None else None) or "anonymous"
 
 
 def client_address(url: Any) -> str:

@@ -6,6 +6,7 @@ Commands (as qpid-config spells them; options may come before or after the words
     proton-broker-config [-b URL] del queue NAME [--force]
     proton-broker-config [-b URL] queues [--interval SECONDS]
     proton-broker-config [-b URL] queue NAME
+    proton-broker-config user add|passwd|delete|list [NAME]   (cli/users.py)
 
 Rules this module owns:
 
@@ -79,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         usage="%(prog)s [OPTIONS] add queue NAME [ADD OPTIONS]\n"
         "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
         "       %(prog)s [OPTIONS] queues\n"
-        "       %(prog)s [OPTIONS] queue NAME",
+        "       %(prog)s [OPTIONS] queue NAME\n"
+        "       %(prog)s user add|passwd|delete|list [NAME] (see: %(prog)s user --help)",
         epilog="Exit status: 0 done, 1 the broker refused or could not be reached, 2 usage error.",
     )
     parser.add_argument("command", nargs="*", help=argparse.SUPPRESS)
@@ -164,8 +166,13 @@ def _add_queue_options(add: argparse._ArgumentGroup) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["user"]:  # local: the user database (cli/users.py)
+        from proton_broker.cli import users
+
+        return users.main(words[1:])
     parser = build_parser()
-    args = parser.parse_intermixed_args(argv)
+    args = parser.parse_intermixed_args(words)
     command = _command(parser, args)
     try:
         with ManagementClient(args.broker, args.timeout) as client:

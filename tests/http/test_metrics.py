@@ -267,7 +267,7 @@ def test_connections_and_the_store_log_their_codes(
     assert [c for c in codes if c.startswith("CON")] == ["CON-1001", "CON-1002"]
     assert codes.count("MST-1003") == 2
     opened = next(line for line in lines if line.startswith("CON-1001"))
-    assert "Client ID : metrics-test" in opened
+    assert "Client ID : metrics-test : User : anonymous" in opened
     assert "MST-1005 : Recovered 1 messages for queue 'kept'" in lines
     assert "MST-1006 : Recovery Complete : 1 durable queues, 1 messages" in lines
 

@@ -1,0 +1,203 @@
+"""Authentication: users made with ``proton-broker-config user``, checked by Cyrus SASL
+through Proton, with Proton's own clients over real sockets to broker processes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proton import SASL, Connection, Message, SSLDomain, Transport
+from proton.utils import BlockingConnection
+
+from proton_broker.testing import BrokerProcess
+
+PASSWORD = "correct horse"
+
+
+def user(data_dir: Path, *words: str, password: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``proton-broker-config user ...`` with the password on stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "proton_broker.cli", "user", *words, "--data-dir", str(data_dir)],
+        input=None if password is None else password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A data directory with user alice."""
+    made = user(tmp_path, "add", "alice", password=PASSWORD)
+    assert made.returncode == 0, made.stderr
+    return tmp_path
+
+
+def broker(data_dir: Path, **sasl: str) -> BrokerProcess:
+    env = {f"PROTON_BROKER_SASL_{key.upper()}": value for key, value in sasl.items()}
+    return BrokerProcess("--store", "memory", data_dir=str(data_dir), env=env).start()
+
+
+@pytest.fixture
+def running(data_dir: Path) -> Iterator[BrokerProcess]:
+    process = broker(data_dir)
+    yield process
+    process.stop()
+
+
+def round_trip(url: str, **options: object) -> str:
+    """Send and receive one message as the given client; returns its body."""
+    conn = BlockingConnection(url, timeout=10, **options)  # type: ignore[arg-type]
+    try:
+        conn.create_sender("auth-q").send(Message(body="hello"))
+        message = conn.create_receiver("auth-q").receive(timeout=10)
+        return str(message.body)
+    finally:
+        conn.close()
+
+
+def sasl_outcome(
+    port: int, mechanism: str, name: str | None, password: str | None, sasl: bool = True
+) -> tuple[int | None, bool]:
+    """Run a client's handshake with Proton's engine: the SASL outcome it got (None: none)
+    and whether the broker's AMQP open arrived."""
+    client = Connection()
+    if name is not None:
+        client.user, client.password = name, password
+    transport = Transport()
+    if sasl:
+        transport.sasl().allowed_mechs(mechanism)
+        transport.sasl().allow_insecure_mechs = True
+    transport.bind(client)
+    client.open()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    deadline = time.monotonic() + 5
+    try:
+        while time.monotonic() < deadline and not transport.closed:
+            if (pending := transport.pending()) > 0:
+                sock.sendall(transport.peek(pending))
+                transport.pop(pending)
+            sock.settimeout(0.1)
+            try:
+                data = sock.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                transport.close_tail()
+                break
+            transport.push(data)
+            if client.state & Connection.REMOTE_ACTIVE:
+                break
+    finally:
+        sock.close()
+    outcome = transport.sasl().outcome if sasl else None
+    return outcome, bool(client.state & Connection.REMOTE_ACTIVE)
+
+
+def test_this_proton_is_built_with_cyrus_sasl() -> None:
+    # scripts/setup-sasl.sh builds it; without it no password mechanism exists
+    assert SASL.extended()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-1", "PLAIN"])
+def test_a_user_made_with_the_cli_connects_with_each_password_mechanism(
+    running: BrokerProcess, mechanism: str
+) -> None:
+    body = round_trip(
+        running.url,
+        user="alice",
+        password=PASSWORD,
+        allowed_mechs=mechanism,
+        allow_insecure_mechs=True,
+    )
+    assert body == "hello"
+    assert any("Client ID" in line and "User : alice" in line for line in running.output)
+
+
+@pytest.mark.parametrize(
+    "name, password", [("alice", "wrong"), ("mallory", PASSWORD)], ids=["wrong", "unknown"]
+)
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_a_wrong_password_or_an_unknown_user_gets_the_sasl_auth_outcome_and_a_log_line(
+    running: BrokerProcess, mechanism: str, name: str, password: str
+) -> None:
+    outcome, opened = sasl_outcome(running.port, mechanism, name, password)
+    assert (outcome, opened) == (SASL.AUTH, False)
+    time.sleep(0.2)
+    failed = [line for line in running.output if "CON-1007 : Authentication failed" in line]
+    assert failed and "amqp://127.0.0.1:" in failed[-1] and f"mechanism {mechanism}" in failed[-1]
+
+
+def test_clients_on_this_machine_may_stay_anonymous_by_default(running: BrokerProcess) -> None:
+    assert sasl_outcome(running.port, "ANONYMOUS", None, None) == (SASL.OK, True)
+    assert sasl_outcome(running.port, "", None, None, sasl=False) == (None, True)
+    assert round_trip(running.url) == "hello"
+
+
+def test_with_anonymous_never_only_users_get_in(data_dir: Path) -> None:
+    process = broker(data_dir, anonymous="never")
+    try:
+        assert sasl_outcome(process.port, "ANONYMOUS", None, None)[1] is False
+        assert sasl_outcome(process.port, "", None, None, sasl=False)[1] is False
+        assert sasl_outcome(process.port, "SCRAM-SHA-256", "alice", PASSWORD) == (SASL.OK, True)
+    finally:
+        process.stop()
+
+
+def test_a_password_in_the_clear_is_refused_without_tls_when_not_allowed(data_dir: Path) -> None:
+    process = broker(data_dir, plain_without_tls="never")
+    try:
+        assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD)[1] is False
+        assert sasl_outcome(process.port, "SCRAM-SHA-256", "alice", PASSWORD) == (SASL.OK, True)
+    finally:
+        process.stop()
+
+
+def test_over_tls_a_plain_password_is_accepted_though_not_without_it(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost")
+    cert.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    env = {
+        "PROTON_BROKER_SASL_PLAIN_WITHOUT_TLS": "never",
+        "PROTON_BROKER_SASL_ANONYMOUS": "never",
+        "PROTON_BROKER_TLS_CERT_FILE": str(tmp_path / "server.pem"),
+        "PROTON_BROKER_TLS_KEY_FILE": str(tmp_path / "server.pem"),
+    }
+    process = BrokerProcess(
+        "--store", "memory", "--tls-port", "0", data_dir=str(data_dir), env=env
+    ).start()
+    try:
+        assert process.tls_port
+        domain = SSLDomain(SSLDomain.MODE_CLIENT)
+        domain.set_trusted_ca_db(str(tmp_path / "ca.pem"))
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+        body = round_trip(
+            f"amqps://localhost:{process.tls_port}",
+            ssl_domain=domain,
+            user="alice",
+            password=PASSWORD,
+            allowed_mechs="PLAIN",
+        )
+        assert body == "hello"
+        assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD)[1] is False
+    finally:
+        process.stop()
+
+
+def test_the_cli_changes_and_deletes_users_and_the_broker_sees_it_at_once(
+    running: BrokerProcess, data_dir: Path
+) -> None:
+    assert user(data_dir, "passwd", "alice", password="new one").returncode == 0
+    assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", PASSWORD)[1] is False
+    assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", "new one") == (SASL.OK, True)
+    assert user(data_dir, "delete", "alice").returncode == 0
+    assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", "new one")[1] is False
