@@ -43,6 +43,7 @@ def _one_of(default: str, *choices: str, fold: bool = False) -> Any:
 
 STORES = ("sqlite", "memory")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 PEER_POLICIES = ("never", "loopback", "always")  # from which client addresses a thing is allowed
 
 
@@ -90,6 +91,9 @@ class SaslSection:
     # Where PLAIN (a password in the clear) is accepted on a connection without TLS.
     plain_without_tls: str = _one_of("loopback", *PEER_POLICIES)
     user_db: str = ""  # the Cyrus sasldb file of users; "": users.sasldb in broker.data_dir
+    # Who an EXTERNAL client (a verified TLS certificate) is: its subject's CN, or the whole
+    # subject (Broker-J's useFullDN).
+    external_user: str = _one_of("cn", "cn", "subject")
 
 
 @dataclass
@@ -138,6 +142,7 @@ class TlsSection:
     key_password: str = ""  # for an encrypted key ("": none)
     ca_file: str = ""  # PEM: the CAs client certificates are checked against
     verify_clients: bool = False  # require a client certificate signed by ca_file
+    min_version: str = _one_of("TLSv1.2", *TLS_VERSIONS)  # the oldest TLS version accepted
 
 
 @dataclass

@@ -25,6 +25,7 @@ Rules this module owns:
 from __future__ import annotations
 
 import ipaddress
+import re
 import tempfile
 from pathlib import Path
 
@@ -170,3 +171,34 @@ def configure(transport: Transport, section: SaslSection, host: str, tls: bool) 
     sasl.allow_insecure_mechs = tls or _allowed(section.plain_without_tls, loopback)
     sasl.allowed_mechs(" ".join(mechanisms))
     transport.require_auth(not anonymous)
+
+
+def user_of(transport: Transport | None, section: SaslSection) -> str:
+    """Who a connection's client authenticated as: the user name it gave, or for EXTERNAL
+    its certificate's subject, or that subject's CN (``sasl.external_user``, as Broker-J's
+    ``useFullDN``); ``anonymous`` for SASL ANONYMOUS or no SASL at all."""
+    user = transport.user if transport is not None else None
+    if not user:
+        return "anonymous"
+    if (
+        section.external_user == "cn"
+        and transport is not None
+        and _mechanism(transport) == "EXTERNAL"
+    ):
+        return common_name(user) or user
+    return str(user)
+
+
+def _mechanism(transport: Transport) -> str | None:
+    mech = transport.sasl().mech
+    return str(mech).upper() if mech else None
+
+
+def common_name(subject: str) -> str | None:
+    """The CN of a certificate subject as OpenSSL writes it (``CN=alice,O=Example`` or
+    ``/O=Example/CN=alice``); None if it has none."""
+    for part in re.split(r"(?<!\\)[,/]", subject):
+        key, _, value = part.strip().partition("=")
+        if key.strip().upper() == "CN" and value:
+            return value.strip()
+    return None

@@ -254,7 +254,7 @@ class Server(Handler):
             self._numbers.get(conn._impl, 0),
             conn.url or "?",
             conn.remote_container,
-            authenticated_user(conn),
+            sasl.user_of(conn.transport, self.config.sasl),
         )
         try:
             self.quotas.admit(conn._impl, client_address(conn.url))
@@ -584,12 +584,6 @@ def _close_socket(transport: Transport) -> None:
     if not transport.closed:
         transport.close_tail()
         transport.close_head()
-
-
-def authenticated_user(conn: Connection) -> str:
-    """Who the client authenticated as (``anonymous`` for SASL ANONYMOUS or no SASL)."""
-    transport = conn.transport
-    return (transport.user if transport is not None else None) or "anonymous"
 
 
 def client_address(url: Any) -> str:

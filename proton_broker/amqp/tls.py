@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cproton_ffi import lib
 from proton import SSLDomain, SSLException
 
-from proton_broker.config import TlsSection
+from proton_broker.config import TLS_VERSIONS, TlsSection
 
 
 class TlsConfigError(OSError):
@@ -38,6 +39,7 @@ def server_domain(section: TlsSection) -> SSLDomain:
             domain.set_peer_authentication(SSLDomain.VERIFY_PEER, section.ca_file)
         else:
             domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+        _accept_from(domain, section.min_version)
     except SSLException as exc:
         raise TlsConfigError(
             f"tls: cannot use {section.cert_file} / {section.key_file}"
@@ -45,3 +47,12 @@ def server_domain(section: TlsSection) -> SSLDomain:
             f"{exc or 'rejected by the TLS library'}"
         ) from exc
     return domain
+
+
+def _accept_from(domain: SSLDomain, oldest: str) -> None:
+    """Accept TLS ``oldest`` and newer only (OpenSSL would otherwise still take TLS 1.0
+    and 1.1 from a client that asks), with the engine's C function, which Proton's Python
+    class does not wrap (``_domain`` is the C object)."""
+    versions = TLS_VERSIONS[TLS_VERSIONS.index(oldest) :]
+    if lib.pn_ssl_domain_set_protocols(domain._domain, " ".join(versions).encode()) != 0:
+        raise SSLException(f"this TLS library cannot limit the protocol to {' '.join(versions)}")

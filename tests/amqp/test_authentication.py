@@ -201,3 +201,52 @@ def test_the_cli_changes_and_deletes_users_and_the_broker_sees_it_at_once(
     assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", "new one") == (SASL.OK, True)
     assert user(data_dir, "delete", "alice").returncode == 0
     assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", "new one")[1] is False
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, str]:
+    """PEM files from a throwaway CA: the broker's certificate, and alice's (CN=alice)."""
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    files = {name: str(tmp_path / f"{name}.pem") for name in ("ca", "server", "alice")}
+    ca.cert_pem.write_to_path(files["ca"])
+    ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(files["server"])
+    alice = ca.issue_cert("alice@example.com", common_name="alice")
+    alice.private_key_and_cert_chain_pem.write_to_path(files["alice"])
+    return files
+
+
+def tls_broker(data_dir: Path, pki: dict[str, str], **sasl: str) -> BrokerProcess:
+    env = {f"PROTON_BROKER_SASL_{key.upper()}": value for key, value in sasl.items()}
+    env |= {
+        "PROTON_BROKER_TLS_CERT_FILE": pki["server"],
+        "PROTON_BROKER_TLS_KEY_FILE": pki["server"],
+        "PROTON_BROKER_TLS_CA_FILE": pki["ca"],
+        "PROTON_BROKER_TLS_VERIFY_CLIENTS": "true",
+    }
+    args = ("--store", "memory", "--tls-port", "0")
+    return BrokerProcess(*args, data_dir=str(data_dir), env=env).start()
+
+
+@pytest.mark.parametrize("external_user, expected", [("cn", "alice"), ("subject", "CN=alice,")])
+def test_a_verified_client_certificate_is_the_user_with_external(
+    data_dir: Path, pki: dict[str, str], external_user: str, expected: str
+) -> None:
+    process = tls_broker(
+        data_dir,
+        pki,
+        mechanisms="SCRAM-SHA-256 EXTERNAL",
+        anonymous="never",
+        external_user=external_user,
+    )
+    try:
+        domain = SSLDomain(SSLDomain.MODE_CLIENT)
+        domain.set_trusted_ca_db(pki["ca"])
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+        domain.set_credentials(pki["alice"], pki["alice"], None)
+        url = f"amqps://localhost:{process.tls_port}"
+        assert round_trip(url, ssl_domain=domain, allowed_mechs="EXTERNAL") == "hello"
+        opened = [line for line in process.output if "CON-1001" in line]
+        assert f"User : {expected}" in opened[-1]
+    finally:
+        process.stop()

@@ -3,6 +3,8 @@ each run by trustme (a throwaway CA). Clients are Proton Python's own TLS client
 
 from __future__ import annotations
 
+import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -161,3 +163,40 @@ def test_a_broker_with_unusable_tls_files_says_which_and_exits(
     )
     assert done.returncode == 1
     assert "(AMQPS)" in done.stderr and words in done.stderr
+
+
+def tls_handshake(port: int, ca_file: str, newest: ssl.TLSVersion) -> str:
+    """The TLS version a client that offers at most ``newest`` agrees with the broker."""
+    context = ssl.create_default_context(cafile=ca_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    context.maximum_version = newest
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer the old versions
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        with context.wrap_socket(sock, server_hostname=HOST) as secured:
+            return str(secured.version())
+
+
+@pytest.mark.parametrize(
+    "minimum, refused, accepted",
+    [
+        (None, ssl.TLSVersion.TLSv1_1, ssl.TLSVersion.TLSv1_2),
+        ("TLSv1.3", ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3),
+    ],
+    ids=["default-1.2", "1.3"],
+)
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion:DeprecationWarning")  # the old versions
+def test_tls_older_than_the_minimum_version_is_refused(
+    files: dict[str, str], minimum: str | None, refused: ssl.TLSVersion, accepted: ssl.TLSVersion
+) -> None:
+    config = tls_config(files)
+    if minimum is not None:
+        config.tls.min_version = minimum
+    running = RunningBroker(config)
+    try:
+        port = running.server.tls_address[1]
+        with pytest.raises((ssl.SSLError, ConnectionResetError)):
+            tls_handshake(port, files["ca"], refused)
+        assert tls_handshake(port, files["ca"], accepted) == accepted.name.replace("_", ".")
+        assert running.alive()
+    finally:
+        running.stop()
