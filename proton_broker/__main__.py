@@ -157,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: app.stop())
     if app.http is not None:
-        log.info("HTTP gateway on http://%s:%d", *app.http.address)
+        scheme = "https" if cfg.http.tls else "http"
+        log.info("HTTP gateway on %s://%s:%d", scheme, *app.http.address)
     if app.metrics is not None:
         log.info("metrics on http://%s:%d/metrics", *app.metrics.address)
     if app.server.tls_address is not None:

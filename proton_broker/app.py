@@ -14,12 +14,17 @@ listener run threads of their own and reach the broker only through ``call_soon`
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
 from proton_broker.amqp.sasl import check_mechanisms
 from proton_broker.amqp.server import Server
 from proton_broker.broker import Broker
 from proton_broker.config import Config
+from proton_broker.metrics import fetch_from_loop
+
+log = logging.getLogger("proton_broker.http")
 
 
 class App:
@@ -59,18 +64,33 @@ class App:
     def _listen_http(self) -> None:
         from proton_broker.http.gateway import Gateway  # aiohttp only when it is used
 
-        gateway = Gateway(self.server, self.config.http)
+        gateway = Gateway(self.server, self.config)
         gateway.start()
         self.http = gateway
 
     def _listen_metrics(self) -> None:
-        from proton_broker.metrics import MetricsListener, fetch_from_loop
+        from proton_broker.metrics import MetricsListener
 
         listener = MetricsListener(
-            fetch_from_loop(self.server.call_soon, self.server.metrics_snapshot)
+            fetch_from_loop(self.server.call_soon, self.server.metrics_snapshot),
+            None if self.config.metrics.open else self._scrape_guard,
         )
         listener.start(self.config.metrics.host, self.config.metrics.port)
         self.metrics = listener
+
+    def _scrape_guard(self, host: str | None, header: str | None) -> None:
+        """Who may scrape the metrics listener: the rules of the HTTP gateway
+        (security/basic.py), the password checked on the broker's loop."""
+        from proton_broker.security.basic import credentials, unauthenticated
+
+        given = credentials(self.config.sasl, host, header, secure=False)
+        if given is None:
+            return
+        name, password = given
+        check = functools.partial(self.server.check_password, name, password)
+        if not fetch_from_loop(self.server.call_soon, check)():
+            log.warning("HTP-1001 : Authentication failed : %s : user %r", host, name)
+            raise unauthenticated("authentication failed: wrong user name or password")
 
     def run(self) -> None:
         """Serve until :meth:`stop`; the listeners are stopped first."""

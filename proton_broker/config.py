@@ -116,6 +116,7 @@ class HttpSection:
     # Seconds to receive a request's headers and body (408 after).
     read_timeout: float = _at_least(10.0, 0.001)
     max_long_polls: int = _at_least(10000, 0)  # long polls and streams waiting (503 above)
+    tls: bool = False  # serve HTTPS, with the tls section's certificate and key
 
 
 @dataclass
@@ -127,6 +128,7 @@ class MetricsSection:
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = _port(9464)  # 0 picks a free port
+    open: bool = False  # serve /metrics to anyone, without authentication
 
 
 @dataclass

@@ -23,13 +23,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, TypeVar
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     generate_latest,
-    start_http_server,
+    make_wsgi_app,
 )
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -37,12 +39,18 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
+from proton_broker.security.basic import Refused
 from proton_broker.store.base import COMMIT_BOUNDS, CommitTimes
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
+
+T = TypeVar("T")
+# Called with a scrape's client address and Authorization header; raises Refused to refuse it.
+Guard = Callable[[str | None, str | None], None]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST  # what generate_latest() writes
 PREFIX = "proton_broker_"
@@ -193,12 +201,12 @@ def render(snapshot: Snapshot) -> bytes:
 
 
 def fetch_from_loop(
-    call_soon: Callable[[Callable[[], None]], None], take: Callable[[], Snapshot]
-) -> Callable[[], Snapshot]:
+    call_soon: Callable[[Callable[[], None]], None], take: Callable[[], T]
+) -> Callable[[], T]:
     """A blocking ``fetch`` for threads that may wait: runs ``take`` on the event loop and
     waits for it (at most :data:`SNAPSHOT_TIMEOUT`; a scrape then fails with a 500)."""
 
-    def fetch() -> Snapshot:
+    def fetch() -> T:
         done = threading.Event()
         result: list[Any] = []
 
@@ -224,7 +232,8 @@ class MetricsListener:
     gateway is off: prometheus_client's small threaded HTTP server, whose scrapes fetch a
     snapshot from the event loop (and wait for it on their own thread)."""
 
-    def __init__(self, fetch: Callable[[], Snapshot]) -> None:
+    def __init__(self, fetch: Callable[[], Snapshot], guard: Guard | None = None) -> None:
+        self.guard = guard
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(SnapshotCollector(fetch))
         self.address: tuple[str, int] | None = None
@@ -233,7 +242,10 @@ class MetricsListener:
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and serve (port 0: a free port); OSError when the address cannot be bound."""
-        self._server, self._thread = start_http_server(port, host, registry=self.registry)
+        app = _guarded(make_wsgi_app(self.registry), self.guard)
+        self._server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_Quiet)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
         self.address = tuple(self._server.server_address[:2])  # type: ignore[assignment]
         return self.address  # type: ignore[return-value]
 
@@ -242,3 +254,25 @@ class MetricsListener:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged (as prometheus_client's own server)."""
+
+
+def _guarded(app: Any, guard: Guard | None) -> Any:
+    """The WSGI app behind ``guard`` (who may scrape; see security/basic.py)."""
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        if guard is not None:
+            try:
+                guard(environ.get("REMOTE_ADDR"), environ.get("HTTP_AUTHORIZATION"))
+            except Refused as refused:
+                status = f"{refused.status} {HTTPStatus(refused.status).phrase}"
+                headers = [("Content-Type", "text/plain; charset=utf-8"), *refused.headers.items()]
+                start_response(status, headers)
+                return [refused.message.encode() + b"\n"]
+        return app(environ, start_response)
+
+    return guarded

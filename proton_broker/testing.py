@@ -21,6 +21,8 @@ from types import TracebackType
 _REPO = Path(__file__).resolve().parent.parent
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _TLS_LISTENING = re.compile(r"AMQPS \(TLS\) on (\S+):(\d+)")
+_HTTP_LISTENING = re.compile(r"HTTP gateway on (https?)://(\S+):(\d+)")
+_METRICS_LISTENING = re.compile(r"metrics on http://(\S+):(\d+)")
 
 
 class BrokerProcess:
@@ -43,6 +45,8 @@ class BrokerProcess:
         self.port = 0
         self.requested_port = port  # 0: any free port (read from the log line)
         self.tls_port: int | None = None  # the AMQPS port, when the broker serves TLS
+        self.http_base: str | None = None  # the HTTP gateway's URL, when it is on
+        self.metrics_port: int | None = None  # the metrics listener's port, when it is on
         self.output: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
 
@@ -87,6 +91,10 @@ class BrokerProcess:
             tls = _TLS_LISTENING.search(line)
             if tls:
                 self.tls_port = int(tls.group(2))
+            if http := _HTTP_LISTENING.search(line):
+                self.http_base = f"{http.group(1)}://{http.group(2)}:{http.group(3)}"
+            if metrics := _METRICS_LISTENING.search(line):
+                self.metrics_port = int(metrics.group(2))
             match = _LISTENING.search(line)
             if match and not ready.is_set():
                 self.host, self.port = match.group(1), int(match.group(2))

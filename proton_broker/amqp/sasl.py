@@ -24,7 +24,6 @@ Rules this module owns:
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import tempfile
 from pathlib import Path
@@ -33,6 +32,7 @@ from proton import SASL, Connection, Data, Transport
 
 from proton_broker.config import Config, SaslSection
 from proton_broker.errors import ConfigError
+from proton_broker.security.peers import allowed
 from proton_broker.security.users import user_db_path
 
 CONFIG_NAME = "proton-broker"  # Cyrus reads <dir>/proton-broker.conf
@@ -141,24 +141,9 @@ def _mechanisms_in(frame: bytes) -> set[str]:
     return {str(m) for m in getattr(offered, "elements", [offered])}
 
 
-def is_loopback(host: str) -> bool:
-    """Whether a client's address is this machine's (127.0.0.0/8, ::1, IPv4-mapped ones)."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host == "localhost"
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool((mapped or address).is_loopback)
-
-
-def _allowed(policy: str, loopback: bool) -> bool:
-    return policy == "always" or (policy == "loopback" and loopback)
-
-
 def configure(transport: Transport, section: SaslSection, host: str, tls: bool) -> None:
     """Set up one accepted connection's SASL layer for a client at ``host``."""
-    loopback = is_loopback(host)
-    anonymous = _allowed(section.anonymous, loopback)
+    anonymous = allowed(section.anonymous, host)
     if not section.enabled:
         transport.require_auth(not anonymous)  # no SASL layer: only anonymous clients
         return
@@ -168,7 +153,7 @@ def configure(transport: Transport, section: SaslSection, host: str, tls: bool) 
     sasl = transport.sasl()
     if SASL.extended():
         sasl.config_name(CONFIG_NAME)  # Cyrus has read it already (check_mechanisms)
-    sasl.allow_insecure_mechs = tls or _allowed(section.plain_without_tls, loopback)
+    sasl.allow_insecure_mechs = tls or allowed(section.plain_without_tls, host)
     sasl.allowed_mechs(" ".join(mechanisms))
     transport.require_auth(not anonymous)
 
@@ -202,3 +187,41 @@ def common_name(subject: str) -> str | None:
         if key.strip().upper() == "CN" and value:
             return value.strip()
     return None
+
+
+def check_password(user: str, password: str) -> bool:
+    """Whether Cyrus accepts ``password`` for ``user``, as it would from an AMQP client
+    using PLAIN: a client and a server engine talk SASL in memory (for the HTTP gateway's
+    Basic authentication, which has the password itself). Call it on the broker's loop
+    thread, where every other use of Cyrus is."""
+    if not SASL.extended():
+        return False  # no password mechanism without Cyrus
+    server = Transport(Transport.SERVER)
+    server_sasl = server.sasl()
+    server_sasl.allow_insecure_mechs = True
+    server_sasl.allowed_mechs("PLAIN")
+    server.require_auth(True)
+    server.bind(Connection())
+    client = Transport()
+    client_sasl = client.sasl()
+    client_sasl.allow_insecure_mechs = True
+    client_sasl.allowed_mechs("PLAIN")
+    connection = Connection()
+    connection.user, connection.password = user, password
+    client.bind(connection)
+    connection.open()
+    for _ in range(10):  # PLAIN is one round trip; a few more are slack
+        moved = _move(client, server) + _move(server, client)
+        if server_sasl.outcome is not None or not moved:
+            break
+    return server_sasl.outcome == SASL.OK
+
+
+def _move(source: Transport, sink: Transport) -> int:
+    pending = source.pending()
+    if pending <= 0 or sink.capacity() <= 0:
+        return 0
+    data = source.peek(min(pending, sink.capacity()))
+    source.pop(len(data))
+    sink.push(data)
+    return len(data)

@@ -140,6 +140,10 @@ class Server(Handler):
         self.tls_address = bound_address(acceptor)
         return self.tls_address
 
+    def check_password(self, user: str, password: str) -> bool:
+        """Whether ``password`` is ``user``'s (Cyrus SASL; loop thread, for HTTP Basic)."""
+        return sasl.check_password(user, password)
+
     def metrics_snapshot(self) -> Any:
         """The figures one scrape reports (event-loop thread only; see
         :mod:`proton_broker.metrics`)."""

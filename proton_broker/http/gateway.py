@@ -53,14 +53,16 @@ import asyncio
 import contextlib
 import logging
 import math
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from aiohttp import web
 
-from proton_broker.config import HttpSection
+from proton_broker.config import Config, TlsSection
 from proton_broker.errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded
+from proton_broker.http.auth import Authenticator
 from proton_broker.http.watch import Item, Listener, QueueWatch
 from proton_broker.http.wire import (
     RequestError,
@@ -97,13 +99,19 @@ class BrokerLoop(Protocol):
 
     def metrics_snapshot(self) -> Snapshot: ...
 
+    def check_password(self, user: str, password: str) -> bool: ...
+
 
 class Gateway:
     """The gateway's thread, its aiohttp application, and its bridge to the broker loop."""
 
-    def __init__(self, server: BrokerLoop, section: HttpSection) -> None:
+    def __init__(self, server: BrokerLoop, config: Config) -> None:
         self.server = server
-        self.section = section
+        self.config = config
+        self.section = config.http
+        self.authenticator = Authenticator(
+            config.sasl, self._check_password, open_metrics=config.metrics.open
+        )
         self.address: tuple[str, int] | None = None  # bound address, once started
         self._watches: dict[str, QueueWatch] = {}  # broker loop thread only
         server.broker.deletion_watchers.append(self._queue_deleted)
@@ -163,7 +171,13 @@ class Gateway:
         )
         try:
             await runner.setup()
-            site = web.TCPSite(runner, self.section.host, self.section.port, backlog=1024)
+            site = web.TCPSite(
+                runner,
+                self.section.host,
+                self.section.port,
+                backlog=1024,
+                ssl_context=https_context(self.config.tls) if self.section.tls else None,
+            )
             await site.start()
             self.address = tuple(runner.addresses[0][:2])  # type: ignore[assignment]
         except BaseException as exc:  # reported by start()
@@ -187,7 +201,7 @@ class Gateway:
 
     def _app(self) -> web.Application:
         app = web.Application(
-            middlewares=[_json_errors, _declared_body_size],
+            middlewares=[_json_errors, self.authenticator.middleware, _declared_body_size],
             client_max_size=self.section.max_body_size,
         )
         app.add_routes(
@@ -216,6 +230,9 @@ class Gateway:
 
         self.server.call_soon(call)
         return await future
+
+    async def _check_password(self, user: str, password: str) -> bool:
+        return await self._on_broker(lambda: self.server.check_password(user, password))
 
     # ---- handlers (gateway thread) -------------------------------------------------------
 
@@ -394,7 +411,7 @@ async def _json_errors(
     try:
         return await handler(request)
     except RequestError as exc:
-        response = web.json_response(exc.body(), status=exc.status)
+        response = web.json_response(exc.body(), status=exc.status, headers=exc.headers)
         if exc.status == 408:  # a client too slow to send its request: not kept alive
             response.force_close()
         return response
@@ -524,3 +541,11 @@ async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None
             await ws.send_json(version_json(*item))
     finally:
         reader.cancel()
+
+
+def https_context(section: TlsSection) -> ssl.SSLContext:
+    """The gateway's TLS: the AMQPS listener's certificate and key, and its oldest version."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(section.cert_file, section.key_file, section.key_password or None)
+    context.minimum_version = getattr(ssl.TLSVersion, section.min_version.replace(".", "_"))
+    return context

@@ -45,6 +45,7 @@ class RequestError(Exception):
         self.status = status
         self.description = description
         self.field = field
+        self.headers: dict[str, str] = {}  # sent with the answer (WWW-Authenticate on a 401)
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {"error": self.description, "status": self.status}

@@ -1,0 +1,170 @@
+"""HTTP authentication: the gateway and the metrics endpoint take the broker's users (HTTP
+Basic, checked by Cyrus SASL) under the same policies as AMQP. Brokers run as processes,
+because Cyrus reads its configuration once per process."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proton_broker.testing import BrokerProcess
+
+PASSWORD = "s3cret"
+
+
+def call(
+    url: str,
+    body: object = None,
+    user: str | None = None,
+    password: str = PASSWORD,
+    context: ssl.SSLContext | None = None,
+) -> tuple[int, dict[str, str], str]:
+    """One request: its status, headers and body (POST when ``body`` is given)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    made = subprocess.run(
+        [sys.executable, "-m", "proton_broker.cli", "user", "add", "alice"]
+        + ["--data-dir", str(tmp_path)],
+        input=PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert made.returncode == 0, made.stderr
+    return tmp_path
+
+
+def start(data_dir: Path, *args: str, **env: str) -> BrokerProcess:
+    variables = {f"PROTON_BROKER_{key.upper()}": value for key, value in env.items()}
+    argv = ("--store", "memory", "--http-port", "0", "--metrics-port", "0", *args)
+    return BrokerProcess(*argv, data_dir=str(data_dir), env=variables).start()
+
+
+@pytest.fixture
+def users_only(data_dir: Path) -> Iterator[BrokerProcess]:
+    """A broker that lets nobody in without a user."""
+    process = start(data_dir, sasl_anonymous="never")
+    yield process
+    process.stop()
+
+
+SEND = {"id": "k", "payload": "v"}
+
+
+def test_on_this_machine_the_gateway_is_open_by_default(data_dir: Path) -> None:
+    process = start(data_dir)
+    try:
+        assert process.http_base
+        status, _, _ = call(f"{process.http_base}/queue/send/prices", SEND)
+        assert status == 200
+    finally:
+        process.stop()
+
+
+def test_without_credentials_a_users_only_gateway_answers_401_with_a_basic_challenge(
+    users_only: BrokerProcess,
+) -> None:
+    status, headers, body = call(f"{users_only.http_base}/queue/send/prices", SEND)
+    assert status == 401
+    assert headers["WWW-Authenticate"].startswith('Basic realm="proton-broker"')
+    assert json.loads(body)["error"].startswith("authentication required")
+
+
+def test_the_right_password_is_served_and_a_wrong_one_is_refused_and_logged(
+    users_only: BrokerProcess,
+) -> None:
+    url = f"{users_only.http_base}/queue/send/prices"
+    assert call(url, SEND, user="alice")[0] == 200
+    status, headers, _ = call(url, SEND, user="alice", password="wrong")
+    assert status == 401 and "WWW-Authenticate" in headers
+    assert call(url, SEND, user="mallory")[0] == 401
+    time.sleep(0.2)
+    failed = [line for line in users_only.output if "HTP-1001 : Authentication failed" in line]
+    assert len(failed) == 2 and "127.0.0.1 : user 'alice'" in failed[0]
+    assert not any("wrong" in line for line in users_only.output)  # never the password
+
+
+def test_malformed_credentials_are_a_bad_request(users_only: BrokerProcess) -> None:
+    for header in ("Basic !!!", "Basic " + base64.b64encode(b"no-colon").decode()):
+        request = urllib.request.Request(f"{users_only.http_base}/queue/listen/longpoll/q")
+        request.add_header("Authorization", header)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 400
+
+
+def test_the_metrics_listener_takes_the_same_users(users_only: BrokerProcess) -> None:
+    url = f"http://127.0.0.1:{users_only.metrics_port}/metrics"
+    status, headers, _ = call(url)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    status, _, text = call(url, user="alice")
+    assert status == 200 and "proton_broker_connections" in text
+    assert call(url, user="alice", password="wrong")[0] == 401
+    gateway = call(f"{users_only.http_base}/metrics")
+    assert gateway[0] == 401
+
+
+def test_metrics_may_be_left_open_by_configuration_only(data_dir: Path) -> None:
+    process = start(data_dir, sasl_anonymous="never", metrics_open="true")
+    try:
+        assert call(f"http://127.0.0.1:{process.metrics_port}/metrics")[0] == 200
+        assert call(f"{process.http_base}/metrics")[0] == 200
+        assert call(f"{process.http_base}/queue/send/q", SEND)[0] == 401  # the rest is not
+    finally:
+        process.stop()
+
+
+def test_a_password_in_the_clear_is_refused_without_https_and_taken_over_it(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "server.pem")
+    )
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    plain = start(data_dir, sasl_anonymous="never", sasl_plain_without_tls="never")
+    try:
+        status, _, body = call(f"{plain.http_base}/queue/send/q", SEND, user="alice")
+        assert status == 403 and "use HTTPS" in body
+    finally:
+        plain.stop()
+    secured = start(
+        data_dir,
+        sasl_anonymous="never",
+        sasl_plain_without_tls="never",
+        http_tls="true",
+        tls_cert_file=str(tmp_path / "server.pem"),
+        tls_key_file=str(tmp_path / "server.pem"),
+    )
+    try:
+        assert secured.http_base and secured.http_base.startswith("https://")
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        port = secured.http_base.rsplit(":", 1)[1]
+        url = f"https://localhost:{port}/queue/send/q"
+        assert call(url, SEND, user="alice", context=context)[0] == 200
+        assert call(url, SEND, context=context)[0] == 401
+    finally:
+        secured.stop()
