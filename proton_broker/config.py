@@ -64,11 +64,12 @@ class BrokerSection:
     default_message_group: str = "qpid.no-group"
     # "sqlite" (in data_dir) or "memory" (nothing survives a restart)
     store: str = _one_of("sqlite", *STORES)
-    # Limits (docs/broker-limits.md): connections at once, and from one client address; seconds a
-    # new connection has to complete the AMQP open; queues in all, and made by one
-    # connection; the largest message accepted (advertised on attach).
+    # Limits (docs/broker-limits.md): connections at once, from one client address and as
+    # one user; seconds a new connection has to complete the AMQP open; queues in all, and
+    # made by one connection; the largest message accepted (advertised on attach).
     max_connections: int = _at_least(10000, 1)
     max_connections_per_address: int = _at_least(1000, 1)
+    max_connections_per_user: int = _at_least(1000, 1)
     handshake_timeout: float = _at_least(10.0, 0.001)
     max_queues: int = _at_least(100000, 1)
     max_queues_per_connection: int = _at_least(1000, 1)

@@ -3,9 +3,12 @@ how many queues one connection may create.
 
 Rules this module owns (each limit is a ``broker`` config key, on by default):
 
-* ``max_connections`` connections may be open at once, and ``max_connections_per_address``
-  from one client address (qpidd's ``--max-connections`` and per-IP ACL quotas; Broker-J's
-  per-port limit). A connection over either limit gets its open answered and then closed
+* ``max_connections`` connections may be open at once, ``max_connections_per_address``
+  from one client address and ``max_connections_per_user`` as one user (``anonymous``
+  counts as a user), unless the ACL file gives that user a ``quota connections`` of its
+  own (qpidd's ``--max-connections``, ``--max-connections-per-ip`` and
+  ``--max-connections-per-user``, and its ACL quotas; Broker-J's per-port and per-user
+  limits). A connection over any limit gets its open answered and then closed
   with ``amqp:resource-limit-exceeded`` saying which limit; it is counted from its open,
   so a port probe or a client that never opens costs nothing here (the handshake timeout
   deals with those).
@@ -34,11 +37,17 @@ class Quotas:
         self.section = section
         self._address: dict[Any, str] = {}  # counted connection -> its client address
         self._per_address: Counter[str] = Counter()
+        self._user: dict[Any, str] = {}  # counted connection -> its user
+        self._per_user: Counter[str] = Counter()
         self._created: Counter[Any] = Counter()  # connection -> queues it created
 
-    def admit(self, connection: Any, address: str) -> None:
-        """Count a connection that opened, or raise ResourceLimitExceeded (not counted)."""
-        most, per = self.section.max_connections, self.section.max_connections_per_address
+    def admit(
+        self, connection: Any, address: str, user: str, user_quota: int | None = None
+    ) -> None:
+        """Count a connection that opened, or raise ResourceLimitExceeded (not counted).
+        ``user_quota``: the user's own limit (an ACL quota) instead of the broker's."""
+        section = self.section
+        most, per = section.max_connections, section.max_connections_per_address
         if len(self._address) >= most:
             raise ResourceLimitExceeded(
                 f"connection refused: the broker serves {most} connections already "
@@ -49,16 +58,23 @@ class Quotas:
                 f"connection refused: {per} connections from {address} are open already "
                 "(broker.max_connections_per_address)"
             )
+        own = user_quota if user_quota is not None else section.max_connections_per_user
+        if self._per_user[user] >= own:
+            where = "its ACL quota" if user_quota is not None else "broker.max_connections_per_user"
+            raise ResourceLimitExceeded(
+                f"connection refused: user '{user}' has {own} connections open already ({where})"
+            )
         self._address[connection] = address
         self._per_address[address] += 1
+        self._user[connection] = user
+        self._per_user[user] += 1
 
     def gone(self, connection: Any) -> None:
         """A connection closed: it no longer counts (nothing happens if it never did)."""
         address = self._address.pop(connection, None)
         if address is not None:
-            self._per_address[address] -= 1
-            if not self._per_address[address]:
-                del self._per_address[address]
+            _uncount(self._per_address, address)
+            _uncount(self._per_user, self._user.pop(connection))
         self._created.pop(connection, None)
 
     def may_create(self, connection: Any, name: str) -> None:
@@ -76,3 +92,9 @@ class Quotas:
     @property
     def open_connections(self) -> int:
         return len(self._address)
+
+
+def _uncount(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]

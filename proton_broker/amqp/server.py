@@ -253,15 +253,16 @@ class Server(Handler):
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
+        user = sasl.user_of(conn.transport, self.config.sasl)
         log.info(
             "CON-1001 : Open : [con:%d(%s)] : Client ID : %s : User : %s : Protocol Version : 1.0",
             self._numbers.get(conn._impl, 0),
             conn.url or "?",
             conn.remote_container,
-            sasl.user_of(conn.transport, self.config.sasl),
+            user,
         )
         try:
-            self.quotas.admit(conn._impl, client_address(conn.url))
+            self.quotas.admit(conn._impl, client_address(conn.url), user)
         except ResourceLimitExceeded as exc:
             log.warning("CON-1006 : Refused : [con:%d] : %s", self._numbers.get(conn._impl, 0), exc)
             conn.condition = Condition(RESOURCE_LIMIT_EXCEEDED, str(exc))

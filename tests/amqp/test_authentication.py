@@ -250,3 +250,23 @@ def test_a_verified_client_certificate_is_the_user_with_external(
         assert f"User : {expected}" in opened[-1]
     finally:
         process.stop()
+
+
+def test_each_user_has_its_own_connection_limit(data_dir: Path) -> None:
+    assert user(data_dir, "add", "bob", password=PASSWORD).returncode == 0
+    process = BrokerProcess(
+        "--store",
+        "memory",
+        data_dir=str(data_dir),
+        env={"PROTON_BROKER_BROKER_MAX_CONNECTIONS_PER_USER": "1"},
+    ).start()
+    try:
+        options = {"user": "alice", "password": PASSWORD, "allowed_mechs": "SCRAM-SHA-256"}
+        first = BlockingConnection(process.url, timeout=10, **options)  # type: ignore[arg-type]
+        with pytest.raises(Exception, match="user 'alice' has 1 connections open already"):
+            BlockingConnection(process.url, timeout=10, **options).create_sender("q")  # type: ignore[arg-type]
+        options["user"] = "bob"  # another user is not limited by alice's connections
+        assert round_trip(process.url, **options) == "hello"
+        first.close()
+    finally:
+        process.stop()

@@ -32,6 +32,7 @@ def test_the_defaults_are_on() -> None:
     defaults = Config().broker
     assert defaults.max_connections == 10_000
     assert defaults.max_connections_per_address == 1_000
+    assert defaults.max_connections_per_user == 1_000
     assert defaults.handshake_timeout == 10.0
     assert defaults.max_queues == 100_000
     assert defaults.max_queues_per_connection == 1_000
@@ -59,6 +60,24 @@ def test_a_connection_over_the_per_address_limit_is_refused_with_resource_limit_
     fourth = broker.client()
     fourth.wait_settled(fourth.send(fourth.sender("q"), Message(body="in")))
     assert fourth.conn.remote_condition is None
+
+
+def test_a_connection_over_the_per_user_limit_is_refused_naming_the_user(
+    broker_config: Config,
+) -> None:
+    broker_config.broker.max_connections_per_user = 1
+    running = RunningBroker(broker_config)
+    try:
+        first = running.client()
+        first.wait(lambda: first.conn.remote_container)
+        second = running.client()  # anonymous too: the same user
+        second.wait(lambda: second.conn.remote_condition is not None)
+        condition = second.conn.remote_condition
+        assert condition.name == "amqp:resource-limit-exceeded"
+        assert "user 'anonymous' has 1 connections open already" in condition.description
+        assert "broker.max_connections_per_user" in condition.description
+    finally:
+        running.stop()
 
 
 def test_connections_are_counted_from_their_open_and_until_they_end(
