@@ -8,11 +8,17 @@ symbol. A message is ``{"id", "subject", "body", "properties"}``.
 
 rhea and Proton C++ run as subprocesses (built by ``interop/setup.sh``); Proton Python runs
 in the test process with ``proton.utils.BlockingConnection``.
+
+``user=`` and ``password=`` make a client authenticate: the subprocesses get ``--user NAME``
+and the password in the environment variable ``INTEROP_PASSWORD``, never on their command
+line. rhea then offers SASL PLAIN; Proton C++ needs ``--sasl-allow-insecure`` (and may be
+given ``--sasl-mechs``) before it sends a password without TLS.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -35,10 +41,12 @@ class ClientError(AssertionError):
     """A client exited with a failure status; carries its output for the test report."""
 
 
-def run(cmd: Sequence[str], timeout: float) -> list[Json]:
-    """Run a client to completion and return the JSON lines it printed."""
+def run(cmd: Sequence[str], timeout: float, password: str | None = None) -> list[Json]:
+    """Run a client to completion and return the JSON lines it printed. A ``password`` goes
+    to it in the environment variable ``INTEROP_PASSWORD``."""
+    env = None if password is None else {**os.environ, "INTEROP_PASSWORD": password}
     try:
-        done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         raise ClientError(f"{cmd[0]} did not finish in {timeout} s: {exc.stderr!r}") from exc
     if done.returncode != 0:
@@ -49,10 +57,43 @@ def run(cmd: Sequence[str], timeout: float) -> list[Json]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
+def credentials(user: str | None, password: str | None) -> list[str]:
+    """The command-line half of a client's credentials (the password goes by environment)."""
+    if user is None:
+        assert password is None, "a password without a user"
+        return []
+    assert password is not None, "a user without a password"
+    return ["--user", user]
+
+
+def node_round_trip(
+    script: str,
+    url: str,
+    address: str,
+    count: int,
+    *,
+    user: str | None = None,
+    password: str | None = None,
+) -> Json:
+    """Run one of the Node.js round-trip programs (``rhea_promise_round_trip.js``,
+    ``amqp10_round_trip.js``); returns its ``{"sent", "browsed", "consumed"}``."""
+    cmd = ["node", str(NODE_DIR / script), url, address, str(count), *credentials(user, password)]
+    (result,) = run(cmd, timeout=20, password=password)
+    return result
+
+
 class Client:
     name = ""
 
-    def send(self, url: str, address: str, messages: list[Spec], *options: str) -> list[Json]:
+    def send(
+        self,
+        url: str,
+        address: str,
+        messages: list[Spec],
+        *options: str,
+        user: str | None = None,
+        password: str | None = None,
+    ) -> list[Json]:
         raise NotImplementedError
 
     def receive(
@@ -64,6 +105,8 @@ class Client:
         browse: bool = False,
         timeout: float = 10.0,
         options: Sequence[str] = (),
+        user: str | None = None,
+        password: str | None = None,
     ) -> list[Spec]:
         raise NotImplementedError
 
@@ -77,7 +120,15 @@ class _ExternalClient(Client):
     def command(self, mode: str) -> list[str]:
         raise NotImplementedError
 
-    def send(self, url: str, address: str, messages: list[Spec], *options: str) -> list[Json]:
+    def send(
+        self,
+        url: str,
+        address: str,
+        messages: list[Spec],
+        *options: str,
+        user: str | None = None,
+        password: str | None = None,
+    ) -> list[Json]:
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="spec-") as spec:
             json.dump(messages, spec)
             spec.flush()
@@ -90,8 +141,10 @@ class _ExternalClient(Client):
                     "--spec",
                     spec.name,
                     *options,
+                    *credentials(user, password),
                 ],
                 timeout=30,
+                password=password,
             )
 
     def receive(
@@ -103,6 +156,8 @@ class _ExternalClient(Client):
         browse: bool = False,
         timeout: float = 10.0,
         options: Sequence[str] = (),
+        user: str | None = None,
+        password: str | None = None,
     ) -> list[Spec]:
         cmd = [
             *self.command("receive"),
@@ -112,10 +167,11 @@ class _ExternalClient(Client):
             "--timeout",
             str(timeout),
             *options,
+            *credentials(user, password),
         ]
         if browse:
             cmd.append("--browse")
-        return run(cmd, timeout=timeout + 10)
+        return run(cmd, timeout=timeout + 10, password=password)
 
 
 class CppClient(_ExternalClient):
@@ -135,9 +191,17 @@ class RheaClient(_ExternalClient):
 class PythonClient(Client):
     name = "python"
 
-    def send(self, url: str, address: str, messages: list[Spec], *options: str) -> list[Json]:
+    def send(
+        self,
+        url: str,
+        address: str,
+        messages: list[Spec],
+        *options: str,
+        user: str | None = None,
+        password: str | None = None,
+    ) -> list[Json]:
         assert not options, "the Python client takes no options"
-        conn = BlockingConnection(url, timeout=10)
+        conn = BlockingConnection(url, timeout=10, user=user, password=password)
         try:
             sender = conn.create_sender(address)
             for index, spec in enumerate(messages):
@@ -155,9 +219,11 @@ class PythonClient(Client):
         browse: bool = False,
         timeout: float = 10.0,
         options: Sequence[str] = (),
+        user: str | None = None,
+        password: str | None = None,
     ) -> list[Spec]:
         assert not options, "the Python client takes no options"
-        conn = BlockingConnection(url, timeout=timeout)
+        conn = BlockingConnection(url, timeout=timeout, user=user, password=password)
         try:
             receiver = conn.create_receiver(
                 address, credit=count, options=Copy() if browse else None

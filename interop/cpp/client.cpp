@@ -1,7 +1,12 @@
 // Proton C++ interop client for the proton-broker tests.
 //
-//   client send    URL ADDRESS COUNT [--spec FILE]
-//   client receive URL ADDRESS COUNT [--timeout SECONDS] [--browse] [--credit N]
+//   client send    URL ADDRESS COUNT [--spec FILE] [SASL options]
+//   client receive URL ADDRESS COUNT [--timeout SECONDS] [--browse] [--credit N] [SASL options]
+//
+// SASL options (proton::connection_options): --user NAME authenticates as NAME with the
+// password in the environment variable INTEROP_PASSWORD (never on the command line);
+// --sasl-mechs "A B" sets sasl_allowed_mechs; --sasl-allow-insecure sets
+// sasl_allow_insecure_mechs(true), which Proton needs before it sends PLAIN without TLS.
 //
 // Values travel as "typed JSON", the contract shared with the rhea and Python clients:
 // null, booleans, strings, lists and string-keyed maps are themselves; an integer is any AMQP
@@ -20,6 +25,7 @@
 #include <proton/binary.hpp>
 #include <proton/codec/vector.hpp>
 #include <proton/connection.hpp>
+#include <proton/connection_options.hpp>
 #include <proton/container.hpp>
 #include <proton/delivery.hpp>
 #include <proton/duration.hpp>
@@ -31,6 +37,7 @@
 #include <proton/receiver_options.hpp>
 #include <proton/scalar.hpp>
 #include <proton/sender.hpp>
+#include <proton/sender_options.hpp>
 #include <proton/source_options.hpp>
 #include <proton/symbol.hpp>
 #include <proton/tracker.hpp>
@@ -56,8 +63,11 @@ using json = nlohmann::json;
 namespace {
 
 const char* usage =
-    "usage: client send URL ADDRESS COUNT [--spec FILE]\n"
-    "       client receive URL ADDRESS COUNT [--timeout SECONDS] [--browse] [--credit N]\n";
+    "usage: client send URL ADDRESS COUNT [--spec FILE] [SASL options]\n"
+    "       client receive URL ADDRESS COUNT [--timeout SECONDS] [--browse] [--credit N]\n"
+    "                      [SASL options]\n"
+    "SASL options: --user NAME (password from $INTEROP_PASSWORD) --sasl-mechs \"A B\"\n"
+    "              --sasl-allow-insecure\n";
 
 // ---- typed JSON <-> AMQP values ----------------------------------------------------------
 
@@ -182,14 +192,15 @@ proton::message message_from_spec(const json& spec, int index) {
 
 class sender_handler : public proton::messaging_handler {
   public:
-    sender_handler(std::string url, std::string address, int count, json spec)
+    sender_handler(std::string url, std::string address, int count, json spec,
+                   proton::connection_options connection)
         : url_(std::move(url)), address_(std::move(address)), count_(count),
-          spec_(std::move(spec)) {}
+          spec_(std::move(spec)), connection_(std::move(connection)) {}
 
     int status() const { return failed_ || accepted_ != count_ ? 1 : 0; }
 
     void on_container_start(proton::container& c) override {
-        c.open_sender(url_ + "/" + address_);
+        c.open_sender(url_ + "/" + address_, proton::sender_options(), connection_);
     }
 
     void on_sendable(proton::sender& s) override {
@@ -222,6 +233,7 @@ class sender_handler : public proton::messaging_handler {
     std::string url_, address_;
     int count_, sent_ = 0, accepted_ = 0;
     json spec_;
+    proton::connection_options connection_;
     bool failed_ = false;
 };
 
@@ -229,9 +241,10 @@ class sender_handler : public proton::messaging_handler {
 
 class receiver_handler : public proton::messaging_handler {
   public:
-    receiver_handler(std::string url, std::string address, int count, bool browse, int credit)
+    receiver_handler(std::string url, std::string address, int count, bool browse, int credit,
+                     proton::connection_options connection)
         : url_(std::move(url)), address_(std::move(address)), count_(count), browse_(browse),
-          credit_(credit) {}
+          credit_(credit), connection_(std::move(connection)) {}
 
     int received() const { return received_; }
     int status() const { return failed_ || received_ != count_ ? 1 : 0; }
@@ -241,7 +254,7 @@ class receiver_handler : public proton::messaging_handler {
         if (browse_) source.distribution_mode(proton::source::COPY);
         proton::receiver_options opts;
         opts.source(source).auto_accept(false).credit_window(credit_);
-        c.open_receiver(url_ + "/" + address_, opts);
+        c.open_receiver(url_ + "/" + address_, opts, connection_);
     }
 
     void on_message(proton::delivery& d, proton::message& m) override {
@@ -262,6 +275,7 @@ class receiver_handler : public proton::messaging_handler {
     int count_;
     bool browse_;
     int credit_;
+    proton::connection_options connection_;
     int received_ = 0;
     bool failed_ = false;
 };
@@ -312,6 +326,7 @@ int main(int argc, char** argv) {
     double timeout = 10.0;
     bool browse = false;
     int credit = 100;
+    proton::connection_options connection;
     try {
         for (int i = 5; i < argc; ++i) {
             std::string opt = argv[i];
@@ -320,15 +335,22 @@ int main(int argc, char** argv) {
             else if (opt == "--timeout" && has_arg) timeout = std::atof(argv[++i]);
             else if (opt == "--credit" && has_arg) credit = std::atoi(argv[++i]);
             else if (opt == "--browse") browse = true;
+            else if (opt == "--user" && has_arg) {
+                const char* password = std::getenv("INTEROP_PASSWORD");
+                if (!password) throw std::runtime_error("--user needs INTEROP_PASSWORD set");
+                connection.user(argv[++i]).password(password);
+            }
+            else if (opt == "--sasl-mechs" && has_arg) connection.sasl_allowed_mechs(argv[++i]);
+            else if (opt == "--sasl-allow-insecure") connection.sasl_allow_insecure_mechs(true);
             else throw std::runtime_error("unknown option " + opt);
         }
         if (mode == "send") {
-            sender_handler handler(url, address, count, spec);
+            sender_handler handler(url, address, count, spec, connection);
             proton::container(handler).run();
             return handler.status();
         }
         if (mode == "receive") {
-            receiver_handler handler(url, address, count, browse, credit);
+            receiver_handler handler(url, address, count, browse, credit, connection);
             proton::container container(handler);
             bool timed_out = run_with_timeout(container, timeout);
             if (timed_out) {

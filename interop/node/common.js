@@ -12,7 +12,8 @@ const rhea = require('rhea');
 const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
        node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
 options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS
-         --selector TEXT  --tls-ca FILE (connect with TLS, trusting the CAs in FILE)`;
+         --selector TEXT  --tls-ca FILE (connect with TLS, trusting the CAs in FILE)
+         --user NAME (SASL PLAIN as NAME, with the password in $INTEROP_PASSWORD)`;
 
 function parseArgs(argv) {
   const [url, address, count, ...rest] = argv;
@@ -35,9 +36,18 @@ function parseArgs(argv) {
     else if (name === '--replay-period') opts.replayPeriod = next();
     else if (name === '--selector') opts.selector = next();
     else if (name === '--tls-ca') opts.tlsCa = next();
+    else if (name === '--user') opts.user = next();
     else fail(`unknown option ${name}\n${USAGE}`, 2);
   }
+  if (opts.user !== undefined) opts.password = password();
   return opts;
+}
+
+// The password for --user: from the environment, so that it is not on the command line.
+function password() {
+  const value = process.env.INTEROP_PASSWORD;
+  if (value === undefined) fail('--user needs the password in INTEROP_PASSWORD', 2);
+  return value;
 }
 
 function fail(text, status = 1) {
@@ -67,11 +77,23 @@ function connect(opts, handlers) {
   const url = new URL(opts.url);
   const container = rhea.create_container();
   for (const [event, handler] of Object.entries(handlers)) container.on(event, handler);
-  container.on('error', (context) => fail(`error: ${context.error}`));
+  let opened = false;
+  container.on('connection_open', () => { opened = true; });
+  container.on('error', (event) => {
+    // rhea hands the error itself to 'error' listeners (a ConnectionError with a condition)
+    const error = event && event.error ? event.error : event;
+    fail(`error: ${error}` + (error && error.condition ? ` (${error.condition})` : ''));
+  });
   container.on('disconnected', (context) => {
     if (context.error) fail(`disconnected: ${context.error}`);
+    // A broker that refuses a client before opening may just close the socket.
+    if (!opened) fail('disconnected: the broker closed the connection without opening it');
   });
   const options = { host: url.hostname, port: Number(url.port || 5672), reconnect: false };
+  if (opts.user !== undefined) {
+    // rhea offers SASL PLAIN when given a username and a password (ANONYMOUS otherwise).
+    Object.assign(options, { username: opts.user, password: opts.password });
+  }
   if (opts.tlsCa !== undefined) {
     // AMQPS: node's TLS, checking the broker's certificate against the given CAs and name.
     Object.assign(options, { transport: 'tls', ca: [require('fs').readFileSync(opts.tlsCa)],
@@ -114,4 +136,4 @@ function attachInfo(terminusFrame) {
            filter: t.filter ? Object.keys(t.filter) : [] };
 }
 
-module.exports = { parseArgs, fail, terminus, connect, toAmqp, fromAmqp, attachInfo };
+module.exports = { parseArgs, password, fail, terminus, connect, toAmqp, fromAmqp, attachInfo };

@@ -1,15 +1,16 @@
 'use strict';
 // A send / browse / consume round trip with rhea-promise, the promise API over rhea that
-// Azure's SDKs use: node rhea_promise_round_trip.js URL ADDRESS COUNT
+// Azure's SDKs use: node rhea_promise_round_trip.js URL ADDRESS COUNT [--user NAME]
 // Sends COUNT messages (bodies "message-0" ...) with an awaitable sender (each settled
 // accepted), browses them (source distribution-mode copy, accepting each as the default
 // receiver does), then consumes them. Prints {"sent", "browsed", "consumed"} as one JSON
-// line; exits 1 on error or when a step has not finished in 10 seconds.
+// line; exits 1 on error or when a step has not finished in 10 seconds. With --user, rhea's
+// `username` and `password` connection options (SASL PLAIN; password from INTEROP_PASSWORD).
 
 const { Connection, ReceiverEvents } = require('rhea-promise');
 const { parseRoundTrip, report } = require('./round_trip');
 
-const { url, address, count, bodies } = parseRoundTrip('rhea_promise_round_trip.js');
+const { url, address, count, bodies, user, password } = parseRoundTrip('rhea_promise_round_trip.js');
 
 // Receive `count` messages on a new receiver, then close it.
 async function take(connection, source) {
@@ -28,8 +29,10 @@ async function take(connection, source) {
 
 async function main() {
   const parsed = new URL(url);
-  const connection = new Connection({ host: parsed.hostname, port: Number(parsed.port),
-                                      transport: 'tcp', reconnect: false });
+  const options = { host: parsed.hostname, port: Number(parsed.port), transport: 'tcp',
+                    reconnect: false };
+  if (user !== undefined) Object.assign(options, { username: user, password });
+  const connection = new Connection(options);
   await connection.open();
   const sender = await connection.createAwaitableSender({ target: { address } });
   const sent = [];
