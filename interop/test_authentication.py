@@ -15,8 +15,6 @@ this environment's Proton Python, which is built against Cyrus).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from interop.clients import CPP, RHEA, ClientError, node_round_trip
-from proton_broker.testing import BrokerProcess
+from proton_broker.testing import BrokerProcess, add_user
 
 PASSWORD = "correct horse battery staple"
 RIGHT = ("alice", PASSWORD)
@@ -38,15 +36,7 @@ CPP_PLAIN = ("--sasl-mechs", "PLAIN", "--sasl-allow-insecure")
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker whose only user is alice (made with the CLI, the password on stdin) and
     which lets no one in anonymously, not even from this machine."""
-    made = subprocess.run(
-        [sys.executable, "-m", "proton_broker.cli", "user", "add", "alice"]
-        + ["--data-dir", str(tmp_path)],
-        input=PASSWORD + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert made.returncode == 0, made.stderr
+    add_user(tmp_path, "alice", PASSWORD)
     process = BrokerProcess(
         "--store",
         "memory",

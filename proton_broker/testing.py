@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 _REPO = Path(__file__).resolve().parent.parent
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
@@ -130,3 +131,21 @@ class BrokerProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def user_command(data_dir: str | Path, *words: str, password: str | None = None) -> Any:
+    """Run ``proton-broker-config user WORDS --data-dir DATA_DIR`` as an operator would, the
+    password (if any) on its standard input; returns the completed process."""
+    return subprocess.run(
+        [sys.executable, "-m", "proton_broker.cli", "user", *words, "--data-dir", str(data_dir)],
+        input=None if password is None else password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def add_user(data_dir: str | Path, name: str, password: str) -> None:
+    """Add a user to a data directory's user database (AssertionError if that fails)."""
+    made = user_command(data_dir, "add", name, password=password)
+    assert made.returncode == 0, made.stderr

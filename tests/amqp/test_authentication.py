@@ -4,8 +4,6 @@ through Proton, with Proton's own clients over real sockets to broker processes.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,27 +12,15 @@ import pytest
 from proton import SASL, Connection, Message, SSLDomain, Transport
 from proton.utils import BlockingConnection
 
-from proton_broker.testing import BrokerProcess
+from proton_broker.testing import BrokerProcess, add_user, user_command
 
 PASSWORD = "correct horse"
-
-
-def user(data_dir: Path, *words: str, password: str | None = None) -> subprocess.CompletedProcess:
-    """Run ``proton-broker-config user ...`` with the password on stdin."""
-    return subprocess.run(
-        [sys.executable, "-m", "proton_broker.cli", "user", *words, "--data-dir", str(data_dir)],
-        input=None if password is None else password + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
 
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     """A data directory with user alice."""
-    made = user(tmp_path, "add", "alice", password=PASSWORD)
-    assert made.returncode == 0, made.stderr
+    add_user(tmp_path, "alice", PASSWORD)
     return tmp_path
 
 
@@ -196,10 +182,10 @@ def test_over_tls_a_plain_password_is_accepted_though_not_without_it(
 def test_the_cli_changes_and_deletes_users_and_the_broker_sees_it_at_once(
     running: BrokerProcess, data_dir: Path
 ) -> None:
-    assert user(data_dir, "passwd", "alice", password="new one").returncode == 0
+    assert user_command(data_dir, "passwd", "alice", password="new one").returncode == 0
     assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", PASSWORD)[1] is False
     assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", "new one") == (SASL.OK, True)
-    assert user(data_dir, "delete", "alice").returncode == 0
+    assert user_command(data_dir, "delete", "alice").returncode == 0
     assert sasl_outcome(running.port, "SCRAM-SHA-256", "alice", "new one")[1] is False
 
 
@@ -253,7 +239,7 @@ def test_a_verified_client_certificate_is_the_user_with_external(
 
 
 def test_each_user_has_its_own_connection_limit(data_dir: Path) -> None:
-    assert user(data_dir, "add", "bob", password=PASSWORD).returncode == 0
+    add_user(data_dir, "bob", PASSWORD)
     process = BrokerProcess(
         "--store",
         "memory",

@@ -7,8 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from proton_broker.testing import BrokerProcess
+from proton_broker.testing import BrokerProcess, add_user
 
 PASSWORD = "s3cret"
 
@@ -44,15 +42,7 @@ def call(
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
-    made = subprocess.run(
-        [sys.executable, "-m", "proton_broker.cli", "user", "add", "alice"]
-        + ["--data-dir", str(tmp_path)],
-        input=PASSWORD + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert made.returncode == 0, made.stderr
+    add_user(tmp_path, "alice", PASSWORD)
     return tmp_path
 
 
