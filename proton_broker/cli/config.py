@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -181,11 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Failed: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     except (ConnectionException, Timeout, OSError) as exc:
-        print(
-            f"Failed: cannot reach the broker at {args.broker}: {exc or type(exc).__name__}",
-            file=sys.stderr,
-        )
+        said = _redacted(f"cannot reach the broker at {args.broker}: {exc or type(exc).__name__}")
+        print(f"Failed: {said}", file=sys.stderr)
         return EXIT_REFUSED
+
+
+def _redacted(text: str) -> str:
+    """``text`` with the password of any ``user:password@`` URL in it hidden."""
+    return re.sub(r"(//|^|\s)([^:/@\s]+):[^@\s/]*@", r"\1\2:***@", text)
 
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:

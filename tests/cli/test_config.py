@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from proton import Message
 
+from proton_broker.testing import BrokerProcess, add_user
 from tests.amqp.test_durability import send_all
 from tests.conftest import RunningBroker
 
@@ -280,3 +281,18 @@ def test_help_lists_every_option() -> None:
 def test_the_console_script_is_declared() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["scripts"]["proton-broker-config"] == "proton_broker.cli.config:main"
+
+
+def test_the_tool_logs_in_with_the_user_in_the_url_and_never_prints_its_password(
+    tmp_path: Path,
+) -> None:
+    add_user(tmp_path, "alice", "pw-alice")
+    env = {"PROTON_BROKER_SASL_ANONYMOUS": "never"}
+    with BrokerProcess("--store", "memory", data_dir=str(tmp_path), env=env) as process:
+        address = f"{process.host}:{process.port}"
+        made = tool(None, "-b", f"alice:pw-alice@{address}", "add", "queue", "secured")
+        assert made.returncode == 0, made.stderr
+        refused = tool(None, "-b", f"alice:not-it@{address}", "queues", "--interval", "0")
+        assert refused.returncode == 1
+        assert "amqp:unauthorized-access" in refused.stderr
+        assert "not-it" not in refused.stderr and "alice:***@" in refused.stderr
