@@ -156,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: app.stop())
+    signal.signal(signal.SIGHUP, lambda *_: app.reload_acl())  # reads the ACL again (docs/acl.md)
     if app.http is not None:
         scheme = "https" if cfg.http.tls else "http"
         log.info("HTTP gateway on %s://%s:%d", scheme, *app.http.address)

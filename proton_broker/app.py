@@ -22,9 +22,12 @@ from proton_broker.amqp.sasl import check_mechanisms
 from proton_broker.amqp.server import Server
 from proton_broker.broker import Broker
 from proton_broker.config import Config
+from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.metrics import fetch_from_loop
+from proton_broker.security.acl import AclError
 
 log = logging.getLogger("proton_broker.http")
+acl_log = logging.getLogger("proton_broker.acl")
 
 
 class App:
@@ -81,16 +84,32 @@ class App:
     def _scrape_guard(self, host: str | None, header: str | None) -> None:
         """Who may scrape the metrics listener: the rules of the HTTP gateway
         (security/basic.py), the password checked on the broker's loop."""
-        from proton_broker.security.basic import credentials, unauthenticated
+        from proton_broker.security.basic import ANONYMOUS, Refused, credentials, unauthenticated
 
         given = credentials(self.config.sasl, host, header, secure=False)
-        if given is None:
-            return
-        name, password = given
-        check = functools.partial(self.server.check_password, name, password)
-        if not fetch_from_loop(self.server.call_soon, check)():
-            log.warning("HTP-1001 : Authentication failed : %s : user %r", host, name)
-            raise unauthenticated("authentication failed: wrong user name or password")
+        name = ANONYMOUS
+        if given is not None:
+            name, password = given
+            check = functools.partial(self.server.check_password, name, password)
+            if not fetch_from_loop(self.server.call_soon, check)():
+                log.warning("HTP-1001 : Authentication failed : %s : user %r", host, name)
+                raise unauthenticated("authentication failed: wrong user name or password")
+        try:
+            self.server.broker.access.check(name, "access", "broker", what="read the metrics")
+        except Unauthorized as exc:
+            raise Refused(403, exc.description) from None
+
+    def reload_acl(self) -> None:
+        """Read the ACL file again, on the broker's loop (SIGHUP; thread-safe). A file
+        that no longer reads is logged (``ACL-1004``) and the rules in force stay."""
+
+        def reload() -> None:
+            try:
+                self.server.broker.access.reload()
+            except (AclError, BrokerError) as exc:
+                acl_log.error("ACL-1004 : Reload failed : %s", exc)
+
+        self.server.call_soon(reload)
 
     def run(self) -> None:
         """Serve until :meth:`stop`; the listeners are stopped first."""

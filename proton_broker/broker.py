@@ -35,6 +35,7 @@ from proton_broker.queues.settings import (
     parse_options,
     unknown_options_error,
 )
+from proton_broker.security.access import Access, queue_properties
 from proton_broker.store.base import (
     Completion,
     Post,
@@ -68,6 +69,10 @@ class Broker:
         # Called with a queue being deleted, before its messages go: the protocol adapter
         # detaches the links attached to it (see delete_queue).
         self.deletion_watchers: list[Callable[[Queue], object]] = []
+        # Who may do what (the ACL file, security/access.py); ``user`` arguments below are
+        # the client asking, None for the broker itself (configured queues, recovery).
+        self.access = Access(self.config.acl.file)
+        self.deletion_watchers.append(lambda queue: self.access.queue_gone(queue.name))
         for name, options in self.config.queues.items():
             self.declare(name, options)
 
@@ -81,9 +86,11 @@ class Broker:
         self.loop_hooks.defer = defer
         self.loop_hooks.wake_at = wake_at
 
-    def declare(self, name: str, options: Mapping[str, Any] | None = None) -> Queue:
+    def declare(
+        self, name: str, options: Mapping[str, Any] | None = None, user: str | None = None
+    ) -> Queue:
         """Create ``name`` with ``options`` or return the existing queue if it matches."""
-        return self._get_or_create(name, options, allowed=True)
+        return self._get_or_create(name, options, allowed=True, user=user)
 
     def may_create(self, name: str) -> bool:
         broker = self.config.broker
@@ -92,7 +99,11 @@ class Broker:
         )
 
     def resolve(
-        self, name: str | None, options: Mapping[str, Any] | None = None, create: bool = True
+        self,
+        name: str | None,
+        options: Mapping[str, Any] | None = None,
+        create: bool = True,
+        user: str | None = None,
     ) -> Queue:
         """The queue for ``name``, created on demand (with ``options``) when policy allows.
 
@@ -107,7 +118,8 @@ class Broker:
                 f"'{name}' is the management node, not a queue: send requests on "
                 f"a link whose target address is {name}"
             )
-        return self._get_or_create(name, options, allowed=create and self.may_create(name))
+        allowed = create and self.may_create(name)
+        return self._get_or_create(name, options, allowed=allowed, user=user)
 
     def relay_target(self, to: str | None) -> Queue:
         """The queue a message sent through the anonymous relay goes to: only one that
@@ -123,7 +135,13 @@ class Broker:
             f"Unknown destination '{to}': the anonymous relay sends only to queues that exist"
         )
 
-    def _get_or_create(self, name: str, options: Mapping[str, Any] | None, allowed: bool) -> Queue:
+    def _get_or_create(
+        self,
+        name: str,
+        options: Mapping[str, Any] | None,
+        allowed: bool,
+        user: str | None = None,
+    ) -> Queue:
         parsed = parse_options(options) if options else None
         if parsed is not None and parsed.unknown:
             raise unknown_options_error(name, parsed.unknown)
@@ -141,6 +159,8 @@ class Broker:
                 "have (broker.max_queues)"
             )
         settings = parsed.settings if parsed is not None else QueueSettings()
+        if user is not None:
+            self.access.create_queue(user, name, settings)
         queue = build_queue(
             name,
             settings,
@@ -152,6 +172,8 @@ class Broker:
         if settings.durable:
             self._make_durable(queue)
         self.queues[name] = queue
+        if user is not None:
+            self.access.queue_created(user, name)
         log.info(
             'QUE-1001 Create : "%s" : %s : %s',
             name,
@@ -160,7 +182,7 @@ class Broker:
         )
         return queue
 
-    def delete_queue(self, name: str, force: bool = False) -> int:
+    def delete_queue(self, name: str, force: bool = False, user: str | None = None) -> int:
         """Delete queue ``name`` and its messages; returns how many messages went.
 
         A queue holding messages is refused (:class:`PreconditionFailed`) unless ``force``,
@@ -171,6 +193,8 @@ class Broker:
         queue = self.queues.get(name)
         if queue is None:
             raise NotFound(f"Node not found: {name}")
+        if user is not None:
+            self.access.check(user, "delete", "queue", name, queue_properties(queue.settings))
         if queue.depth and not force:
             raise PreconditionFailed(
                 f"queue '{name}' holds {queue.depth} message(s); "

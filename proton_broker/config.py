@@ -149,6 +149,14 @@ class TlsSection:
 
 
 @dataclass
+class AclSection:
+    """Authorisation (docs/acl.md): a Qpid ACL file; "" is none, and every authenticated
+    user may do everything, as in qpidd without ``--acl-file``."""
+
+    file: str = ""  # the ACL file (qpidd's format); relative paths from the working directory
+
+
+@dataclass
 class LoggingSection:
     level: str = _one_of("INFO", *LOG_LEVELS, fold=True)
 
@@ -157,6 +165,7 @@ class LoggingSection:
 class Config:
     broker: BrokerSection = field(default_factory=BrokerSection)
     sasl: SaslSection = field(default_factory=SaslSection)
+    acl: AclSection = field(default_factory=AclSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     queue: QueueSection = field(default_factory=QueueSection)
     http: HttpSection = field(default_factory=HttpSection)
@@ -168,6 +177,7 @@ class Config:
 _SECTIONS = {
     "broker": BrokerSection,
     "sasl": SaslSection,
+    "acl": AclSection,
     "logging": LoggingSection,
     "queue": QueueSection,
     "http": HttpSection,

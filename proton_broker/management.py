@@ -52,6 +52,8 @@ from proton_broker.queues.settings import (
     to_bool,
     unknown_options_error,
 )
+from proton_broker.security.access import queue_properties
+from proton_broker.security.acl import AclError
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -73,7 +75,8 @@ KIND_TYPES = {kind: name for name, kind in QUEUE_KINDS.items()}
 QUEUE_TYPES = (QUEUE_TYPE, *QUEUE_KINDS)
 
 ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
-NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS")
+NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "RELOAD-ACL")
+RELOAD_ACL_METHOD = "reloadACLFile"  # qpidd's name for the method, in ACL rules
 
 OK, CREATED, NO_CONTENT = 200, 201, 204
 BAD_REQUEST, FORBIDDEN, NOT_FOUND, CONFLICT = 400, 403, 404, 409
@@ -236,19 +239,22 @@ class Management:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def handle(self, properties: Mapping[str, Any], body: Any) -> Response:
-        """Answer one request: ``properties`` are its application properties."""
+    def handle(self, properties: Mapping[str, Any], body: Any, user: str | None = None) -> Response:
+        """Answer one request: ``properties`` are its application properties, ``user`` who
+        sent it (the ACL decides what it may do; None: the broker itself)."""
         try:
-            return self._handle(properties, body)
+            return self._handle(properties, body, user)
         except ManagementError as exc:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
             return Response(_status_of(exc), exc.description)
+        except AclError as exc:  # RELOAD-ACL of a file that is wrong: the old rules stay
+            return Response(BAD_REQUEST, f"{exc}; the rules in force are unchanged")
         except Exception as exc:  # a bug answers 500, the node keeps serving
             log.exception("management request %r failed", dict(properties))
             return Response(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
 
-    def _handle(self, properties: Mapping[str, Any], body: Any) -> Response:
+    def _handle(self, properties: Mapping[str, Any], body: Any, user: str | None) -> Response:
         operation = properties.get("operation")
         if not isinstance(operation, str) or not operation:
             raise ManagementError(BAD_REQUEST, "the request has no 'operation'")
@@ -256,7 +262,7 @@ class Management:
         if _is_node(properties, kind) or operation in NODE_OPERATIONS:
             # QUERY and GET-* are the node's own operations: Broker-J wants them addressed
             # to 'self', other clients do not always say so; both are answered.
-            return self._node_operation(operation, properties, body)
+            return self._node_operation(operation, properties, body, user)
         if kind is None:
             raise ManagementError(BAD_REQUEST, "the request has no 'type'")
         if kind not in QUEUE_TYPES:
@@ -264,13 +270,17 @@ class Management:
                 BAD_REQUEST, f"unknown type {kind!r}; this node manages {', '.join(QUEUE_TYPES)}"
             )
         if operation == "CREATE":
-            return self.create(kind, properties, body)
+            return self.create(kind, properties, body, user)
         if operation == "READ":
-            return Response(OK, "OK", queue_attributes(self._find(kind, properties)))
+            queue = self._find(kind, properties)
+            self._check(user, "access", queue)
+            return Response(OK, "OK", queue_attributes(queue))
         if operation == "UPDATE":
-            return self.update(self._find(kind, properties), body)
+            queue = self._find(kind, properties)
+            self._check(user, "update", queue)
+            return self.update(queue, body)
         if operation == "DELETE":
-            return self.delete(self._find(kind, properties), properties, body)
+            return self.delete(self._find(kind, properties), properties, body, user)
         raise ManagementError(
             BAD_REQUEST,
             f"unknown operation {operation!r} for type "
@@ -279,7 +289,9 @@ class Management:
 
     # ---- entity operations ----------------------------------------------------------
 
-    def create(self, kind: str, properties: Mapping[str, Any], body: Any) -> Response:
+    def create(
+        self, kind: str, properties: Mapping[str, Any], body: Any, user: str | None = None
+    ) -> Response:
         attributes = _attribute_map(body, "CREATE")
         for forbidden in ("id", "identity"):
             if forbidden in attributes or (forbidden == "identity" and "identity" in properties):
@@ -298,7 +310,7 @@ class Management:
         if parsed.unknown:
             raise unknown_options_error(name, parsed.unknown)
         _check_kind(kind, attributes, parsed)
-        queue = self.broker.declare(name, options)
+        queue = self.broker.declare(name, options, user=user)
         return Response(CREATED, "Created", queue_attributes(queue))
 
     def update(self, queue: Queue, body: Any) -> Response:
@@ -322,11 +334,13 @@ class Management:
             self.broker.update_queue(queue.name, options)
         return Response(OK, "OK", queue_attributes(queue))
 
-    def delete(self, queue: Queue, properties: Mapping[str, Any], body: Any) -> Response:
+    def delete(
+        self, queue: Queue, properties: Mapping[str, Any], body: Any, user: str | None = None
+    ) -> Response:
         force = properties.get("force")
         if force is None and isinstance(body, Mapping):
             force = body.get("force")
-        self.broker.delete_queue(queue.name, force=to_bool("force", force or False))
+        self.broker.delete_queue(queue.name, force=to_bool("force", force or False), user=user)
         return Response(NO_CONTENT, "Deleted", {})
 
     def _find(self, kind: str, properties: Mapping[str, Any]) -> Queue:
@@ -375,10 +389,28 @@ class Management:
 
     # ---- node operations ------------------------------------------------------------
 
-    def _node_operation(self, operation: str, properties: Mapping[str, Any], body: Any) -> Response:
+    def _check(self, user: str | None, action: str, queue: Queue) -> None:
+        if user is not None:
+            properties = queue_properties(queue.settings)
+            self.broker.access.check(user, action, "queue", queue.name, properties)
+
+    def _node_operation(
+        self, operation: str, properties: Mapping[str, Any], body: Any, user: str | None
+    ) -> Response:
         entity_type = properties.get("entityType")
         if entity_type is not None and entity_type not in (*QUEUE_TYPES, MANAGEMENT_TYPE):
             raise ManagementError(BAD_REQUEST, f"unknown entityType {entity_type!r}")
+        if user is not None and operation in NODE_OPERATIONS:
+            if operation == "QUERY":
+                self.broker.access.check(user, "access", "query", "queue", None, "query queues")
+            else:
+                method = RELOAD_ACL_METHOD if operation == "RELOAD-ACL" else operation.lower()
+                self.broker.access.check(user, "access", "method", method, None, operation)
+        if operation == "RELOAD-ACL":
+            rules = self.broker.access.reload()
+            plural = "" if rules == 1 else "s"
+            said = f"the ACL file is read again: {rules} rule{plural}"
+            return Response(OK, said, {"rules": rules})
         if operation == "QUERY":
             return self.query(entity_type, properties, body)
         if operation == "GET-TYPES":

@@ -50,13 +50,25 @@ class LinkLog:
 
 
 class EngineClient:
-    def __init__(self, host: str, port: int, sasl: bool = False, container: str = "test") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        sasl: bool = False,
+        container: str = "test",
+        user: str | None = None,
+        password: str | None = None,
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=5)
         self.sock.setblocking(False)
         self.conn = Connection()
         self.conn.container = container
         self.transport = Transport()
-        if sasl:
+        if user is not None:  # SASL PLAIN (the broker takes it on loopback)
+            self.conn.user, self.conn.password = user, password
+            self.transport.sasl().allowed_mechs("PLAIN")
+            self.transport.sasl().allow_insecure_mechs = True
+        elif sasl:
             self.transport.sasl().allowed_mechs("ANONYMOUS")
         self.collector = Collector()
         self.conn.collect(self.collector)

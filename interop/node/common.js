@@ -73,6 +73,13 @@ function terminus(opts) {
   return t;
 }
 
+// A link or connection error as text: rhea's error objects carry an AMQP condition.
+function describe(error) {
+  if (!error) return 'none';
+  if (error.condition) return `${error.condition}: ${error.description || ''}`;
+  return String(error);
+}
+
 function connect(opts, handlers) {
   const url = new URL(opts.url);
   const container = rhea.create_container();
@@ -136,4 +143,6 @@ function attachInfo(terminusFrame) {
            filter: t.filter ? Object.keys(t.filter) : [] };
 }
 
-module.exports = { parseArgs, password, fail, terminus, connect, toAmqp, fromAmqp, attachInfo };
+module.exports = {
+  parseArgs, password, fail, terminus, connect, toAmqp, fromAmqp, attachInfo, describe,
+};

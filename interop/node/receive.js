@@ -8,7 +8,9 @@
 // --idle S: exit 0 once no message has come for S seconds (COUNT is then an upper bound),
 // for competing consumers that cannot know their share in advance.
 
-const { parseArgs, fail, terminus, connect, fromAmqp, attachInfo } = require('./common.js');
+const {
+  parseArgs, fail, terminus, connect, fromAmqp, attachInfo, describe,
+} = require('./common.js');
 
 const opts = parseArgs(process.argv.slice(2));
 let received = 0;
@@ -46,7 +48,7 @@ const connection = connect(opts, {
     stillBusy();
     if (++received === opts.count) finish();
   },
-  receiver_error: (context) => fail(`receive: link error: ${context.receiver.error}`),
+  receiver_error: (context) => fail(`receive: link error: ${describe(context.receiver.error)}`),
 });
 
 function finish() {

@@ -6,7 +6,9 @@
 // typed JSON; without --spec, body "message-i" and properties {index: i}. Exits 0 once every
 // message is settled `accepted`, 1 on any other outcome, error or timeout.
 
-const { parseArgs, fail, terminus, connect, toAmqp, attachInfo } = require('./common.js');
+const {
+  parseArgs, fail, terminus, connect, toAmqp, attachInfo, describe,
+} = require('./common.js');
 
 const opts = parseArgs(process.argv.slice(2));
 let sent = 0;
@@ -42,6 +44,6 @@ const connection = connect(opts, {
   rejected: (context) => fail(`send: rejected: ${JSON.stringify(context.delivery.remote_state)}`),
   released: () => fail('send: a message was released'),
   modified: () => fail('send: a message was modified'),
-  sender_error: (context) => fail(`send: link error: ${context.sender.error}`),
+  sender_error: (context) => fail(`send: link error: ${describe(context.sender.error)}`),
 });
 connection.open_sender({ target: terminus(opts) });

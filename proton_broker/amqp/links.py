@@ -76,6 +76,7 @@ from proton_broker.errors import (
 from proton_broker.message import Message
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
+from proton_broker.security.basic import ANONYMOUS
 from proton_broker.transactions import Acknowledgement, Transactions
 
 REJECTED_OUTCOME = "amqp:rejected:list"
@@ -139,7 +140,14 @@ def allows_rejected(link: Link) -> bool:
 class ProducerLink:
     """A link on which a client sends messages to a queue (or, anonymous, to any address)."""
 
-    def __init__(self, link: Link, broker: Broker, queue: Queue | None, window: int) -> None:
+    def __init__(
+        self,
+        link: Link,
+        broker: Broker,
+        queue: Queue | None,
+        window: int,
+        user: str = ANONYMOUS,
+    ) -> None:
         self.link = link
         self.impl = link._impl
         self.broker = broker
@@ -154,6 +162,8 @@ class ProducerLink:
         self._pending: deque[_Pending] = deque()
         self.stopped = False  # our queue's flow control has withdrawn our credit
         self._held: dict[Queue, list[Delivery]] = {}  # settlements withheld, by queue
+        self.user = user  # who sends: the relay asks the ACL per message (security/access.py)
+        self._may_send = broker.access.send if broker.access.enabled else None
         self.max_size = broker.config.broker.max_message_size  # advertised on the attach
         link.max_message_size = self.max_size
         self._budget = broker.loop_hooks.budget  # full: no credit (see memory_full)
@@ -199,6 +209,8 @@ class ProducerLink:
             queue = self.queue
             if queue is None:
                 queue = self.broker.relay_target(message.to)
+                if self._may_send is not None:
+                    self._may_send(self.user, queue.name, queue.settings)
             if _remote_state(dlv) == TRANSACTIONAL_STATE:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 txn.stage(queue, message)

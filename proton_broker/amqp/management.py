@@ -91,7 +91,7 @@ class ManagementNode:
                 f"reply-to '{reply_to}' names no node; the request was not performed"
             ) from None
 
-    def request(self, data: bytes) -> None:
+    def request(self, data: bytes, user: str | None = None) -> None:
         """Perform one encoded request and queue its reply; raises :class:`BrokerError`
         (the request is then rejected) when there is nowhere to answer."""
         request = Message()
@@ -101,7 +101,7 @@ class ManagementNode:
             raise InvalidField(f"unreadable management request: {exc}") from None
         target = self._reply_target(request.reply_to)
         properties = {str(k): v for k, v in (request.properties or {}).items()}
-        response = self.management.handle(properties, request.body)
+        response = self.management.handle(properties, request.body, user)
         correlation = request.correlation_id if request.correlation_id is not None else request.id
         try:
             target.enqueue(parse_message(_reply(response, request.reply_to, correlation)))
@@ -140,14 +140,15 @@ def _reply(response: Response, address: str, correlation: Any) -> bytes:
 class RequestLink(ControlLink):
     """A link on which a client sends management requests (target ``$management``)."""
 
-    def __init__(self, link: Link, node: ManagementNode, credit: int) -> None:
+    def __init__(self, link: Link, node: ManagementNode, credit: int, user: str) -> None:
         super().__init__(link, credit)
         self.node = node
+        self.user = user  # who sends the requests: the ACL decides what each may do
         self.queue: Queue | None = None  # no queue behind it (see Server._queue_deleted)
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
         try:
-            self.node.request(data)
+            self.node.request(data, self.user)
         except BrokerError as exc:
             log.info("management request refused: %s", exc.description)
             if not delivery.settled:

@@ -44,7 +44,6 @@ from proton_broker.amqp.conditions import (
     INTERNAL_ERROR,
     INVALID_FIELD,
     RESOURCE_DELETED,
-    RESOURCE_LIMIT_EXCEEDED,
     UNAUTHORIZED_ACCESS,
     condition_for,
 )
@@ -65,10 +64,17 @@ from proton_broker.amqp.terminus import (
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
-from proton_broker.errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded
+from proton_broker.errors import (
+    BrokerError,
+    InvalidField,
+    NotFound,
+    ResourceLimitExceeded,
+    Unauthorized,
+)
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_options
+from proton_broker.security.basic import ANONYMOUS
 
 log = logging.getLogger("proton_broker.amqp")
 
@@ -103,6 +109,7 @@ class Server(Handler):
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
         self.quotas = Quotas(self.config.broker)  # amqp/quotas.py
+        self.users: dict[Any, str] = {}  # pn_connection_t* -> who its client authenticated as
         broker.loop_hooks.budget.observers.append(self._memory_full)
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
         self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
@@ -261,11 +268,16 @@ class Server(Handler):
             conn.remote_container,
             user,
         )
+        address = client_address(conn.url)
+        access = self.broker.access
         try:
-            self.quotas.admit(conn._impl, client_address(conn.url), user)
-        except ResourceLimitExceeded as exc:
+            access.connect(user, address)
+            self.quotas.admit(conn._impl, address, user, access.connection_quota(user))
+        except (ResourceLimitExceeded, Unauthorized) as exc:
             log.warning("CON-1006 : Refused : [con:%d] : %s", self._numbers.get(conn._impl, 0), exc)
-            conn.condition = Condition(RESOURCE_LIMIT_EXCEEDED, str(exc))
+            conn.condition = Condition(condition_for(exc)[0], str(exc))
+        else:
+            self.users[conn._impl] = user
         conn.container = self.config.broker.container_id
         conn.offered_capabilities = OFFERED_CAPABILITIES
         conn.properties = {
@@ -340,6 +352,7 @@ class Server(Handler):
         for link in _links_of(conn):
             self._forget(link)
         self.connections.pop(conn._impl, None)
+        self.users.pop(conn._impl, None)
         self.quotas.gone(conn._impl)
         number = self._numbers.pop(conn._impl, None)
         if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
@@ -386,13 +399,16 @@ class Server(Handler):
         if target.address == MANAGEMENT_ADDRESS and not target.dynamic:
             echo_terminus(link.target, target, MANAGEMENT_ADDRESS, ())
             link.source.copy(link.remote_source)
-            return RequestLink(link, self.management, self.config.broker.producer_credit)
+            return RequestLink(
+                link, self.management, self.config.broker.producer_credit, self._user_of(link)
+            )
         options = node_options(link, target)
-        queue = self._node(link.connection._impl, target, options, required=False)
+        queue = self._node(link, target, options, required=False)
         self._own_if_dynamic(link, target, queue)
         self._echo(link.target, target, queue, options)
         link.source.copy(link.remote_source)
-        return ProducerLink(link, self.broker, queue, self.config.broker.producer_credit)
+        credit = self.config.broker.producer_credit
+        return ProducerLink(link, self.broker, queue, credit, self._user_of(link))
 
     def _attach_consumer(self, link: Link) -> ConsumerLink:
         source = link.remote_source
@@ -401,19 +417,19 @@ class Server(Handler):
         from_number, from_applied = sequence_number_filter(source)
         selector, selector_applied = selector_filter(source)
         applied = {**applied, **from_applied, **selector_applied}
+        browsing = (
+            source.distribution_mode == Terminus.DIST_MODE_COPY
+            or sequence is not None
+            or from_number is not None
+        )  # replays are browses
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
             self._temporary[link._impl] = queue.name
         else:
-            queue = self._node(link.connection._impl, source, options, required=True)
+            queue = self._node(link, source, options, required=True, browsing=browsing)
             self._own_if_dynamic(link, source, queue)
         assert queue is not None
-        browse = (
-            source.distribution_mode == Terminus.DIST_MODE_COPY
-            or queue.browse_only
-            or sequence is not None
-            or from_number is not None
-        )  # replays are browses
+        browse = browsing or queue.browse_only
         self._echo(link.source, source, queue, options)
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             link.source.address = MANAGEMENT_ADDRESS
@@ -437,28 +453,62 @@ class Server(Handler):
         return consumer
 
     def _node(
-        self, connection: Any, terminus: Terminus, options: dict[str, Any], required: bool
+        self,
+        link: Link,
+        terminus: Terminus,
+        options: dict[str, Any],
+        required: bool,
+        browsing: bool = False,
     ) -> Queue | None:
-        """The queue a terminus names, created as policy allows (and ``connection``'s quota:
+        """The queue a terminus names, created as policy allows (and the connection's quota:
         see amqp/quotas.py); a dynamic terminus gets a new temporary queue. ``None`` only
-        for an anonymous-relay target."""
+        for an anonymous-relay target. The ACL is asked first (security/access.py), so a
+        refused attach creates nothing."""
+        connection, user = link.connection._impl, self._user_of(link)
         if terminus.dynamic:
             name = f"TempQueue{_uuid()}"
+            self._authorise(link, name, None, options, browsing)
             self.quotas.may_create(connection, name)
+            queue = self.broker.declare(name, options, user=user)
             self.quotas.created(connection)
-            return self.broker.declare(name, options)
+            return queue
         if terminus.address is None and not required:
             if options:
                 raise InvalidField("queue options need a node address", next(iter(options)))
             return None
         if terminus.address is None:
             raise NotFound("a receiving link needs a source address")
-        if terminus.address in self.broker.queues:
+        existing = self.broker.queues.get(terminus.address)
+        self._authorise(link, terminus.address, existing, options, browsing)
+        if existing is not None:
             return self.broker.resolve(terminus.address, options)
         self.quotas.may_create(connection, terminus.address)
-        queue = self.broker.resolve(terminus.address, options)
+        queue = self.broker.resolve(terminus.address, options, user=user)
         self.quotas.created(connection)
         return queue
+
+    def _authorise(
+        self,
+        link: Link,
+        name: str,
+        queue: Queue | None,
+        options: dict[str, Any],
+        browsing: bool,
+    ) -> None:
+        """Unauthorized unless the ACL lets this link's user send to (a receiving link) or
+        receive from queue ``name``: ``queue``, or the one ``options`` would create."""
+        access = self.broker.access
+        if not access.enabled:
+            return
+        settings = queue.settings if queue is not None else parse_options(options).settings
+        user = self._user_of(link)
+        if link.is_receiver:
+            access.send(user, name, settings)
+        else:
+            access.receive(user, name, settings, browsing or settings.ensure_nondestructive)
+
+    def _user_of(self, link: Link) -> str:
+        return self.users.get(link.connection._impl, ANONYMOUS)
 
     def _echo(
         self, local: Terminus, remote: Terminus, queue: Queue | None, options: dict[str, Any]

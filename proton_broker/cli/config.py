@@ -6,6 +6,7 @@ Commands (as qpid-config spells them; options may come before or after the words
     proton-broker-config [-b URL] del queue NAME [--force]
     proton-broker-config [-b URL] queues [--interval SECONDS]
     proton-broker-config [-b URL] queue NAME
+    proton-broker-config [-b URL] acl reload   (read the broker's ACL file again)
     proton-broker-config user add|passwd|delete|list [NAME]   (cli/users.py)
 
 Rules this module owns:
@@ -203,6 +204,8 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
         chosen = list_queues
     elif words[:1] == ["queue"] and len(words) == 2:
         chosen = show_queue
+    elif words == ["acl", "reload"]:
+        chosen = reload_acl
     else:
         parser.error(f"unknown command {' '.join(words)!r}" if words else "no command given")
     if chosen is not add_queue:
@@ -269,6 +272,16 @@ def del_queue(client: ManagementClient, args: argparse.Namespace) -> int:
     _ok(client.request("DELETE", QUEUE_TYPE, name, **props))
     if args.json:
         _print_json({"name": name, "deleted": True})
+    return EXIT_OK
+
+
+def reload_acl(client: ManagementClient, args: argparse.Namespace) -> int:
+    """The management node's RELOAD-ACL (qpidd's ``reloadACLFile`` method)."""
+    reply = _ok(client.node("RELOAD-ACL"))
+    if args.json:
+        _print_json(reply.body)
+    else:
+        print(reply.description)
     return EXIT_OK
 
 

@@ -61,8 +61,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from aiohttp import web
 
 from proton_broker.config import Config, TlsSection
-from proton_broker.errors import BrokerError, InvalidField, NotFound, ResourceLimitExceeded
-from proton_broker.http.auth import Authenticator
+from proton_broker.errors import (
+    BrokerError,
+    InvalidField,
+    NotFound,
+    ResourceLimitExceeded,
+    Unauthorized,
+)
+from proton_broker.http.auth import USER, Authenticator
 from proton_broker.http.watch import Item, Listener, QueueWatch
 from proton_broker.http.wire import (
     RequestError,
@@ -72,6 +78,7 @@ from proton_broker.http.wire import (
     version_json,
 )
 from proton_broker.queues.history import sequence_start
+from proton_broker.queues.settings import parse_options
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -82,6 +89,7 @@ log = logging.getLogger("proton_broker.http")
 
 T = TypeVar("T")
 AUTO_CREATE_OPTIONS = {"sequenceKey": "id"}  # a queue first named over HTTP keys versions by id
+_AUTO_CREATE_SETTINGS = parse_options(AUTO_CREATE_OPTIONS).settings
 STREAM_BACKLOG = 10_000  # versions a WebSocket client may fall behind before it is dropped
 _CLOSING = object()  # handed to waiting polls and streams when the gateway stops
 _DELETED = object()  # handed to the polls and streams of a queue that is deleted
@@ -245,7 +253,8 @@ class Gateway:
             raise RequestError(
                 400, "the request body is not valid JSON: it is nested too deeply"
             ) from None
-        sequence = await self._on_broker(lambda: self._enqueue(name, send))
+        user = request[USER]
+        sequence = await self._on_broker(lambda: self._enqueue(name, send, user))
         return web.json_response({"id": send.key, "sequence": sequence, "payload": send.payload})
 
     async def _longpoll(self, request: web.Request) -> web.StreamResponse:
@@ -256,8 +265,10 @@ class Gateway:
         wake = _waker(future)
         listener = Listener(key, lambda item: self._post(wake, item), once=True)
 
+        user = request[USER]
+
         def look() -> Item | None:
-            watch = self._watch(name)
+            watch = self._watch(name, user, sending=False)
             found = watch.first_kept(start, key)
             if found is None:
                 watch.add(listener)
@@ -287,8 +298,10 @@ class Gateway:
         push = _pusher(items, request)
         listener = Listener(key, lambda item: self._post(push, item), once=False)
 
+        user = request[USER]
+
         def subscribe() -> list[Item]:
-            watch = self._watch(name)
+            watch = self._watch(name, user, sending=False)
             kept = watch.kept(start, key)
             watch.add(listener)
             return kept
@@ -337,6 +350,12 @@ class Gateway:
     async def _metrics(self, request: web.Request) -> web.Response:
         from proton_broker.metrics import CONTENT_TYPE, render  # prometheus_client when used
 
+        if not self.authenticator.open_metrics:
+            user = request[USER]
+            try:
+                self.server.broker.access.check(user, "access", "broker", what="read the metrics")
+            except Unauthorized as exc:
+                raise RequestError(403, exc.description) from None
         snapshot = await self._on_broker(self.server.metrics_snapshot)
         # formatting is O(queues) (a few hundred ms for thousands of queues): off this
         # loop, so long polls and streams are not held up by a scrape
@@ -345,11 +364,20 @@ class Gateway:
 
     # ---- on the broker's loop ---------------------------------------------------------------
 
-    def _watch(self, name: str) -> QueueWatch:
+    def _watch(self, name: str, user: str, sending: bool) -> QueueWatch:
         """The listeners of queue ``name``; the queue is created (keyed by ``id``) when
-        auto-create allows it."""
+        auto-create allows it. ``user`` sends to it or listens (a browse) as the ACL
+        allows (security/access.py), asked before anything is created."""
         broker = self.server.broker
         queue = broker.queues.get(name)
+        settings = queue.settings if queue is not None else _AUTO_CREATE_SETTINGS
+        try:
+            if sending:
+                broker.access.send(user, name, settings)
+            else:
+                broker.access.receive(user, name, settings, browse=True)
+        except Unauthorized as exc:
+            raise RequestError(403, exc.description) from None
         if queue is None:
             if not broker.may_create(name):
                 raise RequestError(
@@ -358,9 +386,11 @@ class Gateway:
                     "the name does not match auto_create_patterns)",
                 )
             try:
-                queue = broker.resolve(name, AUTO_CREATE_OPTIONS)
+                queue = broker.resolve(name, AUTO_CREATE_OPTIONS, user=user)
             except NotFound as exc:
                 raise RequestError(404, exc.description) from None
+            except (Unauthorized, ResourceLimitExceeded) as exc:
+                raise RequestError(403, exc.description) from None
         if queue.history is None:
             raise RequestError(
                 409,
@@ -372,8 +402,8 @@ class Gateway:
             watch = self._watches[name] = QueueWatch(queue)
         return watch
 
-    def _enqueue(self, name: str, send: SendRequest) -> int:
-        watch = self._watch(name)
+    def _enqueue(self, name: str, send: SendRequest, user: str) -> int:
+        watch = self._watch(name, user, sending=True)
         message = build_message(send, watch.key_property)
         try:
             watch.queue.enqueue(message)

@@ -278,6 +278,12 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
     assert {"lvqKey", "queueDepthMessages", "totalEnqueuedMessages"} <= set(attributes[QUEUE])
     operations = node.ask({"operation": "GET-OPERATIONS", **NODE}).body
     assert set(operations[QUEUE]) == {"CREATE", "READ", "UPDATE", "DELETE"}
+    assert "RELOAD-ACL" in operations["org.amqp.management"]
+
+
+def test_reload_acl_without_an_acl_file_is_a_409_saying_so(node: Node) -> None:
+    code, description = status(node.ask({"operation": "RELOAD-ACL", **NODE}))
+    assert code == 409 and "acl.file" in description
 
 
 # ---- UPDATE ------------------------------------------------------------------------------------
