@@ -115,7 +115,7 @@ class _Token(NamedTuple):
         if self.kind == "end":
             return "end of selector"
         if self.kind == "str":
-            return "string '" + self.value.replace("'", "''") + "'"
+            return "string '" + str(self.value).replace("'", "''") + "'"
         if self.kind == "ident":
             return f"identifier {self.value}"
         return str(self.value) if self.kind != "op" else f"'{self.value}'"
@@ -499,7 +499,7 @@ def _equality(negated: bool) -> Callable[[Any, Any], bool | None]:
             return None
         kind, other = type(left), type(right)
         if kind is other or ((kind is int or kind is float) and (other is int or other is float)):
-            return (left != right) if negated else (left == right)
+            return bool(left != right) if negated else bool(left == right)
         return None  # different types: UNKNOWN
 
     return compare

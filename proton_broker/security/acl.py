@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from proton_broker.errors import ConfigError
+from proton_broker.exchanges.topic import pattern_matches
+from proton_broker.exchanges.topic import words as topic_words
 
 ACTIONS = (
     "access",
@@ -387,23 +389,8 @@ def _topic_matches(rule: Rule, pattern: str, user: str, key: str) -> bool:
         return False  # a key may not smuggle in a substitution (qpidd)
     words = rule.topic if "${" not in pattern else None
     if words is None:
-        words = tuple(_substitute(pattern, user).split("."))
-    return _words_match(words, tuple(key.split(".")))
-
-
-def _words_match(pattern: tuple[str, ...], key: tuple[str, ...]) -> bool:
-    """Topic matching: ``*`` is one word, ``#`` zero or more (as a topic exchange)."""
-    # reachable[j]: the pattern so far can consume the first j words of the key
-    reachable = [True] + [False] * len(key)
-    for word in pattern:
-        if word == "#":
-            for j in range(1, len(key) + 1):
-                reachable[j] = reachable[j] or reachable[j - 1]
-        else:
-            for j in range(len(key), 0, -1):
-                reachable[j] = reachable[j - 1] and (word == "*" or word == key[j - 1])
-            reachable[0] = False
-    return reachable[len(key)]
+        words = topic_words(_substitute(pattern, user))
+    return pattern_matches(words, topic_words(key))
 
 
 class _Reader:
@@ -499,7 +486,7 @@ class _Reader:
             Limit(*LIMIT_PROPERTIES[k], int(v)) for k, v in properties if k in LIMIT_PROPERTIES
         )
         keys = dict(text_props)
-        topic = tuple(keys["routingkey"].split(".")) if "routingkey" in keys else None
+        topic = topic_words(keys["routingkey"]) if "routingkey" in keys else None
         self.rules.append(
             Rule(
                 self.line, text.strip(), allows, logs, users, action, obj, text_props, limits, topic

@@ -1,0 +1,1 @@
+"""Exchanges, bindings and topic matching: the publish/subscribe domain (no Proton)."""
