@@ -56,6 +56,10 @@ class Recovered:
     marks: dict[str, int] = field(default_factory=dict)  # queue -> numbers reserved below
     # queue -> (message-id key, when seen), oldest first (duplicate detection)
     seen: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    # durable exchanges: name -> (type, arguments as declared)
+    exchanges: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    # bindings to durable queues: (exchange, queue, binding key, arguments)
+    bindings: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -161,6 +165,25 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def delete_queue(self, name: str) -> None:
         """Forget a durable queue and every message on it (synchronously)."""
+
+    @abc.abstractmethod
+    def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:
+        """Record a durable exchange (synchronously)."""
+
+    @abc.abstractmethod
+    def delete_exchange(self, name: str) -> None:
+        """Forget a durable exchange and its bindings (synchronously)."""
+
+    @abc.abstractmethod
+    def save_binding(
+        self, exchange: str, queue: str, key: str, arguments: Mapping[str, Any]
+    ) -> None:
+        """Record a binding (its arguments replace those of the same three; synchronously).
+        :meth:`delete_queue` forgets the queue's bindings with it."""
+
+    @abc.abstractmethod
+    def delete_binding(self, exchange: str, queue: str, key: str) -> None:
+        """Forget one binding (synchronously)."""
 
     @abc.abstractmethod
     def commit(self, unit: Unit) -> None:

@@ -20,6 +20,8 @@ class MemoryStore(Store):
         self.numbers: dict[int, int] = {}
         self.marks: dict[str, int] = {}
         self.seen_ids: dict[str, dict[str, float]] = {}  # queue -> key -> when
+        self.exchanges: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.bindings: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def open(self) -> Recovered:
         return Recovered(
@@ -30,6 +32,8 @@ class MemoryStore(Store):
             dict(self.numbers),
             dict(self.marks),
             {queue: sorted(keys.items(), key=_by_time) for queue, keys in self.seen_ids.items()},
+            {name: (kind, dict(arguments)) for name, (kind, arguments) in self.exchanges.items()},
+            [(*names, dict(arguments)) for names, arguments in self.bindings.items()],
         )
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
@@ -40,9 +44,27 @@ class MemoryStore(Store):
         self.sequences.pop(name, None)
         self.marks.pop(name, None)
         self.seen_ids.pop(name, None)
+        for names in [names for names in self.bindings if names[1] == name]:
+            del self.bindings[names]
         for message in [m for m in self.messages.values() if m.queue == name]:
             del self.messages[message.id]
             self.numbers.pop(message.id, None)
+
+    def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:
+        self.exchanges[name] = (kind, dict(arguments))
+
+    def delete_exchange(self, name: str) -> None:
+        self.exchanges.pop(name, None)
+        for names in [names for names in self.bindings if names[0] == name]:
+            del self.bindings[names]
+
+    def save_binding(
+        self, exchange: str, queue: str, key: str, arguments: Mapping[str, Any]
+    ) -> None:
+        self.bindings[(exchange, queue, key)] = dict(arguments)
+
+    def delete_binding(self, exchange: str, queue: str, key: str) -> None:
+        self.bindings.pop((exchange, queue, key), None)
 
     def commit(self, unit: Unit) -> None:
         for message in unit.enqueues:

@@ -59,6 +59,18 @@ SCHEMA_VERSION = "1"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queues (name TEXT PRIMARY KEY, options TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS exchanges (
+    name TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    arguments TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bindings (
+    exchange TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    PRIMARY KEY (exchange, queue, key)
+);
 CREATE TABLE IF NOT EXISTS pages (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS retired (id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS sequences (
@@ -211,6 +223,14 @@ class SqliteStore(Store):
         recovered = Recovered()
         for name, options in db.execute("SELECT name, options FROM queues"):
             recovered.queues[name] = json.loads(options)
+        for name, kind, arguments in db.execute("SELECT name, type, arguments FROM exchanges"):
+            recovered.exchanges[name] = (kind, json.loads(arguments))
+        recovered.bindings = [
+            (exchange, queue, key, json.loads(arguments))
+            for exchange, queue, key, arguments in db.execute(
+                "SELECT exchange, queue, key, arguments FROM bindings ORDER BY rowid"
+            )
+        ]
         for queue, key, seq in db.execute("SELECT queue, key, seq FROM sequences"):
             recovered.sequences.setdefault(queue, {})[key] = seq
         recovered.retired = {row[0] for row in db.execute("SELECT id FROM retired")}
@@ -254,7 +274,35 @@ class SqliteStore(Store):
             "DELETE FROM sequences WHERE queue = ?",
             "DELETE FROM marks WHERE queue = ?",
             "DELETE FROM seen WHERE queue = ?",
+            "DELETE FROM bindings WHERE queue = ?",
             "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)",
+        )
+
+    def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:
+        self._declare(
+            "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?)",
+            (name, kind, json.dumps(dict(arguments), default=str)),
+        )
+
+    def delete_exchange(self, name: str) -> None:
+        self._declare(
+            "DELETE FROM exchanges WHERE name = ?",
+            (name,),
+            "DELETE FROM bindings WHERE exchange = ?",
+        )
+
+    def save_binding(
+        self, exchange: str, queue: str, key: str, arguments: Mapping[str, Any]
+    ) -> None:
+        self._declare(
+            "INSERT OR REPLACE INTO bindings VALUES (?, ?, ?, ?)",
+            (exchange, queue, key, json.dumps(dict(arguments), default=str)),
+        )
+
+    def delete_binding(self, exchange: str, queue: str, key: str) -> None:
+        self._declare(
+            "DELETE FROM bindings WHERE exchange = ? AND queue = ? AND key = ?",
+            (exchange, queue, key),
         )
 
     def _declare(self, sql: str, args: tuple[Any, ...], *more: str) -> None:

@@ -270,3 +270,42 @@ def test_a_store_that_cannot_open_for_a_full_disk_says_what_to_free(tmp_path: Pa
     after = SqliteStore(tmp_path, lambda fn: None)
     after.open()  # the lock was let go
     after.close()
+
+
+def test_durable_exchanges_and_bindings_are_recovered_with_their_arguments(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    store.save_exchange("news", "topic", {"qpid.msg_sequence": True})
+    store.save_exchange("match", "headers", {})
+    store.save_binding("news", "q", "uk.#", {})
+    store.save_binding("match", "q", "red", {"x-match": "all", "colour": "red"})
+    store.save_binding("match", "q", "red", {"x-match": "any", "colour": "red"})  # replaces
+    recovered = backend.reopen()
+    assert recovered.exchanges == {
+        "news": ("topic", {"qpid.msg_sequence": True}),
+        "match": ("headers", {}),
+    }
+    assert sorted(recovered.bindings) == [
+        ("match", "q", "red", {"x-match": "any", "colour": "red"}),
+        ("news", "q", "uk.#", {}),
+    ]
+
+
+def test_bindings_go_with_their_binding_their_exchange_or_their_queue(backend: Backend) -> None:
+    store = backend.store
+    for queue_name in ("a", "b", "c"):
+        store.save_queue(queue_name, {})
+    store.save_exchange("x", "direct", {})
+    store.save_exchange("y", "fanout", {})
+    store.save_binding("x", "a", "k", {})
+    store.save_binding("x", "a", "other", {})
+    store.save_binding("x", "b", "k", {})
+    store.save_binding("y", "c", "", {})
+    store.delete_binding("x", "a", "other")
+    store.delete_queue("b")
+    store.delete_exchange("y")
+    recovered = backend.reopen()
+    assert list(recovered.exchanges) == ["x"]
+    assert recovered.bindings == [("x", "a", "k", {})]
