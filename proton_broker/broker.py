@@ -20,7 +20,17 @@ from typing import Any
 from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
-from proton_broker.errors import InvalidField, NotFound, PreconditionFailed, ResourceLimitExceeded
+from proton_broker.errors import (
+    BrokerError,
+    ConfigError,
+    InvalidField,
+    NotFound,
+    PreconditionFailed,
+    ResourceLimitExceeded,
+)
+from proton_broker.exchanges.exchange import Exchange, ExchangeAddress, routing_key
+from proton_broker.exchanges.registry import Exchanges
+from proton_broker.exchanges.subscriptions import Subscriptions
 from proton_broker.message import Message
 from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.factory import build_queue
@@ -73,8 +83,18 @@ class Broker:
         # the client asking, None for the broker itself (configured queues, recovery).
         self.access = Access(self.config.acl.file)
         self.deletion_watchers.append(lambda queue: self.access.queue_gone(queue.name))
+        self.exchanges = Exchanges(
+            self.config.broker.max_exchanges, self.config.broker.max_bindings
+        )
+        self.deletion_watchers.append(lambda queue: self.exchanges.queue_deleted(queue.name))
+        self.subscriptions = Subscriptions(self)
+        # Subscription queues that take nothing their own connection publishes (no-local):
+        # queue name -> that connection (any object the adapter identifies it by).
+        self.no_local: dict[str, object] = {}
+        self.deletion_watchers.append(lambda queue: self.no_local.pop(queue.name, None))
         for name, options in self.config.queues.items():
             self.declare(name, options)
+        self._declare_configured_exchanges()
 
     def set_queue_hooks(
         self,
@@ -121,18 +141,20 @@ class Broker:
         allowed = create and self.may_create(name)
         return self._get_or_create(name, options, allowed=allowed, user=user)
 
-    def relay_target(self, to: str | None) -> Queue:
-        """The queue a message sent through the anonymous relay goes to: only one that
-        exists. Auto-creation applies to attach, as in qpidd, so a late reply to a
-        temporary queue that is gone cannot bring it back as a permanent one; the message is
-        refused (Broker-J's "Unknown destination")."""
-        queue = self.queues.get(to) if to else None
-        if queue is not None:
-            return queue
+    def relay_target(self, to: str | None) -> Queue | ExchangeAddress:
+        """Where a message sent through the anonymous relay goes: a queue that exists, or
+        an exchange (``exchange`` or ``exchange/subject``, qpidd's and Broker-J's relay).
+        Auto-creation applies to attach, as in qpidd, so a late reply to a temporary queue
+        that is gone cannot bring it back as a permanent one; the message is refused
+        (Broker-J's "Unknown destination")."""
+        found = self.node(to) if to and to != MANAGEMENT_NODE else None
+        if found is not None:
+            return found
         if not to or to == MANAGEMENT_NODE:
             return self.resolve(to)  # raises, saying what is wrong with the address
         raise NotFound(
-            f"Unknown destination '{to}': the anonymous relay sends only to queues that exist"
+            f"Unknown destination '{to}': the anonymous relay sends only to queues and "
+            "exchanges that exist"
         )
 
     def _get_or_create(
@@ -250,6 +272,149 @@ class Broker:
         )
         return queue
 
+    # ---- exchanges and bindings --------------------------------------------------------
+
+    def node(self, name: str) -> Queue | ExchangeAddress | None:
+        """What an address names: a queue first, then an exchange (qpidd's order, which
+        logs a warning when a name is both), then ``exchange/subject``; None: nothing."""
+        queue = self.queues.get(name)
+        exchange = self.exchanges.get(name)
+        if queue is not None:
+            if exchange is not None:
+                log.warning("'%s' is both a queue and an exchange: the queue is used", name)
+            return queue
+        if exchange is not None:
+            return ExchangeAddress(exchange)
+        prefix, slash, subject = name.partition("/")
+        exchange = self.exchanges.get(prefix) if slash else None
+        return ExchangeAddress(exchange, subject) if exchange is not None else None
+
+    def destinations(
+        self, address: ExchangeAddress, message: Message, origin: object = None
+    ) -> list[Queue]:
+        """The queues ``message`` sent to ``address`` goes to (see routing_key), but for
+        the no-local subscriptions of the connection it came from (``origin``)."""
+        exchange = address.exchange
+        key = routing_key(message, exchange.name, address.subject)
+        queues = self.route(exchange, key, message)
+        no_local = self.no_local
+        if no_local and origin is not None:
+            queues = [queue for queue in queues if no_local.get(queue.name) != origin]
+        return queues
+
+    def declare_exchange(
+        self,
+        name: str,
+        kind: str,
+        durable: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+        user: str | None = None,
+    ) -> Exchange:
+        """Create exchange ``name`` of type ``kind``, or return it if it exists with that
+        type (see :mod:`proton_broker.exchanges.registry`)."""
+        existing = self.exchanges.get(name)
+        if existing is None and user is not None:
+            properties = {"type": kind, "durable": "true" if durable else "false"}
+            self.access.check(user, "create", "exchange", name, properties)
+        exchange, created = self.exchanges.declare(name, kind, durable, arguments)
+        if created:
+            if durable and self.store is not None:
+                self.store.save_exchange(name, kind, exchange.arguments)
+            log.info('EXH-1001 Create : "%s" : %s%s', name, kind, " : durable" if durable else "")
+        return exchange
+
+    def delete_exchange(self, name: str, user: str | None = None) -> None:
+        """Delete exchange ``name`` and its bindings (its queues stay)."""
+        exchange = self.exchanges.named(name)
+        if user is not None:
+            self.access.check(user, "delete", "exchange", name, {"type": exchange.kind})
+        self.exchanges.delete(name)
+        if exchange.durable and self.store is not None:
+            self.store.delete_exchange(name)
+        log.info('EXH-1002 Deleted : "%s"', name)
+
+    def bind(
+        self,
+        exchange: str,
+        queue: str,
+        key: str = "",
+        arguments: Mapping[str, Any] | None = None,
+        user: str | None = None,
+    ) -> bool:
+        """Bind queue ``queue`` to ``exchange`` with ``key``; False if the binding existed
+        (its arguments are replaced). A binding is durable (stored, recovered) when both
+        its exchange and its queue are."""
+        target, bound = self.exchanges.named(exchange), self.queues.get(queue)
+        if bound is None:
+            raise NotFound(f"Node not found: {queue}")
+        if user is not None:
+            properties = {"queuename": queue, "routingkey": key}
+            self.access.check(user, "bind", "exchange", exchange, properties)
+        created = self.exchanges.bind(exchange, queue, key, arguments)
+        if target.durable and bound.persistent and self.store is not None:
+            self.store.save_binding(exchange, queue, key, arguments or {})
+        if created:
+            log.info('BND-1001 Create : "%s" -> "%s" : key "%s"', exchange, queue, key)
+        return created
+
+    def unbind(self, exchange: str, queue: str, key: str = "", user: str | None = None) -> bool:
+        """Remove one binding; False if there was none."""
+        target = self.exchanges.named(exchange)
+        if user is not None:
+            properties = {"queuename": queue, "routingkey": key}
+            self.access.check(user, "unbind", "exchange", exchange, properties)
+        removed = self.exchanges.unbind(exchange, queue, key)
+        bound = self.queues.get(queue)
+        if removed and target.durable and bound is not None and bound.persistent:
+            assert self.store is not None
+            self.store.delete_binding(exchange, queue, key)
+        if removed:
+            log.info('BND-1002 Deleted : "%s" -> "%s" : key "%s"', exchange, queue, key)
+        return removed
+
+    def route(self, exchange: Exchange, key: str, message: Message) -> list[Queue]:
+        """The queues ``message`` goes to through ``exchange`` with routing key ``key``."""
+        queues = self.queues
+        return [queues[name] for name in exchange.route(key, message) if name in queues]
+
+    def _declare_configured_exchanges(self) -> None:
+        """The config file's exchanges and bindings (after its queues)."""
+        for name, declared in self.config.exchanges.items():
+            try:
+                self.declare_exchange(name, declared.type, declared.durable, declared.arguments)
+            except BrokerError as exc:
+                raise ConfigError(f"exchanges.{name}: {exc.description}") from None
+        for number, binding in enumerate(self.config.bindings):
+            try:
+                self.bind(binding.exchange, binding.queue, binding.key, binding.arguments)
+            except BrokerError as exc:
+                raise ConfigError(f"bindings[{number}]: {exc.description}") from None
+
+    def _recover_exchanges(self, recovered: Recovered) -> None:
+        """Durable exchanges and the bindings of durable queues, as they were; the
+        configuration's are stored now if they were not."""
+        for exchange in self.exchanges:
+            if (
+                exchange.durable
+                and not exchange.builtin
+                and exchange.name not in recovered.exchanges
+            ):
+                assert self.store is not None
+                self.store.save_exchange(exchange.name, exchange.kind, exchange.arguments)
+        for name, (kind, arguments) in recovered.exchanges.items():
+            self.declare_exchange(name, kind, True, arguments)
+        for exchange_name, queue, key, arguments in recovered.bindings:
+            if exchange_name in self.exchanges and queue in self.queues:
+                self.exchanges.bind(exchange_name, queue, key, arguments)
+            else:
+                store_log.warning(
+                    "store: binding '%s' -> '%s' names what is gone; not restored",
+                    exchange_name,
+                    queue,
+                )
+        for binding in self.config.bindings:
+            self.bind(binding.exchange, binding.queue, binding.key, binding.arguments)
+
     # ---- durability -------------------------------------------------------------------
 
     def open_store(self, post: Post) -> None:  # noqa: C901 - recovery and commit steps, one after another
@@ -274,6 +439,7 @@ class Broker:
                 self._make_durable(queue)
         for name, options in recovered.queues.items():
             self.declare(name, options)
+        self._recover_exchanges(recovered)
         for name, records in recovered.seen.items():
             seen_on = self.queues.get(name)
             if seen_on is not None:

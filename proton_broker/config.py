@@ -23,6 +23,7 @@ from typing import Any, get_type_hints
 import yaml
 
 from proton_broker.errors import ConfigError
+from proton_broker.exchanges.exchange import EXCHANGE_TYPES
 
 ENV_PREFIX = "PROTON_BROKER_"
 
@@ -73,6 +74,9 @@ class BrokerSection:
     handshake_timeout: float = _at_least(10.0, 0.001)
     max_queues: int = _at_least(100000, 1)
     max_queues_per_connection: int = _at_least(1000, 1)
+    # Exchanges declared (the four defaults not counted), and bindings in all.
+    max_exchanges: int = _at_least(10000, 1)
+    max_bindings: int = _at_least(1000000, 1)
     max_message_size: int = _at_least(104857600, 512)
     # Bytes of queued messages held in memory, all queues together, before every producer
     # is flow-controlled until they fall to 90% (queues/budget.py).
@@ -172,6 +176,27 @@ class Config:
     metrics: MetricsSection = field(default_factory=MetricsSection)
     tls: TlsSection = field(default_factory=TlsSection)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    exchanges: dict[str, ExchangeConfig] = field(default_factory=dict)
+    bindings: list[BindingConfig] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExchangeConfig:
+    """An exchange the configuration file declares (``exchanges:``)."""
+
+    type: str
+    durable: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    """A binding the configuration file makes (``bindings:``)."""
+
+    exchange: str
+    queue: str
+    key: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 _SECTIONS = {
@@ -245,6 +270,12 @@ def _build(raw: dict[str, Any]) -> Config:
     for section, values in raw.items():
         if section == "queues":
             config.queues = _queues(values)
+            continue
+        if section == "exchanges":
+            config.exchanges = _exchanges(values)
+            continue
+        if section == "bindings":
+            config.bindings = _bindings(values)
             continue
         cls = _SECTIONS.get(section)
         if cls is None:
@@ -338,3 +369,63 @@ def _queues(values: Any) -> dict[str, dict[str, Any]]:
         if settings is not None and not isinstance(settings, dict):
             raise ConfigError(f"queues.{name}: settings must be a mapping")
     return {str(name): dict(settings or {}) for name, settings in values.items()}
+
+
+def _exchanges(values: Any) -> dict[str, ExchangeConfig]:
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError("exchanges: must be a mapping of exchange name to settings")
+    found = {}
+    for name, settings in values.items():
+        where = f"exchanges.{name}"
+        given = _entry(where, settings, required=("type",), optional=("durable", "arguments"))
+        kind = given["type"]
+        if kind not in EXCHANGE_TYPES:
+            raise ConfigError(f"{where}.type: must be one of {', '.join(EXCHANGE_TYPES)}")
+        durable = given.get("durable", False)
+        if not isinstance(durable, bool):
+            raise ConfigError(f"{where}.durable: must be a boolean")
+        found[str(name)] = ExchangeConfig(kind, durable, _arguments(where, given))
+    return found
+
+
+def _bindings(values: Any) -> list[BindingConfig]:
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise ConfigError("bindings: must be a list of {exchange, queue, key, arguments}")
+    found = []
+    for number, entry in enumerate(values):
+        where = f"bindings[{number}]"
+        given = _entry(where, entry, required=("exchange", "queue"), optional=("key", "arguments"))
+        key = given.get("key", "")
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}.key: must be a string")
+        found.append(
+            BindingConfig(given["exchange"], given["queue"], key, _arguments(where, given))
+        )
+    return found
+
+
+def _entry(
+    where: str, entry: Any, required: tuple[str, ...], optional: tuple[str, ...]
+) -> dict[str, Any]:
+    """A mapping with the ``required`` string keys and no others but ``optional``."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a mapping")
+    unknown = [str(k) for k in entry if k not in required + optional]
+    if unknown:
+        known = ", ".join(required + optional)
+        raise ConfigError(f"{where}.{unknown[0]}: unknown setting (known: {known})")
+    for key in required:
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise ConfigError(f"{where}.{key}: is required, a non-empty string")
+    return entry
+
+
+def _arguments(where: str, given: dict[str, Any]) -> dict[str, Any]:
+    arguments = given.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        raise ConfigError(f"{where}.arguments: must be a mapping")
+    return {str(k): v for k, v in arguments.items()}

@@ -46,6 +46,10 @@ class PreconditionFailed(BrokerError):
     """The request conflicts with the node's state (e.g. deleting a busy queue)."""
 
 
+class ResourceLocked(PreconditionFailed):
+    """The node is held by someone else (a subscription another link uses)."""
+
+
 class NotImplementedByBroker(BrokerError):
     """A recognised request the broker does not support."""
 

@@ -8,7 +8,9 @@ name or identity and an attribute map; the answer is a status code (200, 201, 20
 
 Rules this module owns:
 
-* Queues are the only managed entity: the category ``org.apache.qpid.Queue`` and Broker-J's
+* Queues are managed here; exchanges and bindings by
+  :mod:`proton_broker.management_exchanges`, which this node hands their requests to.
+* Queues: the category ``org.apache.qpid.Queue`` and Broker-J's
   kinds ``org.apache.qpid.StandardQueue``, ``PriorityQueue``, ``SortedQueue`` and
   ``LastValueQueue``. A kind given on CREATE must match the attributes (``LastValueQueue``
   needs ``lvqKey``); READ with a kind finds only queues of that kind.
@@ -41,6 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 from proton_broker import errors
 from proton_broker.broker import MANAGEMENT_NODE
+from proton_broker.management_exchanges import (
+    ENTITY_TYPES,
+    TYPE_HIERARCHY,
+    ExchangeEntities,
+    Failure,
+    attribute_names,
+)
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     GROUPS_NONE,
@@ -238,13 +247,14 @@ class Management:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.exchanges = ExchangeEntities(broker)
 
     def handle(self, properties: Mapping[str, Any], body: Any, user: str | None = None) -> Response:
         """Answer one request: ``properties`` are its application properties, ``user`` who
         sent it (the ACL decides what it may do; None: the broker itself)."""
         try:
             return self._handle(properties, body, user)
-        except ManagementError as exc:
+        except (ManagementError, Failure) as exc:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
             return Response(_status_of(exc), exc.description)
@@ -265,9 +275,17 @@ class Management:
             return self._node_operation(operation, properties, body, user)
         if kind is None:
             raise ManagementError(BAD_REQUEST, "the request has no 'type'")
+        if kind in ENTITY_TYPES:
+            attributes = _attribute_map(body, operation)
+            status, said, answer = self.exchanges.handle(
+                operation, kind, properties, attributes, user
+            )
+            return Response(status, said, answer)
         if kind not in QUEUE_TYPES:
             raise ManagementError(
-                BAD_REQUEST, f"unknown type {kind!r}; this node manages {', '.join(QUEUE_TYPES)}"
+                BAD_REQUEST,
+                f"unknown type {kind!r}; this node manages "
+                f"{', '.join((*QUEUE_TYPES, *ENTITY_TYPES))}",
             )
         if operation == "CREATE":
             return self.create(kind, properties, body, user)
@@ -398,11 +416,12 @@ class Management:
         self, operation: str, properties: Mapping[str, Any], body: Any, user: str | None
     ) -> Response:
         entity_type = properties.get("entityType")
-        if entity_type is not None and entity_type not in (*QUEUE_TYPES, MANAGEMENT_TYPE):
+        if entity_type is not None and entity_type not in _types(None):
             raise ManagementError(BAD_REQUEST, f"unknown entityType {entity_type!r}")
         if user is not None and operation in NODE_OPERATIONS:
             if operation == "QUERY":
-                self.broker.access.check(user, "access", "query", "queue", None, "query queues")
+                what = _query_object(entity_type)
+                self.broker.access.check(user, "access", "query", what, None, f"query {what}s")
             else:
                 method = RELOAD_ACL_METHOD if operation == "RELOAD-ACL" else operation.lower()
                 self.broker.access.check(user, "access", "method", method, None, operation)
@@ -419,10 +438,7 @@ class Management:
             return Response(
                 OK,
                 "OK",
-                {
-                    t: list(QUEUE_ATTRIBUTES) if t != MANAGEMENT_TYPE else []
-                    for t in _types(entity_type)
-                },
+                {t: _attribute_names(t) for t in _types(entity_type)},
             )
         if operation == "GET-OPERATIONS":
             return Response(OK, "OK", {t: _operations(t) for t in _types(entity_type)})
@@ -440,6 +456,12 @@ class Management:
         names = request.get("attributeNames") or []
         if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
             raise ManagementError(BAD_REQUEST, "'attributeNames' must be a list of strings")
+        if entity_type in ENTITY_TYPES:
+            rows = self.exchanges.rows(entity_type, properties)
+            names = list(names) or attribute_names(entity_type)
+            rows = _window(rows, _integer(properties, "offset"), _integer(properties, "count"))
+            results = [[row.get(n) for n in names] for row in rows]
+            return Response(OK, "OK", {"attributeNames": names, "results": results})
         names = list(names) or QUERY_DEFAULT
         queues = sorted(self.broker.queues.values(), key=lambda q: q.name)
         if entity_type in QUEUE_KINDS:
@@ -459,10 +481,30 @@ def _is_node(properties: Mapping[str, Any], kind: Any) -> bool:
 
 def _types(entity_type: str | None) -> dict[str, list[str]]:
     """GET-TYPES: each type and the types it extends."""
-    table = {MANAGEMENT_TYPE: [], QUEUE_TYPE: [], **{kind: [QUEUE_TYPE] for kind in QUEUE_KINDS}}
+    table = {
+        MANAGEMENT_TYPE: [],
+        QUEUE_TYPE: [],
+        **{kind: [QUEUE_TYPE] for kind in QUEUE_KINDS},
+        **TYPE_HIERARCHY,
+    }
     if entity_type is None:
         return table
     return {entity_type: table[entity_type]}
+
+
+def _attribute_names(entity_type: str) -> list[str]:
+    if entity_type == MANAGEMENT_TYPE:
+        return []
+    if entity_type in ENTITY_TYPES:
+        return attribute_names(entity_type)
+    return list(QUEUE_ATTRIBUTES)
+
+
+def _query_object(entity_type: str | None) -> str:
+    """What a QUERY lists, as the ACL's ``access query name=`` names it."""
+    if entity_type in ENTITY_TYPES:
+        return "binding" if entity_type == "org.apache.qpid.Binding" else "exchange"
+    return "queue"
 
 
 def _operations(entity_type: str) -> dict[str, list[str]]:
@@ -546,7 +588,7 @@ def _integer(properties: Mapping[str, Any], name: str) -> int | None:
     raise ManagementError(BAD_REQUEST, f"'{name}' must be an integer, got {value!r}")
 
 
-def _window(items: list[Queue], offset: int | None, count: int | None) -> list[Queue]:
+def _window(items: list[Any], offset: int | None, count: int | None) -> list[Any]:
     if offset is not None:
         items = items[offset:] if offset >= 0 else items[max(0, len(items) + offset) :]
     if count is not None:

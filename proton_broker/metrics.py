@@ -11,8 +11,9 @@ Rules this module owns:
   ``Server.call_soon``), the only thread that may read queues; formatting runs on the HTTP
   thread that answers the scrape, over the copy (:func:`render`).
 * Names follow Prometheus conventions: ``proton_broker_`` prefix, base units (seconds,
-  bytes), ``_total`` on counters, one ``queue`` label on per-queue series. A queue that is
-  deleted simply stops having series.
+  bytes), ``_total`` on counters, one ``queue`` label on per-queue series (subscriptions are
+  queues), ``exchange`` and ``type`` labels on per-exchange ones. A queue or exchange that
+  is deleted simply stops having series.
 
 This module knows the broker's state, not sockets: serving the text is the HTTP gateway's
 job (``/metrics``) or :class:`MetricsListener`'s, on a port of its own.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TypeVar
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -95,6 +96,15 @@ class QueueFigures:
 
 
 @dataclass(frozen=True)
+class ExchangeFigures:
+    name: str
+    kind: str
+    bindings: int
+    routed: int  # messages that reached at least one queue
+    dropped: int  # messages that reached none
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything one scrape reports, copied on the event-loop thread."""
 
@@ -102,6 +112,7 @@ class Snapshot:
     connections: int  # open now
     connections_opened: int  # accepted since start
     commits: CommitTimes | None  # None: no store opened yet
+    exchanges: list[ExchangeFigures] = field(default_factory=list)
 
 
 def take_snapshot(broker: Broker, connections: int, connections_opened: int) -> Snapshot:
@@ -112,9 +123,13 @@ def take_snapshot(broker: Broker, connections: int, connections_opened: int) -> 
         )  # the quickest copy of a plain dataclass
         for queue in broker.queues.values()
     ]
+    exchanges = [
+        ExchangeFigures(e.name, e.kind, e.binding_count, e.routed, e.dropped)
+        for e in broker.exchanges
+    ]
     store = broker.store
     commits = store.commits.snapshot() if store is not None else None
-    return Snapshot(queues, connections, connections_opened, commits)
+    return Snapshot(queues, connections, connections_opened, commits, exchanges)
 
 
 class SnapshotCollector(Collector):
@@ -126,6 +141,7 @@ class SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snapshot = self.fetch()
         yield from _queue_families(snapshot.queues)
+        yield from _exchange_families(snapshot.exchanges)
         yield GaugeMetricFamily(
             PREFIX + "queues", "Queues that exist now.", value=len(snapshot.queues)
         )
@@ -162,6 +178,28 @@ def _queue_families(queues: list[QueueFigures]) -> Iterator[Metric]:
         for figures in queues:
             family.add_metric([figures.name], figures.counters.get(field_name, 0))
         yield family
+
+
+def _exchange_families(exchanges: list[ExchangeFigures]) -> Iterator[Metric]:
+    labels = ["exchange", "type"]
+    bindings = GaugeMetricFamily(
+        PREFIX + "exchange_bindings", "Bindings of the exchange.", labels=labels
+    )
+    routed = CounterMetricFamily(
+        PREFIX + "exchange_routed",
+        "Messages the exchange routed to at least one queue.",
+        labels=labels,
+    )
+    dropped = CounterMetricFamily(
+        PREFIX + "exchange_dropped",
+        "Messages the exchange routed to no queue (unroutable: dropped).",
+        labels=labels,
+    )
+    for figures in exchanges:
+        bindings.add_metric([figures.name, figures.kind], figures.bindings)
+        routed.add_metric([figures.name, figures.kind], figures.routed)
+        dropped.add_metric([figures.name, figures.kind], figures.dropped)
+    yield from (bindings, routed, dropped)
 
 
 def _commit_families(commits: CommitTimes) -> Iterator[Metric]:

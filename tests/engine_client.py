@@ -97,13 +97,25 @@ class EngineClient:
         node_properties: dict[str, Any] | None = None,
         link_properties: dict[str, Any] | None = None,
         filters: dict[str, Any] | None = None,
+        durable: bool = False,
+        expiry_never: bool = False,
+        null_source: bool = False,
     ) -> Link:
         """Attach a receiving link. ``node_properties`` go into the source's
         dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there;
-        ``filters`` into its filter set (values as given, e.g. ``proton.Described``)."""
+        ``filters`` into its filter set (values as given, e.g. ``proton.Described``).
+        ``durable`` and ``expiry_never`` as Qpid JMS asks for a durable subscription
+        (terminus durability unsettled-state, expiry policy never); ``null_source`` as it
+        looks one up to unsubscribe."""
         link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
+        if null_source:
+            link.source.type = Terminus.UNSPECIFIED
         link.source.address = address
         link.source.dynamic = dynamic
+        if durable:
+            link.source.durability = Terminus.DELIVERIES
+        if expiry_never:
+            link.source.expiry_policy = Terminus.EXPIRE_NEVER
         if browse:
             link.source.distribution_mode = Terminus.DIST_MODE_COPY
         if settled:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,47 @@ def test_queues_can_be_declared_in_the_file(tmp_path: Path) -> None:
     path.write_text("queues:\n  orders:\n    durable: true\n  plain:\n")
     loaded = config.load(path, environ={})
     assert loaded.queues == {"orders": {"durable": True}, "plain": {}}
+
+
+def test_exchanges_and_bindings_can_be_declared_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text(
+        "exchanges:\n  news: {type: topic, durable: true}\n  match: {type: headers}\n"
+        "bindings:\n  - {exchange: news, queue: q, key: 'uk.#'}\n"
+        "  - {exchange: match, queue: q, arguments: {x-match: any, a: 1}}\n"
+    )
+    loaded = config.load(path, environ={})
+    assert loaded.exchanges == {
+        "news": config.ExchangeConfig("topic", True),
+        "match": config.ExchangeConfig("headers"),
+    }
+    assert loaded.bindings == [
+        config.BindingConfig("news", "q", "uk.#"),
+        config.BindingConfig("match", "q", "", {"x-match": "any", "a": 1}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("exchanges: [news]", "exchanges: must be a mapping"),
+        ("exchanges:\n  news: {}", "exchanges.news.type: is required"),
+        ("exchanges:\n  news: {type: xml}", "exchanges.news.type: must be one of direct"),
+        ("exchanges:\n  news: {type: topic, durable: maybe}", "exchanges.news.durable"),
+        ("exchanges:\n  news: {type: topic, colour: red}", "exchanges.news.colour: unknown"),
+        ("bindings: {a: b}", "bindings: must be a list"),
+        ("bindings:\n  - {queue: q}", "bindings[0].exchange: is required"),
+        ("bindings:\n  - {exchange: x, queue: q, key: 5}", "bindings[0].key: must be a string"),
+        ("bindings:\n  - {exchange: x, queue: q, arguments: 5}", "bindings[0].arguments"),
+    ],
+)
+def test_a_wrong_exchange_or_binding_stops_start_up_naming_it(
+    tmp_path: Path, text: str, complaint: str
+) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=re.escape(complaint)):
+        config.load(path, environ={})
 
 
 # ---- values are checked for range and allowed words, naming the key and the value ----------

@@ -12,7 +12,7 @@ const rhea = require('rhea');
 const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
        node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
 options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS
-         --selector TEXT  --tls-ca FILE (connect with TLS, trusting the CAs in FILE)
+         --selector TEXT  --headers-filter JSON (a headers-exchange binding)  --tls-ca FILE (connect with TLS, trusting the CAs in FILE)
          --user NAME (SASL PLAIN as NAME, with the password in $INTEROP_PASSWORD)`;
 
 function parseArgs(argv) {
@@ -35,6 +35,7 @@ function parseArgs(argv) {
     else if (name === '--print-attach') opts.printAttach = true;
     else if (name === '--replay-period') opts.replayPeriod = next();
     else if (name === '--selector') opts.selector = next();
+    else if (name === '--headers-filter') opts.headersFilter = JSON.parse(next());
     else if (name === '--tls-ca') opts.tlsCa = next();
     else if (name === '--user') opts.user = next();
     else fail(`unknown option ${name}\n${USAGE}`, 2);
@@ -69,6 +70,12 @@ function terminus(opts) {
   if (opts.selector !== undefined) {
     // rhea's own JMS selector filter (key jms-selector, the numeric descriptor), as Qpid JMS.
     t.filter = Object.assign(t.filter || {}, rhea.filter.selector(opts.selector));
+  }
+  if (opts.headersFilter !== undefined) {
+    // The legacy headers binding (qpidd's filter for a headers exchange): a described map.
+    t.filter = Object.assign(t.filter || {}, { headers: rhea.types.wrap_described(
+      rhea.types.wrap_map(opts.headersFilter),
+      rhea.types.wrap_symbol('apache.org:legacy-amqp-headers-binding:map')) });
   }
   return t;
 }

@@ -15,6 +15,7 @@ PRECONDITION_FAILED = "amqp:precondition-failed"
 NOT_IMPLEMENTED = "amqp:not-implemented"
 INTERNAL_ERROR = "amqp:internal-error"
 RESOURCE_DELETED = "amqp:resource-deleted"
+RESOURCE_LOCKED = "amqp:resource-locked"
 CONNECTION_FORCED = "amqp:connection:forced"
 TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
 TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
@@ -28,6 +29,7 @@ _TABLE: dict[type[errors.BrokerError], str] = {
     errors.MessageTooLarge: MESSAGE_SIZE_EXCEEDED,
     errors.Unauthorized: UNAUTHORIZED_ACCESS,
     errors.PreconditionFailed: PRECONDITION_FAILED,
+    errors.ResourceLocked: RESOURCE_LOCKED,
     errors.NotImplementedByBroker: NOT_IMPLEMENTED,
     errors.UnknownTransaction: TRANSACTION_UNKNOWN_ID,
     errors.TransactionRolledBack: TRANSACTION_ROLLBACK,

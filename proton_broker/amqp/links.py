@@ -36,6 +36,7 @@ Rules owned here:
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import struct
@@ -73,6 +74,7 @@ from proton_broker.errors import (
     NotFound,
     ResourceLimitExceeded,
 )
+from proton_broker.exchanges.exchange import ExchangeAddress, routing_key
 from proton_broker.message import Message
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
@@ -147,11 +149,14 @@ class ProducerLink:
         queue: Queue | None,
         window: int,
         user: str = ANONYMOUS,
+        exchange: ExchangeAddress | None = None,
     ) -> None:
         self.link = link
         self.impl = link._impl
         self.broker = broker
-        self.queue = queue  # None: anonymous relay, route each message by its 'to'
+        self.queue = queue  # None: an exchange, or the anonymous relay (by each 'to')
+        self.exchange = exchange  # the exchange (and default subject) this link sends to
+        self.origin = link.connection._impl  # its connection (subscribers' no-local filter)
         self.window = window
         self.closed = False
         self._used = 0  # transfers since the last credit top-up
@@ -208,10 +213,14 @@ class ProducerLink:
         try:
             queue = self.queue
             if queue is None:
-                queue = self.broker.relay_target(message.to)
-                if self._may_send is not None:
-                    self._may_send(self.user, queue.name, queue.settings)
-            if _remote_state(dlv) == TRANSACTIONAL_STATE:
+                target = self._target(message)
+                if not isinstance(target, Queue):
+                    self._route(dlv, message, target)
+                    target = None
+                queue = target
+            if queue is None:
+                pass  # routed through an exchange
+            elif _remote_state(dlv) == TRANSACTIONAL_STATE:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 txn.stage(queue, message)
                 accepted_in(Delivery.wrap(dlv), txn)
@@ -227,6 +236,44 @@ class ProducerLink:
         if self._used >= self.window >> 1:
             self._top_up()
 
+    def _target(self, message: Message) -> Queue | ExchangeAddress:
+        """Where a message on an exchange or relay link goes (checked against the ACL)."""
+        target = self.exchange or self.broker.relay_target(message.to)
+        if self._may_send is not None:
+            if isinstance(target, Queue):
+                self._may_send(self.user, target.name, target.settings)
+            else:
+                key = routing_key(message, target.exchange.name, target.subject)
+                self.broker.access.publish(self.user, target.exchange.name, key)
+        return target
+
+    def _route(self, dlv: Any, message: Message, address: ExchangeAddress) -> None:
+        """Send ``message`` through an exchange: a copy to each queue it routes to, all of
+        them or none (every queue is asked first, as Broker-J does); accepted once every
+        copy is on its queue (durable copies: written). One that reaches no queue is
+        accepted and dropped, counted by the exchange (qpidd)."""
+        if address.exchange.deleted:
+            raise NotFound(f"exchange '{address.exchange.name}' was deleted")
+        queues = self.broker.destinations(address, message, self.origin)
+        if not queues:
+            self._accepted(dlv, None)
+            return
+        copies = [(message if i == 0 else copy.copy(message), q) for i, q in enumerate(queues)]
+        if _remote_state(dlv) == TRANSACTIONAL_STATE:
+            txn = transaction_of(self.broker.transactions, dlv)[0]
+            for each, queue in copies:
+                txn.stage(queue, each)
+            accepted_in(Delivery.wrap(dlv), txn)
+            return
+        for each, queue in copies:
+            queue.check_admission(each)
+        if self._pending or any(each.durable and q.persistent for each, q in copies):
+            self._in_order(dlv, copies)
+            return
+        for each, queue in copies:
+            queue.enqueue(each, admitted=True)
+        self._accepted(dlv, _stopped(queues))
+
     def _top_up(self) -> None:
         """Half the window is used: grant credit back up to the window (unless flow
         control has stopped us, or we are gone)."""
@@ -235,9 +282,9 @@ class ProducerLink:
         if top_up > 0 and not self.stopped and not self.closed and not self._budget.full:
             _link_flow(self.impl, top_up)
 
-    def _accepted(self, dlv: Any, queue: Queue) -> None:
+    def _accepted(self, dlv: Any, queue: Queue | None) -> None:
         """The message is on ``queue``: settle it accepted (or hold that, flow control)."""
-        if queue.flow_stopped and not _settled(dlv):
+        if queue is not None and queue.flow_stopped and not _settled(dlv):
             self._hold(dlv, queue)
             return
         if not _settled(dlv):
@@ -246,42 +293,68 @@ class ProducerLink:
 
     # ---- durable messages: accepted only once on disk, in the order sent ----------------
 
-    def _in_order(self, dlv: Any, message: Message, queue: Queue) -> None:
-        """Queue the transfer behind those still being written, and write it if it is
-        durable; it goes on its queue, and is settled, when everything before it has."""
-        item = _Pending(dlv, message, queue)
+    def _in_order(
+        self, dlv: Any, message: Message | list[tuple[Message, Queue]], queue: Queue | None = None
+    ) -> None:
+        """Queue the transfer behind those still being written, and write its durable
+        copies; they join their queues, and it is settled, when everything before it has.
+        ``message`` is one message for ``queue``, or the copies an exchange routed."""
+        copies = [(message, queue)] if isinstance(message, Message) else message
+        item = _Pending(dlv, copies, single=isinstance(message, Message))
         self._pending.append(item)
-        if message.durable and queue.persistent and not queue.numbers.is_duplicate(message):
-            self.broker.persist(message, queue, item.written(self._drain_pending))
-        else:
-            item.ready = True
-            self._drain_pending()
+        done = item.written(self._drain_pending)
+        item.waiting = 1  # held until every write has started: a store may finish at once
+        for each, target in copies:
+            assert target is not None
+            if each.durable and target.persistent and not target.numbers.is_duplicate(each):
+                item.waiting += 1
+                self.broker.persist(each, target, done)
+        done(None)
 
     def _drain_pending(self) -> None:
         pending = self._pending
-        while pending and pending[0].ready:
+        while pending and not pending[0].waiting:
             item = pending.popleft()
             if item.error is not None:
+                for each, _ in item.copies:
+                    self.broker.forget(each)  # written ones go again: none joins
+                name = item.copies[0][1].name if item.single else "its queues"
                 self._settle_refused(
-                    item.dlv,
-                    ResourceLimitExceeded(
-                        f"message not stored on '{item.queue.name}': {item.error}"
-                    ),
+                    item.dlv, ResourceLimitExceeded(f"message not stored on {name}: {item.error}")
                 )
                 continue
-            if not self.broker.is_live(item.queue):  # deleted while this was written
-                self.broker.forget(item.message)
-                self._settle_refused(item.dlv, NotFound(f"queue '{item.queue.name}' was deleted"))
-                continue
-            try:
-                if item.queue.enqueue(item.message) is None:  # a duplicate: accepted, dropped
-                    self.broker.forget(item.message)
-            except BrokerError as exc:
-                self.broker.forget(item.message)  # written, but it never joined the queue
-                self._settle_refused(item.dlv, exc)
-                continue
-            if not self.closed:
-                self._accepted(item.dlv, item.queue)
+            if item.single:
+                self._join_one(item)
+            else:
+                self._join_all(item)
+
+    def _join_one(self, item: _Pending) -> None:
+        ((message, queue),) = item.copies
+        if not self.broker.is_live(queue):  # deleted while this was written
+            self.broker.forget(message)
+            self._settle_refused(item.dlv, NotFound(f"queue '{queue.name}' was deleted"))
+            return
+        try:
+            if queue.enqueue(message) is None:  # a duplicate: accepted, dropped
+                self.broker.forget(message)
+        except BrokerError as exc:
+            self.broker.forget(message)  # written, but it never joined the queue
+            self._settle_refused(item.dlv, exc)
+            return
+        if not self.closed:
+            self._accepted(item.dlv, queue)
+
+    def _join_all(self, item: _Pending) -> None:
+        """An exchange's copies: each joins its queue (admitted when it arrived); a queue
+        deleted meanwhile simply does not get its copy."""
+        joined = []
+        for message, queue in item.copies:
+            if not self.broker.is_live(queue) or queue.enqueue(message, admitted=True) is None:
+                self.broker.forget(message)
+            else:
+                joined.append(queue)
+        if not self.closed:
+            self._accepted(item.dlv, _stopped(joined))
 
     def _settle_refused(self, dlv: Any, exc: BrokerError) -> None:
         if not self.closed:
@@ -421,23 +494,31 @@ class ProducerLink:
 
 
 class _Pending:
-    """A transfer waiting for the store (see ProducerLink._in_order)."""
+    """A transfer waiting for the store (see ProducerLink._in_order): its message, or the
+    copies an exchange routed, each with its queue."""
 
-    __slots__ = ("dlv", "message", "queue", "ready", "error")
+    __slots__ = ("dlv", "copies", "single", "waiting", "error")
 
-    def __init__(self, dlv: Any, message: Message, queue: Queue) -> None:
+    def __init__(self, dlv: Any, copies: list[tuple[Message, Queue]], single: bool) -> None:
         self.dlv = dlv
-        self.message = message
-        self.queue = queue
-        self.ready = False
+        self.copies = copies
+        self.single = single  # one queue's message (refusals name the queue)
+        self.waiting = 0  # writes not finished yet
         self.error: BaseException | None = None
 
     def written(self, then: Callable[[], None]) -> Callable[[BaseException | None], None]:
         def done(error: BaseException | None) -> None:
-            self.ready, self.error = True, error
+            self.waiting -= 1
+            if error is not None:
+                self.error = error
             then()
 
         return done
+
+
+def _stopped(queues: list[Queue]) -> Queue | None:
+    """A flow-stopped queue among ``queues`` (the settlement is held for it), or None."""
+    return next((queue for queue in queues if queue.flow_stopped), None)
 
 
 class ConsumerLink:

@@ -52,10 +52,17 @@ from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
 from proton_broker.amqp.loop import BrokerContainer, Callback, bound_address, install_poll
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
 from proton_broker.amqp.quotas import Quotas
+from proton_broker.amqp.subscribing import (
+    exchange_capabilities,
+    read_subscription,
+)
 from proton_broker.amqp.terminus import (
+    EXCHANGE_TYPE,
+    capabilities_of,
     echo_filters,
     echo_properties,
     echo_terminus,
+    exchange_options,
     node_options,
     replay_period,
     selector_filter,
@@ -71,6 +78,8 @@ from proton_broker.errors import (
     ResourceLimitExceeded,
     Unauthorized,
 )
+from proton_broker.exchanges.exchange import TOPIC, ExchangeAddress
+from proton_broker.exchanges.subscriptions import subscription_name
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_options
@@ -83,7 +92,7 @@ PN_LINK_FLOW = lib.PN_LINK_FLOW
 PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
 
-OFFERED_CAPABILITIES = [symbol("ANONYMOUS-RELAY")]
+OFFERED_CAPABILITIES = [symbol("ANONYMOUS-RELAY"), symbol("SHARED-SUBS")]
 HONOURED_CAPABILITIES = {"queue", "create-on-demand"}
 # Seconds a connection whose peer's input has ended has to write its close frame before its
 # socket is closed regardless: the engine holds the close back while it still owes frames
@@ -104,6 +113,9 @@ class Server(Handler):
         # reply queues): queue name by pn_link_t*.
         self._temporary: dict[Any, str] = {}
         self._attached: dict[Queue, set[Any]] = {}  # pn_link_t* of the links on each queue
+        # Exchanges that live as long as the link that made them (temporary topics).
+        self._temporary_exchanges: dict[Any, str] = {}
+        self._subscribed: dict[Any, str] = {}  # pn_link_t* -> the subscription it reads
         self.management = ManagementNode(broker)
         broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
@@ -403,12 +415,15 @@ class Server(Handler):
                 link, self.management, self.config.broker.producer_credit, self._user_of(link)
             )
         options = node_options(link, target)
-        queue = self._node(link, target, options, required=False)
-        self._own_if_dynamic(link, target, queue)
-        self._echo(link.target, target, queue, options)
-        link.source.copy(link.remote_source)
+        node = self._node(link, target, options, required=False)
         credit = self.config.broker.producer_credit
-        return ProducerLink(link, self.broker, queue, credit, self._user_of(link))
+        link.source.copy(link.remote_source)
+        if isinstance(node, ExchangeAddress):
+            self._echo_exchange(link.target, target, node)
+            return ProducerLink(link, self.broker, None, credit, self._user_of(link), node)
+        self._own_if_dynamic(link, target, node)
+        self._echo(link.target, target, node, options)
+        return ProducerLink(link, self.broker, node, credit, self._user_of(link))
 
     def _attach_consumer(self, link: Link) -> ConsumerLink:
         source = link.remote_source
@@ -425,8 +440,13 @@ class Server(Handler):
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
             queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
             self._temporary[link._impl] = queue.name
+        elif source.type == Terminus.UNSPECIFIED and not source.dynamic:
+            return self._look_up_subscription(link)
         else:
-            queue = self._node(link, source, options, required=True, browsing=browsing)
+            node = self._node(link, source, options, required=True, browsing=browsing)
+            if isinstance(node, ExchangeAddress):
+                return self._subscribe(link, source, node, options)
+            queue = node
             self._own_if_dynamic(link, source, queue)
         assert queue is not None
         browse = browsing or queue.browse_only
@@ -459,12 +479,16 @@ class Server(Handler):
         options: dict[str, Any],
         required: bool,
         browsing: bool = False,
-    ) -> Queue | None:
+    ) -> Queue | ExchangeAddress | None:
         """The queue a terminus names, created as policy allows (and the connection's quota:
-        see amqp/quotas.py); a dynamic terminus gets a new temporary queue. ``None`` only
-        for an anonymous-relay target. The ACL is asked first (security/access.py), so a
-        refused attach creates nothing."""
+        see amqp/quotas.py), or the exchange it names (``exchange`` or
+        ``exchange/subject``); a dynamic terminus gets a new temporary queue (or exchange:
+        see _new_exchange). ``None`` only for an anonymous-relay target. The ACL is asked
+        first (security/access.py), so a refused attach creates nothing."""
         connection, user = link.connection._impl, self._user_of(link)
+        exchange = self._exchange_node(link, terminus, options)
+        if exchange is not None:
+            return exchange
         if terminus.dynamic:
             name = f"TempQueue{_uuid()}"
             self._authorise(link, name, None, options, browsing)
@@ -486,6 +510,104 @@ class Server(Handler):
         queue = self.broker.resolve(terminus.address, options, user=user)
         self.quotas.created(connection)
         return queue
+
+    def _exchange_node(
+        self, link: Link, terminus: Terminus, options: dict[str, Any]
+    ) -> ExchangeAddress | None:
+        """The exchange a terminus names, or asks to be made (a dynamic node with the
+        ``temporary-topic`` capability, as Qpid JMS asks for a temporary topic, or
+        ``supported-dist-modes: copy`` or an ``exchange-type``, as qpidd reads them);
+        None when it is about a queue."""
+        wanted, kind, options_for_queue = exchange_options(terminus, options)
+        address = terminus.address
+        found = None
+        if address is not None and not terminus.dynamic:
+            found = self.broker.node(address)
+            if isinstance(found, Queue):
+                return None
+        if found is None and not wanted:
+            return None
+        if found is None:
+            found = self._new_exchange(link, terminus, kind or TOPIC)
+        if options_for_queue and link.is_receiver:
+            raise InvalidField(
+                f"queue options do not apply to exchange '{found.exchange.name}'",
+                next(iter(options_for_queue)),
+            )
+        if kind is not None and kind != found.exchange.kind:
+            raise InvalidField(
+                f"exchange '{found.exchange.name}' has type '{found.exchange.kind}', not '{kind}'",
+                EXCHANGE_TYPE,
+            )
+        self.broker.access.check(self._user_of(link), "access", "exchange", found.exchange.name)
+        return found
+
+    def _new_exchange(self, link: Link, terminus: Terminus, kind: str) -> ExchangeAddress:
+        """An exchange the attach asks for: dynamic (named ``TempTopic<uuid>``, living as
+        long as the link), or by a name node policy lets clients create."""
+        user = self._user_of(link)
+        if terminus.dynamic:
+            name = f"TempTopic{_uuid()}"
+            exchange = self.broker.declare_exchange(name, kind, user=user)
+            self._temporary_exchanges[link._impl] = name
+            return ExchangeAddress(exchange)
+        name = terminus.address
+        assert name is not None
+        if not self.broker.may_create(name):
+            raise NotFound(f"Node not found: {name}")
+        durable = terminus.durability != Terminus.NONDURABLE
+        return ExchangeAddress(self.broker.declare_exchange(name, kind, durable, user=user))
+
+    def _subscribe(
+        self, link: Link, source: Terminus, address: ExchangeAddress, options: dict[str, Any]
+    ) -> ConsumerLink:
+        """A receiver on an exchange: its subscription queue (amqp/subscribing.py,
+        exchanges/subscriptions.py), then a consumer of that queue."""
+        request = read_subscription(link, source, address, options)
+        user = self._user_of(link)
+        wanted = request.subscription
+        existing = self.broker.queues.get(wanted.name)
+        self._authorise(link, wanted.name, existing, dict(wanted.options), False)
+        queue = self.broker.subscriptions.attach(wanted, user=user)
+        self._subscribed[link._impl] = wanted.name
+        if request.no_local:
+            self.broker.no_local[wanted.name] = link.connection._impl
+        self._echo_exchange(link.source, source, address)
+        if request.echo:
+            echo_filters(link.source, request.echo)
+        link.source.distribution_mode = Terminus.DIST_MODE_MOVE
+        link.target.copy(link.remote_target)
+        consumer = ConsumerLink(link, queue, False, self.broker.transactions)
+        queue.subscribe(consumer, None, None, None, None)
+        return consumer
+
+    def _look_up_subscription(self, link: Link) -> ConsumerLink:
+        """A receiver with a null source: Qpid JMS looking a durable subscription up by
+        its link name to unsubscribe (``<name>|global`` names a global one, as Broker-J
+        reads it: Proton gives us no link capabilities). Our reply's source names its
+        exchange; none found: a null source and ``amqp:not-found``."""
+        global_ = link.name.endswith("|global")
+        name = subscription_name(
+            link.connection.remote_container or "", link.name, global_, global_
+        )
+        queue = self.broker.subscriptions.find(name)
+        if queue is None:
+            raise NotFound(f"no subscription '{name}'")
+        bindings = self.broker.exchanges.bindings_of(name)
+        link.source.address = bindings[0].exchange
+        link.source.durability = Terminus.DELIVERIES if queue.persistent else Terminus.NONDURABLE
+        link.source.expiry_policy = Terminus.EXPIRE_NEVER
+        link.target.copy(link.remote_target)
+        self.broker.subscriptions.hold(name)
+        self._subscribed[link._impl] = name
+        consumer = ConsumerLink(link, queue, False, self.broker.transactions)
+        queue.subscribe(consumer, None, None, None, None)
+        return consumer
+
+    def _echo_exchange(self, local: Terminus, remote: Terminus, address: ExchangeAddress) -> None:
+        honoured = exchange_capabilities(capabilities_of(remote), address)
+        name = address.exchange.name
+        echo_terminus(local, remote, remote.address if not remote.dynamic else name, honoured)
 
     def _authorise(
         self,
@@ -533,7 +655,7 @@ class Server(Handler):
         close_link(link, name, description, info)
 
     def on_link_remote_close(self, event: Event) -> None:
-        self._forget(event.link)
+        self._forget(event.link, closed=True)
         if not event.link.state & Endpoint.LOCAL_CLOSED:
             event.link.close()
 
@@ -541,14 +663,23 @@ class Server(Handler):
         self._forget(event.link)
         event.link.detach()
 
-    def _forget(self, link: Link) -> None:
-        state = self.links.pop(link._impl, None)
+    def _forget(self, link: Link, closed: bool = False) -> None:
+        """A link went: its state, and what lived as long as it (``closed``: a detach
+        with closed=true, which ends a kept subscription)."""
+        impl = link._impl
+        state = self.links.pop(impl, None)
         if state is not None:
             state.detach()
-            self._unindex(state, link._impl)
-        temporary = self._temporary.pop(link._impl, None)
+            self._unindex(state, impl)
+        temporary = self._temporary.pop(impl, None)
         if temporary is not None and temporary in self.broker.queues:
             self.broker.delete_queue(temporary, force=True)
+        subscription = self._subscribed.pop(impl, None)
+        if subscription is not None:
+            self.broker.subscriptions.detach(subscription, closed)
+        exchange = self._temporary_exchanges.pop(impl, None)
+        if exchange is not None and exchange in self.broker.exchanges:
+            self.broker.delete_exchange(exchange)
 
     def _own_if_dynamic(self, link: Link, terminus: Terminus, queue: Queue | None) -> None:
         """A dynamic node lives as long as the link that asked for it (AMQP 1.0's default
@@ -562,6 +693,8 @@ class Server(Handler):
         stay attached and have their later transfers refused (see ProducerLink)."""
         for impl in self._attached.pop(queue, ()):
             self._temporary.pop(impl, None)
+            if self._subscribed.pop(impl, None) is not None:
+                self.broker.subscriptions.detach(queue.name, closed=True)
             state = self.links.get(impl)
             if isinstance(state, ProducerLink):
                 state.target_deleted()

@@ -100,6 +100,34 @@ def node_options(link: Link, terminus: Terminus) -> dict[str, Any]:
     return options
 
 
+EXCHANGE_TYPE = "exchange-type"
+# Node options about the node itself when it is an exchange, not about a queue.
+_EXCHANGE_OPTIONS = (EXCHANGE_TYPE, "supported-dist-modes", "durable", "type", "node-type")
+
+
+def exchange_options(
+    terminus: Terminus, options: dict[str, Any]
+) -> tuple[bool, str | None, dict[str, Any]]:
+    """Whether the attach asks for an exchange, the type it names (None: it names none),
+    and the options left for a queue. An exchange is asked for by ``exchange-type``, by
+    ``supported-dist-modes`` ``copy`` (qpidd), by the ``temporary-topic`` capability on a
+    dynamic node (Qpid JMS) or the ``topic`` capability without ``queue`` (Qpid JMS's
+    topics; Broker-J makes an exchange for them)."""
+    rest = {k: v for k, v in options.items() if k not in _EXCHANGE_OPTIONS}
+    kind = options.get(EXCHANGE_TYPE)
+    if kind is not None:
+        return True, str(property_text(kind)), rest
+    modes = options.get("supported-dist-modes")
+    modes_text = " ".join(str(m) for m in modes) if isinstance(modes, (list, tuple)) else str(modes)
+    capabilities = set(capabilities_of(terminus))
+    wanted = (
+        (modes is not None and "copy" in modes_text and "move" not in modes_text)
+        or (terminus.dynamic and "temporary-topic" in capabilities)
+        or ("topic" in capabilities and "queue" not in capabilities)
+    )
+    return (True, None, rest) if wanted else (False, None, options)
+
+
 def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
     """The replay period (seconds) a consumer asked for, and the filter entry to echo.
 
@@ -208,6 +236,11 @@ def echo_filters(local: Terminus, applied: Mapping[str, Any]) -> None:
             )
         echoed[symbol(name)] = raw
     local.filter.put_dict(echoed)
+
+
+def filters_of(source: Terminus) -> dict[str, Any]:
+    """The source's filter map, decoded (InvalidField if it cannot be read)."""
+    return _map_of(source.filter, "source filter")
 
 
 def _map_of(data: Data, what: str) -> dict[str, Any]:

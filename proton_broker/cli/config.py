@@ -7,6 +7,8 @@ Commands (as qpid-config spells them; options may come before or after the words
     proton-broker-config [-b URL] queues [--interval SECONDS]
     proton-broker-config [-b URL] queue NAME
     proton-broker-config [-b URL] acl reload   (read the broker's ACL file again)
+    proton-broker-config [-b URL] add exchange TYPE NAME | del exchange NAME | exchanges
+    proton-broker-config [-b URL] bind|unbind EXCHANGE QUEUE [KEY] | bindings   (cli/exchanges.py)
     proton-broker-config user add|passwd|delete|list [NAME]   (cli/users.py)
 
 Rules this module owns:
@@ -28,7 +30,6 @@ Rules this module owns:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -38,7 +39,9 @@ from typing import Any
 
 from proton import ConnectionException, Timeout
 
-from proton_broker.cli.client import ManagementClient, Reply
+from proton_broker.cli import exchanges
+from proton_broker.cli.client import ManagementClient
+from proton_broker.cli.output import Refused, ok, print_json, print_table, text
 
 DEFAULT_BROKER = "localhost:5672"
 # The default for -b when set (not PROTON_BROKER_*: that prefix is the broker's own config).
@@ -70,10 +73,6 @@ _ADD_ONLY = (
 )
 
 
-class Refused(Exception):
-    """The broker said no, or could not be asked: exit 1 with this text."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="proton-broker-config",
@@ -83,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
         "       %(prog)s [OPTIONS] queues\n"
         "       %(prog)s [OPTIONS] queue NAME\n"
+        "       %(prog)s [OPTIONS] add exchange TYPE NAME [--durable] | del exchange NAME\n"
+        "       %(prog)s [OPTIONS] bind EXCHANGE QUEUE [KEY] [all|any K=V ...]\n"
+        "       %(prog)s [OPTIONS] unbind EXCHANGE QUEUE [KEY] | exchanges | bindings [EXCHANGE]\n"
         "       %(prog)s user add|passwd|delete|list [NAME] (see: %(prog)s user --help)",
         epilog="Exit status: 0 done, 1 the broker refused or could not be reached, 2 usage error.",
     )
@@ -195,24 +197,13 @@ def _redacted(text: str) -> str:
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
     """The function for the command words, after checking them (exit 2 if wrong)."""
-    words = args.command
-    if words[:2] == ["add", "queue"] and len(words) == 3:
-        chosen = add_queue
-    elif words[:2] == ["del", "queue"] and len(words) == 3:
-        chosen = del_queue
-    elif words == ["queues"]:
-        chosen = list_queues
-    elif words[:1] == ["queue"] and len(words) == 2:
-        chosen = show_queue
-    elif words == ["acl", "reload"]:
-        chosen = reload_acl
-    else:
-        parser.error(f"unknown command {' '.join(words)!r}" if words else "no command given")
+    chosen = _chosen(parser, args.command)
+    allowed = ("durable", "argument") if chosen is exchanges.add_exchange else ()
     if chosen is not add_queue:
         given = [
             f"--{name.replace('_', '-')}"
             for name in _ADD_ONLY
-            if getattr(args, name) not in (None, False, [])
+            if name not in allowed and getattr(args, name) not in (None, False, [])
         ]
         if given:
             parser.error(f"{', '.join(given)} only go with 'add queue'")
@@ -220,6 +211,29 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
         parser.error("--force only goes with 'del queue'")
     if chosen is add_queue:
         args.attributes = queue_attributes(parser, args)
+    if chosen is exchanges.add_exchange and (problem := exchanges.argument_problem(args.argument)):
+        parser.error(problem)
+    return chosen
+
+
+def _chosen(parser: argparse.ArgumentParser, words: list[str]) -> Any:
+    """The command the words name (exit 2 if none does)."""
+    if words[:2] == ["add", "queue"] and len(words) == 3:
+        return add_queue
+    if words[:2] == ["del", "queue"] and len(words) == 3:
+        return del_queue
+    if words == ["queues"]:
+        return list_queues
+    if words[:1] == ["queue"] and len(words) == 2:
+        return show_queue
+    if words == ["acl", "reload"]:
+        return reload_acl
+    found = exchanges.command_for(words)
+    if found is None:
+        parser.error(f"unknown command {' '.join(words)!r}" if words else "no command given")
+    chosen, wrong = found
+    if wrong is not None:
+        parser.error(wrong)
     return chosen
 
 
@@ -260,40 +274,40 @@ def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 def add_queue(client: ManagementClient, args: argparse.Namespace) -> int:
     name = args.command[2]
-    reply = _ok(client.request("CREATE", QUEUE_TYPE, name, {"name": name, **args.attributes}))
+    reply = ok(client.request("CREATE", QUEUE_TYPE, name, {"name": name, **args.attributes}))
     if args.json:
-        _print_json(reply.body)
+        print_json(reply.body)
     return EXIT_OK
 
 
 def del_queue(client: ManagementClient, args: argparse.Namespace) -> int:
     name = args.command[2]
     props = {"force": True} if args.force else {}
-    _ok(client.request("DELETE", QUEUE_TYPE, name, **props))
+    ok(client.request("DELETE", QUEUE_TYPE, name, **props))
     if args.json:
-        _print_json({"name": name, "deleted": True})
+        print_json({"name": name, "deleted": True})
     return EXIT_OK
 
 
 def reload_acl(client: ManagementClient, args: argparse.Namespace) -> int:
     """The management node's RELOAD-ACL (qpidd's ``reloadACLFile`` method)."""
-    reply = _ok(client.node("RELOAD-ACL"))
+    reply = ok(client.node("RELOAD-ACL"))
     if args.json:
-        _print_json(reply.body)
+        print_json(reply.body)
     else:
         print(reply.description)
     return EXIT_OK
 
 
 def show_queue(client: ManagementClient, args: argparse.Namespace) -> int:
-    reply = _ok(client.request("READ", QUEUE_TYPE, args.command[1]))
+    reply = ok(client.request("READ", QUEUE_TYPE, args.command[1]))
     if args.json:
-        _print_json(reply.body)
+        print_json(reply.body)
         return EXIT_OK
     attributes = reply.body if isinstance(reply.body, dict) else {}
     width = max((len(str(k)) for k in attributes), default=0)
     for key, value in attributes.items():
-        print(f"{key:<{width}}  {_text(value)}")
+        print(f"{key:<{width}}  {text(value)}")
     return EXIT_OK
 
 
@@ -313,14 +327,19 @@ def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
                 if isinstance(row.get(total), int) and isinstance(old.get(total), int):
                     row[rate] = round((row[total] - old[total]) / elapsed, 1)
     if args.json:
-        _print_json(list(rows.values()))
+        print_json(list(rows.values()))
         return EXIT_OK
-    _print_table(list(rows.values()))
+    shown = [
+        (title, key)
+        for title, key in COLUMNS
+        if key not in ("enqueueRate", "dequeueRate") or any(key in r for r in rows.values())
+    ]
+    print_table(list(rows.values()), shown)
     return EXIT_OK
 
 
 def _snapshot(client: ManagementClient) -> dict[str, dict[str, Any]]:
-    reply = _ok(client.node("QUERY", {"attributeNames": TABLE_ATTRIBUTES}, entityType=QUEUE_TYPE))
+    reply = ok(client.node("QUERY", {"attributeNames": TABLE_ATTRIBUTES}, entityType=QUEUE_TYPE))
     body = reply.body if isinstance(reply.body, dict) else {}
     names = list(body.get("attributeNames") or TABLE_ATTRIBUTES)
     rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
@@ -341,46 +360,6 @@ COLUMNS = [
     ("Enq/s", "enqueueRate"),
     ("Deq/s", "dequeueRate"),
 ]
-
-
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    columns = [
-        (title, key)
-        for title, key in COLUMNS
-        if key not in ("enqueueRate", "dequeueRate") or any(key in r for r in rows)
-    ]
-    cells = [[title for title, _ in columns]]
-    cells += [[_text(row.get(key), table=True) for _, key in columns] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    for n, line in enumerate(cells):
-        print(
-            "  ".join(
-                c.ljust(w) if i < 2 or n == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(line, widths, strict=True))
-            ).rstrip()
-        )
-        if n == 0:
-            print("=" * (sum(widths) + 2 * (len(widths) - 1)))
-
-
-def _text(value: Any, table: bool = False) -> str:
-    if value is None:
-        return "-" if table else ""
-    if isinstance(value, bool):
-        return ("Y" if value else "N") if table else str(value).lower()
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, default=str)
-    return str(value)
-
-
-def _ok(reply: Reply) -> Reply:
-    if not reply.ok:
-        raise Refused(f"{reply.status} {reply.description}")
-    return reply
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -382,7 +382,6 @@ _DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
 # Recognised, but a feature this broker does not have: refused with not-implemented.
 _UNSUPPORTED = {
     "alternate-exchange": "dead-letter routing (alternate exchanges) is not supported",
-    "exchange-type": "exchanges and topics are not supported; this broker has queues only",
     "qpid.fairshare": "fair-share scheduling over priorities is not supported",
     "x-qpid-fairshare": "fair-share scheduling over priorities is not supported",
 }

@@ -114,6 +114,17 @@ class Access:
             f"publish to queue '{name}'",
         )
 
+    def publish(self, user: str, exchange: str, key: str) -> None:
+        """A message ``user`` sends through ``exchange`` with routing key ``key``."""
+        self.check(
+            user,
+            "publish",
+            "exchange",
+            exchange,
+            {"routingkey": key},
+            f"publish to exchange '{exchange}' with routing key '{key}'",
+        )
+
     def create_queue(self, user: str, name: str, settings: QueueSettings) -> None:
         """``user`` would create queue ``name``: the ACL and the user's queue quota."""
         if self.acl is None:

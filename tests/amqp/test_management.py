@@ -148,8 +148,8 @@ def test_an_identity_on_create_is_a_400(broker: RunningBroker, node: Node) -> No
 
 
 def test_an_unknown_type_is_a_400_with_a_description(broker: RunningBroker, node: Node) -> None:
-    code, description = status(node.ask(entity("CREATE", "x", kind="org.apache.qpid.Exchange")))
-    assert code == 400 and "org.apache.qpid.Exchange" in description
+    code, description = status(node.ask(entity("CREATE", "x", kind="org.apache.qpid.VirtualHost")))
+    assert code == 400 and "org.apache.qpid.VirtualHost" in description
     assert "x" not in queues(broker)
 
 

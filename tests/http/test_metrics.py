@@ -185,6 +185,26 @@ def test_store_commit_latency_is_a_histogram_of_the_durable_commits(
     assert 0 < broker_figure(samples, "store_commit_seconds_sum") < 30
 
 
+def test_each_exchange_reports_its_bindings_and_what_it_routed_and_dropped(
+    start_gateway: Callable[[Config], Http],
+) -> None:
+    http = start_gateway(http_config())
+    client = http.running.client()
+    subscription = client.receiver("amq.topic/news.#", credit=10, name="news")
+    sender = client.sender("amq.topic")
+    accepted(client, sender, Message(subject="news.uk", body="routed"))
+    accepted(client, sender, Message(subject="sport", body="dropped"))
+    client.wait_received(subscription, 1)
+    _, samples = scrape(http.base + "/metrics")
+    topic = (("exchange", "amq.topic"), ("type", "topic"))
+    assert samples[("proton_broker_exchange_bindings", topic)] == 1
+    assert samples[("proton_broker_exchange_routed_total", topic)] == 1
+    assert samples[("proton_broker_exchange_dropped_total", topic)] == 1
+    fanout = (("exchange", "amq.fanout"), ("type", "fanout"))
+    assert samples[("proton_broker_exchange_routed_total", fanout)] == 0
+    assert queue_figures(samples, "test_news")["queue_enqueued_total"] == 1  # subscription
+
+
 def test_a_memory_store_reports_no_commits(start_gateway: Callable[[Config], Http]) -> None:
     http = start_gateway(http_config())
     client = http.running.client()

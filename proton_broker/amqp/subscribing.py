@@ -1,0 +1,165 @@
+"""Reading a receiver's attach to an exchange into a subscription, and writing our reply.
+
+Rules this module owns (qpidd's ``docs/amqp-1.0.txt`` and ``Filter.cpp``; the filter
+descriptors are those of the AMQP filter registry):
+
+* Binding filters: ``legacy-amqp-direct-binding`` and ``legacy-amqp-topic-binding`` (a
+  string: the binding key) and ``legacy-amqp-headers-binding`` (a map: the headers
+  binding's arguments), recognised by their descriptor, symbolic or numeric. The subject
+  of an ``exchange/subject`` address is a binding key too. Without one: a topic exchange
+  binds ``#`` (everything), a headers exchange ``x-match: all`` (everything), a direct
+  exchange the empty key, each echoed under the name ``default-subject-filter`` or
+  ``default-headers-filter``. A topic filter on a direct exchange is taken as a direct one
+  and echoed so; a headers filter on another type, or a key filter on a headers exchange,
+  is refused with ``amqp:invalid-field``. One binding filter at most.
+* ``selector-filter`` goes into the binding (``x-filter-jms-selector``), so the
+  subscription queue holds only what its receivers select. ``no-local-filter`` (a list,
+  or the string Qpid JMS sends) keeps the messages the subscriber's own connection
+  publishes out of its subscription queue.
+* The filters honoured are echoed in our source, as the receiver sent them; the
+  capabilities echoed are those requested among ``topic``, ``shared``, ``global``,
+  ``create-on-demand``, ``durable`` (a durable exchange), and the legacy binding filter
+  capability matching the exchange's type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proton import Link, Terminus
+
+from proton_broker.amqp.terminus import capabilities_of, filters_of, selector_filter
+from proton_broker.codec.values import Described as DecodedDescribed
+from proton_broker.errors import InvalidField
+from proton_broker.exchanges.exchange import DIRECT, HEADERS, TOPIC, ExchangeAddress
+from proton_broker.exchanges.headers import MATCH_ALL, SELECTOR_ARGUMENT, X_MATCH
+from proton_broker.exchanges.subscriptions import Subscription, subscription_name
+
+DIRECT_BINDING = ("apache.org:legacy-amqp-direct-binding:string", 0x0000468C00000000)
+TOPIC_BINDING = ("apache.org:legacy-amqp-topic-binding:string", 0x0000468C00000001)
+HEADERS_BINDING = ("apache.org:legacy-amqp-headers-binding:map", 0x0000468C00000002)
+NO_LOCAL = ("apache.org:no-local-filter:list", 0x0000468C00000003)
+DEFAULT_SUBJECT = "default-subject-filter"
+DEFAULT_HEADERS = "default-headers-filter"
+SHARED = "shared"
+GLOBAL = "global"
+EXCHANGE_CAPABILITIES = frozenset({"topic", SHARED, GLOBAL, "create-on-demand"})
+FILTER_CAPABILITIES = {DIRECT: "legacy-amqp-direct-binding", TOPIC: "legacy-amqp-topic-binding"}
+
+
+@dataclass
+class SubscriptionRequest:
+    """A receiver's attach to an exchange, read: what to ask the broker for, what to echo."""
+
+    subscription: Subscription
+    no_local: bool
+    echo: dict[str, Any]  # filters honoured, as the receiver wrote them (or our defaults)
+
+
+def read_subscription(
+    link: Link, source: Terminus, address: ExchangeAddress, options: dict[str, Any]
+) -> SubscriptionRequest:
+    """The subscription a receiver on ``address`` asks for (InvalidField for a filter that
+    cannot apply)."""
+    exchange = address.exchange
+    capabilities = set(capabilities_of(source))
+    shared = SHARED in capabilities
+    filters = filters_of(source)
+    echo: dict[str, Any] = {}
+    key, arguments = _binding(exchange.kind, address, filters, echo)
+    selector, selected = selector_filter(source)
+    if selector is not None and selector.text.strip():
+        arguments[SELECTOR_ARGUMENT] = selector.text
+    echo.update(selected)
+    no_local = _no_local(filters, echo)
+    name = subscription_name(
+        link.connection.remote_container or "", link.name, shared, GLOBAL in capabilities
+    )
+    subscription = Subscription(
+        name,
+        exchange.name,
+        (Subscription.binding(key, arguments),),
+        options,
+        durable=source.durability != Terminus.NONDURABLE,
+        kept=source.expiry_policy == Terminus.EXPIRE_NEVER,
+        shared=shared,
+    )
+    return SubscriptionRequest(subscription, no_local, echo)
+
+
+def _binding(
+    kind: str, address: ExchangeAddress, filters: dict[str, Any], echo: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The binding key and arguments the filters (or the address' subject) ask for."""
+    keys = {n: f for n, f in filters.items() if _is(f, DIRECT_BINDING) or _is(f, TOPIC_BINDING)}
+    headers = {n: f for n, f in filters.items() if _is(f, HEADERS_BINDING)}
+    if len(keys) + len(headers) > 1:
+        raise InvalidField("one binding filter at most", "filter")
+    if headers:
+        return _headers_binding(kind, *next(iter(headers.items())), echo)
+    if keys:
+        return _key_binding(kind, *next(iter(keys.items())), echo)
+    if address.subject is not None:
+        return address.subject, {}
+    if kind == HEADERS:
+        echo[DEFAULT_HEADERS] = DecodedDescribed(HEADERS_BINDING[0], {X_MATCH: MATCH_ALL})
+        return "", {X_MATCH: MATCH_ALL}
+    default = "#" if kind == TOPIC else ""
+    descriptor = TOPIC_BINDING if kind == TOPIC else DIRECT_BINDING
+    echo[DEFAULT_SUBJECT] = DecodedDescribed(descriptor[0], default)
+    return default, {}
+
+
+def _headers_binding(
+    kind: str, name: str, raw: DecodedDescribed, echo: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    if kind != HEADERS:
+        raise InvalidField(
+            f"a headers binding filter needs a headers exchange, not {kind}", "filter"
+        )
+    if not isinstance(raw.value, dict):
+        raise InvalidField(f"binding filter '{name}' must be a map", "filter")
+    echo[name] = raw
+    return "", {str(k): v for k, v in raw.value.items()}
+
+
+def _key_binding(
+    kind: str, name: str, raw: DecodedDescribed, echo: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    if not isinstance(raw.value, str):
+        raise InvalidField(f"binding filter '{name}' must be a string", "filter")
+    if kind == HEADERS:
+        raise InvalidField("a headers exchange binds with a headers filter", "filter")
+    if kind == DIRECT and _is(raw, TOPIC_BINDING):  # qpidd takes it as a direct one
+        raw = DecodedDescribed(_like(raw.descriptor, DIRECT_BINDING), raw.value)
+    echo[name] = raw
+    return raw.value, {}
+
+
+def _no_local(filters: dict[str, Any], echo: dict[str, Any]) -> bool:
+    for name, raw in filters.items():
+        if _is(raw, NO_LOCAL):
+            echo[name] = raw
+            return True
+    return False
+
+
+def _is(raw: Any, descriptor: tuple[str, int]) -> bool:
+    return isinstance(raw, DecodedDescribed) and raw.descriptor in descriptor
+
+
+def _like(descriptor: Any, wanted: tuple[str, int]) -> Any:
+    """``wanted`` in the form (symbolic or numeric) ``descriptor`` was written in."""
+    return wanted[1] if isinstance(descriptor, int) else wanted[0]
+
+
+def exchange_capabilities(requested: list[str], address: ExchangeAddress) -> set[str]:
+    """The capabilities we echo for a link on ``address`` (see the module rules)."""
+    exchange = address.exchange
+    honoured = set(EXCHANGE_CAPABILITIES)
+    if exchange.durable:
+        honoured.add("durable")
+    if exchange.kind in FILTER_CAPABILITIES:
+        honoured.add(FILTER_CAPABILITIES[exchange.kind])
+    return {c for c in requested if c in honoured}

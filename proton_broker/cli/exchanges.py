@@ -1,0 +1,157 @@
+"""``proton-broker-config``'s exchange and binding commands, in qpid-config's syntax::
+
+    add exchange TYPE NAME [--durable] [--argument KEY=VALUE ...]
+    del exchange NAME
+    exchanges                           (a table: name, type, durable, bindings, counters)
+    bind EXCHANGE QUEUE [KEY] [all|any NAME=VALUE ...]   (the last: a headers binding)
+    unbind EXCHANGE QUEUE [KEY]
+    bindings [EXCHANGE]
+
+Each is one request to the ``$management`` node (Broker-J's ``org.apache.qpid.Exchange``
+and ``org.apache.qpid.Binding`` types). A headers binding's values are sent as text, as
+qpid-config sends them; numbers in a message's properties do not equal them (the broker
+compares types), so match numbers through the management node or the config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from proton_broker.cli.client import ManagementClient
+from proton_broker.cli.output import ok, print_json, print_table
+
+EXCHANGE_TYPE = "org.apache.qpid.Exchange"
+BINDING_TYPE = "org.apache.qpid.Binding"
+EXCHANGE_TYPES = ("direct", "topic", "fanout", "headers")
+MATCH_MODES = ("all", "any")
+EXCHANGE_COLUMNS = [
+    ("Exchange", "name"),
+    ("Type", "type"),
+    ("Dur", "durable"),
+    ("Bindings", "bindingCount"),
+    ("Routed", "messagesRouted"),
+    ("Dropped", "messagesDropped"),
+]
+BINDING_COLUMNS = [
+    ("Exchange", "exchange"),
+    ("Queue", "queue"),
+    ("Key", "bindingKey"),
+    ("Arguments", "arguments"),
+]
+
+Command = Callable[[ManagementClient, argparse.Namespace], int]
+
+
+def command_for(words: list[str]) -> tuple[Command, str | None] | None:
+    """The command these words name and what is wrong with them (None: not ours)."""
+    head = words[:2]
+    if head == ["add", "exchange"]:
+        if len(words) != 4 or words[2] not in EXCHANGE_TYPES:
+            return add_exchange, f"usage: add exchange {'|'.join(EXCHANGE_TYPES)} NAME"
+        return add_exchange, None
+    if head == ["del", "exchange"]:
+        return del_exchange, None if len(words) == 3 else "usage: del exchange NAME"
+    if words == ["exchanges"]:
+        return list_exchanges, None
+    if words[:1] == ["bindings"]:
+        return list_bindings, None if len(words) <= 2 else "usage: bindings [EXCHANGE]"
+    if words[:1] == ["bind"]:
+        return bind, _bind_problem(words)
+    if words[:1] == ["unbind"]:
+        return unbind, None if len(words) in (3, 4) else "usage: unbind EXCHANGE QUEUE [KEY]"
+    return None
+
+
+def _bind_problem(words: list[str]) -> str | None:
+    usage = "usage: bind EXCHANGE QUEUE [KEY] [all|any NAME=VALUE ...]"
+    if len(words) < 3:
+        return usage
+    rest = words[3:]
+    if rest and rest[0] not in MATCH_MODES and "=" not in rest[0]:
+        rest = rest[1:]  # the key
+    if rest and (rest[0] not in MATCH_MODES or not all("=" in w for w in rest[1:])):
+        return usage
+    return None
+
+
+def argument_problem(items: list[str]) -> str | None:
+    """What is wrong with ``--argument`` values (None: they are NAME=VALUE)."""
+    bad = [item for item in items if not item.partition("=")[0] or "=" not in item]
+    return f"--argument needs NAME=VALUE, got {bad[0]!r}" if bad else None
+
+
+def add_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
+    kind, name = args.command[2], args.command[3]
+    body: dict[str, Any] = {"name": name, "type": kind}
+    if args.durable:
+        body["durable"] = True
+    arguments = _pairs(args.argument)
+    if arguments:
+        body["arguments"] = arguments
+    reply = ok(client.request("CREATE", EXCHANGE_TYPE, name, body))
+    if args.json:
+        print_json(reply.body)
+    return 0
+
+
+def del_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
+    name = args.command[2]
+    ok(client.request("DELETE", EXCHANGE_TYPE, name))
+    if args.json:
+        print_json({"name": name, "deleted": True})
+    return 0
+
+
+def bind(client: ManagementClient, args: argparse.Namespace) -> int:
+    exchange, queue, *rest = args.command[1:]
+    key = rest.pop(0) if rest and rest[0] not in MATCH_MODES and "=" not in rest[0] else ""
+    body: dict[str, Any] = {}
+    if rest:
+        body["arguments"] = {"x-match": rest[0], **_pairs(rest[1:])}
+    reply = ok(client.request("CREATE", BINDING_TYPE, key, body, exchange=exchange, queue=queue))
+    if args.json:
+        print_json(reply.body)
+    return 0
+
+
+def unbind(client: ManagementClient, args: argparse.Namespace) -> int:
+    exchange, queue, *rest = args.command[1:]
+    key = rest[0] if rest else ""
+    ok(client.request("DELETE", BINDING_TYPE, key, exchange=exchange, queue=queue))
+    if args.json:
+        print_json({"exchange": exchange, "queue": queue, "key": key, "deleted": True})
+    return 0
+
+
+def list_exchanges(client: ManagementClient, args: argparse.Namespace) -> int:
+    return _listing(client, args, EXCHANGE_TYPE, EXCHANGE_COLUMNS, {})
+
+
+def list_bindings(client: ManagementClient, args: argparse.Namespace) -> int:
+    wanted = {"exchange": args.command[1]} if len(args.command) == 2 else {}
+    return _listing(client, args, BINDING_TYPE, BINDING_COLUMNS, wanted)
+
+
+def _listing(
+    client: ManagementClient,
+    args: argparse.Namespace,
+    entity_type: str,
+    columns: list[tuple[str, str]],
+    properties: dict[str, Any],
+) -> int:
+    reply = ok(client.node("QUERY", {}, entityType=entity_type, **properties))
+    body = reply.body if isinstance(reply.body, dict) else {}
+    names = list(body.get("attributeNames") or [])
+    rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(rows, columns, left=2 if entity_type == EXCHANGE_TYPE else len(columns))
+    return 0
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    """NAME=VALUE words (checked by command_for and argument_problem) as a map."""
+    return dict(item.partition("=")[::2] for item in items)

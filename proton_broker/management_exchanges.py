@@ -1,0 +1,269 @@
+"""Exchanges and bindings on the ``$management`` node (the queue half is :mod:`management`).
+
+Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
+
+* Exchanges: the category ``org.apache.qpid.Exchange`` and Broker-J's kinds
+  ``org.apache.qpid.DirectExchange``, ``TopicExchange``, ``FanoutExchange`` and
+  ``HeadersExchange``. CREATE takes ``type`` (``direct``, ``topic``, ``fanout``,
+  ``headers``; a kind implies it), ``durable`` and ``arguments``; one that exists is a 409.
+  READ and QUERY give ``name``, ``id``, ``type``, ``durable``, ``arguments``,
+  ``bindingCount``, ``messagesRouted`` and ``messagesDropped``. DELETE removes the exchange
+  and its bindings (the queues stay); the four default exchanges cannot be deleted (409).
+  Nothing of an exchange can be changed: UPDATE is a 400.
+* Bindings: ``org.apache.qpid.Binding``, named by ``exchange``, ``queue`` and the binding
+  key ``name`` (Broker-J 6's names; ``bindingKey`` and ``destination`` are taken too).
+  CREATE with ``arguments`` (a headers binding's ``x-match``...), a binding that exists is
+  a 409; DELETE; READ; QUERY lists them all, or one exchange's (``exchange`` in the
+  request's application properties).
+* Every operation asks the ACL first: ``create``/``delete``/``access exchange``,
+  ``bind``/``unbind exchange`` with ``queuename`` and ``routingkey``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from proton_broker.exchanges.exchange import EXCHANGE_TYPES, Binding, Exchange
+from proton_broker.queues.settings import to_bool
+
+if TYPE_CHECKING:
+    from proton_broker.broker import Broker
+
+EXCHANGE_TYPE = "org.apache.qpid.Exchange"
+EXCHANGE_KINDS = {
+    "org.apache.qpid.DirectExchange": "direct",
+    "org.apache.qpid.TopicExchange": "topic",
+    "org.apache.qpid.FanoutExchange": "fanout",
+    "org.apache.qpid.HeadersExchange": "headers",
+}
+BINDING_TYPE = "org.apache.qpid.Binding"
+EXCHANGE_ENTITY_TYPES = (EXCHANGE_TYPE, *EXCHANGE_KINDS)
+ENTITY_TYPES = (*EXCHANGE_ENTITY_TYPES, BINDING_TYPE)
+TYPE_HIERARCHY = {
+    EXCHANGE_TYPE: [],
+    **{kind: [EXCHANGE_TYPE] for kind in EXCHANGE_KINDS},
+    BINDING_TYPE: [],
+}
+
+EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
+    "name": lambda e: e.name,
+    "id": lambda e: _identity("exchange", e.name),
+    "type": lambda e: e.kind,
+    "durable": lambda e: e.durable,
+    "arguments": lambda e: dict(e.arguments),
+    "bindingCount": lambda e: e.binding_count,
+    "messagesRouted": lambda e: e.routed,
+    "messagesDropped": lambda e: e.dropped,
+}
+BINDING_ATTRIBUTES: dict[str, Callable[[Binding], Any]] = {
+    "name": lambda b: b.key,
+    "id": lambda b: _identity("binding", b.exchange, b.queue, b.key),
+    "exchange": lambda b: b.exchange,
+    "queue": lambda b: b.queue,
+    "bindingKey": lambda b: b.key,
+    "arguments": lambda b: dict(b.arguments),
+}
+
+
+class Failure(Exception):
+    """A request answered with an error status (the node turns it into its Response)."""
+
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+
+
+BAD_REQUEST, NOT_FOUND, CONFLICT = 400, 404, 409
+
+
+def _identity(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "proton-broker:" + "\0".join(parts)))
+
+
+class ExchangeEntities:
+    """CREATE, READ, UPDATE, DELETE and QUERY of exchanges and bindings."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def handle(
+        self,
+        operation: str,
+        kind: str,
+        properties: Mapping[str, Any],
+        attributes: dict[str, Any],
+        user: str | None,
+    ) -> tuple[int, str, Any]:
+        """(status, description, body) for one entity operation."""
+        if kind == BINDING_TYPE:
+            return self._binding(operation, properties, attributes, user)
+        return self._exchange(operation, kind, properties, attributes, user)
+
+    # ---- exchanges ------------------------------------------------------------------------
+
+    def _exchange(
+        self,
+        operation: str,
+        kind: str,
+        properties: Mapping[str, Any],
+        attributes: dict[str, Any],
+        user: str | None,
+    ) -> tuple[int, str, Any]:
+        name = _name(properties, attributes)
+        if operation == "CREATE":
+            return self._create_exchange(name, kind, attributes, user)
+        exchange = self._find_exchange(name, properties, kind)
+        if operation == "READ":
+            if user is not None:
+                self.broker.access.check(user, "access", "exchange", exchange.name)
+            return 200, "OK", exchange_attributes(exchange)
+        if operation == "DELETE":
+            if exchange.builtin:
+                raise Failure(CONFLICT, f"'{exchange.name}' is one of the broker's own exchanges")
+            self.broker.delete_exchange(exchange.name, user=user)
+            return 204, "Deleted", {}
+        if operation == "UPDATE":
+            raise Failure(BAD_REQUEST, "nothing of an exchange can be changed; delete and create")
+        raise Failure(BAD_REQUEST, f"unknown operation {operation!r} for type {kind!r}")
+
+    def _create_exchange(
+        self, name: str | None, kind: str, attributes: dict[str, Any], user: str | None
+    ) -> tuple[int, str, Any]:
+        if not name:
+            raise Failure(BAD_REQUEST, "CREATE needs a 'name'")
+        exchange_type = attributes.get("type", EXCHANGE_KINDS.get(kind))
+        implied = EXCHANGE_KINDS.get(kind)
+        if exchange_type not in EXCHANGE_TYPES:
+            raise Failure(
+                BAD_REQUEST,
+                f"an exchange needs a 'type', one of {', '.join(EXCHANGE_TYPES)}, "
+                f"not {exchange_type!r}",
+            )
+        if implied is not None and implied != exchange_type:
+            raise Failure(BAD_REQUEST, f"type {kind} is a {implied} exchange, not {exchange_type}")
+        unknown = sorted(set(attributes) - {"name", "type", "durable", "arguments", "qpid-type"})
+        if unknown:
+            raise Failure(BAD_REQUEST, f"unknown exchange attribute {unknown[0]!r}")
+        if name in self.broker.exchanges:
+            raise Failure(CONFLICT, f"exchange '{name}' already exists")
+        durable = to_bool("durable", attributes.get("durable", False))
+        arguments = attributes.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise Failure(BAD_REQUEST, "'arguments' must be a map")
+        exchange = self.broker.declare_exchange(name, exchange_type, durable, arguments, user)
+        return 201, "Created", exchange_attributes(exchange)
+
+    def _find_exchange(
+        self, name: str | None, properties: Mapping[str, Any], kind: str
+    ) -> Exchange:
+        exchange = self.broker.exchanges.get(name) if name else None
+        identity = properties.get("identity")
+        if exchange is None and identity is not None:
+            exchange = next(
+                (e for e in self.broker.exchanges if _identity("exchange", e.name) == identity),
+                None,
+            )
+        implied = EXCHANGE_KINDS.get(kind)
+        if exchange is None or (implied is not None and exchange.kind != implied):
+            raise Failure(NOT_FOUND, f"no {kind} named {name or identity!r}")
+        return exchange
+
+    # ---- bindings -------------------------------------------------------------------------
+
+    def _binding(
+        self,
+        operation: str,
+        properties: Mapping[str, Any],
+        attributes: dict[str, Any],
+        user: str | None,
+    ) -> tuple[int, str, Any]:
+        exchange, queue, key = _binding_names(properties, attributes)
+        found = self._find_binding(exchange, queue, key)
+        if operation == "CREATE":
+            if found is not None:
+                raise Failure(CONFLICT, f"binding '{exchange}' -> '{queue}' '{key}' already exists")
+            arguments = attributes.get("arguments") or {}
+            if not isinstance(arguments, Mapping):
+                raise Failure(BAD_REQUEST, "'arguments' must be a map")
+            self.broker.bind(exchange, queue, key, arguments, user=user)
+            made = self._find_binding(exchange, queue, key)
+            return 201, "Created", binding_attributes(made) if made else {}
+        if found is None:
+            raise Failure(NOT_FOUND, f"no binding '{exchange}' -> '{queue}' with key '{key}'")
+        if operation == "READ":
+            if user is not None:
+                self.broker.access.check(user, "access", "exchange", exchange)
+            return 200, "OK", binding_attributes(found)
+        if operation == "DELETE":
+            self.broker.unbind(exchange, queue, key, user=user)
+            return 204, "Deleted", {}
+        if operation == "UPDATE":
+            raise Failure(BAD_REQUEST, "a binding cannot be changed; delete and create it")
+        raise Failure(BAD_REQUEST, f"unknown operation {operation!r} for type {BINDING_TYPE!r}")
+
+    def _find_binding(self, exchange: str, queue: str, key: str) -> Binding | None:
+        target = self.broker.exchanges.get(exchange)
+        if target is None:
+            raise Failure(NOT_FOUND, f"no exchange named {exchange!r}")
+        return next((b for b in target.bindings_of(queue) if b.key == key), None)
+
+    # ---- listings -------------------------------------------------------------------------
+
+    def rows(self, entity_type: str, properties: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every entity of ``entity_type`` as its attribute map, sorted (QUERY)."""
+        if entity_type == BINDING_TYPE:
+            wanted = properties.get("exchange")
+            exchanges = [e for e in self.broker.exchanges if wanted in (None, e.name)]
+            return [
+                binding_attributes(b)
+                for e in sorted(exchanges, key=lambda e: e.name)
+                for b in sorted(e.bindings(), key=lambda b: (b.queue, b.key))
+            ]
+        implied = EXCHANGE_KINDS.get(entity_type)
+        return [
+            exchange_attributes(e)
+            for e in sorted(self.broker.exchanges, key=lambda e: e.name)
+            if implied in (None, e.kind)
+        ]
+
+
+def exchange_attributes(exchange: Exchange) -> dict[str, Any]:
+    return {name: read(exchange) for name, read in EXCHANGE_ATTRIBUTES.items()}
+
+
+def binding_attributes(binding: Binding) -> dict[str, Any]:
+    return {name: read(binding) for name, read in BINDING_ATTRIBUTES.items()}
+
+
+def attribute_names(entity_type: str) -> list[str]:
+    return list(BINDING_ATTRIBUTES if entity_type == BINDING_TYPE else EXCHANGE_ATTRIBUTES)
+
+
+def _name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -> str | None:
+    name = properties.get("name", attributes.get("name"))
+    if name is None and properties.get("index") == "object-path":
+        name = str(properties.get("key", "")).rsplit("/", 1)[-1] or None
+    return None if name is None else str(name)
+
+
+def _binding_names(
+    properties: Mapping[str, Any], attributes: Mapping[str, Any]
+) -> tuple[str, str, str]:
+    """(exchange, queue, key) of a binding request, from the application properties or the
+    body (Broker-J's names: ``queue`` or ``destination``, ``name`` or ``bindingKey``)."""
+
+    def given(*names: str) -> Any:
+        for source in (properties, attributes):
+            for name in names:
+                if source.get(name) is not None:
+                    return source[name]
+        return None
+
+    exchange, queue = given("exchange"), given("queue", "destination")
+    key = given("bindingKey", "name")
+    if not isinstance(exchange, str) or not isinstance(queue, str):
+        raise Failure(BAD_REQUEST, "a binding is named by 'exchange', 'queue' and 'name' (its key)")
+    return exchange, queue, "" if key is None else str(key)

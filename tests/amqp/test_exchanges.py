@@ -1,0 +1,302 @@
+"""Exchanges over AMQP: senders publish to an exchange (or through the relay), receivers
+subscribe to it; each matching subscription gets its own copy, with qpidd's filters and
+echoes."""
+
+from __future__ import annotations
+
+import pytest
+from proton import Described, Disposition, Message, symbol, ulong
+
+from tests.amqp.test_connection import symbols_of
+from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient, terminus_map
+
+DIRECT = symbol("apache.org:legacy-amqp-direct-binding:string")
+TOPIC = symbol("apache.org:legacy-amqp-topic-binding:string")
+HEADERS = symbol("apache.org:legacy-amqp-headers-binding:map")
+SELECTOR = symbol("apache.org:selector-filter:string")
+_TAKEN: dict[int, object] = {}  # deliveries a test has settled already (kept: ids stay unique)
+NO_LOCAL = ulong(0x0000468C00000003)
+
+
+def bodies(client: EngineClient, link, expect: int, settle_wait: float = 0.2) -> list:
+    got = client.wait_received(link, expect) if expect else []
+    client.pump(settle_wait)
+    got = [r for r in client.received(link) if id(r) not in _TAKEN]  # the new ones
+    for received in got:
+        client.settle(received)
+        _TAKEN[id(received)] = received
+    return [r.message.body for r in got]
+
+
+def publish(client: EngineClient, address: str | None, *messages: Message) -> list[Disposition]:
+    sender = client.sender(address)
+    deliveries = [client.send(sender, m, pump=False) for m in messages]
+    return [client.wait_settled(d).remote_state for d in deliveries]
+
+
+def subscriber(client: EngineClient, address: str, **kwargs) -> object:
+    return client.receiver(address, credit=100, **kwargs)
+
+
+# ---- fan-out --------------------------------------------------------------------------------
+
+
+def test_every_matching_topic_subscriber_gets_its_own_copy(broker: RunningBroker) -> None:
+    client = broker.client()
+    everything = subscriber(client, "amq.topic", filters={"f": Described(TOPIC, "#")})
+    uk = subscriber(client, "amq.topic", filters={"f": Described(TOPIC, "news.uk.*")})
+    sport = subscriber(client, "amq.topic", filters={"f": Described(TOPIC, "*.*.sport")})
+    weather = subscriber(client, "amq.topic", filters={"f": Described(TOPIC, "weather.#")})
+    outcomes = publish(
+        client,
+        "amq.topic",
+        Message(subject="news.uk.sport", body="a"),
+        Message(subject="news.fr.sport", body="b"),
+        Message(subject="news.uk.politics", body="c"),
+    )
+    assert outcomes == [Disposition.ACCEPTED] * 3
+    assert bodies(client, everything, 3) == ["a", "b", "c"]
+    assert bodies(client, uk, 2) == ["a", "c"]
+    assert bodies(client, sport, 2) == ["a", "b"]
+    assert bodies(client, weather, 0) == []
+
+
+def test_a_subject_in_the_address_is_the_binding_key_and_the_default_subject(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    uk = subscriber(client, "amq.topic/news.uk")
+    all_news = subscriber(client, "amq.topic/news.#")
+    publish(client, "amq.topic/news.uk", Message(body="from the address"))
+    publish(client, "amq.topic/news.uk", Message(subject="news.fr", body="its own subject"))
+    assert bodies(client, uk, 1) == ["from the address"]
+    assert bodies(client, all_news, 2) == ["from the address", "its own subject"]
+
+
+def test_a_direct_exchange_routes_by_the_equal_key_and_echoes_a_topic_filter_as_direct(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    eu = subscriber(client, "amq.direct", filters={"k": Described(TOPIC, "eu")})
+    echoed = terminus_map(eu.remote_source.filter)
+    assert echoed["k"].descriptor == DIRECT and echoed["k"].value == "eu"
+    us = subscriber(client, "amq.direct", filters={"k": Described(DIRECT, "us")})
+    publish(client, "amq.direct", Message(subject="eu", body=1), Message(subject="us", body=2))
+    assert bodies(client, eu, 1) == [1]
+    assert bodies(client, us, 1) == [2]
+
+
+def test_a_fanout_exchange_gives_every_subscriber_every_message(broker: RunningBroker) -> None:
+    client = broker.client()
+    first, second = subscriber(client, "amq.fanout"), subscriber(client, "amq.fanout")
+    publish(client, "amq.fanout", Message(subject="whatever", body="x"), Message(body="y"))
+    assert bodies(client, first, 2) == ["x", "y"]
+    assert bodies(client, second, 2) == ["x", "y"]
+
+
+def test_a_headers_exchange_matches_all_or_any_of_the_properties(broker: RunningBroker) -> None:
+    client = broker.client()
+    every = {"x-match": "all", "colour": "red", "size": "big"}
+    either = {"x-match": "any", "colour": "red", "size": "big"}
+    both = subscriber(client, "amq.match", filters={"h": Described(HEADERS, every)})
+    one = subscriber(client, "amq.match", filters={"h": Described(HEADERS, either)})
+    publish(
+        client,
+        "amq.match",
+        Message(properties={"colour": "red", "size": "big"}, body="red and big"),
+        Message(properties={"colour": "red", "size": "small"}, body="red"),
+        Message(properties={"colour": "blue"}, body="blue"),
+    )
+    assert bodies(client, both, 1) == ["red and big"]
+    assert bodies(client, one, 2) == ["red and big", "red"]
+
+
+def test_a_subscription_without_a_filter_gets_qpidds_default_and_says_so(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    topic = subscriber(client, "amq.topic", capabilities=["topic", "shared-nothing"])
+    filters = terminus_map(topic.remote_source.filter)
+    assert filters["default-subject-filter"].value == "#"
+    assert filters["default-subject-filter"].descriptor == TOPIC
+    headers = subscriber(client, "amq.match")
+    assert terminus_map(headers.remote_source.filter)["default-headers-filter"].value == {
+        "x-match": "all"
+    }
+    assert topic.remote_source.address == "amq.topic"
+
+
+def test_the_topic_capability_is_echoed_for_an_exchange_as_qpidd_does(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    receiver = subscriber(client, "amq.topic", capabilities=["topic", "queue", "durable"])
+    # amq.topic is durable; it is not a queue
+    assert set(symbols_of(receiver.remote_source.capabilities)) == {"topic", "durable"}
+
+
+def test_a_selector_on_a_subscription_keeps_what_it_does_not_select_out_of_its_queue(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    red = subscriber(client, "amq.topic", filters={"s": Described(SELECTOR, "colour = 'red'")})
+    assert terminus_map(red.remote_source.filter)["s"].value == "colour = 'red'"
+    publish(
+        client,
+        "amq.topic",
+        Message(properties={"colour": "blue"}, body="blue"),
+        Message(properties={"colour": "red"}, body="red"),
+    )
+    assert bodies(client, red, 1) == ["red"]
+    depths = broker.call(lambda: [q.depth for q in broker.broker.queues.values()])
+    assert depths == [0]
+
+
+def test_no_local_keeps_the_subscribers_own_messages_from_it(broker: RunningBroker) -> None:
+    mine, other = broker.client(container="me"), broker.client(container="you")
+    local = subscriber(mine, "amq.fanout", filters={"n": Described(NO_LOCAL, [])})
+    publish(mine, "amq.fanout", Message(body="my own"))
+    publish(other, "amq.fanout", Message(body="someone else's"))
+    assert bodies(mine, local, 1) == ["someone else's"]
+
+
+# ---- routing rules --------------------------------------------------------------------------
+
+
+def test_the_relay_routes_to_an_exchange_by_to_and_subject(broker: RunningBroker) -> None:
+    client = broker.client()
+    news = subscriber(client, "amq.topic/news.#")
+    outcomes = publish(
+        client,
+        None,
+        Message(address="amq.topic", subject="news.uk", body="by subject"),
+        Message(address="amq.topic/news.fr", body="by address"),
+    )
+    assert outcomes == [Disposition.ACCEPTED] * 2
+    assert bodies(client, news, 2) == ["by subject", "by address"]
+
+
+def test_an_unroutable_message_is_accepted_dropped_and_counted(broker: RunningBroker) -> None:
+    client = broker.client()
+    assert publish(client, "amq.direct", Message(subject="nobody", body="x")) == [
+        Disposition.ACCEPTED
+    ]
+    exchange = broker.broker.exchanges.named("amq.direct")
+    assert broker.call(lambda: (exchange.routed, exchange.dropped)) == (0, 1)
+
+
+def test_without_a_subject_the_routing_key_falls_back_to_the_routing_key_property(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    eu = subscriber(client, "amq.direct/eu")
+    publish(client, "amq.direct", Message(properties={"routing-key": "eu"}, body="by property"))
+    assert bodies(client, eu, 1) == ["by property"]
+
+
+def test_a_queue_is_found_before_an_exchange_of_the_same_name(broker: RunningBroker) -> None:
+    client = broker.client()
+    broker.call(lambda: broker.broker.declare_exchange("orders", "fanout"))
+    broker.call(lambda: broker.broker.declare("orders"))
+    publish(client, "orders", Message(body="to the queue"))
+    assert broker.call(lambda: broker.broker.queues["orders"].depth) == 1
+
+
+def test_a_durable_message_reaches_every_durable_subscription_once_written(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    first = subscriber(client, "amq.fanout", name="first", durable=True, expiry_never=True)
+    second = subscriber(client, "amq.fanout", name="second", durable=True, expiry_never=True)
+    assert publish(client, "amq.fanout", Message(body="kept", durable=True)) == [
+        Disposition.ACCEPTED
+    ]
+    assert bodies(client, first, 1) == ["kept"]
+    assert bodies(client, second, 1) == ["kept"]
+
+
+def test_a_full_subscription_refuses_the_message_for_every_subscription(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    full = client.receiver(
+        "amq.fanout",
+        name="full",
+        link_properties={"qpid.max_count": 1, "qpid.policy_type": "reject"},
+    )
+    roomy = subscriber(client, "amq.fanout", name="roomy")
+    assert publish(client, "amq.fanout", Message(body=1)) == [Disposition.ACCEPTED]
+    assert publish(client, "amq.fanout", Message(body=2)) == [Disposition.REJECTED]
+    assert bodies(client, roomy, 1) == [1]
+    assert full.remote_source.address == "amq.fanout"
+
+
+# ---- declaring at attach --------------------------------------------------------------------
+
+
+def test_a_topic_capability_on_an_unknown_name_makes_a_topic_exchange(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    one = subscriber(client, "prices", capabilities=["topic"])
+    two = subscriber(client, "prices", capabilities=["topic"])
+    publish(client, "prices", Message(subject="x", body="both"))
+    assert bodies(client, one, 1) == ["both"]
+    assert bodies(client, two, 1) == ["both"]
+    assert broker.call(lambda: broker.broker.exchanges.named("prices").kind) == "topic"
+
+
+def test_supported_dist_modes_copy_and_an_exchange_type_make_that_exchange(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    client.sender("events", node_properties={"supported-dist-modes": "copy"})
+    client.sender("by-key", node_properties={"exchange-type": "direct"})
+    kinds = broker.call(
+        lambda: {n: broker.broker.exchanges.named(n).kind for n in ("events", "by-key")}
+    )
+    assert kinds == {"events": "topic", "by-key": "direct"}
+
+
+def test_an_exchange_of_another_type_than_asked_is_refused(broker: RunningBroker) -> None:
+    client = broker.client()
+    link = client.sender("amq.topic", node_properties={"exchange-type": "fanout"})
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    assert "has type 'topic', not 'fanout'" in link.remote_condition.description
+
+
+def test_a_temporary_topic_lives_as_long_as_its_link(broker: RunningBroker) -> None:
+    client = broker.client()
+    temp = client.session.sender("temp-topic")
+    temp.target.dynamic = True
+    temp.target.capabilities.put_symbol(symbol("temporary-topic"))
+    temp.open()
+    client.wait(lambda: temp.remote_target.address)
+    name = temp.remote_target.address
+    assert name.startswith("TempTopic")
+    listener = subscriber(client, name)
+    delivery = client.send(temp, Message(body="to the temporary topic"))
+    assert client.wait_settled(delivery).remote_state == Disposition.ACCEPTED
+    assert bodies(client, listener, 1) == ["to the temporary topic"]
+    temp.close()
+    client.pump(0.2)
+    assert broker.call(lambda: name in broker.broker.exchanges) is False
+
+
+@pytest.mark.parametrize("address", ["amq.topic", "amq.direct/eu"])
+def test_queue_options_on_a_sender_to_an_exchange_are_refused(
+    broker: RunningBroker, address: str
+) -> None:
+    client = broker.client()
+    link = client.sender(address, link_properties={"qpid.max_count": 5})
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+
+
+def test_the_broker_offers_shared_subscriptions(broker: RunningBroker) -> None:
+    client = broker.client()
+    client.wait(lambda: client.conn.remote_offered_capabilities)
+    offered = {str(c) for c in client.conn.remote_offered_capabilities}
+    assert {"ANONYMOUS-RELAY", "SHARED-SUBS"} <= offered

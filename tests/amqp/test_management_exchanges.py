@@ -1,0 +1,115 @@
+"""Exchanges and bindings on the ``$management`` node: create, read, query, delete, with
+Broker-J's type names and qpid-config's refusals."""
+
+from __future__ import annotations
+
+from proton import Message
+
+from tests.amqp.test_management import Node, entity, status
+from tests.conftest import RunningBroker
+
+EXCHANGE = "org.apache.qpid.Exchange"
+TOPIC_EXCHANGE = "org.apache.qpid.TopicExchange"
+BINDING = "org.apache.qpid.Binding"
+NODE = {"type": "org.amqp.management", "name": "self"}
+
+
+def test_an_exchange_is_created_read_and_deleted(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    made = node.ask(entity("CREATE", "news", EXCHANGE), {"type": "topic", "durable": True})
+    assert status(made) == (201, "Created")
+    assert made.body["type"] == "topic" and made.body["durable"] is True
+    read = node.ask(entity("READ", "news", EXCHANGE))
+    assert read.body["name"] == "news" and read.body["bindingCount"] == 0
+    assert status(node.ask(entity("DELETE", "news", EXCHANGE)))[0] == 204
+    assert status(node.ask(entity("READ", "news", EXCHANGE)))[0] == 404
+
+
+def test_a_kind_names_the_type_and_must_agree_with_it(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    assert node.ask(entity("CREATE", "t", TOPIC_EXCHANGE)).body["type"] == "topic"
+    clash = node.ask(entity("CREATE", "f", TOPIC_EXCHANGE), {"type": "fanout"})
+    assert status(clash) == (
+        400,
+        "type org.apache.qpid.TopicExchange is a topic exchange, not fanout",
+    )
+    assert status(node.ask(entity("READ", "t", "org.apache.qpid.FanoutExchange")))[0] == 404
+
+
+def test_creating_what_cannot_be_is_refused_and_changes_nothing(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    assert status(node.ask(entity("CREATE", "x", EXCHANGE), {"type": "xml"}))[0] == 400
+    assert status(node.ask(entity("CREATE", "amq.mine", EXCHANGE), {"type": "topic"}))[0] == 400
+    assert status(node.ask(entity("CREATE", "amq.topic", EXCHANGE), {"type": "topic"}))[0] == 409
+    assert status(node.ask(entity("DELETE", "amq.topic", EXCHANGE)))[0] == 409
+    assert status(node.ask(entity("UPDATE", "amq.topic", EXCHANGE), {"durable": False}))[0] == 400
+    names = {e.name for e in broker.call(lambda: list(broker.broker.exchanges))}
+    assert names == {"amq.direct", "amq.topic", "amq.fanout", "amq.match"}
+
+
+def test_a_binding_is_created_listed_and_deleted(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    broker.call(lambda: broker.broker.declare("orders"))
+    made = node.ask(entity("CREATE", "orders.#", BINDING, exchange="amq.topic", queue="orders"))
+    assert status(made)[0] == 201
+    assert made.body["bindingKey"] == "orders.#" and made.body["queue"] == "orders"
+    again = node.ask(entity("CREATE", "orders.#", BINDING, exchange="amq.topic", queue="orders"))
+    assert status(again)[0] == 409
+    listed = node.ask({**NODE, "operation": "QUERY", "entityType": BINDING}, {})
+    assert listed.body["attributeNames"][2:5] == ["exchange", "queue", "bindingKey"]
+    assert [row[2:5] for row in listed.body["results"]] == [["amq.topic", "orders", "orders.#"]]
+    gone = node.ask(entity("DELETE", "orders.#", BINDING, exchange="amq.topic", queue="orders"))
+    assert status(gone)[0] == 204
+    assert (
+        status(node.ask(entity("READ", "orders.#", BINDING, exchange="amq.topic", queue="orders")))[
+            0
+        ]
+        == 404
+    )
+
+
+def test_a_headers_binding_takes_its_arguments_and_refuses_bad_ones(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    broker.call(lambda: broker.broker.declare("red"))
+    bad = node.ask(entity("CREATE", "r", BINDING, exchange="amq.match", queue="red"), {})
+    assert status(bad)[0] == 400 and "x-match" in status(bad)[1]
+    good = node.ask(
+        entity("CREATE", "r", BINDING, exchange="amq.match", queue="red"),
+        {"arguments": {"x-match": "all", "colour": "red"}},
+    )
+    assert good.body["arguments"] == {"x-match": "all", "colour": "red"}
+    client = broker.client()
+    sender = client.sender("amq.match")
+    client.wait_settled(client.send(sender, Message(properties={"colour": "red"}, body=1)))
+    assert broker.call(lambda: broker.broker.queues["red"].depth) == 1
+
+
+def test_binding_a_queue_or_exchange_that_does_not_exist_is_not_found(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    no_queue = node.ask(entity("CREATE", "k", BINDING, exchange="amq.direct", queue="none"))
+    no_exchange = node.ask(entity("CREATE", "k", BINDING, exchange="none", queue="none"))
+    assert status(no_queue)[0] == 404 and status(no_exchange)[0] == 404
+
+
+def test_query_lists_exchanges_with_their_counters(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    listed = node.ask(
+        {**NODE, "operation": "QUERY", "entityType": EXCHANGE},
+        {"attributeNames": ["name", "type", "messagesDropped"]},
+    )
+    assert listed.body["results"] == [
+        ["amq.direct", "direct", 0],
+        ["amq.fanout", "fanout", 0],
+        ["amq.match", "headers", 0],
+        ["amq.topic", "topic", 0],
+    ]
+
+
+def test_the_types_include_exchanges_and_bindings(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    types = node.ask({**NODE, "operation": "GET-TYPES"}).body
+    assert types[TOPIC_EXCHANGE] == [EXCHANGE] and types[BINDING] == []
+    attributes = node.ask({**NODE, "operation": "GET-ATTRIBUTES", "entityType": BINDING}).body
+    assert attributes[BINDING] == ["name", "id", "exchange", "queue", "bindingKey", "arguments"]

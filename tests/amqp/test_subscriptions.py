@@ -1,0 +1,267 @@
+"""Subscriptions as Qpid JMS makes them (link names, capabilities, terminus fields emulated
+exactly with Proton's engine): link-scoped, durable (detach, re-attach, unsubscribe by a
+null-source lookup, across a restart), shared, and replaced when the selector changes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proton import Described, Disposition, Message, symbol
+
+from proton_broker.config import Config
+from proton_broker.testing import BrokerProcess
+from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient
+
+SELECTOR = symbol("apache.org:selector-filter:string")
+_TAKEN: dict[int, object] = {}  # deliveries a test has settled already (kept: ids stay unique)
+CLIENT_ID = "jms-client-id"  # Qpid JMS's container id is the JMS client id when one is set
+
+
+def durable_subscriber(
+    client: EngineClient,
+    name: str,
+    selector: str | None = None,
+    topic: str = "amq.topic",
+    credit: int = 100,
+):
+    """createDurableSubscriber(topic, name): link name = subscription name, source durable
+    (unsettled-state) with expiry policy never, capability topic."""
+    filters = {"jms-selector": Described(SELECTOR, selector)} if selector else None
+    return client.receiver(
+        topic,
+        credit=credit,
+        name=name,
+        capabilities=["topic"],
+        durable=True,
+        expiry_never=True,
+        filters=filters,
+    )
+
+
+def shared_subscriber(client: EngineClient, link_name: str, global_: bool = False):
+    """createSharedConsumer(topic, name): capabilities shared (and global without a client
+    id); Qpid JMS names the links name|volatile1, name|volatile2..."""
+    capabilities = ["topic", "shared", "global"] if global_ else ["topic", "shared"]
+    return client.receiver("amq.topic", credit=100, name=link_name, capabilities=capabilities)
+
+
+def publish(client: EngineClient, *bodies: object, durable: bool = False) -> None:
+    sender = client.sender("amq.topic")
+    for body in bodies:
+        delivery = client.send(sender, Message(subject="t", body=body, durable=durable))
+        assert client.wait_settled(delivery).remote_state == Disposition.ACCEPTED
+
+
+def take(client: EngineClient, link, expect: int) -> list:
+    got = client.wait_received(link, expect) if expect else []
+    client.pump(0.2)
+    got = [r for r in client.received(link) if id(r) not in _TAKEN]  # the new ones
+    for received in got:
+        client.settle(received)
+        _TAKEN[id(received)] = received
+    return [r.message.body for r in got]
+
+
+def queues(broker: RunningBroker) -> list[str]:
+    return broker.call(lambda: sorted(broker.broker.queues))
+
+
+# ---- link-scoped --------------------------------------------------------------------------
+
+
+def test_a_plain_subscription_is_named_for_its_container_and_link_and_ends_with_it(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container="app")
+    receiver = client.receiver("amq.topic", credit=10, name="news")
+    assert queues(broker) == ["app_news"]
+    publish(client, "one")
+    assert take(client, receiver, 1) == ["one"]
+    receiver.detach()
+    client.pump(0.2)
+    assert queues(broker) == []
+
+
+def test_a_subscription_that_is_not_shared_takes_one_link_at_a_time(
+    broker: RunningBroker,
+) -> None:
+    first, second = broker.client(container="app"), broker.client(container="app")
+    first.receiver("amq.topic", credit=10, name="news")
+    refused = second.receiver("amq.topic", credit=10, name="news")
+    second.wait_closed(refused)
+    assert refused.remote_condition.name == "amqp:resource-locked"
+    assert "already in use" in refused.remote_condition.description
+
+
+def test_a_subscription_ends_when_its_connection_drops(broker: RunningBroker) -> None:
+    client = broker.client(container="app")
+    client.receiver("amq.topic", credit=10, name="news")
+    client.drop()
+    broker.client().pump(0.3)
+    assert queues(broker) == []
+
+
+# ---- durable --------------------------------------------------------------------------------
+
+
+def test_a_durable_subscription_keeps_messages_while_its_subscriber_is_away(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    receiver = durable_subscriber(client, "sub1")
+    publish(client, "before")
+    assert take(client, receiver, 1) == ["before"]
+    receiver.detach()  # consumer.close(): closed=false, the subscription stays
+    client.pump(0.2)
+    publish(client, "while away")
+    assert queues(broker) == [f"{CLIENT_ID}_sub1"]
+    again = durable_subscriber(client, "sub1")
+    assert take(client, again, 1) == ["while away"]
+
+
+def test_unsubscribe_looks_the_subscription_up_with_a_null_source_and_closes_it(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    durable_subscriber(client, "sub1").detach()
+    client.pump(0.2)
+    lookup = client.receiver(None, name="sub1", null_source=True)
+    client.wait(lambda: lookup.remote_source.address)
+    assert lookup.remote_source.address == "amq.topic"  # found: Qpid JMS sees a source
+    lookup.close()  # closed=true: unsubscribe
+    client.pump(0.2)
+    assert queues(broker) == []
+
+
+def test_unsubscribing_what_does_not_exist_gets_a_null_source_and_not_found(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    lookup = client.receiver(None, name="nothing", null_source=True)
+    client.wait_closed(lookup)
+    assert lookup.remote_source.address is None
+    assert lookup.remote_condition.name == "amqp:not-found"
+
+
+def test_a_durable_subscription_with_another_selector_replaces_the_old_one(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    durable_subscriber(client, "sub1", selector="n < 5").detach()
+    client.pump(0.2)
+    sender = client.sender("amq.topic")
+    client.wait_settled(client.send(sender, Message(subject="t", body="old", properties={"n": 1})))
+    again = durable_subscriber(client, "sub1", selector="n > 5")
+    client.wait_settled(client.send(sender, Message(subject="t", body="new", properties={"n": 9})))
+    assert take(client, again, 1) == ["new"]  # the old subscription and its message went
+
+
+# ---- shared ---------------------------------------------------------------------------------
+
+
+def test_shared_subscribers_compete_for_the_messages_of_one_queue(broker: RunningBroker) -> None:
+    client = broker.client(container=CLIENT_ID)
+    one = shared_subscriber(client, "prices|volatile1")
+    two = shared_subscriber(client, "prices|volatile2")
+    assert queues(broker) == [f"{CLIENT_ID}_prices"]
+    publish(client, *range(10))
+    client.pump(0.3)
+    got_one, got_two = take(client, one, 0), take(client, two, 0)
+    assert sorted(got_one + got_two) == list(range(10))
+    assert got_one and got_two
+
+
+def test_a_global_shared_subscription_is_the_same_across_containers(
+    broker: RunningBroker,
+) -> None:
+    first, second = broker.client(container="a"), broker.client(container="b")
+    shared_subscriber(first, "prices|global-volatile1", global_=True)
+    shared_subscriber(second, "prices|global-volatile1", global_=True)
+    assert queues(broker) == ["prices"]
+
+
+def test_a_shared_subscription_ends_with_its_last_receiver(broker: RunningBroker) -> None:
+    client = broker.client(container=CLIENT_ID)
+    one = shared_subscriber(client, "prices|volatile1")
+    two = shared_subscriber(client, "prices|volatile2")
+    one.close()
+    client.pump(0.2)
+    assert queues(broker) == [f"{CLIENT_ID}_prices"]
+    two.close()
+    client.pump(0.2)
+    assert queues(broker) == []
+
+
+# ---- across a restart --------------------------------------------------------------------
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "data"
+
+
+def start(data_dir: Path) -> RunningBroker:
+    config = Config()
+    config.broker.data_dir = str(data_dir)
+    return RunningBroker(config)
+
+
+def test_a_durable_subscription_and_its_persistent_messages_survive_a_restart(
+    data_dir: Path,
+) -> None:
+    broker = start(data_dir)
+    try:
+        client = broker.client(container=CLIENT_ID)
+        durable_subscriber(client, "sub1").detach()
+        client.pump(0.2)
+        publish(client, "persistent", durable=True)
+        publish(client, "transient")
+    finally:
+        broker.stop()
+    broker = start(data_dir)
+    try:
+        client = broker.client(container=CLIENT_ID)
+        bindings = broker.call(lambda: broker.broker.exchanges.bindings_of(f"{CLIENT_ID}_sub1"))
+        assert [(b.exchange, b.key) for b in bindings] == [("amq.topic", "#")]
+        again = durable_subscriber(client, "sub1")
+        assert take(client, again, 1) == ["persistent"]
+        publish(client, "after the restart")
+        assert take(client, again, 1) == ["after the restart"]
+    finally:
+        broker.stop()
+
+
+def test_every_accepted_persistent_message_of_a_durable_subscription_survives_kill_9(
+    tmp_path: Path,
+) -> None:
+    """Two durable subscriptions to one fanout: each accepted durable message is on both
+    after the broker is killed (SIGKILL) mid-stream, none twice."""
+    data = str(tmp_path / "data")
+    with BrokerProcess(data_dir=data) as process:
+        client = EngineClient(process.host, process.port, container=CLIENT_ID)
+        for name in ("first", "second"):
+            durable_subscriber(client, name, topic="amq.fanout").detach()
+        client.pump(0.2)
+        sender = client.sender("amq.fanout")
+        deliveries = [
+            client.send(sender, Message(body=i, durable=True), pump=False) for i in range(200)
+        ]
+        client.wait(lambda: deliveries[50].remote_state)  # some are accepted, more in flight
+        os.kill(process.pid, signal.SIGKILL)
+        process.proc.wait()  # type: ignore[union-attr]
+        accepted = {i for i, d in enumerate(deliveries) if d.remote_state == Disposition.ACCEPTED}
+    assert len(accepted) >= 50
+    with BrokerProcess(data_dir=data) as process:
+        client = EngineClient(process.host, process.port, container=CLIENT_ID)
+        for name in ("first", "second"):
+            link = durable_subscriber(client, name, topic="amq.fanout", credit=500)
+            client.pump(1.0)
+            got = [r.message.body for r in client.received(link)]
+            assert accepted <= set(got), f"{name} lost accepted messages"
+            assert len(got) == len(set(got)), f"{name} has duplicates"
+        client.close()

@@ -1,0 +1,74 @@
+"""``proton-broker-config``'s exchange and binding commands, in qpid-config's syntax, run as
+a subprocess against a live broker; messages then route as the bindings say."""
+
+from __future__ import annotations
+
+import json
+
+from proton import Disposition, Message
+
+from tests.cli.test_config import tool
+from tests.conftest import RunningBroker
+
+
+def depth(broker: RunningBroker, name: str) -> int:
+    return broker.call(lambda: broker.broker.queues[name].depth)
+
+
+def publish(broker: RunningBroker, address: str, message: Message) -> None:
+    client = broker.client()
+    sender = client.sender(address)
+    assert client.wait_settled(client.send(sender, message)).remote_state == Disposition.ACCEPTED
+
+
+def test_qpid_configs_bind_command_routes_a_topic_to_a_queue(broker: RunningBroker) -> None:
+    assert tool(broker, "add", "queue", "uk-news").returncode == 0
+    done = tool(broker, "bind", "amq.topic", "uk-news", "news.uk.#")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    publish(broker, "amq.topic", Message(subject="news.uk.sport", body="x"))
+    publish(broker, "amq.topic", Message(subject="news.fr", body="y"))
+    assert depth(broker, "uk-news") == 1
+
+
+def test_an_exchange_is_added_listed_and_deleted(broker: RunningBroker) -> None:
+    assert tool(broker, "add", "exchange", "fanout", "alerts", "--durable").returncode == 0
+    listed = tool(broker, "exchanges")
+    assert listed.returncode == 0
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["Exchange", "Type", "Dur", "Bindings", "Routed", "Dropped"]
+    assert ["alerts", "fanout", "Y", "0", "0", "0"] in [line.split() for line in lines[2:]]
+    assert tool(broker, "del", "exchange", "alerts").returncode == 0
+    assert broker.call(lambda: "alerts" in broker.broker.exchanges) is False
+
+
+def test_a_headers_binding_is_made_with_all_or_any(broker: RunningBroker) -> None:
+    tool(broker, "add", "queue", "red")
+    done = tool(broker, "bind", "amq.match", "red", "red-key", "all", "colour=red", "kind=car")
+    assert done.returncode == 0, done.stderr
+    publish(broker, "amq.match", Message(properties={"colour": "red", "kind": "car"}, body=1))
+    publish(broker, "amq.match", Message(properties={"colour": "red"}, body=2))
+    assert depth(broker, "red") == 1
+    shown = json.loads(tool(broker, "bindings", "amq.match", "--json").stdout)
+    assert [(b["queue"], b["bindingKey"], b["arguments"]) for b in shown] == [
+        ("red", "red-key", {"x-match": "all", "colour": "red", "kind": "car"})
+    ]
+
+
+def test_unbind_removes_the_binding(broker: RunningBroker) -> None:
+    tool(broker, "add", "queue", "q")
+    tool(broker, "bind", "amq.direct", "q", "k")
+    assert tool(broker, "unbind", "amq.direct", "q", "k").returncode == 0
+    publish(broker, "amq.direct", Message(subject="k", body=1))
+    assert depth(broker, "q") == 0
+    assert json.loads(tool(broker, "bindings", "--json").stdout) == []
+
+
+def test_refusals_exit_1_and_bad_words_exit_2(broker: RunningBroker) -> None:
+    missing = tool(broker, "bind", "amq.topic", "nowhere", "#")
+    assert missing.returncode == 1 and missing.stderr.startswith("Failed: 404")
+    reserved = tool(broker, "add", "exchange", "topic", "amq.mine")
+    assert reserved.returncode == 1 and "reserved" in reserved.stderr
+    assert tool(broker, "add", "exchange", "xml", "x").returncode == 2
+    assert tool(broker, "bind", "amq.match", "q", "k", "some", "a=b").returncode == 2
+    assert tool(broker, "unbind", "amq.topic").returncode == 2
+    assert tool(broker, "add", "exchange", "topic", "t", "--priorities", "3").returncode == 2
