@@ -59,6 +59,7 @@ from proton_broker.amqp.coordinator import (
     transaction_of,
     transactional_outcome,
 )
+from proton_broker.amqp.terminus import capabilities_of
 from proton_broker.codec.encode import (
     NUMBER_SECTION_PREFIX,
     encode_header,
@@ -82,6 +83,7 @@ from proton_broker.security.basic import ANONYMOUS
 from proton_broker.transactions import Acknowledgement, Transactions
 
 REJECTED_OUTCOME = "amqp:rejected:list"
+DISCARD_UNROUTABLE = "DISCARD_UNROUTABLE"
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -157,6 +159,9 @@ class ProducerLink:
         self.queue = queue  # None: an exchange, or the anonymous relay (by each 'to')
         self.exchange = exchange  # the exchange (and default subject) this link sends to
         self.origin = link.connection._impl  # its connection (subscribers' no-local filter)
+        # Broker-J's DISCARD_UNROUTABLE target capability: drop unroutable messages silently
+        # even on an exchange that rejects them.
+        self.discards_unroutable = DISCARD_UNROUTABLE in capabilities_of(link.remote_target)
         self.window = window
         self.closed = False
         self._used = 0  # transfers since the last credit top-up
@@ -256,6 +261,9 @@ class ProducerLink:
             raise NotFound(f"exchange '{address.exchange.name}' was deleted")
         queues = self.broker.destinations(address, message, self.origin)
         if not queues:
+            if address.exchange.rejects_unroutable and not self.discards_unroutable:
+                key = routing_key(message, address.exchange.name, address.subject)
+                raise NotFound(f"Unknown destination '{key}'")  # Broker-J's words
             self._accepted(dlv, None)
             return
         copies = [(message if i == 0 else copy.copy(message), q) for i, q in enumerate(queues)]

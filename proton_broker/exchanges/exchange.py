@@ -23,6 +23,11 @@ Rules this module owns (qpidd's and Broker-J's exchanges, AMQP 0-10's types):
   subject of the address the sender attached to (``exchange/subject``); else, as Broker-J
   falls back, the application property ``routing-key`` or ``routing_key``; else its ``to``
   with the exchange's name and a ``/`` taken off the front; else ``""``.
+* Unroutable messages: dropped and counted (qpidd; Broker-J's default ``DISCARD``), unless
+  the exchange was declared with Broker-J's argument ``unroutableMessageBehaviour:
+  REJECT``: then the sender is told (``rejected``, ``amqp:not-found``, "Unknown
+  destination"), unless its link asks to discard them (Broker-J's ``DISCARD_UNROUTABLE``
+  capability). :attr:`Exchange.rejects_unroutable` says which.
 * Counters: ``routed`` (messages that reached at least one queue) and ``dropped`` (reached
   none: unroutable, counted, and what happens to them is the broker's rule).
 """
@@ -52,6 +57,8 @@ DEFAULT_EXCHANGES = {
     "amq.match": HEADERS,
 }
 RESERVED_PREFIXES = ("amq.", "qpid.")
+UNROUTABLE = "unroutableMessageBehaviour"  # Broker-J's exchange attribute
+UNROUTABLE_CHOICES = ("DISCARD", "REJECT")
 
 
 def check_declarable(name: str, kind: str) -> None:
@@ -226,6 +233,7 @@ class Exchange:
         self.kind = kind
         self.durable = durable
         self.arguments = dict(arguments or {})  # as declared, for listings and the store
+        self.rejects_unroutable = _unroutable(self.arguments) == "REJECT"
         self._routes: _Routes = _ROUTES[kind]()
         self._bindings: dict[tuple[str, str], Binding] = {}
         self._keys_of: dict[str, set[str]] = {}  # queue -> its binding keys here
@@ -331,3 +339,13 @@ def _selector(arguments: Mapping[str, Any]) -> Selector | None:
     if not isinstance(text, str):
         raise InvalidField(f"{SELECTOR_ARGUMENT} must be a string, not {text!r}", "filter")
     return parse_selector(text) if text.strip() else None
+
+
+def _unroutable(arguments: Mapping[str, Any]) -> str:
+    value = arguments.get(UNROUTABLE, "DISCARD")
+    text = str(value).upper()
+    if text not in UNROUTABLE_CHOICES:
+        raise InvalidField(
+            f"{UNROUTABLE} must be {' or '.join(UNROUTABLE_CHOICES)}, not {value!r}", UNROUTABLE
+        )
+    return text

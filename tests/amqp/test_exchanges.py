@@ -4,9 +4,12 @@ echoes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from proton import Described, Disposition, Message, symbol, ulong
 
+from proton_broker.config import Config
 from tests.amqp.test_connection import symbols_of
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, terminus_map
@@ -300,3 +303,74 @@ def test_the_broker_offers_shared_subscriptions(broker: RunningBroker) -> None:
     client.wait(lambda: client.conn.remote_offered_capabilities)
     offered = {str(c) for c in client.conn.remote_offered_capabilities}
     assert {"ANONYMOUS-RELAY", "SHARED-SUBS"} <= offered
+
+
+def test_an_exchange_declared_to_reject_unroutable_messages_tells_the_sender(
+    broker: RunningBroker,
+) -> None:
+    broker.call(
+        lambda: broker.broker.declare_exchange(
+            "strict", "direct", arguments={"unroutableMessageBehaviour": "REJECT"}
+        )
+    )
+    client = broker.client()
+    sender = client.sender("strict")
+    delivery = client.wait_settled(client.send(sender, Message(subject="nobody", body="x")))
+    assert delivery.remote_state == Disposition.REJECTED
+    condition = delivery.remote.condition
+    assert (condition.name, condition.description) == (
+        "amqp:not-found",
+        "Unknown destination 'nobody'",
+    )
+    relaxed = client.sender("strict", name="relaxed", capabilities=["DISCARD_UNROUTABLE"])
+    assert client.wait_settled(client.send(relaxed, Message(subject="nobody"))).remote_state == (
+        Disposition.ACCEPTED
+    )
+
+
+def test_queue_options_on_a_subscription_make_it_a_last_value_subscription(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    latest = client.receiver(
+        "amq.topic/prices.#",
+        name="latest",
+        link_properties={"qpid.last_value_queue_key": "ticker"},
+    )
+    sender = client.sender("amq.topic")
+    for ticker, price in [("ACME", 1), ("INIT", 2), ("ACME", 3)]:
+        message = Message(subject="prices.eu", properties={"ticker": ticker}, body=price)
+        client.wait_settled(client.send(sender, message))
+    latest.flow(10)
+    assert bodies(client, latest, 2) == [2, 3]
+    assert broker.call(lambda: broker.broker.queues["test_latest"].kind) == "lvq"
+
+
+def test_a_durable_exchange_and_its_bindings_to_durable_queues_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    def start() -> RunningBroker:
+        config = Config()
+        config.broker.data_dir = str(tmp_path / "data")
+        return RunningBroker(config)
+
+    first = start()
+    try:
+        first.call(lambda: first.broker.declare_exchange("news", "topic", durable=True))
+        first.call(lambda: first.broker.declare("uk", {"durable": True}))
+        first.call(lambda: first.broker.declare("transient"))
+        first.call(lambda: first.broker.bind("news", "uk", "uk.#"))
+        first.call(lambda: first.broker.bind("news", "transient", "#"))
+    finally:
+        first.stop()
+    second = start()
+    try:
+        bound = second.call(
+            lambda: [(b.queue, b.key) for b in second.broker.exchanges.named("news").bindings()]
+        )
+        assert bound == [("uk", "uk.#")]  # the transient queue, and its binding, are gone
+        client = second.client()
+        publish(client, "news", Message(subject="uk.sport", body="kept", durable=True))
+        assert second.call(lambda: second.broker.queues["uk"].depth) == 1
+    finally:
+        second.stop()

@@ -197,6 +197,31 @@ def test_a_shared_subscription_ends_with_its_last_receiver(broker: RunningBroker
     assert queues(broker) == []
 
 
+def test_a_global_shared_durable_subscription_is_unsubscribed_by_its_global_link_name(
+    broker: RunningBroker,
+) -> None:
+    """Qpid JMS without a client id: createSharedDurableConsumer names the link
+    'prices|global' (capabilities shared, global); unsubscribe looks it up by that name."""
+    client = broker.client(container="no-client-id-1")
+    link = client.receiver(
+        "amq.topic",
+        credit=10,
+        name="prices|global",
+        capabilities=["topic", "shared", "global"],
+        durable=True,
+        expiry_never=True,
+    )
+    link.detach()
+    client.pump(0.2)
+    assert queues(broker) == ["prices"]
+    other = broker.client(container="no-client-id-2")  # another connection, as JMS would
+    lookup = other.receiver(None, name="prices|global", null_source=True)
+    other.wait(lambda: lookup.remote_source.address)
+    lookup.close()
+    other.pump(0.2)
+    assert queues(broker) == []
+
+
 # ---- across a restart --------------------------------------------------------------------
 
 

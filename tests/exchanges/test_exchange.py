@@ -183,3 +183,13 @@ def test_a_headers_binding_does_not_take_its_selector_for_a_header():
     exchange.bind("q", "", {"x-match": "all", "x-filter-jms-selector": "n > 1", "kind": "a"})
     assert exchange.route("", message(kind="a", n=2)) == {"q"}
     assert exchange.route("", message(kind="a", n=1)) == set()
+
+
+def test_unroutable_messages_are_discarded_unless_the_exchange_says_reject():
+    assert not Exchange("x", "topic").rejects_unroutable
+    assert Exchange(
+        "x", "topic", arguments={"unroutableMessageBehaviour": "reject"}
+    ).rejects_unroutable
+    with pytest.raises(InvalidField, match="DISCARD or REJECT") as refused:
+        Exchange("x", "topic", arguments={"unroutableMessageBehaviour": "bounce"})
+    assert refused.value.field == "unroutableMessageBehaviour"
