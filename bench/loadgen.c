@@ -126,6 +126,8 @@ typedef struct {
   long groups;      /* -g: messages carry properties.group-id, cycling over this many */
   bool ungrouped;   /* -G: ... but the queue is not asked to group them */
   bool durable;     /* -d: durable messages, on a queue declared durable */
+  bool fanout;      /* -F: every consumer gets every message (an exchange's subscribers) */
+  long expect;      /* messages the consumers receive in all: COUNT, or COUNT x C with -F */
   long sent, acked, received; /* totals over all producers and consumers */
   long cap;         /* credit per consumer: CREDIT, or a fair share of COUNT if smaller */
   long granted;     /* credit granted by all consumers so far, never more than COUNT */
@@ -227,7 +229,8 @@ static void start_producers(gen_t *g) {
 /* Top a consumer's credit up to the cap, never granting more in all than COUNT. */
 static void grant(gen_t *g, client_t *k) {
   long top = g->cap - pn_link_credit(k->link);
-  if (top > g->count - g->granted) top = g->count - g->granted;
+  /* (with -F each subscriber gets at most COUNT anyway: no shared budget to keep) */
+  if (!g->fanout && top > g->expect - g->granted) top = g->expect - g->granted;
   if (top <= 0) return;
   pn_link_flow(k->link, (int)top);
   g->granted += top;
@@ -306,11 +309,11 @@ static void check_done(gen_t *g) {
     return;
   }
   bool sends_settled = g->mode == MODE_B || g->acked == g->count;
-  if (g->received == g->count && sends_settled) {
+  if (g->received == g->expect && sends_settled) {
     if (g->mode == MODE_C)
-      report(g, "drain", g->count, g->t1, g->c1);
+      report(g, "drain", g->expect, g->t1, g->c1);
     else
-      report(g, "all", g->count, g->t0, g->c0);
+      report(g, "all", g->expect, g->t0, g->c0);
     finish(g);
   }
 }
@@ -395,7 +398,8 @@ static int run_generator(gen_t *g, size_t body, long timeout_ms) {
   g->prod = calloc((size_t)g->nprod, sizeof *g->prod);
   g->cons = calloc((size_t)g->ncons, sizeof *g->cons);
   if (!g->prod || !g->cons) die("out of memory", NULL);
-  long share = (g->count + g->ncons - 1) / g->ncons;
+  g->expect = g->fanout ? g->count * g->ncons : g->count;
+  long share = (g->expect + g->ncons - 1) / g->ncons;
   g->cap = g->credit < share ? g->credit : share;
   g->proactor = pn_proactor();
   if (timeout_ms > 0) pn_proactor_set_timeout(g->proactor, timeout_ms);
@@ -620,7 +624,9 @@ static void usage(FILE *f) {
           "                the order the run sends them (over all producers), and every link\n"
           "                asks for a shared-groups queue (qpid.shared_msg_group)\n"
           "  -G            with -g, the same messages to a queue that does not group them\n"
-          "                (the baseline for the cost of grouping itself)\n");
+          "                (the baseline for the cost of grouping itself)\n"
+          "  -F            fan-out: QUEUE is an exchange and every consumer subscribes, so\n"
+          "                each gets every message (COUNT x CONSUMERS delivered, reported)\n");
 }
 
 int main(int argc, char **argv) {
@@ -632,10 +638,10 @@ int main(int argc, char **argv) {
   const char *addr = "127.0.0.1:5672", *queue = "loadgen", *user = NULL, *password = NULL;
   long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0;
   long producers = 1, consumers = 1;
-  bool sasl = false, durable = false, ungrouped = false;
+  bool sasl = false, durable = false, ungrouped = false, fanout = false;
   int opt;
   optind = 2;
-  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:Gdh")) != -1) {
+  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:GdFh")) != -1) {
     switch (opt) {
     case 'H': addr = optarg; break;
     case 'q': queue = optarg; break;
@@ -652,6 +658,7 @@ int main(int argc, char **argv) {
     case 'g': groups = atol(optarg); break;
     case 'd': durable = true; break;
     case 'G': ungrouped = true; break;
+    case 'F': fanout = true; break;
     default: usage(stderr); return 1;
     }
   }
@@ -686,5 +693,6 @@ int main(int argc, char **argv) {
   g.groups = groups;
   g.durable = durable;
   g.ungrouped = ungrouped;
+  g.fanout = fanout;
   return run_generator(&g, (size_t)body, timeout * 1000);
 }

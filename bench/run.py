@@ -36,6 +36,7 @@ from urllib.parse import urlparse
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+FANOUT_EXCHANGE = "amq.fanout"
 
 
 @dataclass
@@ -121,6 +122,10 @@ def run_scenario(
             cmd.append("-G")
     if args.durable:
         cmd.append("-d")
+    if args.fanout:  # every consumer subscribes to the exchange: COUNT x C delivered
+        cmd.append("-F")
+        cmd[cmd.index("-q") + 1] = FANOUT_EXCHANGE
+        count *= args.consumers
     if args.sasl:
         cmd.append("-S")
     if args.user:
@@ -289,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         help="durable messages on a durable queue (stored before accepted)",
     )
     parser.add_argument(
+        "--fanout",
+        action="store_true",
+        help="the consumers subscribe to amq.fanout, so each gets every message; rates and "
+        "CPU are per message delivered (COUNT x CONSUMERS)",
+    )
+    parser.add_argument(
         "--vs-plain",
         action="store_true",
         help="with --groups or --durable: also run the same scenarios without "
@@ -324,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if not args.scenarios or set(args.scenarios) - {"a", "b", "c"}:
         parser.error("--scenarios takes a comma-separated subset of a,b,c")
-    if args.vs_plain and not (args.groups or args.durable):
-        parser.error("--vs-plain compares a --groups or --durable run with a plain one")
+    if args.vs_plain and not (args.groups or args.durable or args.fanout):
+        parser.error("--vs-plain compares a --groups, --durable or --fanout run with a plain one")
     if args.vs_ungrouped and not args.groups:
         parser.error("--vs-ungrouped compares a --groups run with the same messages ungrouped")
     if args.producers < 1 or args.consumers < 1:
@@ -347,14 +358,10 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(start_broker("proton-broker", REPO, args, processes))
         if args.vs_plain:
             ours = targets[0]
-            targets.append(
-                Target(
-                    "same broker, plain",
-                    ours.hostport,
-                    ours.pid,
-                    overrides={"groups": 0, "durable": False},
-                )
-            )
+            plain: dict[str, Any] = {"groups": 0, "durable": False, "fanout": False}
+            if args.fanout:  # the plain path: one producer, one consumer, one queue
+                plain.update(producers=1, consumers=1)
+            targets.append(Target("same broker, plain", ours.hostport, ours.pid, overrides=plain))
         if args.vs_ungrouped:
             ours = targets[0]
             targets.append(
@@ -370,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ceiling:
             peer, peer_addr = start_peer(loadgen)
             processes.append(peer)
-            targets.append(Target("peer", peer_addr, peer.pid))
+            targets.append(Target("peer", peer_addr, peer.pid, overrides={"fanout": False}))
         measure(loadgen, targets, args)
     finally:
         for proc in processes:
@@ -382,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{plural(args.consumers, 'consumer')}, median of {args.repeat}; "
         f"{time.monotonic() - started:.0f} s"
     )
+    if args.fanout:
+        print(
+            f"workload: fan-out through {FANOUT_EXCHANGE} to {plural(args.consumers, 'subscriber')}"
+            f" ({args.count * args.consumers:,} deliveries per run); figures per delivery"
+        )
     if args.groups or args.durable:
         print(
             "workload: "
