@@ -92,7 +92,11 @@ PN_LINK_FLOW = lib.PN_LINK_FLOW
 PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
 
-OFFERED_CAPABILITIES = [symbol("ANONYMOUS-RELAY"), symbol("SHARED-SUBS")]
+OFFERED_CAPABILITIES = [
+    symbol("ANONYMOUS-RELAY"),
+    symbol("SHARED-SUBS"),
+    symbol("DELAYED_DELIVERY"),  # x-opt-delivery-time/-delay are honoured (queues/holds.py)
+]
 HONOURED_CAPABILITIES = {"queue", "create-on-demand"}
 # Seconds a connection whose peer's input has ended has to write its close frame before its
 # socket is closed regardless: the engine holds the close back while it still owes frames

@@ -1,14 +1,20 @@
-"""Hold until valid (Broker-J ``holdOnPublishEnabled``): messages kept from consumers until
-the time they carry.
+"""Messages kept from consumers and browsers until a time they carry: hold until valid
+(Broker-J ``holdOnPublishEnabled``) and delivery delay (JMS 2.0, as Qpid JMS and Artemis
+send it).
 
-Rules this module owns: a message's valid-from time is its ``x-qpid-not-valid-before``
-message annotation, else the application property of that name (milliseconds since the
-epoch, a number or numeric text; anything else means no hold); a message whose time has
-already come when it arrives is not held. Held entries wait in a min-heap by time, so
-holding and releasing cost O(log n) and nothing scans the queue; the event loop is asked to
-wake the queue when the earliest time changes. What a released entry rejoins (its own
-position in the ordering, browsers that passed it) is the queue's business; this module
-only says which entries are held and which are due.
+Rules this module owns: on a queue with hold on publish, a message's valid-from time is its
+``x-qpid-not-valid-before`` message annotation, else the application property of that name
+(milliseconds since the epoch, a number or numeric text; anything else means no hold). On
+every queue, a message's delivery time is its ``x-opt-delivery-time`` message annotation
+(ms since the epoch, as Qpid JMS sets it), else its arrival plus its ``x-opt-delivery-delay``
+annotation (ms); other types mean no delay. A message waits for the later of the two. One
+whose time has already come when it arrives is not held; the arrival of a recovered message
+is its first arrival, so a restart does not restart a delay.
+
+Held entries wait in a min-heap by time, so holding and releasing cost O(log n) and nothing
+scans the queue; the event loop is asked to wake the queue when the earliest time changes.
+What a released entry rejoins (its own position in the ordering, browsers that passed it)
+is the queue's business; this module only says which entries are held and which are due.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from proton_broker.message import Message
 from proton_broker.queues.entries import AVAILABLE, HELD, Entry
 
 NOT_VALID_BEFORE = "x-qpid-not-valid-before"
+DELIVERY_TIME = "x-opt-delivery-time"
+DELIVERY_DELAY = "x-opt-delivery-delay"
 
 
 class Holds:
@@ -30,12 +38,17 @@ class Holds:
         self._heap: list[tuple[float, int, Entry]] = []
         self._wake_at = wake_at
 
-    def hold_if_early(self, entry: Entry, arrival: float) -> bool:
-        """Hold ``entry``, which arrived at ``arrival`` (seconds), if its time has not come:
-        it becomes HELD (the caller takes it out of the ordering) and True."""
+    def hold_if_early(self, entry: Entry, arrival: float, on_publish: bool = True) -> bool:
+        """Hold ``entry``, which arrived at ``arrival`` (seconds), if its time has not come
+        (``on_publish``: the queue holds until valid too): it becomes HELD (the caller
+        takes it out of the ordering) and True."""
         if entry.state != AVAILABLE:
             return False  # a ring queue evicted it on arrival
-        valid_from = not_valid_before(entry.message)
+        valid_from = delivery_time(entry.message, arrival)
+        if on_publish:
+            valid = not_valid_before(entry.message)
+            if valid is not None and (valid_from is None or valid > valid_from):
+                valid_from = valid
         if valid_from is None or valid_from <= arrival * 1000.0:
             return False
         entry.state = HELD
@@ -57,6 +70,24 @@ class Holds:
 
     def clear(self) -> None:
         self._heap.clear()
+
+
+def delivery_time(message: Message, arrival: float) -> float | None:
+    """When (ms since the epoch) ``message``, which arrived at ``arrival`` (seconds), may be
+    delivered, by its delivery-time or delivery-delay annotation; None: at once."""
+    if message.annotations_span is None:
+        return None  # the common case: no annotations, nothing to look up
+    when = message.message_annotation(DELIVERY_TIME)
+    if _number(when):
+        return float(when)
+    delay = message.message_annotation(DELIVERY_DELAY)
+    if _number(delay) and delay > 0:
+        return arrival * 1000.0 + float(delay)
+    return None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def not_valid_before(message: Message) -> float | None:

@@ -122,7 +122,7 @@ class Queue:
         # Consuming consumers with a selector walk the log from cursors of their own.
         self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
         self._picky_cursors = self._picky.cursors  # read when entries come back, as above
-        # Hold until valid: held entries by the time (ms) they become valid.
+        # Hold until valid and delivery delay: held entries by the time (ms) they may go.
         self._hold = self.settings.hold_on_publish
         self._held = Holds(self._wake_at)
         self.hooks = hooks or LoopHooks()  # how the event loop drives it (see ports.py)
@@ -228,7 +228,9 @@ class Queue:
             self._supersede(self._lvq.replace(entry))
         if limited:
             self.limits.joined(entry)  # type: ignore[union-attr]
-        if self._hold and self._held.hold_if_early(entry, arrival):
+        if (self._hold or message.annotations_span is not None) and self._held.hold_if_early(
+            entry, arrival, self._hold
+        ):
             self._order.discard(entry)  # back in at its own position by release_held()
             return entry
         if self._ready or self._browse_cursors or self._browse_replays:

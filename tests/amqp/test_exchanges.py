@@ -374,3 +374,21 @@ def test_a_durable_exchange_and_its_bindings_to_durable_queues_survive_a_restart
         assert second.call(lambda: second.broker.queues["uk"].depth) == 1
     finally:
         second.stop()
+
+
+def test_a_transactional_publish_reaches_every_subscriber_at_commit_and_none_at_rollback(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    first, second = subscriber(client, "amq.fanout"), subscriber(client, "amq.fanout")
+    coordinator = client.coordinator()
+    sender = client.sender("amq.fanout")
+    kept = client.declare(coordinator)
+    client.wait_settled(client.send(sender, Message(body="committed"), txn=kept))
+    dropped = client.declare(coordinator)
+    client.wait_settled(client.send(sender, Message(body="rolled back"), txn=dropped))
+    assert client.discharge(coordinator, dropped, fail=True).remote_state == Disposition.ACCEPTED
+    assert bodies(client, first, 0) == []  # nothing before the commit
+    assert client.discharge(coordinator, kept).remote_state == Disposition.ACCEPTED
+    assert bodies(client, first, 1) == ["committed"]
+    assert bodies(client, second, 1) == ["committed"]

@@ -124,3 +124,71 @@ def test_a_held_message_that_expires_before_it_is_valid_is_dropped() -> None:
     q.enqueue(msg("doomed", valid_from=NOW + 60, ttl=1), now=NOW)
     assert q.release_held(now=NOW + 60) == 0
     assert q.depth == 0 and q.stats.expired == 1
+
+
+# ---- delivery delay (JMS 2.0: x-opt-delivery-time, x-opt-delivery-delay) ---------------------
+
+
+def delayed(name: str, **annotations: Any) -> Message:
+    """A message whose message annotations carry ``annotations`` (symbol keys, as sent)."""
+    return parse_message(
+        proton.Message(
+            body=name,
+            properties={"name": name},
+            annotations={proton.symbol(k.replace("_", "-")): v for k, v in annotations.items()},
+        ).encode()
+    )
+
+
+def test_a_delivery_time_holds_a_message_on_any_queue_until_then() -> None:
+    q = build_queue("plain")
+    q.enqueue(delayed("later", x_opt_delivery_time=int((NOW + 30) * 1000)), now=NOW)
+    q.enqueue(delayed("now", x_opt_jms_msg_type=1), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["now"]
+    assert q.depth == 2
+    assert q.release_held(now=NOW + 29.999) == 0
+    assert q.release_held(now=NOW + 30) == 1
+    assert names(consumer) == ["now", "later"]
+
+
+def test_a_delivery_delay_counts_from_the_messages_first_arrival() -> None:
+    q = build_queue("plain")
+    q.enqueue(delayed("delayed", x_opt_delivery_delay=5000), now=NOW)  # recovery passes
+    consumer = Taker(credit=10)  # the first arrival as now: a restart keeps the time
+    q.subscribe(consumer)
+    assert q.release_held(now=NOW + 4.9) == 0
+    assert q.release_held(now=NOW + 5) == 1
+    assert names(consumer) == ["delayed"]
+
+
+def test_a_due_delayed_message_takes_its_position_among_those_still_queued() -> None:
+    q = build_queue("plain")
+    q.enqueue(delayed("delayed", x_opt_delivery_delay=1000), now=NOW)
+    q.enqueue(delayed("plain"), now=NOW)
+    q.release_held(now=NOW + 1)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["delayed", "plain"]  # sent first: ahead, once due
+
+
+@pytest.mark.parametrize("value", ["1000", True, None, -5])
+def test_a_delay_that_is_not_a_positive_number_does_not_hold(value: object) -> None:
+    q = build_queue("plain")
+    q.enqueue(delayed("m", x_opt_delivery_delay=value), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["m"]
+
+
+def test_on_a_hold_queue_the_later_of_the_two_times_wins() -> None:
+    q = holding()
+    message = delayed(
+        "m",
+        x_qpid_not_valid_before=int((NOW + 10) * 1000),
+        x_opt_delivery_time=int((NOW + 20) * 1000),
+    )
+    q.enqueue(message, now=NOW)
+    assert q.release_held(now=NOW + 10) == 0
+    assert q.release_held(now=NOW + 20) == 1
