@@ -18,6 +18,8 @@ Scenarios:
 * Selector: the same cycle by a consumer with the JMS selector ``color = 'red'``, of red
   messages, on a FIFO queue that also holds 1,000 versus 1,000,000 blue messages nobody
   takes (its cursor is past them: they must not be looked at again).
+* Delayed: enqueue a message with ``x-opt-delivery-time`` in the future onto a queue already
+  holding 1,000 versus 1,000,000 such messages (a heap push: O(log n)).
 
 Messages are encoded once with Proton and parsed once with ``parse_message``; each
 operation gets a fresh copy of the parsed record (made before the clock starts) whose
@@ -229,6 +231,31 @@ def selector_case(depth: int, consumer_id: int) -> Case:
     return Case(f"selector cycle, {depth:,} unmatched", queue, make, cycle_run_for(consumer))
 
 
+def delayed_case(depth: int, rng: random.Random) -> Case:
+    """A queue holding ``depth`` delayed messages (x-opt-delivery-time in the future); each
+    timed operation enqueues one more, at a random time among theirs (a heap push)."""
+    mark = 10**15  # ms: far in the future, 16 digits like the times patched in below
+    base = parse_message(
+        proton.Message(
+            body="x" * 64, annotations={proton.symbol("x-opt-delivery-time"): mark}
+        ).encode()
+    )
+    encoded_mark = mark.to_bytes(8, "big")
+
+    def at(when: int) -> Message:
+        return clone(base, base.data.replace(encoded_mark, when.to_bytes(8, "big"), 1))
+
+    queue = build_queue(f"delayed-{depth}", QueueSettings())
+    for _ in range(depth):
+        queue.enqueue(at(mark + rng.randrange(10**9)), now=0.0)
+    assert queue.depth == depth and queue.available_count() == 0
+
+    def make(n: int) -> list[Message]:
+        return [at(mark + rng.randrange(10**9)) for _ in range(n)]
+
+    return Case(f"delayed enqueue, {depth:,} held", queue, make, lvq_run)
+
+
 # ---- main ----------------------------------------------------------------------------------
 
 
@@ -263,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["lvq", "fifo", "priority", "sorted", "selector"],
+        choices=["lvq", "fifo", "priority", "sorted", "selector", "delayed"],
         action="append",
         help="run only these scenarios (repeatable)",
     )
@@ -274,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ops = args.ops or (5_000 if args.quick else 20_000)
     repeat = args.repeat or 3
     lvq_small, cycle_small = 100, 1_000
-    scenarios = args.only or ["lvq", "fifo", "priority", "sorted", "selector"]
+    scenarios = args.only or ["lvq", "fifo", "priority", "sorted", "selector", "delayed"]
     rng = random.Random(args.seed)
 
     print(
@@ -290,6 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 small_case, big_case = lvq_case(lvq_small, rng), lvq_case(big, rng)
             name = "LVQ replace (enqueue, key exists)"
             sizes = f"{lvq_small} vs {big:,} keys"
+        elif scenario == "delayed":
+            with gc_paused():
+                small_case, big_case = delayed_case(cycle_small, rng), delayed_case(big, rng)
+            name = "delayed message: enqueue (held)"
+            sizes = f"{cycle_small:,} vs {big:,} held"
         elif scenario == "selector":
             with gc_paused():
                 small_case, big_case = selector_case(cycle_small, 1), selector_case(big, 2)
