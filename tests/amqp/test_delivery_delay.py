@@ -9,7 +9,7 @@ from pathlib import Path
 
 from proton import Disposition, Message, symbol
 
-from proton_broker.config import Config
+from tests.amqp.test_durability import Restartable
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient
 
@@ -76,12 +76,8 @@ def test_a_browser_does_not_see_a_delayed_message_before_its_time(broker: Runnin
 
 
 def test_a_durable_delayed_message_keeps_its_time_across_a_restart(tmp_path: Path) -> None:
-    def start() -> RunningBroker:
-        config = Config()
-        config.broker.data_dir = str(tmp_path / "data")
-        return RunningBroker(config)
-
-    first = start()
+    brokers = Restartable(tmp_path / "data")
+    first = brokers.start()
     try:
         client = first.client()
         sender = client.sender("durable-jobs", node_properties={"durable": True})
@@ -89,7 +85,7 @@ def test_a_durable_delayed_message_keeps_its_time_across_a_restart(tmp_path: Pat
         assert client.wait_settled(delivery).remote_state == Disposition.ACCEPTED
     finally:
         first.stop()
-    second = start()
+    second = brokers.start()
     try:
         client = second.client()
         receiver = client.receiver("durable-jobs", credit=10)

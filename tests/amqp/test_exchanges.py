@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from proton import Described, Disposition, Message, symbol, ulong
 
-from proton_broker.config import Config
 from tests.amqp.test_connection import symbols_of
+from tests.amqp.test_durability import Restartable
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, terminus_map
 
@@ -349,12 +349,8 @@ def test_queue_options_on_a_subscription_make_it_a_last_value_subscription(
 def test_a_durable_exchange_and_its_bindings_to_durable_queues_survive_a_restart(
     tmp_path: Path,
 ) -> None:
-    def start() -> RunningBroker:
-        config = Config()
-        config.broker.data_dir = str(tmp_path / "data")
-        return RunningBroker(config)
-
-    first = start()
+    brokers = Restartable(tmp_path / "data")
+    first = brokers.start()
     try:
         first.call(lambda: first.broker.declare_exchange("news", "topic", durable=True))
         first.call(lambda: first.broker.declare("uk", {"durable": True}))
@@ -363,7 +359,7 @@ def test_a_durable_exchange_and_its_bindings_to_durable_queues_survive_a_restart
         first.call(lambda: first.broker.bind("news", "transient", "#"))
     finally:
         first.stop()
-    second = start()
+    second = brokers.start()
     try:
         bound = second.call(
             lambda: [(b.queue, b.key) for b in second.broker.exchanges.named("news").bindings()]
