@@ -28,7 +28,7 @@ from proton_broker.errors import (
     PreconditionFailed,
     ResourceLimitExceeded,
 )
-from proton_broker.exchanges.exchange import Exchange, ExchangeAddress, routing_key
+from proton_broker.exchanges.exchange import Exchange, ExchangeAddress
 from proton_broker.exchanges.registry import Exchanges
 from proton_broker.exchanges.subscriptions import Subscriptions
 from proton_broker.message import Message
@@ -289,19 +289,6 @@ class Broker:
         exchange = self.exchanges.get(prefix) if slash else None
         return ExchangeAddress(exchange, subject) if exchange is not None else None
 
-    def destinations(
-        self, address: ExchangeAddress, message: Message, origin: object = None
-    ) -> list[Queue]:
-        """The queues ``message`` sent to ``address`` goes to (see routing_key), but for
-        the no-local subscriptions of the connection it came from (``origin``)."""
-        exchange = address.exchange
-        key = routing_key(message, exchange.name, address.subject)
-        queues = self.route(exchange, key, message)
-        no_local = self.no_local
-        if no_local and origin is not None:
-            queues = [queue for queue in queues if no_local.get(queue.name) != origin]
-        return queues
-
     def declare_exchange(
         self,
         name: str,
@@ -372,10 +359,18 @@ class Broker:
             log.info('BND-1002 Deleted : "%s" -> "%s" : key "%s"', exchange, queue, key)
         return removed
 
-    def route(self, exchange: Exchange, key: str, message: Message) -> list[Queue]:
-        """The queues ``message`` goes to through ``exchange`` with routing key ``key``."""
+    def route(
+        self, exchange: Exchange, key: str, message: Message, origin: object = None
+    ) -> list[Queue]:
+        """The queues ``message`` goes to through ``exchange`` with routing key ``key``
+        (see :func:`~proton_broker.exchanges.exchange.routing_key`), but for the no-local
+        subscriptions of the connection it came from (``origin``)."""
         queues = self.queues
-        return [queues[name] for name in exchange.route(key, message) if name in queues]
+        routed = [queues[name] for name in exchange.route(key, message) if name in queues]
+        no_local = self.no_local
+        if no_local and origin is not None:
+            routed = [queue for queue in routed if no_local.get(queue.name) != origin]
+        return routed
 
     def _declare_configured_exchanges(self) -> None:
         """The config file's exchanges and bindings (after its queues)."""

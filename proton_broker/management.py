@@ -47,7 +47,6 @@ from proton_broker.management_exchanges import (
     ENTITY_TYPES,
     TYPE_HIERARCHY,
     ExchangeEntities,
-    Failure,
     attribute_names,
 )
 from proton_broker.queues.queue import Queue
@@ -254,7 +253,7 @@ class Management:
         sent it (the ACL decides what it may do; None: the broker itself)."""
         try:
             return self._handle(properties, body, user)
-        except (ManagementError, Failure) as exc:
+        except ManagementError as exc:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
             return Response(_status_of(exc), exc.description)

@@ -15,6 +15,8 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   CREATE with ``arguments`` (a headers binding's ``x-match``...), a binding that exists is
   a 409; DELETE; READ; QUERY lists them all, or one exchange's (``exchange`` in the
   request's application properties).
+* Refusals are the broker's own errors (``InvalidField`` 400, ``NotFound`` 404,
+  ``PreconditionFailed`` 409: the node's table :data:`management.STATUS_FOR`).
 * Every operation asks the ACL first: ``create``/``delete``/``access exchange``,
   ``bind``/``unbind exchange`` with ``queuename`` and ``routingkey``.
 """
@@ -25,6 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
 from proton_broker.exchanges.exchange import EXCHANGE_TYPES, Binding, Exchange
 from proton_broker.queues.settings import to_bool
 
@@ -65,18 +68,6 @@ BINDING_ATTRIBUTES: dict[str, Callable[[Binding], Any]] = {
     "bindingKey": lambda b: b.key,
     "arguments": lambda b: dict(b.arguments),
 }
-
-
-class Failure(Exception):
-    """A request answered with an error status (the node turns it into its Response)."""
-
-    def __init__(self, status: int, description: str) -> None:
-        super().__init__(description)
-        self.status = status
-        self.description = description
-
-
-BAD_REQUEST, NOT_FOUND, CONFLICT = 400, 404, 409
 
 
 def _identity(*parts: str) -> str:
@@ -122,37 +113,36 @@ class ExchangeEntities:
             return 200, "OK", exchange_attributes(exchange)
         if operation == "DELETE":
             if exchange.builtin:
-                raise Failure(CONFLICT, f"'{exchange.name}' is one of the broker's own exchanges")
+                raise PreconditionFailed(f"'{exchange.name}' is one of the broker's own exchanges")
             self.broker.delete_exchange(exchange.name, user=user)
             return 204, "Deleted", {}
         if operation == "UPDATE":
-            raise Failure(BAD_REQUEST, "nothing of an exchange can be changed; delete and create")
-        raise Failure(BAD_REQUEST, f"unknown operation {operation!r} for type {kind!r}")
+            raise InvalidField("nothing of an exchange can be changed; delete and create")
+        raise InvalidField(f"unknown operation {operation!r} for type {kind!r}")
 
     def _create_exchange(
         self, name: str | None, kind: str, attributes: dict[str, Any], user: str | None
     ) -> tuple[int, str, Any]:
         if not name:
-            raise Failure(BAD_REQUEST, "CREATE needs a 'name'")
+            raise InvalidField("CREATE needs a 'name'")
         exchange_type = attributes.get("type", EXCHANGE_KINDS.get(kind))
         implied = EXCHANGE_KINDS.get(kind)
         if exchange_type not in EXCHANGE_TYPES:
-            raise Failure(
-                BAD_REQUEST,
+            raise InvalidField(
                 f"an exchange needs a 'type', one of {', '.join(EXCHANGE_TYPES)}, "
                 f"not {exchange_type!r}",
             )
         if implied is not None and implied != exchange_type:
-            raise Failure(BAD_REQUEST, f"type {kind} is a {implied} exchange, not {exchange_type}")
+            raise InvalidField(f"type {kind} is a {implied} exchange, not {exchange_type}")
         unknown = sorted(set(attributes) - {"name", "type", "durable", "arguments", "qpid-type"})
         if unknown:
-            raise Failure(BAD_REQUEST, f"unknown exchange attribute {unknown[0]!r}")
+            raise InvalidField(f"unknown exchange attribute {unknown[0]!r}")
         if name in self.broker.exchanges:
-            raise Failure(CONFLICT, f"exchange '{name}' already exists")
+            raise PreconditionFailed(f"exchange '{name}' already exists")
         durable = to_bool("durable", attributes.get("durable", False))
         arguments = attributes.get("arguments") or {}
         if not isinstance(arguments, Mapping):
-            raise Failure(BAD_REQUEST, "'arguments' must be a map")
+            raise InvalidField("'arguments' must be a map")
         exchange = self.broker.declare_exchange(name, exchange_type, durable, arguments, user)
         return 201, "Created", exchange_attributes(exchange)
 
@@ -168,7 +158,7 @@ class ExchangeEntities:
             )
         implied = EXCHANGE_KINDS.get(kind)
         if exchange is None or (implied is not None and exchange.kind != implied):
-            raise Failure(NOT_FOUND, f"no {kind} named {name or identity!r}")
+            raise NotFound(f"no {kind} named {name or identity!r}")
         return exchange
 
     # ---- bindings -------------------------------------------------------------------------
@@ -184,15 +174,17 @@ class ExchangeEntities:
         found = self._find_binding(exchange, queue, key)
         if operation == "CREATE":
             if found is not None:
-                raise Failure(CONFLICT, f"binding '{exchange}' -> '{queue}' '{key}' already exists")
+                raise PreconditionFailed(
+                    f"binding '{exchange}' -> '{queue}' '{key}' already exists"
+                )
             arguments = attributes.get("arguments") or {}
             if not isinstance(arguments, Mapping):
-                raise Failure(BAD_REQUEST, "'arguments' must be a map")
+                raise InvalidField("'arguments' must be a map")
             self.broker.bind(exchange, queue, key, arguments, user=user)
             made = self._find_binding(exchange, queue, key)
             return 201, "Created", binding_attributes(made) if made else {}
         if found is None:
-            raise Failure(NOT_FOUND, f"no binding '{exchange}' -> '{queue}' with key '{key}'")
+            raise NotFound(f"no binding '{exchange}' -> '{queue}' with key '{key}'")
         if operation == "READ":
             if user is not None:
                 self.broker.access.check(user, "access", "exchange", exchange)
@@ -201,13 +193,13 @@ class ExchangeEntities:
             self.broker.unbind(exchange, queue, key, user=user)
             return 204, "Deleted", {}
         if operation == "UPDATE":
-            raise Failure(BAD_REQUEST, "a binding cannot be changed; delete and create it")
-        raise Failure(BAD_REQUEST, f"unknown operation {operation!r} for type {BINDING_TYPE!r}")
+            raise InvalidField("a binding cannot be changed; delete and create it")
+        raise InvalidField(f"unknown operation {operation!r} for type {BINDING_TYPE!r}")
 
     def _find_binding(self, exchange: str, queue: str, key: str) -> Binding | None:
         target = self.broker.exchanges.get(exchange)
         if target is None:
-            raise Failure(NOT_FOUND, f"no exchange named {exchange!r}")
+            raise NotFound(f"no exchange named {exchange!r}")
         return next((b for b in target.bindings_of(queue) if b.key == key), None)
 
     # ---- listings -------------------------------------------------------------------------
@@ -265,5 +257,5 @@ def _binding_names(
     exchange, queue = given("exchange"), given("queue", "destination")
     key = given("bindingKey", "name")
     if not isinstance(exchange, str) or not isinstance(queue, str):
-        raise Failure(BAD_REQUEST, "a binding is named by 'exchange', 'queue' and 'name' (its key)")
+        raise InvalidField("a binding is named by 'exchange', 'queue' and 'name' (its key)")
     return exchange, queue, "" if key is None else str(key)

@@ -217,20 +217,16 @@ class ProducerLink:
             return
         try:
             queue = self.queue
-            if queue is None:
-                target = self._target(message)
-                if not isinstance(target, Queue):
-                    self._route(dlv, message, target)
-                    target = None
-                queue = target
-            if queue is None:
-                pass  # routed through an exchange
+            if queue is None:  # an exchange, or the relay: a queue or an exchange
+                queue = self.exchange or self._relay_target(message)
+            if isinstance(queue, ExchangeAddress):
+                self._route(dlv, message, queue)
             elif _remote_state(dlv) == TRANSACTIONAL_STATE:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 txn.stage(queue, message)
                 accepted_in(Delivery.wrap(dlv), txn)
             elif self._pending or (message.durable and queue.persistent):
-                self._in_order(dlv, message, queue)
+                self._in_order(dlv, [(message, queue)], single=True)
             else:
                 queue.enqueue(message)
                 self._accepted(dlv, queue)
@@ -241,15 +237,12 @@ class ProducerLink:
         if self._used >= self.window >> 1:
             self._top_up()
 
-    def _target(self, message: Message) -> Queue | ExchangeAddress:
-        """Where a message on an exchange or relay link goes (checked against the ACL)."""
-        target = self.exchange or self.broker.relay_target(message.to)
-        if self._may_send is not None:
-            if isinstance(target, Queue):
-                self._may_send(self.user, target.name, target.settings)
-            else:
-                key = routing_key(message, target.exchange.name, target.subject)
-                self.broker.access.publish(self.user, target.exchange.name, key)
+    def _relay_target(self, message: Message) -> Queue | ExchangeAddress:
+        """Where a message on the anonymous relay goes (a queue is checked against the ACL
+        here, an exchange in _route)."""
+        target = self.broker.relay_target(message.to)
+        if self._may_send is not None and isinstance(target, Queue):
+            self._may_send(self.user, target.name, target.settings)
         return target
 
     def _route(self, dlv: Any, message: Message, address: ExchangeAddress) -> None:
@@ -257,12 +250,15 @@ class ProducerLink:
         them or none (every queue is asked first, as Broker-J does); accepted once every
         copy is on its queue (durable copies: written). One that reaches no queue is
         accepted and dropped, counted by the exchange (qpidd)."""
-        if address.exchange.deleted:
-            raise NotFound(f"exchange '{address.exchange.name}' was deleted")
-        queues = self.broker.destinations(address, message, self.origin)
+        exchange = address.exchange
+        if exchange.deleted:
+            raise NotFound(f"exchange '{exchange.name}' was deleted")
+        key = routing_key(message, exchange.name, address.subject)
+        if self._may_send is not None:
+            self.broker.access.publish(self.user, exchange.name, key)
+        queues = self.broker.route(exchange, key, message, self.origin)
         if not queues:
-            if address.exchange.rejects_unroutable and not self.discards_unroutable:
-                key = routing_key(message, address.exchange.name, address.subject)
+            if exchange.rejects_unroutable and not self.discards_unroutable:
                 raise NotFound(f"Unknown destination '{key}'")  # Broker-J's words
             self._accepted(dlv, None)
             return
@@ -276,7 +272,7 @@ class ProducerLink:
         for each, queue in copies:
             queue.check_admission(each)
         if self._pending or any(each.durable and q.persistent for each, q in copies):
-            self._in_order(dlv, copies)
+            self._in_order(dlv, copies, single=False)
             return
         for each, queue in copies:
             queue.enqueue(each, admitted=True)
@@ -301,19 +297,16 @@ class ProducerLink:
 
     # ---- durable messages: accepted only once on disk, in the order sent ----------------
 
-    def _in_order(
-        self, dlv: Any, message: Message | list[tuple[Message, Queue]], queue: Queue | None = None
-    ) -> None:
+    def _in_order(self, dlv: Any, copies: list[tuple[Message, Queue]], single: bool) -> None:
         """Queue the transfer behind those still being written, and write its durable
         copies; they join their queues, and it is settled, when everything before it has.
-        ``message`` is one message for ``queue``, or the copies an exchange routed."""
-        copies = [(message, queue)] if isinstance(message, Message) else message
-        item = _Pending(dlv, copies, single=isinstance(message, Message))
+        ``copies``: one message for its queue (``single``), or the copies an exchange
+        routed."""
+        item = _Pending(dlv, copies, single)
         self._pending.append(item)
         done = item.written(self._drain_pending)
         item.waiting = 1  # held until every write has started: a store may finish at once
         for each, target in copies:
-            assert target is not None
             if each.durable and target.persistent and not target.numbers.is_duplicate(each):
                 item.waiting += 1
                 self.broker.persist(each, target, done)

@@ -573,17 +573,13 @@ class Server(Handler):
         existing = self.broker.queues.get(wanted.name)
         self._authorise(link, wanted.name, existing, dict(wanted.options), False)
         queue = self.broker.subscriptions.attach(wanted, user=user)
-        self._subscribed[link._impl] = wanted.name
         if request.no_local:
             self.broker.no_local[wanted.name] = link.connection._impl
         self._echo_exchange(link.source, source, address)
         if request.echo:
             echo_filters(link.source, request.echo)
         link.source.distribution_mode = Terminus.DIST_MODE_MOVE
-        link.target.copy(link.remote_target)
-        consumer = ConsumerLink(link, queue, False, self.broker.transactions)
-        queue.subscribe(consumer, None, None, None, None)
-        return consumer
+        return self._consume_subscription(link, wanted.name, queue)
 
     def _look_up_subscription(self, link: Link) -> ConsumerLink:
         """A receiver with a null source: Qpid JMS looking a durable subscription up by
@@ -601,9 +597,13 @@ class Server(Handler):
         link.source.address = bindings[0].exchange
         link.source.durability = Terminus.DELIVERIES if queue.persistent else Terminus.NONDURABLE
         link.source.expiry_policy = Terminus.EXPIRE_NEVER
-        link.target.copy(link.remote_target)
         self.broker.subscriptions.hold(name)
+        return self._consume_subscription(link, name, queue)
+
+    def _consume_subscription(self, link: Link, name: str, queue: Queue) -> ConsumerLink:
+        """The consumer of subscription ``name`` (held by this link until it goes)."""
         self._subscribed[link._impl] = name
+        link.target.copy(link.remote_target)
         consumer = ConsumerLink(link, queue, False, self.broker.transactions)
         queue.subscribe(consumer, None, None, None, None)
         return consumer

@@ -36,7 +36,7 @@ def test_the_configuration_declares_exchanges_and_binds_its_queues() -> None:
     )
     address = broker.node("news")
     assert isinstance(address, ExchangeAddress) and address.exchange.durable
-    routed = broker.destinations(address, message("uk.sport"))
+    routed = broker.route(address.exchange, "uk.sport", message("uk.sport"))
     assert sorted(q.name for q in routed) == ["all", "uk"]
 
 
