@@ -388,3 +388,31 @@ def test_a_transactional_publish_reaches_every_subscriber_at_commit_and_none_at_
     assert client.discharge(coordinator, kept).remote_state == Disposition.ACCEPTED
     assert bodies(client, first, 1) == ["committed"]
     assert bodies(client, second, 1) == ["committed"]
+
+
+@pytest.mark.parametrize(
+    ("address", "filters", "says"),
+    [
+        ("amq.topic", {"h": Described(HEADERS, {"x-match": "all"})}, "needs a headers exchange"),
+        ("amq.match", {"k": Described(DIRECT, "key")}, "binds with a headers filter"),
+        ("amq.topic", {"a": Described(TOPIC, "a.#"), "b": Described(TOPIC, "b.#")}, "one binding"),
+        ("amq.topic", {"k": Described(TOPIC, 5)}, "must be a string"),
+        ("amq.match", {"h": Described(HEADERS, "all")}, "must be a map"),
+        ("amq.topic", {"s": Described(SELECTOR, "colour = ")}, "invalid selector"),
+        ("amq.match", {"h": Described(HEADERS, {"colour": "red"})}, "x-match"),
+    ],
+)
+def test_a_filter_a_subscription_cannot_use_is_refused_and_nothing_is_left(
+    broker: RunningBroker, address: str, filters: dict, says: str
+) -> None:
+    client = broker.client()
+    link = client.receiver(address, credit=1, filters=filters)
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    assert says in link.remote_condition.description
+    assert broker.call(
+        lambda: (len(broker.broker.queues), broker.broker.exchanges.binding_count)
+    ) == (
+        0,
+        0,
+    )
