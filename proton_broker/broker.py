@@ -20,6 +20,7 @@ from typing import Any
 from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
+from proton_broker.deadletters import DeadLetters
 from proton_broker.errors import (
     BrokerError,
     ConfigError,
@@ -31,6 +32,7 @@ from proton_broker.errors import (
 from proton_broker.exchanges.exchange import Exchange, ExchangeAddress
 from proton_broker.exchanges.registry import Exchanges
 from proton_broker.exchanges.subscriptions import Subscriptions
+from proton_broker.lifetime import Lifetimes
 from proton_broker.message import Message
 from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.factory import build_queue
@@ -92,19 +94,29 @@ class Broker:
         # queue name -> that connection (any object the adapter identifies it by).
         self.no_local: dict[str, object] = {}
         self.deletion_watchers.append(lambda queue: self.no_local.pop(queue.name, None))
+        # Where the messages a queue gives up on go (deadletters.py); while the broker
+        # starts, alternates are checked once everything is declared (they may name
+        # exchanges and queues declared later).
+        self.dead_letters = DeadLetters(self)
+        self.loop_hooks.dead_letters = self.dead_letters
+        self._starting = True
+        self.lifetimes = Lifetimes(self)  # auto-delete, exclusive, the idle sweep (lifetime.py)
         for name, options in self.config.queues.items():
             self.declare(name, options)
         self._declare_configured_exchanges()
+        self._check_alternates(ConfigError)
 
     def set_queue_hooks(
         self,
         defer: Callable[[Queue], object] | None = None,
         wake_at: Callable[[float, Queue], object] | None = None,
+        soon: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
         """How the server's event loop drives every queue, present and future (see
         :class:`~proton_broker.queues.ports.LoopHooks`)."""
         self.loop_hooks.defer = defer
         self.loop_hooks.wake_at = wake_at
+        self.loop_hooks.soon = soon
 
     def declare(
         self, name: str, options: Mapping[str, Any] | None = None, user: str | None = None
@@ -139,7 +151,11 @@ class Broker:
                 f"a link whose target address is {name}"
             )
         allowed = create and self.may_create(name)
-        return self._get_or_create(name, options, allowed=allowed, user=user)
+        existed = name in self.queues
+        queue = self._get_or_create(name, options, allowed=allowed, user=user, on_demand=True)
+        if not existed:
+            queue.auto_created = True  # made on demand: the idle sweep may delete it
+        return queue
 
     def relay_target(self, to: str | None) -> Queue | ExchangeAddress:
         """Where a message sent through the anonymous relay goes: a queue that exists, or
@@ -163,6 +179,7 @@ class Broker:
         options: Mapping[str, Any] | None,
         allowed: bool,
         user: str | None = None,
+        on_demand: bool = False,
     ) -> Queue:
         parsed = parse_options(options) if options else None
         if parsed is not None and parsed.unknown:
@@ -183,6 +200,7 @@ class Broker:
         settings = parsed.settings if parsed is not None else QueueSettings()
         if user is not None:
             self.access.create_queue(user, name, settings)
+        alternate = self._alternate_of(name, settings, on_demand)
         queue = build_queue(
             name,
             settings,
@@ -193,6 +211,7 @@ class Broker:
         )
         if settings.durable:
             self._make_durable(queue)
+        self._set_dead_lettering(queue, alternate, settings)
         self.queues[name] = queue
         if user is not None:
             self.access.queue_created(user, name)
@@ -203,6 +222,60 @@ class Broker:
             ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults",
         )
         return queue
+
+    def _alternate_of(self, name: str, settings: QueueSettings, on_demand: bool) -> str | None:
+        """The alternate a new queue gets (see deadletters.py): the one it names (which
+        must exist, unless the broker is starting), or its dead-letter queue, made now."""
+        if settings.alternate is not None:
+            if not self._starting:
+                self.dead_letters.check_exists(settings.alternate, f"queue '{name}'")
+            return settings.alternate
+        section = self.config.queue
+        wanted = settings.dead_letter_queue
+        if wanted is None:
+            wanted = on_demand and section.dead_letter_queues
+        if not wanted or name.endswith(section.dead_letter_suffix):
+            return None  # a dead-letter queue has none of its own
+        dlq = name + section.dead_letter_suffix
+        if dlq not in self.queues:
+            self._get_or_create(dlq, {"durable": True} if settings.durable else None, True)
+        return dlq
+
+    def _set_dead_lettering(
+        self, queue: Queue, alternate: str | None, settings: QueueSettings
+    ) -> None:
+        """Give ``queue`` its alternate and maximum delivery attempts (the broker's default
+        unless its settings say)."""
+        old = queue.alternate
+        self.dead_letters.unuse(old, f"queue '{queue.name}'")
+        queue.alternate = alternate
+        self.dead_letters.use(alternate, f"queue '{queue.name}'")
+        most = settings.max_delivery_attempts
+        queue.max_delivery_attempts = (
+            self.config.queue.maximum_delivery_attempts if most is None else most
+        )
+
+    def _check_alternates(self, error: type[BrokerError] | type[ConfigError]) -> None:
+        """Once the broker has declared what it starts with: every alternate must exist."""
+        self._starting = False
+        for queue in self.queues.values():
+            if queue.alternate is not None:
+                try:
+                    self.dead_letters.check_exists(queue.alternate, f"queue '{queue.name}'")
+                except NotFound as exc:
+                    if error is ConfigError:
+                        raise ConfigError(f"queues.{queue.name}: {exc.description}") from None
+                    log.warning("%s: its messages will be discarded", exc.description)
+        for exchange in self.exchanges:
+            if exchange.alternate is not None:
+                try:
+                    self.dead_letters.check_exists(
+                        exchange.alternate, f"exchange '{exchange.name}'"
+                    )
+                except NotFound as exc:
+                    if error is ConfigError:
+                        raise ConfigError(f"exchanges.{exchange.name}: {exc.description}") from None
+                    log.warning("%s: its unroutable messages will be dropped", exc.description)
 
     def delete_queue(self, name: str, force: bool = False, user: str | None = None) -> int:
         """Delete queue ``name`` and its messages; returns how many messages went.
@@ -222,14 +295,25 @@ class Broker:
                 f"queue '{name}' holds {queue.depth} message(s); "
                 "delete it with force to discard them"
             )
+        self.dead_letters.check_unused(name, "queue")
         del self.queues[name]
-        for watcher in list(self.deletion_watchers):
-            watcher(queue)
-        queue.journal = None  # the store drops the queue's rows at once
-        dropped = queue.clear()
+        # Its messages (those consumers give back as they are detached, then the rest) go
+        # to its alternate, stored with the deletion itself (deadletters.py).
+        with self.dead_letters.deleting() as moved:
+            for watcher in list(self.deletion_watchers):
+                watcher(queue)
+            queue.journal = None  # the store drops the queue's rows at once
+            dropped = queue.clear()
+        self.dead_letters.unuse(queue.alternate, f"queue '{name}'")
         if queue.persistent and self.store is not None:
-            self.store.delete_queue(name)
-        log.info('QUE-1002 Deleted : "%s" : %d message(s) discarded', name, dropped)
+            self.store.delete_queue(name, moved.stored)
+        elif moved.stored:  # durable copies of a queue that was not: they join once written
+            assert self.store is not None
+            later, moved.joins = moved.joins, []
+            self.store.commit(Unit(enqueues=moved.stored, done=lambda _error: _run(later)))
+        _run(moved.joins)
+        where = f"moved to '{queue.alternate}'" if queue.alternate else "discarded"
+        log.info('QUE-1002 Deleted : "%s" : %d message(s) %s', name, dropped, where)
         return dropped
 
     def is_live(self, queue: Queue) -> bool:
@@ -263,7 +347,13 @@ class Broker:
                 f"queue ('{name}'); delete and create it again",
                 fixed[0],
             )
+        alternate = queue.alternate
+        if "alternate" in parsed.given:
+            alternate = merged.settings.alternate
+            if alternate is not None:
+                self.dead_letters.check_exists(alternate, f"queue '{name}'")
         queue.update_settings(merged.settings)
+        self._set_dead_lettering(queue, alternate, merged.settings)
         queue.options = {**options, **parsed.echo}
         if queue.persistent and self.store is not None:
             self.store.save_queue(name, queue.options)
@@ -304,6 +394,14 @@ class Broker:
             properties = {"type": kind, "durable": "true" if durable else "false"}
             self.access.check(user, "create", "exchange", name, properties)
         exchange, created = self.exchanges.declare(name, kind, durable, arguments)
+        if created and exchange.alternate is not None:
+            if not self._starting:
+                try:
+                    self.dead_letters.check_exists(exchange.alternate, f"exchange '{name}'")
+                except NotFound:
+                    self.exchanges.delete(name)
+                    raise
+            self.dead_letters.use(exchange.alternate, f"exchange '{name}'")
         if created:
             if durable and self.store is not None:
                 self.store.save_exchange(name, kind, exchange.arguments)
@@ -315,7 +413,9 @@ class Broker:
         exchange = self.exchanges.named(name)
         if user is not None:
             self.access.check(user, "delete", "exchange", name, {"type": exchange.kind})
+        self.dead_letters.check_unused(name, "exchange")
         self.exchanges.delete(name)
+        self.dead_letters.unuse(exchange.alternate, f"exchange '{name}'")
         if exchange.durable and self.store is not None:
             self.store.delete_exchange(name)
         log.info('EXH-1002 Deleted : "%s"', name)
@@ -367,10 +467,23 @@ class Broker:
         subscriptions of the connection it came from (``origin``)."""
         queues = self.queues
         routed = [queues[name] for name in exchange.route(key, message) if name in queues]
+        if not routed and exchange.alternate is not None:
+            routed = self._route_to_alternate(exchange.alternate, key, message)
         no_local = self.no_local
         if no_local and origin is not None:
             routed = [queue for queue in routed if no_local.get(queue.name) != origin]
         return routed
+
+    def _route_to_alternate(self, name: str, key: str, message: Message) -> list[Queue]:
+        """An exchange's alternate gets what the exchange routes nowhere (qpidd): a queue,
+        or an exchange, which routes it with the same key (one level, as qpidd)."""
+        queue = self.queues.get(name)
+        if queue is not None:
+            return [queue]
+        alternate = self.exchanges.get(name)
+        if alternate is None:
+            return []
+        return [self.queues[n] for n in alternate.route(key, message) if n in self.queues]
 
     def _declare_configured_exchanges(self) -> None:
         """The config file's exchanges and bindings (after its queues)."""
@@ -428,6 +541,7 @@ class Broker:
             store_log.info("MST-1002 : Store location : %s", self.store.location)
         store_log.info("MST-1004 : Recovery Start")
         recovered = self.store.open()
+        self._starting = True  # alternates are checked once everything is back
         self.loop_hooks.pager = StorePager(self.store) if self.store.pages else None
         for queue in self.queues.values():  # declared by the config file
             if queue.settings.durable:
@@ -435,6 +549,7 @@ class Broker:
         for name, options in recovered.queues.items():
             self.declare(name, options)
         self._recover_exchanges(recovered)
+        self._check_alternates(BrokerError)
         for name, records in recovered.seen.items():
             seen_on = self.queues.get(name)
             if seen_on is not None:
@@ -571,6 +686,11 @@ class Broker:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+
+def _run(steps: list[Callable[[], None]]) -> None:
+    for step in steps:
+        step()
 
 
 def _recovered_number(

@@ -81,6 +81,9 @@ class BrokerSection:
     # Bytes of queued messages held in memory, all queues together, before every producer
     # is flow-controlled until they fall to 90% (queues/budget.py).
     max_memory: int = _at_least(1073741824, 1)
+    # Seconds a queue made on demand may stay without links and messages before the
+    # periodic check deletes it (docs/queue-lifetime.md); 0: never.
+    idle_queue_timeout: float = _at_least(0.0, 0)
 
 
 @dataclass
@@ -106,6 +109,13 @@ class QueueSection:
     """Defaults for every queue (the names docs/sequence-history.md uses)."""
 
     max_key_updates: int | None = _at_least(None, 0)  # versions kept per key; None: all
+    # Dead-lettering (docs/dead-letters.md): the most deliveries a message gets before it
+    # goes to its queue's alternate (0: no maximum, as in both Qpid brokers); whether every
+    # queue made on demand gets a dead-letter queue, and that queue's suffix (Broker-J's
+    # queue.deadLetterQueueEnabled and qpid.broker_dead_letter_queue_suffix).
+    maximum_delivery_attempts: int = _at_least(0, 0)
+    dead_letter_queues: bool = False
+    dead_letter_suffix: str = field(default="_DLQ", metadata={"nonempty": True})
 
 
 @dataclass
@@ -320,6 +330,8 @@ def _check_value(name: str, rules: Mapping[str, Any], value: Any) -> Any:
             allowed = ", ".join(choices)
             raise ConfigError(f"configuration key '{name}' must be one of {allowed}, got {value!r}")
         return found
+    if rules.get("nonempty") and not value:
+        raise ConfigError(f"configuration key '{name}' must not be empty")
     low, high = rules.get("low"), rules.get("high")
     if value is not None and (
         (low is not None and value < low) or (high is not None and value > high)

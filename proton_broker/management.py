@@ -192,6 +192,9 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "holdOnPublishEnabled": lambda q: q.settings.hold_on_publish,
     "duplicateDetectionCount": lambda q: q.settings.duplicate_count,
     "duplicateDetectionSeconds": lambda q: q.settings.duplicate_seconds,
+    "alternateBinding": lambda q: {"destination": q.alternate} if q.alternate else None,
+    "maximumDeliveryAttempts": lambda q: q.max_delivery_attempts,
+    "expiryPolicy": lambda q: q.settings.expiry_policy.upper(),
     "arguments": lambda q: dict(q.options),  # as declared, under the names then used
     # statistics
     "queueDepthMessages": lambda q: q.depth,
@@ -207,6 +210,8 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "totalRedeliveredMessages": lambda q: q.stats.redelivered,
     "totalReplacedMessages": lambda q: q.stats.replaced,
     "totalDuplicateMessages": lambda q: q.stats.duplicates,
+    "totalDeadLetteredMessages": lambda q: q.stats.dead_lettered,
+    "totalDeliveryAttemptsExhausted": lambda q: q.stats.exhausted,
     # queue sequence numbers (x-opt-sequence-number): the lowest still on the queue (the
     # next when it is empty) and the one the next message will get
     "earliestSequenceNumber": lambda q: q.earliest_sequence_number,

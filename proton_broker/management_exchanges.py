@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
-from proton_broker.exchanges.exchange import EXCHANGE_TYPES, Binding, Exchange
+from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, EXCHANGE_TYPES, Binding, Exchange
 from proton_broker.queues.settings import to_bool
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "type": lambda e: e.kind,
     "durable": lambda e: e.durable,
     "arguments": lambda e: dict(e.arguments),
+    "alternateBinding": lambda e: {"destination": e.alternate} if e.alternate else None,
     "bindingCount": lambda e: e.binding_count,
     "messagesRouted": lambda e: e.routed,
     "messagesDropped": lambda e: e.dropped,
@@ -134,7 +135,8 @@ class ExchangeEntities:
             )
         if implied is not None and implied != exchange_type:
             raise InvalidField(f"type {kind} is a {implied} exchange, not {exchange_type}")
-        unknown = sorted(set(attributes) - {"name", "type", "durable", "arguments", "qpid-type"})
+        known = {"name", "type", "durable", "arguments", "qpid-type", *ALTERNATE_ARGUMENTS}
+        unknown = sorted(set(attributes) - known)
         if unknown:
             raise InvalidField(f"unknown exchange attribute {unknown[0]!r}")
         if name in self.broker.exchanges:
@@ -143,6 +145,8 @@ class ExchangeEntities:
         arguments = attributes.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             raise InvalidField("'arguments' must be a map")
+        alternates = {k: v for k, v in attributes.items() if k in ALTERNATE_ARGUMENTS and v}
+        arguments = {**arguments, **alternates}
         exchange = self.broker.declare_exchange(name, exchange_type, durable, arguments, user)
         return 201, "Created", exchange_attributes(exchange)
 

@@ -79,6 +79,15 @@ QUEUE_COUNTERS: dict[str, tuple[str, str]] = {
         "Messages dropped because their message-id was seen within the queue's "
         "duplicate detection window (answered accepted).",
     ),
+    "dead_lettered": (
+        "queue_dead_lettered",
+        "Messages sent to the queue's alternate (rejected, evicted, expired under the "
+        "route policy, past the maximum delivery attempts, or left when it was deleted).",
+    ),
+    "exhausted": (
+        "queue_delivery_attempts_exhausted",
+        "Messages that reached the queue's maximum delivery attempts.",
+    ),
     "paged_out": (
         "queue_paged_out",
         "Messages whose bytes were moved from memory to the store (flow to disk).",

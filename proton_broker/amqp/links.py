@@ -125,6 +125,21 @@ def close_link(link: Link, name: str, description: str, info: dict[str, Any] | N
     link.close()
 
 
+def _rejection(dlv: Any) -> str | None:
+    """The description of the error a consumer's ``rejected`` outcome carries, if any."""
+    condition = lib.pn_disposition_condition(lib.pn_delivery_remote(dlv))
+    if condition == ffi.NULL or not lib.pn_condition_is_set(condition):
+        return None
+    name = lib.pn_condition_get_name(condition)
+    description = lib.pn_condition_get_description(condition)
+    parts = [
+        ffi.string(text).decode("utf-8", "replace")
+        for text in (name, description)
+        if text != ffi.NULL
+    ]
+    return ": ".join(parts) or None
+
+
 def allows_rejected(link: Link) -> bool:
     """Whether a producer may be told ``rejected``: its source lists that outcome, or lists
     no outcomes at all (see the module rules)."""
@@ -608,8 +623,10 @@ class ConsumerLink:
             return
         if state == PN_ACCEPTED:
             self.queue.settle(entry)
-        elif state == PN_RELEASED or state == PN_REJECTED:  # noqa: SIM109 - hot: no tuple
+        elif state == PN_RELEASED:
             self._give_outcome(entry, state)
+        elif state == PN_REJECTED:
+            self.queue.reject(entry, _rejection(dlv))
         elif state == PN_MODIFIED:
             remote = lib.pn_delivery_remote(dlv)
             self._give_outcome(
@@ -655,7 +672,9 @@ class ConsumerLink:
             Acknowledgement(
                 self.queue,
                 entry,
-                removes=kind in (PN_ACCEPTED, PN_REJECTED),
+                # a rejection that dead-letters moves the message itself (deadletters.py)
+                removes=kind == PN_ACCEPTED
+                or (kind == PN_REJECTED and self.queue.alternate is None),
                 apply=lambda: self._apply_txn_outcome(dlv, entry, kind, fields),
                 undo=lambda: self._undo_txn_outcome(dlv, entry),
             )

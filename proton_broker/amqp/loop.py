@@ -128,7 +128,7 @@ class BrokerContainer(Container):
         # events for the two connections do not interleave one message at a time).
         self._to_dispatch: dict[Queue, None] = {}
         server.broker.set_queue_hooks(
-            defer=self._to_dispatch.setdefault, wake_at=self._wake_queue_at
+            defer=self._to_dispatch.setdefault, wake_at=self._wake_queue_at, soon=server.call_soon
         )
         self._fast = {
             PN_LINK_FLOW: server.on_raw_link_flow,

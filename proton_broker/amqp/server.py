@@ -7,6 +7,12 @@ dispositions and credit to the link state objects of :mod:`proton_broker.amqp.li
 loop that feeds it events, and every private Proton API that loop uses, live in
 :mod:`proton_broker.amqp.loop`.
 
+Queue lifetimes are the broker's (:mod:`proton_broker.lifetime`): this adapter only tells it
+which link attached to which queue (and whether that attach created it), which went, and
+which connection closed, and refuses a link to an exclusive queue another connection holds.
+While the broker shuts down nothing is reported: links that go because the broker stops
+must not delete queues.
+
 Every event is guarded: an exception closes only the link (or connection) it concerns, with
 ``amqp:internal-error``, and the loop carries on serving everyone else.
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import queue as _queue
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -120,6 +127,9 @@ class Server(Handler):
         # Exchanges that live as long as the link that made them (temporary topics).
         self._temporary_exchanges: dict[Any, str] = {}
         self._subscribed: dict[Any, str] = {}  # pn_link_t* -> the subscription it reads
+        # Links whose attach (being handled) created its queue: the controlling link of the
+        # queue's lifetime policy (proton_broker/lifetime.py).
+        self._created: set[Any] = set()
         self.management = ManagementNode(broker)
         broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
@@ -132,6 +142,7 @@ class Server(Handler):
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
         self.container.selectable(self._injector)
+        broker.lifetimes.wake_at = self._lifetimes_due
         self.broker.open_store(self.call_soon)  # raises StoreError: the caller reports it
         if self.broker.store is not None:
             self.broker.store.batching = True  # flushed once per pass (_BrokerContainer)
@@ -222,10 +233,23 @@ class Server(Handler):
 
     def _purge_expired(self) -> None:
         self.broker.purge_expired()
+        self._check_lifetimes()  # queues waiting to be empty, and the idle sweep
         if not self._stopping:
             self.container.schedule(
                 self.config.broker.expiry_interval, Callback(self._purge_expired)
             )
+
+    def _lifetimes_due(self, when: float) -> None:
+        """A queue's timed deletion (qpid.auto_delete_timeout) is due at ``when``: check
+        then, not only at the next periodic check."""
+        delay = max(0.0, when - time.time())
+        self.container.schedule(delay, Callback(self._check_lifetimes))
+
+    def _check_lifetimes(self) -> None:
+        """Lifetime policies and the idle sweep (proton_broker/lifetime.py); a broker
+        shutting down deletes nothing: its links go because it stops, not their clients."""
+        if not self._stopping:
+            self.broker.lifetimes.check()
 
     # ---- connections and sessions --------------------------------------------------------
 
@@ -367,6 +391,8 @@ class Server(Handler):
     def _drop_connection(self, conn: Connection) -> None:
         for link in _links_of(conn):
             self._forget(link)
+        if not self._stopping:  # see _check_lifetimes
+            self.broker.lifetimes.connection_closed(conn._impl)  # exclusive queues it held
         self.connections.pop(conn._impl, None)
         self.users.pop(conn._impl, None)
         self.quotas.gone(conn._impl)
@@ -389,12 +415,16 @@ class Server(Handler):
             else:
                 state = self._attach_consumer(link)
         except BrokerError as exc:
+            self._created.discard(link._impl)
             self._refuse(link, exc)
             return
         self.links[link._impl] = state
         queue = getattr(state, "queue", None)
+        created = link._impl in self._created
+        self._created.discard(link._impl)
         if queue is not None:
             self._attached.setdefault(queue, set()).add(link._impl)
+            self.broker.lifetimes.attached(queue, link._impl, link.connection._impl, created)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
         link.open()
@@ -425,7 +455,7 @@ class Server(Handler):
         if isinstance(node, ExchangeAddress):
             self._echo_exchange(link.target, target, node)
             return ProducerLink(link, self.broker, None, credit, self._user_of(link), node)
-        self._own_if_dynamic(link, target, node)
+        self._own_if_dynamic(link, target, node, options)
         self._echo(link.target, target, node, options)
         return ProducerLink(link, self.broker, node, credit, self._user_of(link))
 
@@ -451,7 +481,7 @@ class Server(Handler):
             if isinstance(node, ExchangeAddress):
                 return self._subscribe(link, source, node, options)
             queue = node
-            self._own_if_dynamic(link, source, queue)
+            self._own_if_dynamic(link, source, queue, options)
         assert queue is not None
         browse = browsing or queue.browse_only
         self._echo(link.source, source, queue, options)
@@ -499,6 +529,7 @@ class Server(Handler):
             self.quotas.may_create(connection, name)
             queue = self.broker.declare(name, options, user=user)
             self.quotas.created(connection)
+            self._created.add(link._impl)
             return queue
         if terminus.address is None and not required:
             if options:
@@ -509,10 +540,12 @@ class Server(Handler):
         existing = self.broker.queues.get(terminus.address)
         self._authorise(link, terminus.address, existing, options, browsing)
         if existing is not None:
+            self.broker.lifetimes.may_attach(existing, connection)  # exclusive queues
             return self.broker.resolve(terminus.address, options)
         self.quotas.may_create(connection, terminus.address)
         queue = self.broker.resolve(terminus.address, options, user=user)
         self.quotas.created(connection)
+        self._created.add(link._impl)
         return queue
 
     def _exchange_node(
@@ -671,6 +704,7 @@ class Server(Handler):
         """A link went: its state, and what lived as long as it (``closed``: a detach
         with closed=true, which ends a kept subscription)."""
         impl = link._impl
+        self._created.discard(impl)
         state = self.links.pop(impl, None)
         if state is not None:
             state.detach()
@@ -684,11 +718,20 @@ class Server(Handler):
         exchange = self._temporary_exchanges.pop(impl, None)
         if exchange is not None and exchange in self.broker.exchanges:
             self.broker.delete_exchange(exchange)
+        queue = getattr(state, "queue", None)
+        if queue is not None and not self._stopping:  # last: it may delete the queue now
+            self.broker.lifetimes.detached(queue, impl)
 
-    def _own_if_dynamic(self, link: Link, terminus: Terminus, queue: Queue | None) -> None:
+    def _own_if_dynamic(
+        self, link: Link, terminus: Terminus, queue: Queue | None, options: dict[str, Any]
+    ) -> None:
         """A dynamic node lives as long as the link that asked for it (AMQP 1.0's default
-        lifetime policy for dynamic nodes, delete-on-close)."""
-        if terminus.dynamic and queue is not None:
+        lifetime policy for dynamic nodes, delete-on-close), unless its node properties
+        give a lifetime policy: that one is honoured (proton_broker/lifetime.py, with this
+        link as the controlling link)."""
+        if not terminus.dynamic or queue is None:
+            return
+        if not options or "lifetime_policy" not in parse_options(options).given:
             self._temporary[link._impl] = queue.name
 
     def _queue_deleted(self, queue: Queue) -> None:

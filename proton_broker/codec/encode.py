@@ -11,9 +11,11 @@ delivery-annotations.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from proton_broker.codec.values import (
+    HEADER,
     MESSAGE_ANNOTATIONS,
     SECTION_ORDER,
     DecodeError,
@@ -90,6 +92,50 @@ def _encode_map(count: int, body: bytes) -> bytes:
     if len(body) + 1 <= 255 and count <= 255:
         return bytes((0xC1, len(body) + 1, count)) + body
     return b"\xd1" + _U32.pack(len(body) + 4) + _U32.pack(count) + body
+
+
+def with_annotations(
+    data: bytes, values: Mapping[str, bytes], header: bytes | None = None
+) -> bytes:
+    """``data`` (a valid message) with each message annotation in ``values`` (symbol key ->
+    its value, already encoded) set, replacing any the message had under those keys, and
+    with ``header`` in place of its header section when given. Every other byte is kept.
+    For the broker's own annotations on a message it moves (dead-lettering)."""
+    prefix = b""
+    if header is not None:
+        prefix = header
+        code, at = section_code(data, 0, len(data))
+        if code == HEADER:
+            data = data[skip(data, at, len(data)) :]
+    pairs = b"".join(_symbol(key) + value for key, value in values.items())
+    pos, end = 0, len(data)
+    while pos < end:
+        code, at = section_code(data, pos, end)
+        stop = skip(data, at, end)
+        if code == MESSAGE_ANNOTATIONS:
+            there = [] if data[at] == 0x40 else _map_pairs(data, at)
+            kept = [
+                (k, v_end)
+                for k, k_end, v_end in there
+                if decode_value(data, k, k_end) not in values
+            ]
+            body = b"".join(data[k:v_end] for k, v_end in kept) + pairs
+            section = b"\x00\x53\x72" + _encode_map(2 * (len(kept) + len(values)), body)
+            return prefix + data[:pos] + section + data[stop:]
+        if SECTION_ORDER.get(code, len(SECTION_ORDER)) > SECTION_ORDER[MESSAGE_ANNOTATIONS]:
+            break
+        pos = stop
+    section = b"\x00\x53\x72" + _encode_map(2 * len(values), pairs)
+    return prefix + data[:pos] + section + data[pos:]
+
+
+def encode_timestamp(ms: int) -> bytes:
+    """An AMQP timestamp (milliseconds since the epoch)."""
+    return b"\x83" + _I64.pack(ms)
+
+
+def encode_symbol(text: str) -> bytes:
+    return _symbol(text)
 
 
 # ---- the queue sequence number, stamped on every delivery ------------------------------

@@ -43,6 +43,7 @@ from proton_broker.errors import InvalidField
 from proton_broker.exchanges.headers import SELECTOR_ARGUMENT, HeadersMatch
 from proton_broker.exchanges.topic import TopicIndex, pattern_matches, words
 from proton_broker.message import Message
+from proton_broker.queues.settings import to_alternate
 from proton_broker.selector import Selector, parse_selector
 
 DIRECT = "direct"
@@ -59,6 +60,8 @@ DEFAULT_EXCHANGES = {
 RESERVED_PREFIXES = ("amq.", "qpid.")
 UNROUTABLE = "unroutableMessageBehaviour"  # Broker-J's exchange attribute
 UNROUTABLE_CHOICES = ("DISCARD", "REJECT")
+# Where what an exchange routes nowhere goes instead: qpidd's and Broker-J's names.
+ALTERNATE_ARGUMENTS = ("alternate-exchange", "alternateExchange", "alternateBinding")
 
 
 def check_declarable(name: str, kind: str) -> None:
@@ -234,6 +237,7 @@ class Exchange:
         self.durable = durable
         self.arguments = dict(arguments or {})  # as declared, for listings and the store
         self.rejects_unroutable = _unroutable(self.arguments) == "REJECT"
+        self.alternate = _alternate(self.arguments)  # a queue or exchange name, or None
         self._routes: _Routes = _ROUTES[kind]()
         self._bindings: dict[tuple[str, str], Binding] = {}
         self._keys_of: dict[str, set[str]] = {}  # queue -> its binding keys here
@@ -339,6 +343,18 @@ def _selector(arguments: Mapping[str, Any]) -> Selector | None:
     if not isinstance(text, str):
         raise InvalidField(f"{SELECTOR_ARGUMENT} must be a string, not {text!r}", "filter")
     return parse_selector(text) if text.strip() else None
+
+
+def _alternate(arguments: Mapping[str, Any]) -> str | None:
+    given = [name for name in ALTERNATE_ARGUMENTS if arguments.get(name) is not None]
+    if not given:
+        return None
+    names = {to_alternate(name, arguments[name]) for name in given}
+    if len(names) > 1:
+        raise InvalidField(
+            f"exchange arguments {', '.join(given)} name different alternates", given[0]
+        )
+    return names.pop()
 
 
 def _unroutable(arguments: Mapping[str, Any]) -> str:

@@ -95,6 +95,17 @@ class Pager(Protocol):
         """A paged-out message left its queue: its page may go."""
 
 
+class DeadLetterSink(Protocol):
+    """Where the messages a queue gives up on go (the broker's dead-lettering,
+    :mod:`proton_broker.deadletters`): the queue only says which message and why."""
+
+    def dead_letter(self, queue: Queue, message: Message, reason: str, detail: str | None) -> bool:
+        """``message`` (its bytes in memory) is leaving ``queue`` for ``reason`` and the
+        queue has an alternate: send it there. The sink takes over the removal of a stored
+        message (it clears ``message.store_id`` when it does, so the move is one store
+        transaction). False: it went nowhere (no route), and it is discarded."""
+
+
 @dataclass
 class LoopHooks:
     """How the broker's event loop drives its queues: one object shared by every queue of a
@@ -104,10 +115,17 @@ class LoopHooks:
     ``defer(queue)`` dispatches a queue later in the loop's pass, so messages that arrive
     together go out together; ``wake_at(when, queue)`` runs ``queue.release_held()`` at
     ``when`` (seconds since the epoch); ``pager`` keeps the bytes of paged-out messages;
-    ``budget`` counts the bytes of queued messages in memory against the broker's limit."""
+    ``budget`` counts the bytes of queued messages in memory against the broker's limit;
+    ``dead_letters`` takes the messages a queue gives up on."""
 
     defer: Callable[[Queue], object] | None = None
     wake_at: Callable[[float, Queue], object] | None = None
     pager: Pager | None = None
     # The broker-wide memory budget (queues/budget.py); the broker sets its limit.
     budget: MemoryBudget = field(default_factory=lambda: MemoryBudget(DEFAULT_BUDGET))
+    # Dead-lettering (the broker's): where messages go that a queue with an alternate
+    # gives up on; None: discarded.
+    dead_letters: DeadLetterSink | None = None
+    # Run a callable on the loop after the current operation (dead letters join their new
+    # queues this way, never inside the queue operation that gave them up); None: at once.
+    soon: Callable[[Callable[[], None]], object] | None = None

@@ -24,6 +24,12 @@ Rules this module owns:
   back (released, modified, consumer gone) it is discarded, because a newer value exists
   (Broker-J's ``ConflationQueueEntry`` does the same). So an update is neither lost nor
   delivered twice, and a browser never sees a superseded value.
+* Giving up on a message (see :mod:`proton_broker.deadletters` for where it goes): a
+  rejected one, one a ring evicts, one whose delivery attempts reach the maximum (counted
+  by ``modified`` with delivery-failed and by a consumer that goes holding it; ``released``
+  does not count), one that expires when the expiry policy routes, and every one left when
+  the queue is deleted go to the queue's alternate when it has one, before they leave. A
+  message that reaches the maximum without an alternate is discarded and said so.
 
 The queue knows nothing about sockets or AMQP: consumers are objects with ``credit`` and a
 ``deliver(entry)`` method supplied by the protocol adapter (:mod:`~proton_broker.queues.ports`).
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
 from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks
 from proton_broker.queues.selecting import Selecting
-from proton_broker.queues.settings import QueueSettings, check_live_change
+from proton_broker.queues.settings import EXPIRE_TO_ALTERNATE, QueueSettings, check_live_change
 
 
 @dataclass
@@ -74,6 +80,13 @@ class QueueStats:
     paged_out: int = 0  # bytes dropped from memory, kept in the store (flow to disk)
     refused: int = 0  # refused by a reject policy
     duplicates: int = 0  # dropped by duplicate detection (answered accepted)
+    dead_lettered: int = 0  # sent to the queue's alternate
+    exhausted: int = 0  # reached the maximum delivery attempts
+
+
+# Why a message left for the alternate (the x-opt-dead-letter-reason it carries there).
+REJECTED, EXPIRED, EVICTED = "rejected", "expired", "ring-overflow"
+EXHAUSTED, DELETED = "maximum-delivery-attempts", "queue-deleted"
 
 
 class Queue:
@@ -90,6 +103,8 @@ class Queue:
         self.name = name
         self.settings = parts.settings
         self.options = dict(options or {})  # as declared, for the attach echo and management
+        # Made on demand (an attach, the gateway): the idle sweep may delete it (lifetime.py).
+        self.auto_created = False
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
@@ -134,6 +149,11 @@ class Queue:
         self._assemble_dispatch()
         # Whether messages need an expiry time even without a TTL of their own.
         self._ttl_bounds = has_ttl_bounds(self.settings)
+        # Dead-lettering, set by the broker: the queue or exchange messages go to when the
+        # queue gives up on them (None: discarded), and the most deliveries a message gets
+        # (0: no maximum).
+        self.alternate: str | None = None
+        self.max_delivery_attempts = 0
 
     def _assemble_dispatch(self) -> None:
         """Consumers come, get credit and go through the dispatcher (queues/dispatching.py):
@@ -293,8 +313,7 @@ class Queue:
                 self.stats.replaced += 1
                 continue
             if entry.expires_at is not None and entry.expires_at <= now:
-                self._remove(entry)
-                self.stats.expired += 1
+                self._expire(entry)
                 continue
             self._dispatcher.made_available(entry)
             if self._browse_cursors:
@@ -335,9 +354,10 @@ class Queue:
         return len(self._order)
 
     def evict(self, entry: Entry) -> None:
-        """A ring deletes an available entry to make room."""
-        self._remove(entry)
+        """A ring deletes an available entry to make room (to the alternate, if any)."""
         self.stats.evicted += 1
+        self._dead_letter(entry, EVICTED)
+        self._remove(entry)
 
     def _read_back(self, message: Message) -> AbstractContextManager[None]:
         return read_back(self.hooks.pager, message)
@@ -375,14 +395,22 @@ class Queue:
         time has passed leaves the queue instead."""
         if entry.expires_at is None or entry.expires_at > time.time():
             return False
-        self._remove(entry)
-        self.stats.expired += 1
+        self._expire(entry)
         return True
 
     def _expired(self, entry: Entry) -> None:
         """An acquired entry whose time had passed left its group before it joined anyone's."""
-        self._forget(entry)
         self.stats.expired += 1
+        if self.settings.expiry_policy == EXPIRE_TO_ALTERNATE:
+            self._dead_letter(entry, EXPIRED)
+        self._forget(entry)
+
+    def _expire(self, entry: Entry) -> None:
+        """``entry``'s time has passed: it leaves, for the alternate if the policy says."""
+        self.stats.expired += 1
+        if self.settings.expiry_policy == EXPIRE_TO_ALTERNATE:
+            self._dead_letter(entry, EXPIRED)
+        self._remove(entry)
 
     # ---- outcomes ----------------------------------------------------------------------
 
@@ -392,11 +420,13 @@ class Queue:
             self._remove(entry)
             self.stats.dequeued += 1
 
-    def reject(self, entry: Entry) -> None:
-        """The consumer rejected the entry: it is discarded (no dead-letter queue yet)."""
+    def reject(self, entry: Entry, detail: str | None = None) -> None:
+        """The consumer rejected the entry (``detail``: the description of its error): it
+        goes to the alternate, or is discarded (qpidd)."""
         if entry.state == ACQUIRED:
-            self._remove(entry)
             self.stats.rejected += 1
+            self._dead_letter(entry, REJECTED, detail)
+            self._remove(entry)
 
     def release(
         self,
@@ -417,6 +447,12 @@ class Queue:
             return
         if delivery_failed:
             entry.delivery_count += 1
+            most = self.max_delivery_attempts
+            if most and entry.delivery_count >= most:
+                self.stats.exhausted += 1
+                self._dead_letter(entry, EXHAUSTED, f"{entry.delivery_count} delivery attempts")
+                self._remove(entry)
+                return
             self.stats.redelivered += 1
         if undeliverable_for is not None:
             if entry.excluded is None:
@@ -435,10 +471,25 @@ class Queue:
         """Drop available entries whose time has passed; O(k log n) for k expiries."""
         dropped = 0
         for entry in self._expiry.due(time.time() if now is None else now):
-            self._remove(entry)
-            self.stats.expired += 1
+            self._expire(entry)
             dropped += 1
         return dropped
+
+    def _dead_letter(self, entry: Entry, reason: str, detail: str | None = None) -> None:
+        """Hand ``entry``'s message to the alternate before it leaves (see the module
+        rules); the broker is also told of one that reached the maximum delivery attempts
+        without an alternate, so that the discard is logged."""
+        sink = self.hooks.dead_letters
+        if sink is None or (self.alternate is None and reason != EXHAUSTED):
+            return
+        message = entry.message
+        if message.paged:  # flow to disk: its bytes are read back for the copy
+            with self._read_back(message):
+                moved = sink.dead_letter(self, message, reason, detail)
+        else:
+            moved = sink.dead_letter(self, message, reason, detail)
+        if moved:
+            self.stats.dead_lettered += 1
 
     def _remove(self, entry: Entry) -> None:
         """``entry`` leaves the queue, from wherever it is."""
@@ -479,10 +530,12 @@ class Queue:
 
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its
-        consumers are gone and nothing may come back); O(n). Returns how many."""
+        consumers are gone and nothing may come back), each to the alternate if the queue
+        has one; O(n). Returns how many."""
         dropped = 0
         for entry in list(self._log):
             if entry.state != DEAD:
+                self._dead_letter(entry, DELETED)
                 self._remove(entry)
                 dropped += 1
         self._held.clear()

@@ -25,6 +25,12 @@ Rules this module owns:
   (qpid-cpp). Thresholds that contradict each other (resume above stop, a flow stop above
   a reject limit, a flow stop that differs from the limit under producer flow control) are
   refused; see :mod:`proton_broker.queues.overflow` for what they mean.
+* Dead-lettering (see :mod:`proton_broker.deadletters`): the alternate is named by qpidd's
+  ``alternate-exchange`` or Broker-J's ``alternateBinding`` (a map whose ``destination``
+  names a queue or an exchange, or that name alone); Broker-J's ``x-qpid-dlq-enabled``
+  asks for a ``<queue>_DLQ`` instead, so the two together are a conflict.
+  ``maximumDeliveryAttempts`` / ``x-qpid-maximum-delivery-count`` 0 means no maximum;
+  absent, the broker's ``queue.maximum_delivery_attempts`` applies.
 * The deprecated ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse`` make a
   last-value queue keyed by ``qpid.LVQ_key`` (the key the old C++ modes used), with a
   logged deprecation warning; browsing such a queue works as on any LVQ.
@@ -50,6 +56,11 @@ PRODUCER_FLOW_CONTROL, FLOW_TO_DISK = "producer_flow_control", "flow_to_disk"
 OVERFLOW_POLICIES = (NONE, RING, REJECT, PRODUCER_FLOW_CONTROL, FLOW_TO_DISK)
 
 GROUPS_NONE, GROUPS_STANDARD, GROUPS_SHARED = "none", "standard", "shared"
+
+# What happens to a message whose time to live ran out (Broker-J's expiryPolicy): it is
+# deleted (both Qpid brokers' default) or routed to the queue's alternate.
+EXPIRE_DELETE, EXPIRE_TO_ALTERNATE = "delete", "route_to_alternate"
+EXPIRY_POLICIES = (EXPIRE_DELETE, EXPIRE_TO_ALTERNATE)
 
 PERMANENT, DELETE_ON_CLOSE = "permanent", "delete-on-close"
 DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY = "delete-if-unused", "delete-if-unused-and-empty"
@@ -110,6 +121,11 @@ class QueueSettings:
     min_ttl: int | None = None  # milliseconds
     max_ttl: int | None = None
     hold_on_publish: bool = False
+    # dead-lettering (proton_broker.deadletters)
+    alternate: str | None = None  # a queue or exchange; None: none (or the DLQ below)
+    dead_letter_queue: bool | None = None  # <name>_DLQ as the alternate; None: broker default
+    max_delivery_attempts: int | None = None  # 0: no maximum; None: the broker default
+    expiry_policy: str = EXPIRE_DELETE
     # lifetime
     lifetime_policy: str = PERMANENT
     auto_delete_timeout: int | None = None  # seconds
@@ -283,6 +299,26 @@ def to_lifetime(name: str, value: Any) -> str:
     raise _bad(name, value, "one of " + ", ".join(LIFETIME_POLICIES))
 
 
+def to_expiry_policy(name: str, value: Any) -> str:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in EXPIRY_POLICIES:
+        return text
+    raise _bad(name, value, "DELETE or ROUTE_TO_ALTERNATE")
+
+
+def to_alternate(name: str, value: Any) -> str:
+    """An alternate: a name (qpidd's ``alternate-exchange``), or Broker-J's
+    ``alternateBinding`` map ``{"destination": name}`` (also as JSON text)."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    if isinstance(value, Mapping):
+        value = value.get("destination")
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise _bad(name, value, 'a queue or exchange name (or {"destination": name})')
+
+
 def to_auto_delete(name: str, value: Any) -> str:
     return DELETE_IF_UNUSED if to_bool(name, value) else PERMANENT
 
@@ -371,7 +407,24 @@ _option(
 )
 _option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
-_option("exclusive", to_bool, "exclusive")
+_option("exclusive", to_bool, "exclusive", "qpid.exclusive")
+_option(
+    "alternate",
+    to_alternate,
+    "alternate-exchange",
+    "alternateExchange",
+    "qpid.alternate_exchange",
+    "alternateBinding",
+)
+_option("dead_letter_queue", to_bool, "x-qpid-dlq-enabled", "deadLetterQueueEnabled")
+_option(
+    "max_delivery_attempts",
+    to_count,
+    "maximumDeliveryAttempts",
+    "x-qpid-maximum-delivery-count",
+    "qpid.max_delivery_attempts",
+)
+_option("expiry_policy", to_expiry_policy, "expiryPolicy")
 _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
 _option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
@@ -381,7 +434,6 @@ _option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node
 _DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
 # Recognised, but a feature this broker does not have: refused with not-implemented.
 _UNSUPPORTED = {
-    "alternate-exchange": "dead-letter routing (alternate exchanges) is not supported",
     "qpid.fairshare": "fair-share scheduling over priorities is not supported",
     "x-qpid-fairshare": "fair-share scheduling over priorities is not supported",
 }
@@ -508,6 +560,15 @@ def validate(settings: QueueSettings, given: Mapping[str, str] | None = None) ->
             f"maximumMessageTtl {settings.max_ttl}",
             "minimumMessageTtl",
         )
+    if settings.alternate is not None and settings.dead_letter_queue:
+        given = given or {}
+        named = given.get("alternate", "alternate-exchange")
+        dlq = given.get("dead_letter_queue", "x-qpid-dlq-enabled")
+        raise InvalidField(
+            f"queue options '{named}' ({settings.alternate!r}) and '{dlq}' conflict: "
+            "a queue has one alternate",
+            dlq,
+        )
     _validate_flow(settings, given or {})
 
 
@@ -564,7 +625,17 @@ def differences(settings: QueueSettings, parsed: ParsedOptions) -> list[str]:
 
 # Settings a live queue can take at once (Queue.update_settings): each is read when a
 # consumer attaches or a message arrives, and nothing already queued depends on it.
-LIVE_SETTINGS = frozenset({"ensure_nondestructive", "min_ttl", "max_ttl", "default_filters"})
+LIVE_SETTINGS = frozenset(
+    {
+        "ensure_nondestructive",
+        "min_ttl",
+        "max_ttl",
+        "default_filters",
+        "alternate",
+        "max_delivery_attempts",
+        "expiry_policy",
+    }
+)
 
 
 def check_live_change(current: QueueSettings, new: QueueSettings) -> None:

@@ -186,6 +186,8 @@ def queue_properties(settings: QueueSettings) -> dict[str, str]:
     }
     if settings.overflow_policy != NONE:
         properties["policytype"] = settings.overflow_policy
+    if settings.alternate is not None:
+        properties["alternate"] = settings.alternate
     if settings.max_count is not None:
         properties["maxqueuecount"] = str(settings.max_count)
     if settings.max_size is not None:

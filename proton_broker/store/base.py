@@ -23,7 +23,7 @@ import abc
 import bisect
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,8 +163,11 @@ class Store(abc.ABC):
         """Record a durable queue's definition (synchronously: declarations are rare)."""
 
     @abc.abstractmethod
-    def delete_queue(self, name: str) -> None:
-        """Forget a durable queue and every message on it (synchronously)."""
+    def delete_queue(self, name: str, moved: Sequence[StoredMessage] = ()) -> None:
+        """Forget a durable queue and every message on it, and write ``moved`` (its
+        messages' copies on other queues: dead-lettering) in the same transaction, so a
+        crash leaves them either on the queue or moved, never both or neither
+        (synchronously)."""
 
     @abc.abstractmethod
     def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:

@@ -4,7 +4,7 @@ Completions run at once, on the caller's thread, which is the event-loop thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proton_broker.store.base import Recovered, Store, StoredMessage, Unit
@@ -39,7 +39,9 @@ class MemoryStore(Store):
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
         self.queues[name] = dict(options)
 
-    def delete_queue(self, name: str) -> None:
+    def delete_queue(self, name: str, moved: Sequence[StoredMessage] = ()) -> None:
+        for message in moved:
+            self.messages[message.id] = message
         self.queues.pop(name, None)
         self.sequences.pop(name, None)
         self.marks.pop(name, None)

@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +265,8 @@ class SqliteStore(Store):
             (name, json.dumps(dict(options), default=str)),
         )
 
-    def delete_queue(self, name: str) -> None:
+    def delete_queue(self, name: str, moved: Sequence[StoredMessage] = ()) -> None:
+        rows = [(m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data) for m in moved]
         self._declare(
             "DELETE FROM numbers WHERE id IN (SELECT id FROM messages WHERE queue = ?)",
             (name,),
@@ -276,6 +277,7 @@ class SqliteStore(Store):
             "DELETE FROM seen WHERE queue = ?",
             "DELETE FROM bindings WHERE queue = ?",
             "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)",
+            before=lambda db: _insert(db, "messages", 5, rows),
         )
 
     def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:
@@ -305,12 +307,20 @@ class SqliteStore(Store):
             (exchange, queue, key),
         )
 
-    def _declare(self, sql: str, args: tuple[Any, ...], *more: str) -> None:
+    def _declare(
+        self,
+        sql: str,
+        args: tuple[Any, ...],
+        *more: str,
+        before: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
         db = self._db
         if db is None:
             raise StoreError("store is not open")
         try:
             db.execute("BEGIN IMMEDIATE")
+            if before is not None:
+                before(db)
             db.execute(sql, args)
             for statement in more:
                 db.execute(statement, args[: statement.count("?")])

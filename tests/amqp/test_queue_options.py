@@ -276,10 +276,19 @@ def test_a_bad_option_on_a_sender_is_refused_with_a_null_target(broker: RunningB
 
 def test_an_unsupported_option_is_refused_with_not_implemented(broker: RunningBroker) -> None:
     client = broker.client()
-    link = client.receiver("dlq", credit=1, node_properties={"alternate-exchange": "dead"})
+    link = client.receiver("fair", credit=1, node_properties={"qpid.fairshare": 2})
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:not-implemented"
-    assert "alternate-exchange" in link.remote_condition.description
+    assert "qpid.fairshare" in link.remote_condition.description
+
+
+def test_an_alternate_that_names_nothing_is_refused_with_not_found(broker: RunningBroker) -> None:
+    client = broker.client()
+    link = client.receiver("dlq", credit=1, node_properties={"alternate-exchange": "dead"})
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:not-found"
+    assert "alternate 'dead' of queue 'dlq'" in link.remote_condition.description
+    assert "dlq" not in broker.broker.queues
 
 
 # ---- the config file ----------------------------------------------------------------------

@@ -1,0 +1,303 @@
+"""Dead-lettering: where the messages a queue gives up on go.
+
+A queue decides *when* it gives up on a message (see :mod:`proton_broker.queues.queue`: a
+consumer rejected it, a ring evicted it, its delivery attempts reached the maximum, it
+expired under ``expiryPolicy: ROUTE_TO_ALTERNATE``, or the queue is being deleted); this
+module decides *where* it goes and how it gets there.
+
+Rules this module owns:
+
+* **The alternate** of a queue is a queue or an exchange (qpidd's ``alternate-exchange``
+  names an exchange, Broker-J's ``alternateBinding`` either). It must exist when the queue
+  is declared (``amqp:not-found`` otherwise), and nothing used as an alternate can be
+  deleted while it is (``amqp:precondition-failed``, naming who uses it), as in both Qpid
+  brokers. Broker-J's ``x-qpid-dlq-enabled`` (or the broker's ``queue.dead_letter_queues``
+  for every queue made on demand) makes ``<queue>_DLQ`` (suffix
+  ``queue.dead_letter_suffix``), durable when its queue is, and uses it.
+* **Through an exchange**, the routing key is the message's subject, else the name of the
+  queue it leaves (the key qpidd's default exchange gave it). Every queue the exchange
+  routes to gets a copy; a queue that refuses it (full, reject policy) is skipped, logged.
+* **The copy** keeps every byte of the message but two: its message annotations gain
+  ``x-opt-dead-letter-reason`` (``rejected``, ``ring-overflow``,
+  ``maximum-delivery-attempts``, ``expired``, ``queue-deleted``), ``x-opt-dead-letter-queue``
+  (where it was), ``x-opt-dead-letter-time`` (a timestamp), ``x-opt-dead-letter-count``
+  (how often it has been dead-lettered) and, when the consumer's rejection said why,
+  ``x-opt-dead-letter-description``; and its header loses its time to live, and the broker
+  ignores its absolute expiry time, so a dead letter does not expire where it lands.
+* **Nothing is lost or doubled.** A durable message moving to a durable queue is written
+  there and removed from where it was in one store transaction; it joins its new queue
+  once that is on disk (a durable message always does). When a whole queue is deleted, the
+  copies are written in the transaction that deletes the queue. Copies join their queues
+  after the queue operation that gave the message up (never inside it).
+* **No route**: a message with nowhere to go (the maximum reached and no alternate, or an
+  alternate that routes it nowhere) is discarded, logged (Broker-J's CHN-1009 and
+  CHN-1010) and counted. A message dead-lettered more than :data:`MAX_DEAD_LETTERS` times
+  (alternates that lead back to each other) is discarded the same way, as is one whose
+  move would be the :data:`MAX_NESTING`-th inside another (full rings evicting into each
+  other).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from proton_broker.codec.encode import (
+    encode_header,
+    encode_symbol,
+    encode_timestamp,
+    encode_value,
+    with_annotations,
+)
+from proton_broker.codec.sections import parse_message
+from proton_broker.errors import BrokerError, NotFound, PreconditionFailed
+from proton_broker.exchanges.exchange import Exchange
+from proton_broker.message import Message
+from proton_broker.queues.queue import Queue
+from proton_broker.store.base import StoredMessage, Unit
+
+if TYPE_CHECKING:
+    from proton_broker.broker import Broker
+
+log = logging.getLogger("proton_broker.deadletters")
+
+REASON = "x-opt-dead-letter-reason"
+SOURCE = "x-opt-dead-letter-queue"
+TIME = "x-opt-dead-letter-time"
+COUNT = "x-opt-dead-letter-count"
+DESCRIPTION = "x-opt-dead-letter-description"
+MAX_DEAD_LETTERS = 16  # times one message may be dead-lettered (loops of alternates)
+MAX_NESTING = 8  # dead letters that make room (a full ring) for dead letters, one in another
+
+
+@dataclass
+class _Deletion:
+    """The copies a queue's deletion makes: written with the deletion, then they join."""
+
+    stored: list[StoredMessage] = field(default_factory=list)
+    joins: list[Callable[[], None]] = field(default_factory=list)
+
+
+class DeadLetters:
+    """The broker's dead-lettering (the queues' :class:`~proton_broker.queues.ports.
+    DeadLetterSink`), and the index of what is used as an alternate."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._users: dict[str, set[str]] = {}  # alternate name -> "queue 'x'" / "exchange 'y'"
+        self._deletion: _Deletion | None = None
+        self._nesting = 0  # dead letters being moved, one inside another
+        self.discarded = 0  # messages that had nowhere to go
+
+    # ---- the alternates in use ------------------------------------------------------------
+
+    def check_exists(self, alternate: str, user: str) -> None:
+        """NotFound unless ``alternate`` names a queue or an exchange (``user``: who names
+        it, for the description)."""
+        if alternate not in self.broker.queues and alternate not in self.broker.exchanges:
+            raise NotFound(f"alternate '{alternate}' of {user} is neither a queue nor an exchange")
+
+    def use(self, alternate: str | None, user: str) -> None:
+        if alternate is not None:
+            self._users.setdefault(alternate, set()).add(user)
+
+    def unuse(self, alternate: str | None, user: str) -> None:
+        users = self._users.get(alternate) if alternate is not None else None
+        if users is not None:
+            users.discard(user)
+            if not users:
+                del self._users[alternate]  # type: ignore[arg-type] # not None: found
+
+    def check_unused(self, name: str, what: str) -> None:
+        """PreconditionFailed if ``name`` is someone's alternate (both Qpid brokers refuse
+        to delete an alternate in use)."""
+        users = self._users.get(name)
+        if users:
+            raise PreconditionFailed(
+                f"cannot delete {what} '{name}': it is the alternate of " + ", ".join(sorted(users))
+            )
+
+    # ---- moving messages ------------------------------------------------------------------
+
+    @contextmanager
+    def deleting(self) -> Iterator[_Deletion]:
+        """While a queue is deleted: its messages' copies wait for the deletion's own store
+        transaction (see the module rules)."""
+        self._deletion = deletion = _Deletion()
+        try:
+            yield deletion
+        finally:
+            self._deletion = None
+
+    def dead_letter(self, queue: Queue, message: Message, reason: str, detail: str | None) -> bool:
+        """Send ``message`` (leaving ``queue`` for ``reason``) to the queue's alternate;
+        False if it went nowhere (then it is discarded, and said so)."""
+        try:
+            count = int(message.message_annotation(COUNT) or 0) + 1
+        except (BrokerError, TypeError, ValueError):
+            count = 1
+        if queue.alternate is None:
+            return self._discard(queue, message, reason, "no alternate")
+        if count > MAX_DEAD_LETTERS or self._nesting >= MAX_NESTING:
+            return self._discard(queue, message, reason, "its alternates lead back to each other")
+        self._nesting += 1
+        try:
+            return self._send(queue, message, reason, detail, count)
+        finally:
+            self._nesting -= 1
+
+    def _send(
+        self, queue: Queue, message: Message, reason: str, detail: str | None, count: int
+    ) -> bool:
+        dead = self._copy(queue, message, reason, detail, count)
+        targets = self._targets(queue, dead)
+        if not targets:
+            return self._discard(queue, message, reason, f"'{queue.alternate}' routes it nowhere")
+        copies = [(dead if i == 0 else copy.copy(dead), target) for i, target in enumerate(targets)]
+        self._move(queue, message, copies)
+        log.info(
+            'CHN-1011 : Message moved to dead letter queue : "%s" -> "%s" (%s)',
+            queue.name,
+            queue.alternate,
+            reason,
+        )
+        return True
+
+    def _discard(self, queue: Queue, message: Message, reason: str, why: str) -> bool:
+        self.discarded += 1
+        code = "CHN-1009" if queue.alternate is None else "CHN-1010"
+        log.warning(
+            '%s : Discarded message from queue "%s" (%s): %s',
+            code,
+            queue.name,
+            reason,
+            why,
+        )
+        return False
+
+    def _copy(
+        self, queue: Queue, message: Message, reason: str, detail: str | None, count: int
+    ) -> Message:
+        """The message as it goes to the alternate (see the module rules)."""
+        annotations = {
+            REASON: encode_symbol(reason),
+            SOURCE: encode_value(queue.name),
+            TIME: encode_timestamp(int(time.time() * 1000)),
+            COUNT: encode_value(count),
+        }
+        if detail:
+            annotations[DESCRIPTION] = encode_value(detail)
+        header = None
+        if message.ttl is not None:
+            header = encode_header(
+                message.durable,
+                message.priority,
+                None,
+                message.first_acquirer,
+                message.delivery_count,
+            )
+        dead = parse_message(with_annotations(message.data, annotations, header))
+        dead.absolute_expiry_time = None
+        return dead
+
+    def _targets(self, queue: Queue, message: Message) -> list[Queue]:
+        """The queues the alternate gives ``message``, each of which admits it now."""
+        broker = self.broker
+        name = queue.alternate
+        assert name is not None
+        target = broker.queues.get(name)
+        if target is not None:
+            found = [target]
+        else:
+            exchange: Exchange | None = broker.exchanges.get(name)
+            if exchange is None:
+                return []
+            found = broker.route(exchange, message.subject or queue.name, message)
+        admitted = []
+        for each in found:
+            try:
+                each.check_admission(message)
+            except BrokerError as exc:
+                log.warning(
+                    'CHN-1010 : queue "%s" refused a dead letter from "%s": %s',
+                    each.name,
+                    queue.name,
+                    exc.description,
+                )
+                continue
+            admitted.append(each)
+        return admitted
+
+    def _move(self, queue: Queue, message: Message, copies: list[tuple[Message, Queue]]) -> None:
+        """Store what must be stored, in one transaction with the removal, then join."""
+        stored = self._stored_copies(copies)
+
+        def join() -> None:
+            for each, target in copies:
+                if not self.broker.is_live(target) or target.enqueue(each, admitted=True) is None:
+                    self.broker.forget(each)
+
+        deletion = self._deletion
+        if deletion is not None:
+            message.store_id = None  # the queue's rows go in the same transaction
+            deletion.stored += stored
+            deletion.joins.append(join)
+        elif not stored:
+            self._later(join)
+        else:
+            self._commit_move(queue, message, stored, copies, join)
+
+    def _later(self, join: Callable[[], None]) -> None:
+        """Join after the queue operation that gave the message up (a full ring that
+        evicts into a queue whose ring evicts back must not re-enter it)."""
+        soon = self.broker.loop_hooks.soon
+        if soon is None:
+            join()
+        else:
+            soon(join)
+
+    def _stored_copies(self, copies: list[tuple[Message, Queue]]) -> list[StoredMessage]:
+        """The rows of the durable copies bound for durable queues (ids given now)."""
+        store = self.broker.store
+        if store is None:
+            return []
+        rows = []
+        for each, target in copies:
+            if each.durable and target.persistent:
+                each.store_id = store.next_id()
+                rows.append(StoredMessage(each.store_id, target.name, each.data, time.time()))
+        return rows
+
+    def _commit_move(
+        self,
+        queue: Queue,
+        message: Message,
+        stored: list[StoredMessage],
+        copies: list[tuple[Message, Queue]],
+        join: Callable[[], None],
+    ) -> None:
+        """One store transaction: the copies in, the original out; then they join."""
+        store = self.broker.store
+        assert store is not None
+        unit = Unit(enqueues=stored)
+        if message.store_id is not None and queue.persistent:
+            if message.in_history:  # its history keeps the bytes: see Queue._forget
+                unit.retires.append(message.store_id)
+            else:
+                unit.dequeues.append(message.store_id)
+                message.store_id = None
+
+        def written(error: BaseException | None) -> None:
+            if error is not None:  # nothing was written: the original stays stored
+                log.error("dead letters from '%s' could not be stored: %s", queue.name, error)
+                for each, _ in copies:
+                    each.store_id = None
+            join()
+
+        unit.done = written
+        store.commit(unit)

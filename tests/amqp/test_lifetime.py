@@ -1,0 +1,269 @@
+"""Queue lifetime policies, exclusive queues and the idle sweep, over real sockets: the
+lifetime policies as Qpid JMS (described values) and qpid::messaging (qpidd's
+``auto-delete`` and ``qpid.auto_delete_timeout``) ask for them, Qpid JMS's temporary queue
+for request/reply, and the sweep of queues made on demand."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proton import Data, Described, Disposition, Link, Message, symbol, ulong
+
+from proton_broker.config import Config
+from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient, LinkLog
+
+DELETE_ON_CLOSE = Described(ulong(0x2B), [])  # as Qpid JMS sends it
+DELETE_ON_NO_LINKS = Described(ulong(0x2C), [])
+DELETE_ON_NO_MESSAGES = Described(symbol("amqp:delete-on-no-messages:list"), [])
+DELETE_ON_NO_LINKS_OR_MESSAGES = Described(ulong(0x2E), [])
+
+
+@pytest.fixture
+def broker_config() -> Config:
+    config = Config()
+    config.broker.expiry_interval = 0.05  # the periodic check, for the empty policies
+    return config
+
+
+def exists(broker: RunningBroker, name: str) -> bool:
+    return bool(broker.call(lambda: name in broker.broker.queues))
+
+
+def wait_gone(
+    broker: RunningBroker, name: str, *clients: EngineClient, timeout: float = 2.0
+) -> None:
+    end = time.monotonic() + timeout
+    while exists(broker, name):
+        assert time.monotonic() < end, f"queue '{name}' was not deleted"
+        for client in clients:
+            client.pump(0.02)
+        time.sleep(0.01)
+
+
+def send(client: EngineClient, link: Link, body: str) -> None:
+    delivery = client.wait_settled(client.send(link, Message(body=body)))
+    assert delivery.remote_state == Disposition.ACCEPTED
+
+
+def close(client: EngineClient, link: Link) -> None:
+    link.close()
+    client.wait_closed(link)
+
+
+def refused_with(client: EngineClient, link: Link) -> str:
+    client.wait_closed(link)
+    return str(link.remote_condition.name)
+
+
+def test_a_delete_on_close_queue_goes_when_the_link_that_created_it_closes(
+    broker: RunningBroker,
+) -> None:
+    creator, other = broker.client(), broker.client()
+    controlling = creator.receiver(
+        "doc", credit=1, node_properties={"lifetime-policy": DELETE_ON_CLOSE}
+    )
+    follower = other.receiver("doc", credit=1)
+    close(creator, controlling)
+    wait_gone(broker, "doc", other)
+    assert refused_with(other, follower) == "amqp:resource-deleted"
+
+
+def test_an_auto_delete_queue_goes_when_its_last_link_goes(
+    broker: RunningBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proton_broker.broker")
+    client = broker.client()
+    consumer = client.receiver("ad", credit=1, node_properties={"auto-delete": True})
+    producer = client.sender("ad")
+    send(client, producer, "left behind")
+    close(client, consumer)
+    assert exists(broker, "ad")  # the producer is a link too
+    close(client, producer)
+    wait_gone(broker, "ad", client)
+    assert 'QUE-1010 Auto-delete : "ad" : delete-if-unused: no links attached' in caplog.text
+
+
+def test_delete_on_no_links_as_a_described_value_is_honoured(broker: RunningBroker) -> None:
+    client = broker.client()
+    browser = client.receiver(
+        "nolinks", credit=1, browse=True, node_properties={"lifetime-policy": DELETE_ON_NO_LINKS}
+    )
+    close(client, browser)
+    wait_gone(broker, "nolinks", client)
+
+
+def test_a_delete_on_no_messages_queue_goes_once_its_creator_left_and_it_is_empty(
+    broker: RunningBroker,
+) -> None:
+    creator, reader = broker.client(), broker.client()
+    producer = creator.sender("nomsg", node_properties={"lifetime-policy": DELETE_ON_NO_MESSAGES})
+    send(creator, producer, "one")
+    close(creator, producer)
+    creator.pump(0.2)
+    assert exists(broker, "nomsg")  # a message is on it
+    consumer = reader.receiver("nomsg", credit=1)
+    reader.settle(reader.wait_received(consumer, 1)[0])
+    wait_gone(broker, "nomsg", reader)  # the periodic check
+    assert refused_with(reader, consumer) == "amqp:resource-deleted"
+
+
+def test_a_delete_on_no_links_or_messages_queue_needs_both(broker: RunningBroker) -> None:
+    client = broker.client()
+    options = {"lifetime-policy": DELETE_ON_NO_LINKS_OR_MESSAGES}
+    producer = client.sender("both", node_properties=options)
+    send(client, producer, "one")
+    close(client, producer)
+    client.pump(0.2)
+    assert exists(broker, "both")
+    consumer = client.receiver("both", credit=1)
+    client.settle(client.wait_received(consumer, 1)[0])
+    client.pump(0.2)
+    assert exists(broker, "both")  # the consumer is attached
+    close(client, consumer)
+    wait_gone(broker, "both", client)
+
+
+def test_an_auto_delete_timeout_keeps_the_queue_for_that_long(broker: RunningBroker) -> None:
+    client = broker.client()
+    options = {"auto-delete": True, "qpid.auto_delete_timeout": 1}
+    close(client, client.receiver("later", credit=1, node_properties=options))
+    gone_from = time.monotonic()
+    client.pump(0.6)
+    assert exists(broker, "later")
+    wait_gone(broker, "later", client)
+    assert time.monotonic() - gone_from >= 0.9
+
+
+def test_a_link_attaching_within_the_timeout_cancels_the_deletion(broker: RunningBroker) -> None:
+    client = broker.client()
+    options = {"auto-delete": True, "qpid.auto_delete_timeout": 1}
+    close(client, client.receiver("kept", credit=1, node_properties=options))
+    client.pump(0.3)
+    client.receiver("kept", credit=1)
+    client.pump(1.0)
+    assert exists(broker, "kept")
+
+
+def test_an_exclusive_queue_refuses_links_from_another_connection(broker: RunningBroker) -> None:
+    owner, other = broker.client(), broker.client()
+    owner.receiver("mine", credit=1, node_properties={"exclusive": True})
+    owner.sender("mine")  # the owner's own links are welcome
+    refused = other.sender("mine")
+    assert refused_with(other, refused) == "amqp:resource-locked"
+    assert "exclusive" in refused.remote_condition.description
+
+
+def test_exclusive_ownership_ends_when_the_owning_connection_closes(broker: RunningBroker) -> None:
+    owner, other = broker.client(), broker.client()
+    owner.receiver("held", credit=1, link_properties={"qpid.exclusive": True})
+    owner.close()
+    owner_gone = other.receiver("held", credit=1)
+    other.pump(0.1)
+    assert owner_gone.remote_condition is None and owner_gone.remote_source.address == "held"
+
+
+def jms_temporary_queue(client: EngineClient) -> Link:
+    """What Qpid JMS's Session.createTemporaryQueue() attaches: a sender with a dynamic
+    target, the temporary-queue capability and lifetime-policy delete-on-close, held open
+    for as long as the temporary queue lives."""
+    link = client.session.sender("qpid-jms:temp-queue-creator:ID:1")
+    link.target.dynamic = True
+    link.target.expiry_policy = link.target.EXPIRE_WITH_LINK
+    capabilities = link.target.capabilities
+    capabilities.put_array(False, Data.SYMBOL)
+    capabilities.enter()
+    capabilities.put_symbol(symbol("temporary-queue"))
+    capabilities.exit()
+    link.target.properties.put_dict({symbol("lifetime-policy"): DELETE_ON_CLOSE})
+    link.open()
+    client.logs[link.name] = LinkLog()
+    client.wait(lambda: link.remote_target.address)
+    return link
+
+
+def test_a_jms_temporary_queue_takes_replies_and_goes_when_its_creator_link_closes(
+    broker: RunningBroker,
+) -> None:
+    requester, responder = broker.client(), broker.client()
+    creator = jms_temporary_queue(requester)
+    address = creator.remote_target.address
+    replies = requester.receiver(address, credit=1)
+    send(responder, responder.sender(address), "the reply")
+    assert requester.wait_received(replies, 1)[0].message.body == "the reply"
+    close(requester, creator)
+    wait_gone(broker, address, requester)
+    assert refused_with(requester, replies) == "amqp:resource-deleted"
+
+
+def test_a_dynamic_node_with_a_lifetime_policy_of_its_own_keeps_it(broker: RunningBroker) -> None:
+    client = broker.client()
+    dynamic = client.receiver(
+        None, credit=1, dynamic=True, node_properties={"lifetime-policy": DELETE_ON_NO_LINKS}
+    )
+    address = client.wait(lambda: dynamic.remote_source.address)
+    second = client.receiver(address, credit=1)
+    close(client, dynamic)
+    client.pump(0.2)
+    assert exists(broker, address)  # not delete-on-close: a link is still attached
+    close(client, second)
+    wait_gone(broker, address, client)
+
+
+def test_a_dynamic_node_without_a_policy_still_goes_with_its_link(broker: RunningBroker) -> None:
+    client = broker.client()
+    dynamic = client.receiver(None, credit=1, dynamic=True)
+    address = client.wait(lambda: dynamic.remote_source.address)
+    close(client, dynamic)
+    wait_gone(broker, address, client)
+
+
+# ---- the idle sweep ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sweeping(tmp_path: Path) -> Iterator[RunningBroker]:
+    config = Config()
+    config.broker.data_dir = str(tmp_path / "data")
+    config.broker.idle_queue_timeout = 0.3
+    config.broker.expiry_interval = 0.05
+    config.queues = {"configured": {}}
+    running = RunningBroker(config)
+    yield running
+    alive = running.alive()
+    running.stop()
+    assert alive, "the broker's event loop died during the test"
+
+
+def test_the_idle_sweep_deletes_a_queue_made_on_demand_and_left_idle(
+    sweeping: RunningBroker,
+) -> None:
+    client = sweeping.client()
+    close(client, client.receiver("passing", credit=1))
+    left = time.monotonic()
+    wait_gone(sweeping, "passing", client)
+    assert time.monotonic() - left >= 0.25
+
+
+def test_the_idle_sweep_never_deletes_a_configured_queue(sweeping: RunningBroker) -> None:
+    client = sweeping.client()
+    close(client, client.receiver("configured", credit=1))
+    close(client, client.receiver("made", credit=1))
+    wait_gone(sweeping, "made", client)
+    client.pump(0.3)
+    assert exists(sweeping, "configured")
+
+
+def test_the_idle_sweep_spares_a_queue_made_on_demand_that_holds_messages(
+    sweeping: RunningBroker,
+) -> None:
+    client = sweeping.client()
+    producer = client.sender("full")
+    send(client, producer, "waiting")
+    close(client, producer)
+    client.pump(0.6)
+    assert exists(sweeping, "full")
