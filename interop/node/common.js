@@ -13,7 +13,8 @@ const USAGE = `usage: node send.js URL ADDRESS COUNT [--spec FILE] [options]
        node receive.js URL ADDRESS COUNT [--timeout SECONDS] [--idle SECONDS] [--browse] [--credit N] [options]
 options: --capabilities a,b  --dynamic-node-properties JSON  --print-attach  --replay-period SECONDS
          --selector TEXT  --headers-filter JSON (a headers-exchange binding)  --tls-ca FILE (connect with TLS, trusting the CAs in FILE)
-         --user NAME (SASL PLAIN as NAME, with the password in $INTEROP_PASSWORD)`;
+         --user NAME (SASL PLAIN as NAME, with the password in $INTEROP_PASSWORD)
+         receive only: --outcome reject|modified-failed|release  --print-annotations`;
 
 function parseArgs(argv) {
   const [url, address, count, ...rest] = argv;
@@ -38,6 +39,8 @@ function parseArgs(argv) {
     else if (name === '--headers-filter') opts.headersFilter = JSON.parse(next());
     else if (name === '--tls-ca') opts.tlsCa = next();
     else if (name === '--user') opts.user = next();
+    else if (name === '--outcome') opts.outcome = next();
+    else if (name === '--print-annotations') opts.printAnnotations = true;
     else fail(`unknown option ${name}\n${USAGE}`, 2);
   }
   if (opts.user !== undefined) opts.password = password();

@@ -7,6 +7,9 @@
 // --print-attach first prints {"attach": {...}}, the source the broker answered with.
 // --idle S: exit 0 once no message has come for S seconds (COUNT is then an upper bound),
 // for competing consumers that cannot know their share in advance.
+// --outcome reject|modified-failed|release settles each message so instead of accepting it
+// (reject carries the error app:invalid "cannot process"); --print-annotations adds the
+// message annotations to each line.
 
 const {
   parseArgs, fail, terminus, connect, fromAmqp, attachInfo, describe,
@@ -38,18 +41,27 @@ const connection = connect(opts, {
   message: (context) => {
     if (received >= opts.count) return;  // prefetched beyond COUNT: left unsettled
     const m = context.message;
-    console.log(JSON.stringify({
+    const line = {
       id: m.message_id === undefined ? null : m.message_id,
       subject: m.subject === undefined ? '' : m.subject,
       body: fromAmqp(m.body),
       properties: fromAmqp(m.application_properties || {}),
-    }));
-    context.delivery.accept();
+    };
+    if (opts.printAnnotations) line.annotations = fromAmqp(m.message_annotations || {});
+    console.log(JSON.stringify(line));
+    settle(context.delivery);
     stillBusy();
     if (++received === opts.count) finish();
   },
   receiver_error: (context) => fail(`receive: link error: ${describe(context.receiver.error)}`),
 });
+
+function settle(delivery) {
+  if (opts.outcome === 'reject') delivery.reject({ condition: 'app:invalid', description: 'cannot process' });
+  else if (opts.outcome === 'modified-failed') delivery.modified({ delivery_failed: true });
+  else if (opts.outcome === 'release') delivery.release();
+  else delivery.accept();
+}
 
 function finish() {
   clearTimeout(timer);

@@ -369,3 +369,24 @@ def test_every_rejected_durable_message_is_on_one_queue_after_kill_9(tmp_path: P
             found += [r.message.body for r in client.received(link)]
         assert sorted(found) == list(range(200))
         client.close()
+
+
+def test_a_durable_queues_alternate_exchange_is_back_after_a_restart(tmp_path: Path) -> None:
+    from tests.amqp.test_durability import Restartable
+
+    brokers = Restartable(tmp_path / "data")
+    broker = brokers.start()
+    try:
+        broker.call(lambda: broker.broker.declare_exchange("dlx", "fanout", durable=True))
+        declare(broker, "graveyard", {"durable": True})
+        broker.call(lambda: broker.broker.bind("dlx", "graveyard"))
+        declare(broker, "work", {"durable": True, "alternate-exchange": "dlx"})
+        broker = brokers.restart()
+        assert broker.call(lambda: broker.broker.queues["work"].alternate) == "dlx"
+        client = broker.client()
+        send(client, "work", Message(body="w", durable=True))
+        client.settle(take_one(client, "work"), Disposition.REJECTED)
+        assert take_one(client, "graveyard").message.body == "w"
+        client.close()
+    finally:
+        broker.stop()

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 from proton import Data, Message
 
-from proton_broker.codec.encode import encode_message, encode_value
+from proton_broker.codec.encode import (
+    encode_header,
+    encode_message,
+    encode_timestamp,
+    encode_value,
+    with_annotations,
+)
 from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import decode_value
 
@@ -65,3 +71,37 @@ def test_body_of_reads_what_proton_wrote(body: object) -> None:
     elif isinstance(body, bytes):
         message.inferred = True  # bytes as a data section
     assert body_of(parse_message(bytes(message.encode()))) == body
+
+
+# ---- the broker's own annotations (dead-lettering) ----------------------------------------
+
+
+def test_annotations_are_added_and_replaced_and_every_other_byte_kept() -> None:
+    sent = Message(
+        body="b",
+        ttl=5,
+        durable=True,
+        annotations={"x-a": 1, "x-reason": "old"},
+        properties={"p": 1},
+    )
+    data = with_annotations(
+        sent.encode(),
+        {"x-reason": encode_value("new"), "x-when": encode_timestamp(1000)},
+        header=encode_header(True, 4, None, False, 0),
+    )
+    got = Message()
+    got.decode(data)
+    assert {str(k): v for k, v in got.annotations.items()} == {
+        "x-a": 1,
+        "x-reason": "new",
+        "x-when": 1000,
+    }
+    assert (got.body, got.properties, got.durable, got.ttl) == ("b", {"p": 1}, True, 0)
+
+
+def test_a_message_without_annotations_gets_the_section_in_its_place() -> None:
+    data = with_annotations(Message(body="b", subject="s").encode(), {"x-k": encode_value(1)})
+    got = Message()
+    got.decode(data)
+    assert (got.annotations, got.subject, got.body) == ({"x-k": 1}, "s", "b")
+    assert parse_message(data).annotations_span is not None

@@ -532,3 +532,50 @@ def test_differences_ignore_settings_the_request_does_not_give() -> None:
     assert differences(existing, parse_options({"durable": "false"})) == [
         "'durable' is True on the queue, not False"
     ]
+
+
+# ---- dead-lettering ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"alternate-exchange": "dlx"},
+        {"alternateExchange": "dlx"},
+        {"qpid.alternate_exchange": "dlx"},
+        {"alternateBinding": {"destination": "dlx"}},
+        {"alternateBinding": '{"destination": "dlx"}'},
+        {"alternateBinding": "dlx"},
+    ],
+)
+def test_the_alternate_is_read_under_both_brokers_names(options: dict[str, Any]) -> None:
+    assert parse_settings(options).alternate == "dlx"
+
+
+def test_an_alternate_without_a_destination_is_refused_naming_the_option() -> None:
+    with pytest.raises(InvalidField, match="alternateBinding"):
+        parse_settings({"alternateBinding": {"arguments": {}}})
+
+
+def test_broker_js_dlq_arguments_are_read() -> None:
+    settings = parse_settings({"x-qpid-dlq-enabled": "true", "x-qpid-maximum-delivery-count": 5})
+    assert (settings.dead_letter_queue, settings.max_delivery_attempts) == (True, 5)
+
+
+def test_a_dead_letter_queue_and_a_named_alternate_conflict() -> None:
+    with pytest.raises(InvalidField, match="a queue has one alternate"):
+        parse_settings({"x-qpid-dlq-enabled": True, "alternate-exchange": "dlx"})
+
+
+def test_the_expiry_policy_is_delete_or_route_to_alternate() -> None:
+    assert parse_settings({}).expiry_policy == "delete"
+    assert parse_settings({"expiryPolicy": "ROUTE_TO_ALTERNATE"}).expiry_policy == (
+        "route_to_alternate"
+    )
+    with pytest.raises(InvalidField, match="expiryPolicy"):
+        parse_settings({"expiryPolicy": "KEEP"})
+
+
+def test_a_negative_maximum_delivery_count_is_refused() -> None:
+    with pytest.raises(InvalidField, match="maximumDeliveryAttempts"):
+        parse_settings({"maximumDeliveryAttempts": -1})
