@@ -212,6 +212,7 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "totalDuplicateMessages": lambda q: q.stats.duplicates,
     "totalDeadLetteredMessages": lambda q: q.stats.dead_lettered,
     "totalDeliveryAttemptsExhausted": lambda q: q.stats.exhausted,
+    "totalDeadLettersDiscarded": lambda q: q.stats.discarded,
     # queue sequence numbers (x-opt-sequence-number): the lowest still on the queue (the
     # next when it is empty) and the one the next message will get
     "earliestSequenceNumber": lambda q: q.earliest_sequence_number,

@@ -88,6 +88,11 @@ QUEUE_COUNTERS: dict[str, tuple[str, str]] = {
         "queue_delivery_attempts_exhausted",
         "Messages that reached the queue's maximum delivery attempts.",
     ),
+    "discarded": (
+        "queue_dead_letters_discarded",
+        "Messages the queue gave up on that had nowhere to go (the maximum delivery attempts "
+        "without an alternate, an alternate that routes them nowhere).",
+    ),
     "paged_out": (
         "queue_paged_out",
         "Messages whose bytes were moved from memory to the store (flow to disk).",

@@ -18,6 +18,11 @@ Rules this module owns:
   options become Broker-J attribute names (``lvqKey``, ``messageGroupKeyOverride``,
   ``maximumQueueDepthBytes``, ...); ``--argument KEY=VALUE`` passes any other option
   through as a string, and the broker validates it as it would on an attach.
+* ``--alternate-exchange NAME`` (``add queue`` and ``add exchange``) goes as qpidd's
+  ``alternate-exchange``, the one option sent under its qpid name: qpid-config users mean
+  qpidd's option, and this broker takes a queue or an exchange under it (Broker-J's
+  ``alternateBinding``; see :mod:`proton_broker.deadletters`). Listings show an
+  ``Alternate`` column only when some entity has one.
 * Exit codes a shell user expects: 0 done, 1 the broker refused (or could not be reached),
   2 a usage error. Errors go to stderr as ``Failed: ...``, as qpid-config prints them.
   Success is silent for ``add`` and ``del`` (as qpid-config) unless ``--json`` is given.
@@ -41,7 +46,14 @@ from proton import ConnectionException, Timeout
 
 from proton_broker.cli import exchanges
 from proton_broker.cli.client import ManagementClient
-from proton_broker.cli.output import Refused, ok, print_json, print_table, text
+from proton_broker.cli.output import (
+    Refused,
+    alternate_column,
+    ok,
+    print_json,
+    print_table,
+    text,
+)
 
 DEFAULT_BROKER = "localhost:5672"
 # The default for -b when set (not PROTON_BROKER_*: that prefix is the broker's own config).
@@ -57,6 +69,7 @@ TABLE_ATTRIBUTES = [
     "consumerCount",
     "totalEnqueuedMessages",
     "totalDequeuedMessages",
+    "alternateBinding",
 ]
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 _ADD_ONLY = (
@@ -69,6 +82,7 @@ _ADD_ONLY = (
     "max_queue_size",
     "max_queue_count",
     "limit_policy",
+    "alternate_exchange",
     "argument",
 )
 
@@ -82,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
         "       %(prog)s [OPTIONS] queues\n"
         "       %(prog)s [OPTIONS] queue NAME\n"
-        "       %(prog)s [OPTIONS] add exchange TYPE NAME [--durable] | del exchange NAME\n"
+        "       %(prog)s [OPTIONS] add exchange TYPE NAME [--durable] [--alternate-exchange NAME]\n"
+        "       %(prog)s [OPTIONS] del exchange NAME\n"
         "       %(prog)s [OPTIONS] bind EXCHANGE QUEUE [KEY] [all|any K=V ...]\n"
         "       %(prog)s [OPTIONS] unbind EXCHANGE QUEUE [KEY] | exchanges | bindings [EXCHANGE]\n"
         "       %(prog)s user add|passwd|delete|list [NAME] (see: %(prog)s user --help)",
@@ -161,6 +176,12 @@ def _add_queue_options(add: argparse._ArgumentGroup) -> None:
     )
     add.add_argument("--limit-policy", choices=LIMIT_POLICIES, help="what happens at the limit")
     add.add_argument(
+        "--alternate-exchange",
+        metavar="NAME",
+        help="where rejected and undeliverable messages go: an exchange or a queue "
+        "(also for 'add exchange': where it sends what it routes nowhere)",
+    )
+    add.add_argument(
         "--argument",
         action="append",
         default=[],
@@ -198,7 +219,9 @@ def _redacted(text: str) -> str:
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
     """The function for the command words, after checking them (exit 2 if wrong)."""
     chosen = _chosen(parser, args.command)
-    allowed = ("durable", "argument") if chosen is exchanges.add_exchange else ()
+    allowed = (
+        ("durable", "alternate_exchange", "argument") if chosen is exchanges.add_exchange else ()
+    )
     if chosen is not add_queue:
         given = [
             f"--{name.replace('_', '-')}"
@@ -211,7 +234,7 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
         parser.error("--force only goes with 'del queue'")
     if chosen is add_queue:
         args.attributes = queue_attributes(parser, args)
-    if chosen is exchanges.add_exchange and (problem := exchanges.argument_problem(args.argument)):
+    if chosen is exchanges.add_exchange and (problem := exchanges.argument_problem(args)):
         parser.error(problem)
     return chosen
 
@@ -259,6 +282,8 @@ def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         body["maximumQueueDepthMessages"] = args.max_queue_count
     if args.limit_policy is not None:
         body["overflowPolicy"] = args.limit_policy.upper().replace("-", "_")
+    if args.alternate_exchange is not None:
+        body[exchanges.ALTERNATE] = args.alternate_exchange
     for item in args.argument:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -334,7 +359,9 @@ def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
         for title, key in COLUMNS
         if key not in ("enqueueRate", "dequeueRate") or any(key in r for r in rows.values())
     ]
-    print_table(list(rows.values()), shown)
+    listed = list(rows.values())
+    with_alternate = alternate_column(listed, shown)
+    print_table(listed, with_alternate, left=2 + len(with_alternate) - len(shown))
     return EXIT_OK
 
 

@@ -1,6 +1,6 @@
 """``proton-broker-config``'s exchange and binding commands, in qpid-config's syntax::
 
-    add exchange TYPE NAME [--durable] [--argument KEY=VALUE ...]
+    add exchange TYPE NAME [--durable] [--alternate-exchange NAME] [--argument KEY=VALUE ...]
     del exchange NAME
     exchanges                           (a table: name, type, durable, bindings, counters)
     bind EXCHANGE QUEUE [KEY] [all|any NAME=VALUE ...]   (the last: a headers binding)
@@ -11,6 +11,7 @@ Each is one request to the ``$management`` node (Broker-J's ``org.apache.qpid.Ex
 and ``org.apache.qpid.Binding`` types). A headers binding's values are sent as text, as
 qpid-config sends them; numbers in a message's properties do not equal them (the broker
 compares types), so match numbers through the management node or the config file.
+``--alternate-exchange`` becomes the exchange argument ``alternate-exchange`` (as qpidd's).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from proton_broker.cli.client import ManagementClient
-from proton_broker.cli.output import ok, print_json, print_table
+from proton_broker.cli.output import alternate_column, ok, print_json, print_table
 
 EXCHANGE_TYPE = "org.apache.qpid.Exchange"
 BINDING_TYPE = "org.apache.qpid.Binding"
 EXCHANGE_TYPES = ("direct", "topic", "fanout", "headers")
 MATCH_MODES = ("all", "any")
+ALTERNATE = "alternate-exchange"  # qpidd's name, for queues and exchanges alike
 EXCHANGE_COLUMNS = [
     ("Exchange", "name"),
     ("Type", "type"),
@@ -76,10 +78,15 @@ def _bind_problem(words: list[str]) -> str | None:
     return None
 
 
-def argument_problem(items: list[str]) -> str | None:
-    """What is wrong with ``--argument`` values (None: they are NAME=VALUE)."""
-    bad = [item for item in items if not item.partition("=")[0] or "=" not in item]
-    return f"--argument needs NAME=VALUE, got {bad[0]!r}" if bad else None
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``add exchange``'s ``--argument`` values (None: they are
+    NAME=VALUE, none of them repeating ``--alternate-exchange``)."""
+    bad = [item for item in args.argument if not item.partition("=")[0] or "=" not in item]
+    if bad:
+        return f"--argument needs NAME=VALUE, got {bad[0]!r}"
+    if args.alternate_exchange is not None and ALTERNATE in _pairs(args.argument):
+        return f"--argument {ALTERNATE} repeats a setting given by another option"
+    return None
 
 
 def add_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
@@ -88,6 +95,8 @@ def add_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
     if args.durable:
         body["durable"] = True
     arguments = _pairs(args.argument)
+    if args.alternate_exchange is not None:
+        arguments[ALTERNATE] = args.alternate_exchange
     if arguments:
         body["arguments"] = arguments
     reply = ok(client.request("CREATE", EXCHANGE_TYPE, name, body))
@@ -147,8 +156,11 @@ def _listing(
     rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
     if args.json:
         print_json(rows)
+    elif entity_type == EXCHANGE_TYPE:
+        shown = alternate_column(rows, columns)
+        print_table(rows, shown, left=2 + len(shown) - len(columns))
     else:
-        print_table(rows, columns, left=2 if entity_type == EXCHANGE_TYPE else len(columns))
+        print_table(rows, columns, left=len(columns))
     return 0
 
 

@@ -40,6 +40,19 @@ def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], left
             print("=" * (sum(widths) + 2 * (len(widths) - 1)))
 
 
+def alternate_column(
+    rows: list[dict[str, Any]], columns: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """``columns`` with ("Alternate", "alternate") after the first two if any row has an
+    alternate; each row gets ``alternate``, the destination of its ``alternateBinding``."""
+    for row in rows:
+        binding = row.get("alternateBinding")
+        row["alternate"] = binding.get("destination") if isinstance(binding, dict) else binding
+    if not any(row["alternate"] for row in rows):
+        return columns
+    return [*columns[:2], ("Alternate", "alternate"), *columns[2:]]
+
+
 def text(value: Any, table: bool = False) -> str:
     if value is None:
         return "-" if table else ""

@@ -82,6 +82,7 @@ class QueueStats:
     duplicates: int = 0  # dropped by duplicate detection (answered accepted)
     dead_lettered: int = 0  # sent to the queue's alternate
     exhausted: int = 0  # reached the maximum delivery attempts
+    discarded: int = 0  # given up on with nowhere to go (no alternate at the maximum, no route)
 
 
 # Why a message left for the alternate (the x-opt-dead-letter-reason it carries there).
@@ -490,6 +491,8 @@ class Queue:
             moved = sink.dead_letter(self, message, reason, detail)
         if moved:
             self.stats.dead_lettered += 1
+        else:
+            self.stats.discarded += 1
 
     def _remove(self, entry: Entry) -> None:
         """``entry`` leaves the queue, from wherever it is."""

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Message
+from proton import Disposition, Message
 
 from proton_broker.testing import BrokerProcess, add_user
-from tests.amqp.test_durability import send_all
+from tests.amqp.test_durability import drain, send_all
 from tests.conftest import RunningBroker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,6 +133,44 @@ def test_a_refused_add_exits_1_names_the_attribute_and_creates_nothing(
     assert done.returncode == 1 and "priorities" in done.stderr
 
 
+def test_add_queue_with_an_alternate_exchange_sends_a_rejected_message_there(
+    broker: RunningBroker,
+) -> None:
+    assert tool(broker, "add", "queue", "dlq").returncode == 0
+    done = tool(broker, "add", "queue", "orders", "--alternate-exchange", "dlq")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert broker.call(lambda: broker.broker.queues["orders"].options) == {
+        "alternate-exchange": "dlq"
+    }
+    send_all(broker, "orders", [Message(body="poison")])
+    client = broker.client()
+    (got,) = client.wait_received(client.receiver("orders", credit=1), 1)
+    client.settle(got, Disposition.REJECTED)
+    assert drain(broker, "dlq", 1) == ["poison"]
+
+
+def test_an_alternate_exchange_that_does_not_exist_is_refused_and_creates_nothing(
+    broker: RunningBroker,
+) -> None:
+    done = tool(broker, "add", "queue", "orders", "--alternate-exchange", "nowhere")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "Failed: 404 alternate 'nowhere' of queue 'orders' is neither a queue nor an exchange\n"
+    )
+    assert broker.call(lambda: "orders" not in broker.broker.queues)
+
+
+def test_deleting_a_queue_that_is_an_alternate_in_use_is_refused(broker: RunningBroker) -> None:
+    tool(broker, "add", "queue", "dlq")
+    tool(broker, "add", "queue", "orders", "--alternate-exchange", "dlq")
+    done = tool(broker, "del", "queue", "dlq")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "Failed: 409 cannot delete queue 'dlq': it is the alternate of queue 'orders'\n"
+    )
+    assert broker.call(lambda: "dlq" in broker.broker.queues)
+
+
 def test_adding_an_existing_queue_exits_1(broker: RunningBroker) -> None:
     assert tool(broker, "add", "queue", "once").returncode == 0
     done = tool(broker, "add", "queue", "once")
@@ -194,6 +232,20 @@ def test_queues_prints_a_table_with_type_depth_consumers_and_rates(broker: Runni
     assert cells[:4] + cells[5:8] == ["table", "lvq", "N", "3", "1", "3", "0"]
 
 
+def test_queues_shows_an_alternate_column_only_when_a_queue_has_an_alternate(
+    broker: RunningBroker,
+) -> None:
+    tool(broker, "add", "queue", "dlq")
+    assert tool(broker, "queues", "--interval", "0").stdout.split()[:3] == ["Queue", "Type", "Dur"]
+    tool(broker, "add", "queue", "orders", "--alternate-exchange", "dlq")
+    header, _, *rows = tool(broker, "queues", "--interval", "0").stdout.splitlines()
+    assert header.split()[:4] == ["Queue", "Type", "Alternate", "Dur"]
+    assert [row.split()[:3] for row in rows] == [
+        ["dlq", "standard", "-"],
+        ["orders", "standard", "dlq"],
+    ]
+
+
 def test_queues_json_lists_every_queue_with_its_rates(broker: RunningBroker) -> None:
     for name in ("one", "two"):
         tool(broker, "add", "queue", name)
@@ -249,6 +301,9 @@ def test_an_unreachable_broker_exits_1_with_a_message() -> None:
         ["add", "queue", "x", "--limit-policy", "drop"],
         ["add", "queue", "x", "--argument", "novalue"],
         ["add", "queue", "x", "--priorities", "hi"],
+        ["add", "queue", "x", "--alternate-exchange"],
+        ["add", "queue", "x", "--alternate-exchange", "d", "--argument", "alternate-exchange=d"],
+        ["queues", "--alternate-exchange", "d"],
     ],
 )
 def test_usage_errors_exit_2_without_asking_the_broker(args: list[str]) -> None:
@@ -272,6 +327,7 @@ def test_help_lists_every_option() -> None:
         "--max-queue-size",
         "--max-queue-count",
         "--limit-policy",
+        "--alternate-exchange",
         "--argument",
         "--force",
     ):

@@ -63,6 +63,42 @@ def test_unbind_removes_the_binding(broker: RunningBroker) -> None:
     assert json.loads(tool(broker, "bindings", "--json").stdout) == []
 
 
+def test_add_exchange_with_an_alternate_exchange_sends_it_what_it_routes_nowhere(
+    broker: RunningBroker,
+) -> None:
+    tool(broker, "add", "queue", "lost")
+    tool(broker, "add", "exchange", "fanout", "dlx")
+    tool(broker, "bind", "dlx", "lost")
+    done = tool(broker, "add", "exchange", "topic", "events", "--alternate-exchange", "dlx")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    arguments = broker.call(lambda: dict(broker.broker.exchanges.named("events").arguments))
+    assert arguments == {"alternate-exchange": "dlx"}
+    publish(broker, "events", Message(subject="nobody.listens", body="x"))
+    assert depth(broker, "lost") == 1
+    header, _, *rows = tool(broker, "exchanges").stdout.splitlines()
+    assert header.split()[:4] == ["Exchange", "Type", "Alternate", "Dur"]
+    assert ["events", "topic", "dlx"] in [row.split()[:3] for row in rows]
+
+
+def test_an_exchanges_alternate_must_exist_and_cannot_be_deleted_while_in_use(
+    broker: RunningBroker,
+) -> None:
+    missing = tool(broker, "add", "exchange", "topic", "events", "--alternate-exchange", "nowhere")
+    assert missing.returncode == 1
+    assert missing.stderr == (
+        "Failed: 404 alternate 'nowhere' of exchange 'events' is neither a queue nor an exchange\n"
+    )
+    assert broker.call(lambda: "events" in broker.broker.exchanges) is False
+    tool(broker, "add", "exchange", "fanout", "dlx")
+    tool(broker, "add", "exchange", "topic", "events", "--alternate-exchange", "dlx")
+    in_use = tool(broker, "del", "exchange", "dlx")
+    assert in_use.returncode == 1
+    assert in_use.stderr == (
+        "Failed: 409 cannot delete exchange 'dlx': it is the alternate of exchange 'events'\n"
+    )
+    assert broker.call(lambda: "dlx" in broker.broker.exchanges) is True
+
+
 def test_refusals_exit_1_and_bad_words_exit_2(broker: RunningBroker) -> None:
     missing = tool(broker, "bind", "amq.topic", "nowhere", "#")
     assert missing.returncode == 1 and missing.stderr.startswith("Failed: 404")
@@ -72,3 +108,5 @@ def test_refusals_exit_1_and_bad_words_exit_2(broker: RunningBroker) -> None:
     assert tool(broker, "bind", "amq.match", "q", "k", "some", "a=b").returncode == 2
     assert tool(broker, "unbind", "amq.topic").returncode == 2
     assert tool(broker, "add", "exchange", "topic", "t", "--priorities", "3").returncode == 2
+    repeated = ("--alternate-exchange", "a", "--argument", "alternate-exchange=a")
+    assert tool(broker, "add", "exchange", "topic", "t", *repeated).returncode == 2

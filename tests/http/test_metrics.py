@@ -134,6 +134,7 @@ def test_metrics_after_a_known_workload_have_exact_values(
         "queue_duplicates_total": 0,
         "queue_dead_lettered_total": 0,
         "queue_delivery_attempts_exhausted_total": 0,
+        "queue_dead_letters_discarded_total": 0,
     }
     ring = queue_figures(samples, "ring")
     assert (

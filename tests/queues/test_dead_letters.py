@@ -87,7 +87,7 @@ def test_the_sink_hears_of_a_message_past_its_maximum_even_without_an_alternate(
     q.enqueue(msg(1))
     q.release(taken(q).got[0], delivery_failed=True)
     assert sink.reasons() == ["maximum-delivery-attempts"]
-    assert (q.depth, q.stats.dead_lettered) == (0, 0)
+    assert (q.depth, q.stats.dead_lettered, q.stats.discarded) == (0, 0, 1)
 
 
 def test_a_ring_hands_over_what_it_evicts() -> None:
