@@ -85,7 +85,7 @@ from proton_broker.errors import (
     ResourceLimitExceeded,
     Unauthorized,
 )
-from proton_broker.exchanges.exchange import TOPIC, ExchangeAddress
+from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, TOPIC, ExchangeAddress
 from proton_broker.exchanges.subscriptions import subscription_name
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
@@ -554,7 +554,8 @@ class Server(Handler):
         """The exchange a terminus names, or asks to be made (a dynamic node with the
         ``temporary-topic`` capability, as Qpid JMS asks for a temporary topic, or
         ``supported-dist-modes: copy`` or an ``exchange-type``, as qpidd reads them);
-        None when it is about a queue."""
+        None when it is about a queue. An alternate in ``options`` is the exchange's (taken
+        out of them: it is no subscription queue's), applied when the attach makes it."""
         wanted, kind, options_for_queue = exchange_options(terminus, options)
         address = terminus.address
         found = None
@@ -564,8 +565,11 @@ class Server(Handler):
                 return None
         if found is None and not wanted:
             return None
+        # qpidd's node properties for an exchange: its alternate, read when it is made
+        alternate = {k: options.pop(k) for k in ALTERNATE_ARGUMENTS if k in options}
+        options_for_queue = {k: v for k, v in options_for_queue.items() if k not in alternate}
         if found is None:
-            found = self._new_exchange(link, terminus, kind or TOPIC)
+            found = self._new_exchange(link, terminus, kind or TOPIC, alternate)
         if options_for_queue and link.is_receiver:
             raise InvalidField(
                 f"queue options do not apply to exchange '{found.exchange.name}'",
@@ -579,13 +583,15 @@ class Server(Handler):
         self.broker.access.check(self._user_of(link), "access", "exchange", found.exchange.name)
         return found
 
-    def _new_exchange(self, link: Link, terminus: Terminus, kind: str) -> ExchangeAddress:
+    def _new_exchange(
+        self, link: Link, terminus: Terminus, kind: str, arguments: dict[str, Any]
+    ) -> ExchangeAddress:
         """An exchange the attach asks for: dynamic (named ``TempTopic<uuid>``, living as
         long as the link), or by a name node policy lets clients create."""
         user = self._user_of(link)
         if terminus.dynamic:
             name = f"TempTopic{_uuid()}"
-            exchange = self.broker.declare_exchange(name, kind, user=user)
+            exchange = self.broker.declare_exchange(name, kind, arguments=arguments, user=user)
             self._temporary_exchanges[link._impl] = name
             return ExchangeAddress(exchange)
         name = terminus.address
@@ -593,7 +599,9 @@ class Server(Handler):
         if not self.broker.may_create(name):
             raise NotFound(f"Node not found: {name}")
         durable = terminus.durability != Terminus.NONDURABLE
-        return ExchangeAddress(self.broker.declare_exchange(name, kind, durable, user=user))
+        return ExchangeAddress(
+            self.broker.declare_exchange(name, kind, durable, arguments, user=user)
+        )
 
     def _subscribe(
         self, link: Link, source: Terminus, address: ExchangeAddress, options: dict[str, Any]

@@ -416,3 +416,16 @@ def test_a_filter_a_subscription_cannot_use_is_refused_and_nothing_is_left(
         0,
         0,
     )
+
+
+def test_an_exchange_made_by_an_attach_takes_its_alternate_from_the_node_properties(
+    broker: RunningBroker,
+) -> None:
+    broker.call(lambda: broker.broker.declare("unrouted"))
+    client = broker.client()
+    options = {"exchange-type": "direct", "alternate-exchange": "unrouted"}
+    sender = client.sender("events", node_properties=options)
+    client.wait_settled(client.send(sender, Message(subject="nobody", body="lost")))
+    assert broker.call(lambda: broker.broker.exchanges.named("events").alternate) == "unrouted"
+    receiver = client.receiver("unrouted", credit=1)
+    assert [r.message.body for r in client.wait_received(receiver, 1)] == ["lost"]
