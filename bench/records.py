@@ -33,9 +33,8 @@ def clone(
         base.creation_time,
         base.app_properties_span,
         base.annotations_span,
-        None,
-        0.0,
-        properties,
+        base.delivery_annotations_end,
+        app_properties_cache=properties,
     )
 
 

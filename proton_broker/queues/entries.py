@@ -12,8 +12,8 @@ Rules owned here:
   arrived later), out again when :meth:`pop` hands it out.
 * Removing an available entry (expiry, replacement, eviction) calls :meth:`discard`. The
   FIFO-based orderings drop it lazily when it reaches the front, and rebuild themselves once
-  stale entries outnumber live ones, so removal is O(1) amortised and memory stays bounded
-  even when nobody consumes.
+  a quarter of what they hold is stale, so removal is O(1) amortised and memory stays
+  within a third more than the live entries even when nobody consumes.
 * Priority: ``levels`` levels; a message's priority (0-9, default 4) maps onto a level the
   way both Qpid brokers do it (AMQP 0-10 rule "priority-level-implementation"): priorities at
   or below ``5 - ceil(levels / 2)`` share the lowest level, each priority above that gets the
@@ -50,6 +50,13 @@ DEAD = 2
 HELD = 3  # on the queue but not valid yet (hold until valid): not in the ordering
 
 _COMPACT_MIN = 1024  # rebuild a structure once it holds at least this many stale entries
+
+
+def too_stale(stale: int, held: int) -> bool:
+    """Whether a structure holding ``held`` entries, ``stale`` of them no longer wanted,
+    should be rebuilt: a quarter stale, and at least _COMPACT_MIN (see ArrivalLog)."""
+    return stale >= _COMPACT_MIN and stale * 4 > held
+
 
 # What a dead entry holds in place of its message (see the module rules): no bytes, no
 # store id, nothing to wait for. Never changed.
@@ -166,7 +173,7 @@ class FifoOrder:
 
     def discard(self, entry: Entry) -> None:
         self._stale += 1
-        if self._stale >= _COMPACT_MIN and self._stale * 2 > len(self._tail) + len(self._back):
+        if too_stale(self._stale, len(self._tail) + len(self._back)):
             self._tail = deque(e for e in self._tail if e.state == AVAILABLE)
             self._back = [item for item in self._back if item[1].state == AVAILABLE]
             heapq.heapify(self._back)
@@ -261,9 +268,12 @@ _arrival = attrgetter("arrival")
 class ArrivalLog:
     """Every live entry in arrival order: what browsers walk and management lists.
 
-    Removed entries stay as tombstones until they outnumber the live ones; then the list is
-    rebuilt (O(1) amortised per removal) and ``generation`` changes, which tells cursors
-    holding a list index to find their place again by position (O(log n)).
+    Removed entries stay as tombstones until they are a quarter of the list; then the list
+    is rebuilt (O(1) amortised per removal: at most four entries copied per removal) and
+    ``generation`` changes, which tells cursors holding a list index to find their place
+    again by position (O(log n)). A quarter, not a half: on a last-value queue nobody
+    consumes, replaced entries die in the middle of the log, and a million keys under churn
+    would otherwise keep up to a million tombstones.
     """
 
     __slots__ = ("_entries", "_dead", "generation", "_head")
@@ -285,7 +295,7 @@ class ArrivalLog:
         """One entry in the log became dead."""
         self._dead += 1
         entries = self._entries
-        if self._dead >= _COMPACT_MIN and self._dead * 2 > len(entries):
+        if too_stale(self._dead, len(entries)):
             self._entries = [e for e in entries if e.state != DEAD]
             self._dead = 0
             self._head = 0

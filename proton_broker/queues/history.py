@@ -12,6 +12,9 @@ Rules owned here:
 * History: ``max_key_updates`` newest versions of each key are kept (``None``: all of
   them; ``0``: the current version only, like ``1``). Older versions are dropped as new
   ones arrive, O(1) each.
+* A dropped version lets go of its message at once (it stays in the arrival log, without
+  it, until the log is compacted), so a last-value queue under churn holds the bytes of its
+  current values only.
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
   ``last`` the latest one (of each key, when replaying all keys).
@@ -27,12 +30,12 @@ from dataclasses import dataclass
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
+from proton_broker.queues.entries import GONE, too_stale
 
 SEQUENCE = "x-opt-sequence"
 SEQUENCE_KEY = "x-opt-sequence-key"
 FIRST, LAST = "first", "last"
-
-_COMPACT_MIN = 1024
+_LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (see History)
 
 
 @dataclass(slots=True)
@@ -63,7 +66,11 @@ class History:
         # replaying browsers and the HTTP gateway's long polls and WebSocket streams.
         self.watchers: list[Callable[[str, int, Message], object]] = []
         self._current: dict[str, int] = {}
-        self._versions: dict[str, deque[Version]] = {}
+        # Each key's kept versions, oldest first: a list (64 bytes for one version, where a
+        # deque takes about 600: a last-value queue has one per key), dropped from the front
+        # in O(keep), which is small; a deque when there is no bound or a large one.
+        self._versions: dict[str, list[Version] | deque[Version]] = {}
+        self._small = self.keep is not None and self.keep <= _LIST_KEEP
         self._log: deque[Version] = deque()  # every kept version in arrival order
         self._dropped = 0  # dropped versions still in _log
         self._order = 0
@@ -104,18 +111,25 @@ class History:
         self._order += 1
         version = Version(self._order, key, seq, message)
         versions = self._versions.get(key)
-        if versions is None:
-            versions = self._versions[key] = deque()
-        versions.append(version)
+        if versions is None:  # sized for one: a last-value key mostly keeps just that
+            self._versions[key] = [version] if self._small else deque((version,))
+        else:
+            versions.append(version)
         self._log.append(version)
         message.in_history = True
-        if self.keep is not None and len(versions) > self.keep:
-            old = versions.popleft()
-            old.dropped, old.message.in_history = True, False
-            self._dropped += 1
-            self._compact()
-            if self.dropped is not None:
-                self.dropped(old.message)
+        if versions is not None and self.keep is not None and len(versions) > self.keep:
+            self._drop_oldest(versions)
+
+    def _drop_oldest(self, versions: list[Version] | deque[Version]) -> None:
+        """A key has more versions than it keeps: its oldest goes, bytes and all."""
+        old = versions.pop(0) if isinstance(versions, list) else versions.popleft()
+        message = old.message
+        old.dropped, message.in_history = True, False
+        old.message = GONE  # its bytes go now, not when the log next drops it
+        self._dropped += 1
+        self._compact()
+        if self.dropped is not None:
+            self.dropped(message)
 
     def number(self, message: Message) -> tuple[str, int] | None:
         """Give ``message`` the next number of its key, unless it has one, and stamp it on
@@ -175,7 +189,7 @@ class History:
         while log and log[0].dropped:
             log.popleft()
             self._dropped -= 1
-        if self._dropped >= _COMPACT_MIN and self._dropped * 2 > len(log):
+        if too_stale(self._dropped, len(log)):
             self._log = deque(v for v in log if not v.dropped)
             self._dropped = 0
 

@@ -29,11 +29,15 @@ class LastValueIndex:
         return len(self._latest)
 
     def replace(self, entry: Entry) -> Entry | None:
-        """Record ``entry`` as its key's newest; return the entry it supersedes, if any."""
-        key = property_text(entry.message.application_property(self.property))
+        """Record ``entry`` as its key's newest; return the entry it supersedes, if any.
+        The queue's history reads the same property first and sets ``entry.key``: it is not
+        read twice."""
+        key = entry.key
         if key is None:
-            return None
-        entry.key = key
+            key = property_text(entry.message.application_property(self.property))
+            if key is None:
+                return None
+            entry.key = key
         older = self._latest.get(key)
         self._latest[key] = entry
         return older

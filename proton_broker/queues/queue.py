@@ -530,6 +530,7 @@ class Queue:
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
         entry.message = GONE  # its bytes go now, unless something else still holds them
+        entry.key = None  # so does its key: the arrival log may keep the entry a while
 
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its

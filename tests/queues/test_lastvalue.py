@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
+import random
+import tracemalloc
 from typing import Any
 
 import proton
@@ -294,3 +297,35 @@ def test_memory_stays_bounded_with_a_browser_following_the_updates() -> None:
     assert len(browser.got) == 20_000  # every update, each once
     assert len(q._log) < 3000
     assert q.depth == 10
+
+
+def test_a_last_value_queue_under_churn_holds_little_more_than_its_current_values() -> None:
+    """Replaced values let go of their bytes at once and the structures that keep dead
+    entries a while are compacted at a quarter: the memory a last-value queue nobody
+    consumes holds stays within a few percent of its current values, round after round of
+    replacements (it grew to 1.6x before, and more with more keys)."""
+    keys = 6000
+    template = proton.Message(body=b"x" * 100, properties={"k": "K0000000"}).encode()
+
+    def value(key: int) -> Message:
+        return parse_message(template.replace(b"K0000000", b"K%07d" % key))
+
+    chooser = random.Random(7)
+    tracemalloc.start()
+    try:
+        q = build_queue("q", parse_settings({"lvqKey": "k", "max_key_updates": 1}))
+        for key in range(keys):
+            q.enqueue(value(key))
+        gc.collect()
+        filled = tracemalloc.get_traced_memory()[0]
+        ratios = []
+        for _ in range(8):
+            for _ in range(keys // 4):
+                q.enqueue(value(chooser.randrange(keys)))
+            gc.collect()
+            ratios.append(tracemalloc.get_traced_memory()[0] / filled)
+    finally:
+        tracemalloc.stop()
+    assert q.depth == keys
+    assert max(ratios) < 1.2, ratios
+    assert max(ratios[4:]) < max(ratios[:4]) + 0.05, ratios  # steady, not growing
