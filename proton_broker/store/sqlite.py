@@ -509,7 +509,7 @@ class SqliteStore(Store):
             db.execute("BEGIN")
             _insert(db, "messages", 5, rows)
             if numbers:
-                db.executemany("INSERT OR REPLACE INTO numbers VALUES (?, ?)", numbers)
+                _rows(db, "INSERT OR REPLACE INTO numbers", 2, numbers)
                 self._number_rows = True
             _delete(db, "messages", gone)
             if gone and self._number_rows:  # only durable queues' messages have numbers
@@ -521,17 +521,17 @@ class SqliteStore(Store):
                     marks,
                 )
             if seen:
-                db.executemany("INSERT OR REPLACE INTO seen VALUES (?, ?, ?)", seen)
+                _rows(db, "INSERT OR REPLACE INTO seen", 3, seen)
             if unseen:
                 db.executemany("DELETE FROM seen WHERE queue = ? AND key = ?", unseen)
             _insert(db, "pages", 2, pages)
             _delete(db, "pages", unpages)
             if retires:
-                db.executemany("INSERT OR IGNORE INTO retired VALUES (?)", retires)
+                _rows(db, "INSERT OR IGNORE INTO retired", 1, retires)
             if gone and self._retired_rows:  # only queues with history retire messages
                 _delete(db, "retired", gone)
             if sequences:  # in order: a key's later number replaces its earlier one
-                db.executemany("INSERT OR REPLACE INTO sequences VALUES (?, ?, ?)", sequences)
+                _rows(db, "INSERT OR REPLACE INTO sequences", 3, sequences)
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")
@@ -582,6 +582,19 @@ def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[Any]) -> 
 def _insert_chunk(db: sqlite3.Connection, table: str, row: str, chunk: list[Any]) -> None:
     values = [value for item in chunk for value in item]
     db.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)), values)
+
+
+def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> None:
+    """``insert`` (``INSERT ... INTO table``) of every row, up to _CHUNK rows a statement, in
+    order (a later row replaces an earlier one with its key). One statement for many rows,
+    not ``executemany``: that steps once a row, giving up and taking back the interpreter's
+    lock each time, and the event loop holds it meanwhile (measured: the numbers of a
+    durable stream cost the writer 18% of the broker's samples one row at a time)."""
+    row = "(" + ", ".join("?" * width) + ")"
+    for start in range(0, len(rows), _CHUNK):
+        chunk = rows[start : start + _CHUNK]
+        values = [value for item in chunk for value in item]
+        db.execute(f"{insert} VALUES " + ", ".join([row] * len(chunk)), values)
 
 
 def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:
