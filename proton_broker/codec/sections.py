@@ -395,13 +395,24 @@ def annotate(message: Message, key: str, value: int) -> None:
     """Add the message annotation ``key`` (a long) to ``message``'s bytes, unless it is
     there already (the broker stamps sequence numbers this way), and move the record's
     section offsets with them."""
-    data = with_annotation(message.data, key, value)
-    if data is message.data:
+    old = message.data
+    data = with_annotation(old, key, value)
+    if data is old:
         return
-    parsed = parse_message(data)
-    message.data, message.header_end = data, parsed.header_end
-    message.app_properties_span = parsed.app_properties_span
-    message.annotations_span = parsed.annotations_span
+    # The offsets move by arithmetic, not by parsing the message again (a last-value queue
+    # stamps every message): what follows the annotations shifts by the bytes added.
+    grown = len(data) - len(old)
+    span = message.annotations_span
+    if span is None:  # a new section where with_annotation puts it (see encode.py)
+        place = message.delivery_annotations_end or message.header_end
+        message.annotations_span = (place + 3, place + grown)  # after its 3-byte descriptor
+    else:
+        place = span[1]
+        message.annotations_span = (span[0], span[1] + grown)
+    properties = message.app_properties_span
+    if properties is not None and properties[0] >= place:
+        message.app_properties_span = (properties[0] + grown, properties[1] + grown)
+    message.data = data
     message.annotations_cache = None
 
 

@@ -13,7 +13,7 @@ from proton_broker.codec.encode import (
     encode_value,
     with_annotations,
 )
-from proton_broker.codec.sections import body_of, parse_message
+from proton_broker.codec.sections import annotate, body_of, parse_message
 from proton_broker.codec.values import decode_value
 
 VALUES = [
@@ -105,3 +105,30 @@ def test_a_message_without_annotations_gets_the_section_in_its_place() -> None:
     got.decode(data)
     assert (got.annotations, got.subject, got.body) == ({"x-k": 1}, "s", "b")
     assert parse_message(data).annotations_span is not None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message(body="b"),
+        Message(body="b", properties={"k": "v"}),
+        Message(body="b", durable=True, ttl=5, properties={"k": "v"}),
+        Message(body="b", annotations={"x-a": 1}, properties={"k": "v"}, subject="s"),
+        Message(body="b", durable=True, annotations={"x-a": "y" * 300}, properties={"k": 1}),
+        Message(body="b", instructions={"x-d": 1}, properties={"k": "v"}),
+        Message(body="b", instructions={"x-d": 1}, annotations={"x-a": 1}),
+    ],
+)
+def test_annotating_a_record_moves_its_offsets_as_parsing_the_new_bytes_would(
+    message: Message,
+) -> None:
+    record = parse_message(message.encode())
+    annotate(record, "x-opt-sequence", 42)
+    again = parse_message(record.data)
+    assert (record.header_end, record.delivery_annotations_end) == (
+        again.header_end,
+        again.delivery_annotations_end,
+    )
+    assert record.annotations_span == again.annotations_span
+    assert record.app_properties_span == again.app_properties_span
+    assert record.message_annotation("x-opt-sequence") == 42
