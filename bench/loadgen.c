@@ -125,6 +125,8 @@ typedef struct {
   size_t *msg_sizes;
   long groups;      /* -g: messages carry properties.group-id, cycling over this many */
   bool ungrouped;   /* -G: ... but the queue is not asked to group them */
+  long keys;        /* -k: messages carry application property k, cycling over this many,
+                       to a last-value queue keyed by it */
   bool durable;     /* -d: durable messages, on a queue declared durable */
   bool fanout;      /* -F: every consumer gets every message (an exchange's subscribers) */
   long expect;      /* messages the consumers receive in all: COUNT, or COUNT x C with -F */
@@ -141,7 +143,7 @@ typedef struct {
 } gen_t;
 
 static void encode_messages(gen_t *g, size_t body_size) {
-  long n = g->groups > 0 ? g->groups : 1;
+  long n = g->groups > 0 ? g->groups : g->keys > 0 ? g->keys : 1;
   g->msgs = calloc((size_t)n, sizeof *g->msgs);
   g->msg_sizes = calloc((size_t)n, sizeof *g->msg_sizes);
   char *body = malloc(body_size);
@@ -154,6 +156,16 @@ static void encode_messages(gen_t *g, size_t body_size) {
     if (g->groups > 0) {
       snprintf(group, sizeof group, "group-%ld", i);
       pn_message_set_group_id(m, group);
+    }
+    if (g->keys > 0) {
+      char key[32];
+      int len = snprintf(key, sizeof key, "key-%07ld", i);
+      pn_data_t *props = pn_message_properties(m);
+      pn_data_put_map(props);
+      pn_data_enter(props);
+      pn_data_put_string(props, pn_bytes(1, "k"));
+      pn_data_put_string(props, pn_bytes((size_t)len, key));
+      pn_data_exit(props);
     }
     if (g->durable) pn_message_set_durable(m, true);
     pn_message_set_inferred(m, true); /* a binary body becomes a data section */
@@ -171,7 +183,7 @@ static void encode_messages(gen_t *g, size_t body_size) {
    properties.group-id), -d for a durable queue. */
 static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
   bool grouped = g->groups > 0 && !g->ungrouped;
-  if (!grouped && !g->durable) return;
+  if (!grouped && !g->durable && g->keys <= 0) return;
   pn_data_t *props = pn_terminus_properties(t);
   pn_data_put_map(props);
   pn_data_enter(props);
@@ -182,6 +194,10 @@ static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
   if (g->durable) {
     pn_data_put_symbol(props, pn_bytes(7, "durable"));
     pn_data_put_bool(props, true);
+  }
+  if (g->keys > 0) {
+    pn_data_put_symbol(props, pn_bytes(25, "qpid.last_value_queue_key"));
+    pn_data_put_string(props, pn_bytes(1, "k"));
   }
   pn_data_exit(props);
 }
@@ -276,7 +292,7 @@ static void send_some(gen_t *g, client_t *k) {
          (presettled || k->sent - k->acked < g->window)) {
     uint64_t tag = g->tag++;
     pn_delivery_t *d = pn_delivery(l, pn_dtag((const char *)&tag, sizeof tag));
-    long which = g->groups > 0 ? g->sent % g->groups : 0;
+    long which = g->groups > 0 ? g->sent % g->groups : g->keys > 0 ? g->sent % g->keys : 0;
     pn_link_send(l, g->msgs[which], g->msg_sizes[which]);
     pn_link_advance(l);
     if (presettled) pn_delivery_settle(d);
@@ -625,6 +641,8 @@ static void usage(FILE *f) {
           "                asks for a shared-groups queue (qpid.shared_msg_group)\n"
           "  -G            with -g, the same messages to a queue that does not group them\n"
           "                (the baseline for the cost of grouping itself)\n"
+          "  -k KEYS       messages carry application property k, cycling over KEYS keys, to\n"
+          "                a last-value queue keyed by it (qpid.last_value_queue_key)\n"
           "  -F            fan-out: QUEUE is an exchange and every consumer subscribes, so\n"
           "                each gets every message (COUNT x CONSUMERS delivered, reported)\n");
 }
@@ -636,12 +654,12 @@ int main(int argc, char **argv) {
   }
   const char *mode = argv[1];
   const char *addr = "127.0.0.1:5672", *queue = "loadgen", *user = NULL, *password = NULL;
-  long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0;
+  long count = 100000, window = 1000, credit = 1000, body = 100, timeout = 120, groups = 0, keys = 0;
   long producers = 1, consumers = 1;
   bool sasl = false, durable = false, ungrouped = false, fanout = false;
   int opt;
   optind = 2;
-  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:GdFh")) != -1) {
+  while ((opt = getopt(argc, argv, "H:q:n:P:C:w:c:s:Su:p:t:g:GdFk:h")) != -1) {
     switch (opt) {
     case 'H': addr = optarg; break;
     case 'q': queue = optarg; break;
@@ -659,6 +677,7 @@ int main(int argc, char **argv) {
     case 'd': durable = true; break;
     case 'G': ungrouped = true; break;
     case 'F': fanout = true; break;
+    case 'k': keys = atol(optarg); break;
     default: usage(stderr); return 1;
     }
   }
@@ -694,5 +713,10 @@ int main(int argc, char **argv) {
   g.durable = durable;
   g.ungrouped = ungrouped;
   g.fanout = fanout;
+  g.keys = keys;
+  if (keys > 0 && groups > 0) {
+    usage(stderr);
+    return 1;
+  }
   return run_generator(&g, (size_t)body, timeout * 1000);
 }

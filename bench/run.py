@@ -122,6 +122,8 @@ def run_scenario(
             cmd.append("-G")
     if args.durable:
         cmd.append("-d")
+    if args.lvq_keys:
+        cmd += ["-k", str(args.lvq_keys)]
     if args.fanout:  # every consumer subscribes to the exchange: COUNT x C delivered
         cmd.append("-F")
         cmd[cmd.index("-q") + 1] = FANOUT_EXCHANGE
@@ -289,6 +291,13 @@ def main(argv: list[str] | None = None) -> int:
         "shared-groups queue (qpid.shared_msg_group asked on the attach)",
     )
     parser.add_argument(
+        "--lvq-keys",
+        type=int,
+        default=0,
+        help="messages carry application property k over this many keys, to a last-value "
+        "queue keyed by it (qpid.last_value_queue_key asked on the attach)",
+    )
+    parser.add_argument(
         "--durable",
         action="store_true",
         help="durable messages on a durable queue (stored before accepted)",
@@ -335,8 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if not args.scenarios or set(args.scenarios) - {"a", "b", "c"}:
         parser.error("--scenarios takes a comma-separated subset of a,b,c")
-    if args.vs_plain and not (args.groups or args.durable or args.fanout):
-        parser.error("--vs-plain compares a --groups, --durable or --fanout run with a plain one")
+    if args.vs_plain and not (args.groups or args.durable or args.fanout or args.lvq_keys):
+        parser.error(
+            "--vs-plain compares a --groups, --durable, --lvq-keys or --fanout run with a plain one"
+        )
+    if args.groups and args.lvq_keys:
+        parser.error("--groups and --lvq-keys are two queue types: one at a time")
     if args.vs_ungrouped and not args.groups:
         parser.error("--vs-ungrouped compares a --groups run with the same messages ungrouped")
     if args.producers < 1 or args.consumers < 1:
@@ -358,7 +371,12 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(start_broker("proton-broker", REPO, args, processes))
         if args.vs_plain:
             ours = targets[0]
-            plain: dict[str, Any] = {"groups": 0, "durable": False, "fanout": False}
+            plain: dict[str, Any] = {
+                "groups": 0,
+                "durable": False,
+                "fanout": False,
+                "lvq_keys": 0,
+            }
             if args.fanout:  # the plain path: one producer, one consumer, one queue
                 plain.update(producers=1, consumers=1)
             targets.append(Target("same broker, plain", ours.hostport, ours.pid, overrides=plain))
@@ -394,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
             f"workload: fan-out through {FANOUT_EXCHANGE} to {plural(args.consumers, 'subscriber')}"
             f" ({args.count * args.consumers:,} deliveries per run); figures per delivery"
         )
-    if args.groups or args.durable:
+    if args.groups or args.durable or args.lvq_keys:
         print(
             "workload: "
             + ", ".join(
@@ -405,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                         and f"properties.group-id over {args.groups:,} groups on a "
                         "shared-groups queue",
                         args.durable and "durable messages on a durable queue",
+                        args.lvq_keys
+                        and f"a last-value queue, property k over {args.lvq_keys:,} keys",
                     ],
                 )
             )

@@ -53,24 +53,22 @@ def encode_header(
 # ---- adding a message annotation (sequence numbers) ------------------------------------
 
 
-def with_annotation(data: bytes, key: str, value: int) -> bytes:
-    """``data`` (a valid message) with the message annotation ``key`` (a symbol) set to
-    ``value`` (a long), added to its message-annotations section or in a new one; a message
-    that already carries ``key`` is returned unchanged. Every other byte is kept."""
+def with_annotation_at(
+    data: bytes, span: tuple[int, int] | None, place: int, key: str, value: int
+) -> bytes:
+    """``data`` (a parsed message) with the message annotation ``key`` (a symbol) set to
+    ``value`` (a long), added to its message-annotations map at ``span`` (value start,
+    section end) or, when it has none (``span`` None), in a new section at ``place`` (after
+    the header and delivery-annotations); a message that already carries ``key`` is returned
+    unchanged. Every other byte is kept, and nothing is scanned: the record knows where."""
     name = key.encode("ascii")
     pair = b"\xa3" + bytes((len(name),)) + name + b"\x81" + _I64.pack(value)
-    pos, end = 0, len(data)
-    while pos < end:
-        code, at = section_code(data, pos, end)
-        stop = skip(data, at, end)
-        if code == MESSAGE_ANNOTATIONS:
-            if data[at] != 0x40 and find_in_map(data, at, stop, key) is not None:
-                return data
-            return data[:at] + _map_with(data, at, stop, pair) + data[stop:]
-        if SECTION_ORDER.get(code, len(SECTION_ORDER)) > SECTION_ORDER[MESSAGE_ANNOTATIONS]:
-            break  # the section goes here, before properties and everything after
-        pos = stop
-    return data[:pos] + b"\x00\x53\x72" + _map_with(b"\xc1\x01\x00", 0, 3, pair) + data[pos:]
+    if span is not None:
+        at, stop = span
+        if data[at] != 0x40 and find_in_map(data, at, stop, key) is not None:
+            return data
+        return data[:at] + _map_with(data, at, stop, pair) + data[stop:]
+    return data[:place] + b"\x00\x53\x72" + _map_with(b"\xc1\x01\x00", 0, 3, pair) + data[place:]
 
 
 def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:

@@ -14,7 +14,7 @@ import re
 import struct
 from typing import Any
 
-from proton_broker.codec.encode import with_annotation
+from proton_broker.codec.encode import with_annotation_at
 from proton_broker.codec.values import (
     AMQP_SEQUENCE,
     AMQP_VALUE,
@@ -396,15 +396,15 @@ def annotate(message: Message, key: str, value: int) -> None:
     there already (the broker stamps sequence numbers this way), and move the record's
     section offsets with them."""
     old = message.data
-    data = with_annotation(old, key, value)
+    span = message.annotations_span
+    place = message.delivery_annotations_end or message.header_end
+    data = with_annotation_at(old, span, place, key, value)
     if data is old:
         return
     # The offsets move by arithmetic, not by parsing the message again (a last-value queue
     # stamps every message): what follows the annotations shifts by the bytes added.
     grown = len(data) - len(old)
-    span = message.annotations_span
-    if span is None:  # a new section where with_annotation puts it (see encode.py)
-        place = message.delivery_annotations_end or message.header_end
+    if span is None:  # a new section at ``place``
         message.annotations_span = (place + 3, place + grown)  # after its 3-byte descriptor
     else:
         place = span[1]

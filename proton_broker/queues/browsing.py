@@ -67,6 +67,9 @@ class Browsers:
         self._read_back = read_back
         self.cursors: dict[int, Cursor] = {}
         self.replays: dict[int, Replay] = {}
+        # The history's watchers (a queue with a key): this browser set is one of them only
+        # while someone replays, so a message costs no call when nobody does.
+        self.history_watchers: list[Callable[[str, int, Message], object]] | None = None
 
     def add(self, consumer_id: int, start: int, selector: MessageFilter | None) -> None:
         """A browser that starts at number ``start`` (0: the beginning)."""
@@ -81,10 +84,16 @@ class Browsers:
         selector: MessageFilter | None,
     ) -> None:
         self.replays[consumer_id] = Replay(key, versions, selector)
+        watchers = self.history_watchers
+        if watchers is not None and self.version_recorded not in watchers:
+            watchers.append(self.version_recorded)
 
     def remove(self, consumer_id: int) -> None:
         self.cursors.pop(consumer_id, None)
-        self.replays.pop(consumer_id, None)
+        if self.replays.pop(consumer_id, None) is not None and not self.replays:
+            watchers = self.history_watchers
+            if watchers is not None and self.version_recorded in watchers:
+                watchers.remove(self.version_recorded)
 
     def version_recorded(self, key: str, seq: int, message: Message) -> None:
         """A new version of ``key``: replaying browsers that follow it get it next."""

@@ -134,7 +134,7 @@ class Queue:
         self._browse_replays = self._browsers.replays
         if self.history is not None:
             self.history.dropped = self._version_dropped
-            self.history.watchers.append(self._browsers.version_recorded)  # replaying browsers
+            self._browsers.history_watchers = self.history.watchers  # while anyone replays
         # Consuming consumers with a selector walk the log from cursors of their own.
         self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
         self._picky_cursors = self._picky.cursors  # read when entries come back, as above
@@ -213,6 +213,9 @@ class Queue:
         limited = self._limited
         if limited and not admitted:
             self.limits.admit(message)  # type: ignore[union-attr] # limited: there are limits
+        # Whether the producer sent annotations (a delivery time can only be among them):
+        # asked before the history stamps its own x-opt-sequence there.
+        annotated = message.annotations_span is not None
         key = self.history.arrived(message) if self.history is not None else None
         arrival = time.time() if now is None else now
         if numbers.dedupe is not None:  # it can no longer be refused
@@ -249,9 +252,7 @@ class Queue:
             self._supersede(self._lvq.replace(entry))
         if limited:
             self.limits.joined(entry)  # type: ignore[union-attr]
-        if (self._hold or message.annotations_span is not None) and self._held.hold_if_early(
-            entry, arrival, self._hold
-        ):
+        if (self._hold or annotated) and self._held.hold_if_early(entry, arrival, self._hold):
             self._order.discard(entry)  # back in at its own position by release_held()
             return entry
         if self._ready or self._browse_cursors or self._browse_replays:
