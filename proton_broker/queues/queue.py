@@ -109,7 +109,7 @@ class Queue:
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
-        self._log = ArrivalLog()
+        self._log = ArrivalLog(eager=parts.lvq is not None)  # see ArrivalLog
         self._groups = parts.groups
         self._order = parts.order
         self._lvq = parts.lvq
