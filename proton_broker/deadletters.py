@@ -201,7 +201,7 @@ class DeadLetters:
                 message.first_acquirer,
                 message.delivery_count,
             )
-        dead = parse_message(with_annotations(message.data, annotations, header))
+        dead = parse_message(with_annotations(message, annotations, header))
         dead.absolute_expiry_time = None
         return dead
 

@@ -11,18 +11,13 @@ delivery-annotations.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from proton_broker.codec.values import (
-    HEADER,
-    MESSAGE_ANNOTATIONS,
-    SECTION_ORDER,
     DecodeError,
     decode_value,
     find_in_map,
-    section_code,
-    skip,
     skip_values,
 )
 
@@ -93,38 +88,26 @@ def _encode_map(count: int, body: bytes) -> bytes:
 
 
 def with_annotations(
-    data: bytes, values: Mapping[str, bytes], header: bytes | None = None
+    message: Message, values: Mapping[str, bytes], header: bytes | None = None
 ) -> bytes:
-    """``data`` (a valid message) with each message annotation in ``values`` (symbol key ->
-    its value, already encoded) set, replacing any the message had under those keys, and
-    with ``header`` in place of its header section when given. Every other byte is kept.
-    For the broker's own annotations on a message it moves (dead-lettering)."""
-    prefix = b""
-    if header is not None:
-        prefix = header
-        code, at = section_code(data, 0, len(data))
-        if code == HEADER:
-            data = data[skip(data, at, len(data)) :]
+    """``message``'s bytes with each message annotation in ``values`` (symbol key -> its
+    value, already encoded) set, replacing any it had under those keys, and with ``header``
+    in place of its header section when given. Every other byte is kept; the record says
+    where the sections are, as for :func:`with_sequence_number`. For the broker's own
+    annotations on a message it moves (dead-lettering)."""
+    data = message.data
+    start = message.header_end
     pairs = b"".join(_symbol(key) + value for key, value in values.items())
-    pos, end = 0, len(data)
-    while pos < end:
-        code, at = section_code(data, pos, end)
-        stop = skip(data, at, end)
-        if code == MESSAGE_ANNOTATIONS:
-            there = [] if data[at] == 0x40 else _map_pairs(data, at)
-            kept = [
-                (k, v_end)
-                for k, k_end, v_end in there
-                if decode_value(data, k, k_end) not in values
-            ]
-            body = b"".join(data[k:v_end] for k, v_end in kept) + pairs
-            section = b"\x00\x53\x72" + _encode_map(2 * (len(kept) + len(values)), body)
-            return prefix + data[:pos] + section + data[stop:]
-        if SECTION_ORDER.get(code, len(SECTION_ORDER)) > SECTION_ORDER[MESSAGE_ANNOTATIONS]:
-            break
-        pos = stop
-    section = b"\x00\x53\x72" + _encode_map(2 * len(values), pairs)
-    return prefix + data[:pos] + section + data[pos:]
+    span = message.annotations_span
+    if span is None:  # a new section after the header and delivery-annotations
+        at = stop = message.delivery_annotations_end or start
+        middle = b"\x00\x53\x72" + _encode_map(2 * len(values), pairs)
+    else:
+        at, stop = span
+        kept = _pairs_without(data, at, values)
+        middle = _encode_map(2 * (len(kept) + len(values)), b"".join(kept) + pairs)
+    head = data[:at] if header is None else header + data[start:at]
+    return b"".join((head, middle, data[stop:]))
 
 
 def encode_timestamp(ms: int) -> bytes:
@@ -172,13 +155,20 @@ def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
     pair = _NUMBER_PAIR + _U64.pack(number)
     if data[at] == 0x40 or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None:
         return _map_with(data, at, stop, pair)
-    pairs = _map_pairs(data, at)
-    kept = [
-        data[k:v_end]
-        for k, k_end, v_end in pairs
-        if decode_value(data, k, k_end) != SEQUENCE_NUMBER
-    ]
+    kept = _pairs_without(data, at, (SEQUENCE_NUMBER,))
     return _encode_map(2 * (len(kept) + 1), b"".join(kept) + pair)
+
+
+def _pairs_without(data: bytes, at: int, keys: Collection[str]) -> list[bytes]:
+    """The encoded key/value pairs of the map (or null) at ``at`` whose key is not in
+    ``keys``."""
+    if data[at] == 0x40:
+        return []
+    return [
+        data[k:v_end]
+        for k, k_end, v_end in _map_pairs(data, at)
+        if decode_value(data, k, k_end) not in keys
+    ]
 
 
 def _map_pairs(data: bytes, at: int) -> list[tuple[int, int, int]]:

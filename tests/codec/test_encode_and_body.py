@@ -85,7 +85,7 @@ def test_annotations_are_added_and_replaced_and_every_other_byte_kept() -> None:
         properties={"p": 1},
     )
     data = with_annotations(
-        sent.encode(),
+        parse_message(sent.encode()),
         {"x-reason": encode_value("new"), "x-when": encode_timestamp(1000)},
         header=encode_header(True, 4, None, False, 0),
     )
@@ -100,7 +100,8 @@ def test_annotations_are_added_and_replaced_and_every_other_byte_kept() -> None:
 
 
 def test_a_message_without_annotations_gets_the_section_in_its_place() -> None:
-    data = with_annotations(Message(body="b", subject="s").encode(), {"x-k": encode_value(1)})
+    record = parse_message(Message(body="b", subject="s").encode())
+    data = with_annotations(record, {"x-k": encode_value(1)})
     got = Message()
     got.decode(data)
     assert (got.annotations, got.subject, got.body) == ({"x-k": 1}, "s", "b")
