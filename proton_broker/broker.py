@@ -104,7 +104,7 @@ class Broker:
         for name, options in self.config.queues.items():
             self.declare(name, options)
         self._declare_configured_exchanges()
-        self._check_alternates(ConfigError)
+        self._check_alternates(configured=True)
 
     def set_queue_hooks(
         self,
@@ -255,27 +255,22 @@ class Broker:
             self.config.queue.maximum_delivery_attempts if most is None else most
         )
 
-    def _check_alternates(self, error: type[BrokerError] | type[ConfigError]) -> None:
-        """Once the broker has declared what it starts with: every alternate must exist."""
+    def _check_alternates(self, configured: bool) -> None:
+        """Once the broker has declared what it starts with: every alternate must exist.
+        One the config file names stops start-up (``configured``); one recovered from the
+        store is only warned about: the broker must come back with what it stored."""
         self._starting = False
-        for queue in self.queues.values():
-            if queue.alternate is not None:
-                try:
-                    self.dead_letters.check_exists(queue.alternate, f"queue '{queue.name}'")
-                except NotFound as exc:
-                    if error is ConfigError:
-                        raise ConfigError(f"queues.{queue.name}: {exc.description}") from None
-                    log.warning("%s: its messages will be discarded", exc.description)
-        for exchange in self.exchanges:
-            if exchange.alternate is not None:
-                try:
-                    self.dead_letters.check_exists(
-                        exchange.alternate, f"exchange '{exchange.name}'"
-                    )
-                except NotFound as exc:
-                    if error is ConfigError:
-                        raise ConfigError(f"exchanges.{exchange.name}: {exc.description}") from None
-                    log.warning("%s: its unroutable messages will be dropped", exc.description)
+        named = [("queue", "queues", q.name, q.alternate) for q in self.queues.values()]
+        named += [("exchange", "exchanges", e.name, e.alternate) for e in self.exchanges]
+        for kind, section, name, alternate in named:
+            if alternate is None:
+                continue
+            try:
+                self.dead_letters.check_exists(alternate, f"{kind} '{name}'")
+            except NotFound as exc:
+                if configured:
+                    raise ConfigError(f"{section}.{name}: {exc.description}") from None
+                log.warning("%s: what it gives up on is discarded", exc.description)
 
     def delete_queue(self, name: str, force: bool = False, user: str | None = None) -> int:
         """Delete queue ``name`` and its messages; returns how many messages went.
@@ -549,7 +544,7 @@ class Broker:
         for name, options in recovered.queues.items():
             self.declare(name, options)
         self._recover_exchanges(recovered)
-        self._check_alternates(BrokerError)
+        self._check_alternates(configured=False)
         for name, records in recovered.seen.items():
             seen_on = self.queues.get(name)
             if seen_on is not None:

@@ -402,17 +402,19 @@ class Queue:
 
     def _expired(self, entry: Entry) -> None:
         """An acquired entry whose time had passed left its group before it joined anyone's."""
-        self.stats.expired += 1
-        if self.settings.expiry_policy == EXPIRE_TO_ALTERNATE:
-            self._dead_letter(entry, EXPIRED)
+        self._expiring(entry)
         self._forget(entry)
 
     def _expire(self, entry: Entry) -> None:
-        """``entry``'s time has passed: it leaves, for the alternate if the policy says."""
+        """``entry``'s time has passed: it leaves."""
+        self._expiring(entry)
+        self._remove(entry)
+
+    def _expiring(self, entry: Entry) -> None:
+        """Counted, and sent to the alternate first if the expiry policy says so."""
         self.stats.expired += 1
         if self.settings.expiry_policy == EXPIRE_TO_ALTERNATE:
             self._dead_letter(entry, EXPIRED)
-        self._remove(entry)
 
     # ---- outcomes ----------------------------------------------------------------------
 
