@@ -151,11 +151,7 @@ class Broker:
                 f"a link whose target address is {name}"
             )
         allowed = create and self.may_create(name)
-        existed = name in self.queues
-        queue = self._get_or_create(name, options, allowed=allowed, user=user, on_demand=True)
-        if not existed:
-            queue.auto_created = True  # made on demand: the idle sweep may delete it
-        return queue
+        return self._get_or_create(name, options, allowed=allowed, user=user, on_demand=True)
 
     def relay_target(self, to: str | None) -> Queue | ExchangeAddress:
         """Where a message sent through the anonymous relay goes: a queue that exists, or
@@ -212,6 +208,7 @@ class Broker:
         if settings.durable:
             self._make_durable(queue)
         self._set_dead_lettering(queue, alternate, settings)
+        queue.auto_created = on_demand  # made on demand: the idle sweep may delete it
         self.queues[name] = queue
         if user is not None:
             self.access.queue_created(user, name)

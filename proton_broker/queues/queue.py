@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -487,10 +487,8 @@ class Queue:
         if sink is None or (self.alternate is None and reason != EXHAUSTED):
             return
         message = entry.message
-        if message.paged:  # flow to disk: its bytes are read back for the copy
-            with self._read_back(message):
-                moved = sink.dead_letter(self, message, reason, detail)
-        else:
+        # flow to disk: a paged-out message's bytes are read back for the copy
+        with self._read_back(message) if message.paged else nullcontext():
             moved = sink.dead_letter(self, message, reason, detail)
         if moved:
             self.stats.dead_lettered += 1
