@@ -390,3 +390,23 @@ def test_a_durable_queues_alternate_exchange_is_back_after_a_restart(tmp_path: P
         client.close()
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"x-qpid-dlq-enabled": True, "alternate-exchange": "amq.fanout"}, "x-qpid-dlq-enabled"),
+        ({"expiryPolicy": "KEEP"}, "expiryPolicy"),
+        ({"maximumDeliveryAttempts": -1}, "maximumDeliveryAttempts"),
+        ({"alternateBinding": {"arguments": {}}}, "alternateBinding"),
+    ],
+)
+def test_bad_dead_letter_options_are_refused_naming_the_option(
+    broker: RunningBroker, options: dict[str, Any], named: str
+) -> None:
+    client = broker.client()
+    link = client.receiver("refused", credit=1, node_properties=options)
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    assert named in link.remote_condition.description
+    assert "refused" not in broker.call(lambda: set(broker.broker.queues))
