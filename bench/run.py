@@ -311,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vs-plain",
         action="store_true",
-        help="with --groups or --durable: also run the same scenarios without "
-        "them against the same broker, interleaved, and print the ratios",
+        help="with --groups, --durable, --lvq-keys or --fanout: also run the same scenarios "
+        "without them against the same broker, interleaved, and print the ratios; with only "
+        "--producers/--consumers above 1: against one producer and one consumer (the cost "
+        "of many connections)",
     )
     parser.add_argument(
         "--vs-ungrouped",
@@ -344,9 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if not args.scenarios or set(args.scenarios) - {"a", "b", "c"}:
         parser.error("--scenarios takes a comma-separated subset of a,b,c")
-    if args.vs_plain and not (args.groups or args.durable or args.fanout or args.lvq_keys):
+    features = args.groups or args.durable or args.fanout or args.lvq_keys
+    args.many_connections = not features and (args.producers > 1 or args.consumers > 1)
+    if args.vs_plain and not (features or args.many_connections):
         parser.error(
-            "--vs-plain compares a --groups, --durable, --lvq-keys or --fanout run with a plain one"
+            "--vs-plain compares a --groups, --durable, --lvq-keys, --fanout or many-connection "
+            "run with a plain one"
         )
     if args.groups and args.lvq_keys:
         parser.error("--groups and --lvq-keys are two queue types: one at a time")
@@ -377,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                 "fanout": False,
                 "lvq_keys": 0,
             }
-            if args.fanout:  # the plain path: one producer, one consumer, one queue
+            if args.fanout or args.many_connections:  # one producer, one consumer, one queue
                 plain.update(producers=1, consumers=1)
             targets.append(Target("same broker, plain", ours.hostport, ours.pid, overrides=plain))
         if args.vs_ungrouped:

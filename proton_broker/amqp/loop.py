@@ -9,11 +9,14 @@ hot event types (transfers and dispositions, link credit, transport output) that
 handled straight from the C event pointer by :mod:`proton_broker.amqp.links`, skipping the
 generic per-event wrapping and dispatch. Transport updates are coalesced: a connection that
 produced output many times in one pass has its socket interest updated once. Sockets are
-waited on with ``poll(2)`` instead of ``select(2)`` (:func:`install_poll`), so no file
-descriptor number is too high.
+waited on with one long-lived ``poll(2)`` object (:mod:`proton_broker.amqp.poller`) instead
+of Proton's selector, whose cost grows with the number of connections on every socket
+event; other Proton containers in the process get ``poll`` too (:func:`install_poll`), so
+no file descriptor number is too high.
 
 Private APIs used here: ``proton._io.IO.select`` (replaced), ``proton._selectable`` and its
-``_delegate`` socket, ``IOHandler._selector`` and ``IOHandler.update``, the transport's
+``_delegate`` socket and ``_deadline``, ``IOHandler._selector`` (replaced) and
+``IOHandler.update``, the transport's
 ``_selectable``, and the reactor's ``_collector``, ``_yield``, ``_stop``, ``_timers``,
 ``_selectables``, ``_selectable`` and ``_previous``. Elsewhere the broker uses only
 Proton's public API and the engine's C functions through ``cproton_ffi``; engine objects
@@ -35,6 +38,7 @@ from proton._selectable import Selectable
 from proton.handlers import IOHandler
 from proton.reactor import Container
 
+from proton_broker.amqp.poller import PollSelector
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -122,6 +126,9 @@ class BrokerContainer(Container):
     def __init__(self, server: Server, **kwargs: Any) -> None:
         super().__init__(server, **kwargs)
         self._server = server
+        io: IOHandler = self.global_handler.base  # type: ignore[attr-defined]
+        assert not io._selector.selectables, "the selector is replaced before any socket"
+        self._selector = io._selector = PollSelector()  # type: ignore[assignment]
         self._dirty_transports: dict[Any, None] = {}
         # Queues that received messages this pass; dispatched once the pass's events are
         # handled, so a burst of transfers goes out to consumers as a burst (and the engine
@@ -148,8 +155,7 @@ class BrokerContainer(Container):
     def _io_cycle(self) -> None:
         """One select and the I/O it allows (``IOHandler.on_reactor_quiesced``)."""
         self.timer_deadline  # noqa: B018 - drops cancelled timers, as the stock loop does
-        io: IOHandler = self.global_handler.base  # type: ignore[attr-defined]
-        readable, writable, expired = io._selector.select(self.timeout)
+        readable, writable, expired = self._selector.select(self.timeout)
         now = self.mark()
         for s in readable:
             transport = getattr(s, "_transport", None)
@@ -221,7 +227,7 @@ class BrokerContainer(Container):
         deadline = lib.pn_transport_tick(impl, int(now * 1000)) / 1000.0
         if reading is not s.reading or writing is not s.writing or deadline != s._deadline:
             s.reading, s.writing, s.deadline = reading, writing, deadline
-            self.global_handler.base._selector.update(s)  # type: ignore[attr-defined]
+            self._selector.update(s)
 
     def _flush_transports(self) -> None:
         """Write each connection that produced output this pass, then update its interest."""
