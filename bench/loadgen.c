@@ -124,7 +124,7 @@ typedef struct {
   char **msgs;      /* one encoding per group (one in all without -g) */
   size_t *msg_sizes;
   long groups;      /* -g: messages carry properties.group-id, cycling over this many */
-  bool ungrouped;   /* -G: ... but the queue is not asked to group them */
+  bool ungrouped;   /* -G: ... but the queue is asked for neither groups nor last value */
   long keys;        /* -k: messages carry application property k, cycling over this many,
                        to a last-value queue keyed by it */
   bool durable;     /* -d: durable messages, on a queue declared durable */
@@ -180,10 +180,12 @@ static void encode_messages(gen_t *g, size_t body_size) {
 }
 
 /* Node properties for the queue: -g asks for shared groups (grouped by
-   properties.group-id), -d for a durable queue. */
+   properties.group-id), -k for a last-value queue keyed by k, -d for a durable queue;
+   -G asks for neither groups nor last value (the same messages on a plain queue). */
 static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
   bool grouped = g->groups > 0 && !g->ungrouped;
-  if (!grouped && !g->durable && g->keys <= 0) return;
+  bool last_value = g->keys > 0 && !g->ungrouped;
+  if (!grouped && !g->durable && !last_value) return;
   pn_data_t *props = pn_terminus_properties(t);
   pn_data_put_map(props);
   pn_data_enter(props);
@@ -195,7 +197,7 @@ static void ask_for_groups(gen_t *g, pn_terminus_t *t) {
     pn_data_put_symbol(props, pn_bytes(7, "durable"));
     pn_data_put_bool(props, true);
   }
-  if (g->keys > 0) {
+  if (last_value) {
     pn_data_put_symbol(props, pn_bytes(25, "qpid.last_value_queue_key"));
     pn_data_put_string(props, pn_bytes(1, "k"));
   }
@@ -639,8 +641,8 @@ static void usage(FILE *f) {
           "  -g GROUPS     messages carry properties.group-id, cycling over GROUPS groups in\n"
           "                the order the run sends them (over all producers), and every link\n"
           "                asks for a shared-groups queue (qpid.shared_msg_group)\n"
-          "  -G            with -g, the same messages to a queue that does not group them\n"
-          "                (the baseline for the cost of grouping itself)\n"
+          "  -G            with -g or -k, the same messages to a plain queue (neither grouped\n"
+          "                nor last-value): the baseline for the cost of the queue type itself\n"
           "  -k KEYS       messages carry application property k, cycling over KEYS keys, to\n"
           "                a last-value queue keyed by it (qpid.last_value_queue_key)\n"
           "  -F            fan-out: QUEUE is an exchange and every consumer subscribes, so\n"

@@ -118,8 +118,8 @@ def run_scenario(
     ]
     if args.groups:
         cmd += ["-g", str(args.groups)]
-        if args.ungrouped:
-            cmd.append("-G")
+    if args.ungrouped:
+        cmd.append("-G")
     if args.durable:
         cmd.append("-d")
     if args.lvq_keys:
@@ -319,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vs-ungrouped",
         action="store_true",
-        help="with --groups: also run the same messages (group ids and all) "
-        "on a queue that does not group them, against the same broker, "
-        "interleaved: the cost of grouping itself",
+        help="with --groups or --lvq-keys: also run the same messages (group ids or keys "
+        "and all) on a plain queue, against the same broker, interleaved: the cost of "
+        "grouping or of last-value replacement itself",
     )
     parser.add_argument("--sasl", action="store_true", help="connect with SASL ANONYMOUS")
     parser.add_argument(
@@ -355,8 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.groups and args.lvq_keys:
         parser.error("--groups and --lvq-keys are two queue types: one at a time")
-    if args.vs_ungrouped and not args.groups:
-        parser.error("--vs-ungrouped compares a --groups run with the same messages ungrouped")
+    if args.vs_ungrouped and not (args.groups or args.lvq_keys):
+        parser.error(
+            "--vs-ungrouped compares a --groups or --lvq-keys run with the same messages on a "
+            "plain queue"
+        )
     if args.producers < 1 or args.consumers < 1:
         parser.error("--producers and --consumers take a number of at least 1")
     args.user = args.password = None
@@ -389,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             ours = targets[0]
             targets.append(
                 Target(
-                    "same broker, same messages, ungrouped queue",
+                    "same broker, same messages, plain queue",
                     ours.hostport,
                     ours.pid,
                     overrides={"ungrouped": True},

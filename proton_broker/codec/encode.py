@@ -10,6 +10,7 @@ delivery-annotations.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
@@ -56,14 +57,23 @@ def with_annotation_at(
     section end) or, when it has none (``span`` None), in a new section at ``place`` (after
     the header and delivery-annotations); a message that already carries ``key`` is returned
     unchanged. Every other byte is kept, and nothing is scanned: the record knows where."""
-    name = key.encode("ascii")
-    pair = b"\xa3" + bytes((len(name),)) + name + b"\x81" + _I64.pack(value)
+    pair, section = _annotation_prefixes(key)
+    number = _I64.pack(value)
     if span is not None:
         at, stop = span
         if data[at] != 0x40 and find_in_map(data, at, stop, key) is not None:
             return data
-        return data[:at] + _map_with(data, at, stop, pair) + data[stop:]
-    return data[:place] + b"\x00\x53\x72" + _map_with(b"\xc1\x01\x00", 0, 3, pair) + data[place:]
+        return data[:at] + _map_with(data, at, stop, pair + number) + data[stop:]
+    return b"".join((data[:place], section, number, data[place:]))
+
+
+@functools.lru_cache(maxsize=32)
+def _annotation_prefixes(key: str) -> tuple[bytes, bytes]:
+    """For the annotation ``key`` holding a long: its pair's bytes up to the number, and
+    those of a whole message-annotations section holding only that pair (a map8)."""
+    name = key.encode("ascii")
+    pair = b"\xa3" + bytes((len(name),)) + name + b"\x81"
+    return pair, b"\x00\x53\x72" + _encode_map(2, pair + bytes(8))[:-8]
 
 
 def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:

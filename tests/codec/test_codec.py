@@ -185,6 +185,7 @@ def test_fast_walk_accepts_only_what_the_checking_walk_accepts(seed: int) -> Non
         {"a" * 300: 1, "key": "after a long key"},
         {"key": None, "x": 2.5},
         {"other": 1},
+        {"other": "key", "keys": 1, "x-key": 2},  # the key's bytes, but not as a key
         {},
     ],
 )
