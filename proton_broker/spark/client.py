@@ -1,38 +1,69 @@
-"""The connector's AMQP side: everything it asks of the broker, as a plain Proton client.
+"""The connector's AMQP side: everything it asks of the broker, as a lean AMQP client.
 
 Rules this module owns:
 
 * The connector is a client like any other (docs/architecture.md): it talks to the broker
-  only over AMQP, so it works against a remote broker and needs nothing of the broker's
-  internals. Every function opens its own connection and closes it: they run on Spark
-  executors, in Python workers that come and go, and a connection must never be pickled.
+  only over AMQP (:mod:`proton_broker.spark.connection`, Proton's engine on a socket), so it
+  works against a remote broker and needs nothing of the broker's internals. Every function
+  opens its own connection and closes it: they run on Spark executors, in Python workers
+  that come and go, and a connection must never be pickled.
 * A range ``[start, end)`` of a queue is read by browsing from ``start`` (the source filter
-  ``x-opt-sequence-number``) with drain: the broker sends what it has up to the credit and
-  then answers the drain. A message numbered ``end`` or more, or a drain answered with
-  credit left over (the end of the queue), ends the read. Browsing takes nothing off the
-  queue, so a read can be repeated and gives the same rows while the messages are there.
+  ``x-opt-sequence-number``, messages sent settled) with drain: the broker sends what it
+  has up to the credit and answers the drain when it runs out. Credit is a large window
+  (``window``), topped up as messages arrive, never more than the numbers left in the
+  range. A message numbered ``end`` or more, or a drain the broker answered by giving up
+  credit (the end of the queue), ends the read. Browsing takes nothing off the queue, so a
+  read can be repeated and gives the same messages while they are there. Messages come out
+  as their bytes, as the broker sent them: decoding is the caller's (no ``proton.Message``).
 * Earliest and next sequence numbers come from a management READ of the queue.
-* Writes are unsettled transfers, many in flight, each of which must come back
-  ``accepted``; anything else fails the write (Spark then retries the task).
+* Writes are unsettled transfers, up to ``window`` in flight, each of which must come back
+  ``accepted``; anything else (another outcome, a link or connection the broker closes,
+  the timeout) fails the write, and Spark retries the task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from proton import Delivery, Message, symbol, ulong
-from proton.reactor import AtMostOnce, Copy, Filter, LinkOption
-from proton.utils import BlockingConnection, SyncRequestResponse
+from cproton_ffi import ffi, lib
+
+from proton_broker.codec.values import (
+    AMQP_VALUE,
+    APPLICATION_PROPERTIES,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    decode_value,
+    find_in_map,
+    section_code,
+    skip_section_value,
+)
+from proton_broker.spark import encoding
+from proton_broker.spark.connection import (
+    AmqpConnection,
+    BrokerRequestError,
+    ClientTimeout,
+)
+
+__all__ = [
+    "BrokerRequestError",
+    "ClientTimeout",
+    "QueueBounds",
+    "browse_range",
+    "queue_bounds",
+    "send_all",
+    "sequence_number",
+]
 
 SEQUENCE_NUMBER = "x-opt-sequence-number"
 MANAGEMENT = "$management"
 QUEUE_TYPE = "org.apache.qpid.Queue"
+BROWSE_WINDOW = 10_000  # credit a browser keeps open
+SEND_WINDOW = 1000  # unsettled transfers a sender keeps in flight
 
-
-class BrokerRequestError(RuntimeError):
-    """The broker answered a request with an error (a missing queue, a refusal)."""
+_ACCEPTED = lib.PN_ACCEPTED
 
 
 @dataclass(frozen=True)
@@ -46,43 +77,47 @@ class QueueBounds:
     key: str | None = None
 
 
-class NodeOptions(LinkOption):
-    """Queue options for the node a link attaches to (the terminus' node properties),
-    used when the attach creates the queue."""
-
-    def __init__(self, options: dict[str, Any]) -> None:
-        self.options = options
-
-    def apply(self, link: Any) -> None:
-        terminus = link.target if link.is_sender else link.source
-        terminus.properties.put_dict({symbol(k): v for k, v in self.options.items()})
-
-
-def connect(url: str, timeout: float) -> BlockingConnection:
-    return BlockingConnection(url, timeout=timeout)
+# ---- management ----------------------------------------------------------------------------
 
 
 def queue_bounds(url: str, queues: list[str], timeout: float = 30.0) -> dict[str, QueueBounds]:
     """Earliest and next sequence numbers of each queue, by management READ."""
-    conn = connect(url, timeout)
+    conn = AmqpConnection(url, timeout)
     try:
-        client = SyncRequestResponse(conn, MANAGEMENT)
-        return {queue: _read_bounds(client, queue) for queue in queues}
+        replies = conn.receiver(None, dynamic=True)
+        reply_to = replies.remote_source.address
+        requests = conn.sender(MANAGEMENT)
+        replies.flow(len(queues))
+        out = {}
+        for n, queue in enumerate(queues):
+            request = _read_request(queue, reply_to, n)
+            _send(conn, requests, [request], 1, f"asking for queue '{queue}'")
+            out[queue] = _bounds(queue, _receive_one(conn, replies, f"reading queue '{queue}'"))
+        return out
     finally:
         conn.close()
 
 
-def _read_bounds(client: SyncRequestResponse, queue: str) -> QueueBounds:
-    request = Message(
-        properties={"operation": "READ", "type": QUEUE_TYPE, "name": queue}, body=None
+def _read_request(queue: str, reply_to: str | None, n: int) -> bytes:
+    fields = [encoding.NULL] * 6
+    fields[encoding.MESSAGE_ID] = encoding.identifier(n)
+    fields[encoding.REPLY_TO] = encoding.string(reply_to or "")
+    fields[encoding.CORRELATION_ID] = encoding.identifier(n)
+    return encoding.message(
+        fields, {"operation": "READ", "type": QUEUE_TYPE, "name": queue}, content=None
     )
-    response = client.call(request)
-    props = response.properties or {}
+
+
+def _bounds(queue: str, reply: bytes) -> QueueBounds:
+    sections = _sections(reply)
+    props = _decoded(reply, sections.get(APPLICATION_PROPERTIES)) or {}
+    attributes = _decoded(reply, sections.get(AMQP_VALUE))
     status = int(props.get("statusCode", 0))
     if status != 200:
-        why = props.get("statusDescription") or response.body
+        why = props.get("statusDescription") or attributes
         raise BrokerRequestError(f"management READ of queue '{queue}' failed with {status}: {why}")
-    attributes = response.body if isinstance(response.body, dict) else {}
+    if not isinstance(attributes, dict):
+        attributes = {}
     try:
         earliest = int(attributes["earliestSequenceNumber"])
         after = int(attributes["nextSequenceNumber"])
@@ -95,112 +130,264 @@ def _read_bounds(client: SyncRequestResponse, queue: str) -> QueueBounds:
     return QueueBounds(earliest, after, str(key) if key else None)
 
 
-def sequence_number(message: Message) -> int:
-    annotations = message.annotations or {}
-    value = annotations.get(symbol(SEQUENCE_NUMBER), annotations.get(SEQUENCE_NUMBER))
-    if value is None:
-        raise BrokerRequestError(
-            "a browsed message carries no x-opt-sequence-number annotation (is the broker too old?)"
-        )
-    return int(value)
+def _sections(data: bytes) -> dict[int, tuple[int, int]]:
+    """Where each section's value is: code -> (start, end)."""
+    found, pos, end = {}, 0, len(data)
+    while pos < end:
+        code, at = section_code(data, pos, end)
+        pos = skip_section_value(data, at)
+        found[code] = (at, pos)
+    return found
+
+
+def _decoded(data: bytes, span: tuple[int, int] | None) -> Any:
+    return None if span is None else decode_value(data, span[0], span[1])
+
+
+# ---- browsing ------------------------------------------------------------------------------
+
+
+def sequence_number(data: bytes) -> int:
+    """The ``x-opt-sequence-number`` message annotation of a browsed message's bytes."""
+    pos, end = 0, len(data)
+    while pos < end:
+        code, at = section_code(data, pos, end)
+        if code >= PROPERTIES:
+            break  # annotations come before the properties and the body
+        pos = skip_section_value(data, at)
+        if code == MESSAGE_ANNOTATIONS and data[at] != 0x40:
+            value = find_in_map(data, at, pos, SEQUENCE_NUMBER)
+            if isinstance(value, int):
+                return value
+    raise BrokerRequestError(
+        "a browsed message carries no x-opt-sequence-number annotation (is the broker too old?)"
+    )
 
 
 def browse_range(
-    url: str, queue: str, start: int, end: int, chunk: int = 500, timeout: float = 30.0
-) -> Iterator[tuple[int, Message]]:
-    """Yield ``(sequence number, message)`` for the messages of ``queue`` numbered in
+    url: str,
+    queue: str,
+    start: int,
+    end: int,
+    window: int = BROWSE_WINDOW,
+    timeout: float = 30.0,
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(sequence number, message bytes)`` for the messages of ``queue`` numbered in
     ``[start, end)`` that are still on it, in order, then close the connection."""
     if end <= start:
         return
-    conn = connect(url, timeout)
+    conn = AmqpConnection(url, timeout)
     try:
-        receiver = conn.create_receiver(
+        link = conn.receiver(
             queue,
-            credit=0,
-            # sent settled: a browse acquires nothing, so there is nothing to acknowledge
-            options=[Copy(), AtMostOnce(), Filter({symbol(SEQUENCE_NUMBER): ulong(start)})],
+            browse=True,
+            settled=True,
+            filters={SEQUENCE_NUMBER: _ulong(start)},
         )
-        link, fetcher = receiver.link, receiver.fetcher
-        link.drain_mode = True  # every flow asks the broker to answer with what it has
-        while True:
-            want = min(chunk, end - start)
-            link.flow(want)
-            conn.wait(
-                lambda: link.credit == 0,
-                timeout=timeout,
-                msg=f"browsing queue '{queue}' from {start}",
-            )
-            got = 0
-            while fetcher.has_message:
-                message = fetcher.pop()
-                got += 1
-                seq = sequence_number(message)
-                if seq >= end:
-                    return
-                start = seq + 1
-                yield seq, message
-            if got < want or start >= end:
-                return  # the drain came back with credit left: the end of the queue
+        yield from _browse(conn, link._impl, queue, start, end, window)
     finally:
         conn.close()
+
+
+def _ulong(number: int) -> Any:
+    from proton import ulong
+
+    return ulong(number)
+
+
+class _Drained:
+    """A wait condition: a whole delivery to read, or the broker answered a drain."""
+
+    def __init__(self, impl: Any) -> None:
+        self.impl = impl
+        self.drained = False
+
+    def __call__(self) -> bool:
+        impl = self.impl
+        if lib.pn_link_drained(impl) > 0:
+            self.drained = True
+        dlv = lib.pn_link_current(impl)
+        return self.drained or (dlv != ffi.NULL and not lib.pn_delivery_partial(dlv))
+
+
+def _browse(
+    conn: AmqpConnection, impl: Any, queue: str, start: int, end: int, window: int
+) -> Iterator[tuple[int, bytes]]:
+    lib.pn_link_set_drain(impl, True)  # every flow asks the broker to answer at its end
+    lib.pn_link_flow(impl, min(window, end - start))
+    ready = _Drained(impl)
+    current, partial, pending = (
+        lib.pn_link_current,
+        lib.pn_delivery_partial,
+        lib.pn_delivery_pending,
+    )
+    recv, advance, settle, unpack = (
+        lib.pn_link_recv,
+        lib.pn_link_advance,
+        lib.pn_delivery_settle,
+        ffi.unpack,
+    )
+    size = 64 * 1024
+    buf = ffi.new("char[]", size)
+    what = f"browsing queue '{queue}' from {start}"
+    after = start  # every number below this has been read
+    while True:
+        conn.wait(ready, what)
+        dlv = current(impl)
+        while dlv != ffi.NULL and not partial(dlv):
+            n = pending(dlv)
+            if n > size:
+                size = n * 2
+                buf = ffi.new("char[]", size)
+            recv(impl, buf, n)
+            advance(impl)
+            settle(dlv)
+            data = unpack(buf, n)
+            seq = sequence_number(data)
+            if seq >= end:
+                return
+            after = seq + 1
+            yield seq, data
+            dlv = current(impl)
+        if after >= end or (ready.drained and dlv == ffi.NULL):
+            return  # the range is read, or the broker had no more: the end of the queue
+        _top_up(impl, window, end - after)
+        what = f"browsing queue '{queue}' from {after}"
+
+
+def _top_up(impl: Any, window: int, numbers_left: int) -> None:
+    """Keep the credit near ``window`` (once half is used), never above the numbers left."""
+    credit = lib.pn_link_credit(impl)
+    target = min(window, numbers_left)
+    if credit <= target // 2 and target > credit:
+        lib.pn_link_flow(impl, target - credit)
+
+
+# ---- sending -------------------------------------------------------------------------------
 
 
 def send_all(
     url: str,
     queue: str,
-    messages: Iterator[Message],
-    window: int = 1000,
+    messages: Iterable[Any],
+    window: int = SEND_WINDOW,
     timeout: float = 30.0,
     node_options: dict[str, Any] | None = None,
 ) -> int:
-    """Send every message unsettled and wait until each is ``accepted``; at most
-    ``window`` are in flight. ``node_options``: queue options, should the attach create
-    the queue. Returns how many were sent."""
-    conn = connect(url, timeout)
+    """Send every message (its encoded bytes, or anything with ``encode()`` such as a
+    ``proton.Message``) unsettled and wait until each is ``accepted``; at most ``window``
+    are in flight. ``node_options``: queue options, should the attach create the queue.
+    Returns how many were sent."""
+    conn = AmqpConnection(url, timeout)
     try:
-        sender = conn.create_sender(
-            queue, options=NodeOptions(node_options) if node_options else None
-        )
-        link = sender.link
-        pending: list[Delivery] = []
-        sent = 0
-        for message in messages:
-            while len(pending) >= window or not link.credit:
-                conn.wait(
-                    _room(link, pending, window), timeout=timeout, msg=f"sending to '{queue}'"
-                )
-                pending = _check_outcomes(pending, queue)
-            pending.append(link.send(message))
-            sent += 1
-        conn.wait(
-            lambda: all(d.remote_state for d in pending),
-            timeout=timeout,
-            msg=f"waiting for '{queue}' to accept",
-        )
-        _check_outcomes(pending, queue)
-        return sent
+        link = conn.sender(queue, node_options)
+        return _send(conn, link, messages, window, f"sending to '{queue}'", queue)
     finally:
         conn.close()
 
 
-def _room(link: Any, pending: list[Delivery], window: int) -> Callable[[], bool]:
-    """A wait condition: credit to send, and the window not full of unanswered sends."""
-    return lambda: link.credit > 0 and (len(pending) < window or bool(pending[0].remote_state))
+class _Outcomes:
+    """Unsettled transfers in the order they were sent; the answered ones at the front are
+    checked (``accepted`` or an error) and settled."""
+
+    def __init__(self, impl: Any, queue: str) -> None:
+        self.impl = impl
+        self.queue = queue
+        self.waiting: deque[Any] = deque()
+
+    def collect(self) -> None:
+        waiting, remote_state = self.waiting, lib.pn_delivery_remote_state
+        while waiting:
+            state = remote_state(waiting[0])
+            if state == 0:
+                return
+            dlv = waiting.popleft()
+            if state != _ACCEPTED:
+                raise BrokerRequestError(_not_accepted(self.queue, dlv, state))
+            lib.pn_delivery_settle(dlv)
+
+    def room(self, window: int) -> bool:
+        """A wait condition: credit to send, and fewer than ``window`` unanswered."""
+        self.collect()
+        return len(self.waiting) < window and lib.pn_link_credit(self.impl) > 0
+
+    def answered(self) -> bool:
+        self.collect()
+        return not self.waiting
 
 
-def _check_outcomes(pending: list[Delivery], queue: str) -> list[Delivery]:
-    """Drop the deliveries the broker has answered, failing on any but ``accepted``."""
-    waiting = []
-    for delivery in pending:
-        state = delivery.remote_state
-        if not state:
-            waiting.append(delivery)
-            continue
-        if state != Delivery.ACCEPTED:
-            condition = delivery.remote.condition
-            raise BrokerRequestError(
-                f"queue '{queue}' did not accept a message: {state}"
-                + (f" ({condition.name}: {condition.description})" if condition else "")
-            )
-        delivery.settle()
-    return waiting
+def _send(
+    conn: AmqpConnection,
+    link: Any,
+    messages: Iterable[Any],
+    window: int,
+    what: str,
+    queue: str = MANAGEMENT,
+) -> int:
+    impl = link._impl
+    outcomes = _Outcomes(impl, queue)
+    tag = ffi.new("pn_delivery_tag_t *")
+    tag_bytes = bytearray(8)
+    keep = ffi.from_buffer(tag_bytes)
+    tag.start, tag.size = keep, 8
+    delivery, send, advance, credit = (
+        lib.pn_delivery,
+        lib.pn_link_send,
+        lib.pn_link_advance,
+        lib.pn_link_credit,
+    )
+    waiting = outcomes.waiting
+
+    def room() -> bool:  # a wait condition
+        return outcomes.room(window)
+
+    sent = 0
+    for item in messages:
+        data = item if type(item) is bytes else bytes(item.encode())
+        if len(waiting) >= window or credit(impl) <= 0:
+            conn.flush()
+            conn.read()
+            if not room():
+                conn.wait(room, what)
+        sent += 1
+        tag_bytes[:] = sent.to_bytes(8, "big")
+        waiting.append(delivery(impl, tag[0]))
+        send(impl, data, len(data))
+        advance(impl)
+    conn.wait(outcomes.answered, f"waiting for '{queue}' to accept")
+    return sent
+
+
+def _not_accepted(queue: str, dlv: Any, state: int) -> str:
+    names = {
+        lib.PN_REJECTED: "rejected",
+        lib.PN_RELEASED: "released",
+        lib.PN_MODIFIED: "modified",
+    }
+    text = f"queue '{queue}' did not accept a message: {names.get(state, state)}"
+    condition = lib.pn_disposition_condition(lib.pn_delivery_remote(dlv))
+    if condition != ffi.NULL and lib.pn_condition_is_set(condition):
+        name = ffi.string(lib.pn_condition_get_name(condition)).decode("utf-8", "replace")
+        raw = lib.pn_condition_get_description(condition)
+        description = ffi.string(raw).decode("utf-8", "replace") if raw != ffi.NULL else ""
+        text += f" ({name}: {description})"
+    return text
+
+
+def _receive_one(conn: AmqpConnection, link: Any, what: str) -> bytes:
+    """The next whole message on a receiving link, accepted and settled."""
+    impl = link._impl
+
+    def ready() -> bool:
+        dlv = lib.pn_link_current(impl)
+        return dlv != ffi.NULL and not lib.pn_delivery_partial(dlv)
+
+    conn.wait(ready, what)
+    dlv = lib.pn_link_current(impl)
+    size = lib.pn_delivery_pending(dlv)
+    buf = ffi.new("char[]", max(size, 1))
+    lib.pn_link_recv(impl, buf, size)
+    lib.pn_link_advance(impl)
+    lib.pn_delivery_update(dlv, _ACCEPTED)
+    lib.pn_delivery_settle(dlv)
+    return bytes(ffi.unpack(buf, size))

@@ -38,6 +38,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     key_property: str | None = None
     timeout: float = 30.0
+    credit: int = 10_000  # the browse window: messages the broker may send ahead
     cursor: str | None = None  # committed offsets go to this LVQ on the broker
     fail_once_file: str | None = None  # fault tests: fail one read if this file exists
 
@@ -154,6 +155,7 @@ def source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         key_property=_get(options, "keyProperty"),
         timeout=_float(options, "timeout", 30.0),
+        credit=_int(options, "credit") or 10_000,
         cursor=_get(options, "cursor"),
         fail_once_file=_get(options, "failOnceFile"),
     )

@@ -13,6 +13,11 @@ Rules this module owns (plain Python, no Spark, so it is unit-tested on its own)
   ``application_properties`` (a map column) and every other column become application
   properties (the LVQ key or the group id column of a queue, for example). Nulls are left
   out. The message id is the writer's deterministic id unless the row brings its own.
+* :func:`message_to_row` and :func:`row_to_message` state these rules for one message or
+  row with ``proton.Message``, in their plainest form. The connector's own paths do the
+  same without Proton's message objects (:mod:`proton_broker.spark.columns` reads
+  browsed bytes into Arrow columns, :mod:`proton_broker.spark.outgoing` encodes Arrow
+  batches), and the tests hold them to these two functions.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from cproton import pn_message_get_content_encoding, pn_message_get_content_type
 from proton import Message
 
 _FIELDS = (
@@ -91,7 +97,8 @@ _WRITE_IGNORED = ("body_text",)  # a row read from the source carries both bodie
 
 
 def text(value: Any) -> str | None:
-    """A property or annotation value as text (None stays None)."""
+    """A property or annotation value as text (None stays None). Numbers are their decimal
+    text whatever AMQP type they had (Proton's ``ulong(5)`` is "5", not its repr)."""
     if value is None:
         return None
     if isinstance(value, bytes | bytearray | memoryview):
@@ -100,6 +107,10 @@ def text(value: Any) -> str | None:
         return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return str(float(value))
     return str(value)
 
 
@@ -155,8 +166,8 @@ def message_to_row(
         message.subject,
         message.reply_to,
         text(message.correlation_id),
-        text(message.content_type),
-        text(message.content_encoding),
+        _symbol_field(pn_message_get_content_type(message._msg)),
+        _symbol_field(pn_message_get_content_encoding(message._msg)),
         _time(message.expiry_time),
         _time(message.creation_time),
         message.group_id,
@@ -170,6 +181,13 @@ def message_to_row(
         key,
         int(key_seq) if key_seq is not None else None,
     )
+
+
+def _symbol_field(raw: str | None) -> str | None:
+    """content-type and content-encoding as set, or None: read with Proton's C getters,
+    since ``Message.content_type`` turns an unset field into ``symbol(None)``, the text
+    'None'."""
+    return None if raw is None else str(raw)
 
 
 def row_to_message(row: Mapping[str, Any], message_id: str) -> Message:

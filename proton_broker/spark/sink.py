@@ -2,6 +2,9 @@
 
 Rules this module owns:
 
+* Spark hands each task its rows as Arrow record batches (the Arrow writer classes); they
+  are encoded column by column (:mod:`proton_broker.spark.outgoing`), never turned into
+  ``Row`` or ``proton.Message`` objects.
 * Each task opens its own connection, sends its rows as unsettled transfers and returns
   only once every one came back ``accepted`` (see :func:`client.send_all`); any other
   outcome fails the task, and Spark retries it or fails the batch.
@@ -20,15 +23,17 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from proton import Message
 from pyspark import TaskContext
-from pyspark.sql import Row
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
-from proton_broker.spark import client
+from proton_broker.spark import client, outgoing
 from proton_broker.spark.options import SinkOptions
-from proton_broker.spark.rows import row_to_message
 from proton_broker.spark.source import InjectedFailure
 
 QUERY_ID = "sql.streaming.queryId"  # Spark's local properties, set on every task
@@ -41,14 +46,9 @@ class Sent(WriterCommitMessage):
     count: int
 
 
-def _messages(rows: Iterator[Row], prefix: str) -> Iterator[Message]:
-    for index, row in enumerate(rows):
-        yield row_to_message(row.asDict(recursive=True), f"{prefix}/{index}")
-
-
-def write_rows(opts: SinkOptions, rows: Iterator[Row], prefix: str, partition: int) -> Sent:
-    """Send one task's rows; runs on an executor."""
-    messages = _messages(rows, f"{prefix}/{partition}")
+def write_rows(opts: SinkOptions, batches: Iterator[Any], prefix: str, partition: int) -> Sent:
+    """Send one task's rows (Arrow record batches); runs on an executor."""
+    messages = outgoing.messages(batches, f"{prefix}/{partition}")
     if _take_fail_file(opts.fail_once_file):
         every = list(messages)
         half = every[: (len(every) + 1) // 2]
@@ -78,21 +78,21 @@ def _task() -> TaskContext:
     return context
 
 
-class AmqpBatchWriter(DataSourceWriter):
+class AmqpBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
         self.write_id = opts.write_id or uuid.uuid4().hex  # fixed on the driver, shared
 
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         partition = _task().partitionId()
         return write_rows(self.opts, iterator, self.write_id, partition)
 
 
-class AmqpStreamWriter(DataSourceStreamWriter):
+class AmqpStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         task = _task()
         query, batch = task.getLocalProperty(QUERY_ID), task.getLocalProperty(BATCH_ID)
         if query is None or batch is None:

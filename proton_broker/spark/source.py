@@ -20,7 +20,6 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from proton import Message
 from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
@@ -33,9 +32,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from proton_broker.spark import client, offsets
+from proton_broker.spark import client, encoding, offsets
+from proton_broker.spark.columns import ColumnBatch
 from proton_broker.spark.options import SourceOptions
-from proton_broker.spark.rows import arrow_fields, message_to_row
 
 
 class RangePartition(InputPartition):
@@ -50,45 +49,29 @@ class InjectedFailure(RuntimeError):
     """A fault test asked this task to fail (option ``failOnceFile``)."""
 
 
-ROWS_PER_BATCH = 2000  # rows per Arrow record batch handed to Spark
+ROWS_PER_BATCH = 5000  # rows per Arrow record batch handed to Spark
 
 
 def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[Any]:
-    """The rows of one range as Arrow record batches; runs on an executor."""
-    import pyarrow as pa
-
-    schema = pa.schema(arrow_fields())
-    rows: list[tuple[Any, ...]] = []
-    for row in range_rows(opts, part):
-        rows.append(row)
-        if len(rows) >= ROWS_PER_BATCH:
-            yield _batch(pa, schema, rows)
-            rows = []
-    if rows:
-        yield _batch(pa, schema, rows)
-
-
-def _batch(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
-    columns = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)],
-        schema=schema,
-    )
-
-
-def range_rows(opts: SourceOptions, part: RangePartition) -> Iterator[tuple[Any, ...]]:
-    """The rows of one range, as tuples in schema order."""
+    """The rows of one range as Arrow record batches, built column-wise from the
+    messages' bytes (:mod:`proton_broker.spark.columns`); runs on an executor."""
     bounds = client.queue_bounds(opts.url, [part.queue], opts.timeout)[part.queue]
     start = offsets.effective_start(part.queue, part.start, bounds, opts.fail_on_data_loss)
     fail_at = _fail_point(opts.fail_once_file, part)
-    for count, (seq, message) in enumerate(
-        client.browse_range(opts.url, part.queue, start, part.end, timeout=opts.timeout)
-    ):
+    rows = ColumnBatch(part.queue, opts.key_property or bounds.key)
+    browsed = client.browse_range(
+        opts.url, part.queue, start, part.end, opts.credit, timeout=opts.timeout
+    )
+    for count, (seq, data) in enumerate(browsed):
         if count == fail_at:
             raise InjectedFailure(
                 f"injected failure reading {part.queue} [{part.start}, {part.end}) at {seq}"
             )
-        yield message_to_row(part.queue, seq, message, opts.key_property or bounds.key)
+        rows.add(seq, data)
+        if len(rows) >= ROWS_PER_BATCH:
+            yield rows.batch()
+    if len(rows):
+        yield rows.batch()
 
 
 def _fail_point(path: str | None, part: RangePartition) -> int | None:
@@ -171,12 +154,10 @@ def move_cursor(opts: SourceOptions, end: dict) -> None:
     """Record the committed offset of each queue on the broker, in the last-value queue
     named by the ``cursor`` option (created on first use, keyed by ``cursor``): one
     message per queue, ``{"queue": q, "next": n}``, the latest replacing the previous."""
-    messages = iter(
-        [
-            Message(body={"queue": q, "next": int(n)}, properties={CURSOR_KEY: q})
-            for q, n in sorted(end.items())
-        ]
-    )
+    messages = [
+        encoding.message(None, {CURSOR_KEY: q}, content={"queue": q, "next": int(n)})
+        for q, n in sorted(end.items())
+    ]
     client.send_all(
         opts.url,
         opts.cursor or "",

@@ -72,3 +72,10 @@ def broker_url(broker_process: BrokerProcess) -> Iterator[str]:
 def queue_name() -> str:
     """A queue of this test's own on the shared broker."""
     return f"spark.{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def strict_broker_url() -> Iterator[str]:
+    """A second broker that creates no queue on demand: an unknown queue is refused."""
+    with BrokerProcess(env={"PROTON_BROKER_BROKER_AUTO_CREATE": "false"}) as process:
+        yield process.url
