@@ -104,7 +104,7 @@ static size_t recv_all(pn_link_t *link, pn_delivery_t *d, char **buf, size_t *ca
 
 /* ---- generator ----------------------------------------------------------------------- */
 
-enum { MODE_A, MODE_B, MODE_C };
+enum { MODE_A, MODE_B, MODE_C, MODE_FILL };
 
 /* One producer or consumer: its own connection, session and link. */
 typedef struct {
@@ -277,7 +277,7 @@ static void start_consumers(gen_t *g) {
 static void report(gen_t *g, const char *phase, long n, double t0, double c0) {
   double secs = wall() - t0, cpus = cpu() - c0;
   printf("RESULT mode=%c phase=%s count=%ld seconds=%.4f rate=%.0f cpu=%.4f\n",
-         "abc"[g->mode], phase, n, secs, secs > 0 ? (double)n / secs : 0.0, cpus);
+         "abcf"[g->mode], phase, n, secs, secs > 0 ? (double)n / secs : 0.0, cpus);
   fflush(stdout);
 }
 
@@ -314,6 +314,13 @@ static void finish(gen_t *g) {
 
 static void check_done(gen_t *g) {
   if (g->done) return;
+  if (g->mode == MODE_FILL) { /* fill only: done once every message is acknowledged */
+    if (g->acked == g->count) {
+      report(g, "fill", g->count, g->t0, g->c0);
+      finish(g);
+    }
+    return;
+  }
   if (g->mode == MODE_C && !g->fill_done) {
     if (g->acked == g->count) {
       g->fill_done = true;
@@ -421,9 +428,9 @@ static int run_generator(gen_t *g, size_t body, long timeout_ms) {
   g->cap = g->credit < share ? g->credit : share;
   g->proactor = pn_proactor();
   if (timeout_ms > 0) pn_proactor_set_timeout(g->proactor, timeout_ms);
-  g->conns_open = g->nprod + g->ncons;
-  if (g->mode == MODE_C)
-    start_producers(g); /* the consumers come once the queue is full */
+  g->conns_open = g->nprod + (g->mode == MODE_FILL ? 0 : g->ncons);
+  if (g->mode == MODE_C || g->mode == MODE_FILL)
+    start_producers(g); /* the consumers come once the queue is full (never with fill) */
   else
     start_consumers(g); /* the producers start once every consumer is attached */
   for (int running = 1; running;) {
@@ -623,7 +630,8 @@ static int run_peer(peer_t *p, const char *addr) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: loadgen MODE [options]\n"
-          "  MODE: a (send+receive, unsettled), b (pre-settled), c (fill then drain), peer\n"
+          "  MODE: a (send+receive, unsettled), b (pre-settled), c (fill then drain), fill (fill\n"
+          "        only: leaves COUNT messages on the queue), peer\n"
           "  -H HOST:PORT  broker address (peer: listen address; port 0 picks one)\n"
           "                [127.0.0.1:5672]\n"
           "  -q QUEUE      queue (address) to use [loadgen]\n"
@@ -697,6 +705,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "a")) g.mode = MODE_A;
   else if (!strcmp(mode, "b")) g.mode = MODE_B;
   else if (!strcmp(mode, "c")) g.mode = MODE_C;
+  else if (!strcmp(mode, "fill")) g.mode = MODE_FILL;
   else {
     usage(stderr);
     return 1;

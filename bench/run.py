@@ -183,6 +183,17 @@ def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> N
         for scenario in args.scenarios:
             for n, target in enumerate(targets):
                 queue = f"bench-{scenario}-{os.getpid()}-{rep}-{n}"
+                backlog = workload(args, target).backlog
+                if backlog:  # a standing depth: the run's consumers take from its front
+                    run_scenario(
+                        loadgen,
+                        "fill",
+                        target.hostport,
+                        None,
+                        workload(args, target),
+                        queue,
+                        backlog,
+                    )
                 for name, sample in run_scenario(
                     loadgen,
                     scenario,
@@ -284,6 +295,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=int, default=300, help="seconds per run")
     parser.add_argument(
+        "--backlog",
+        type=int,
+        default=0,
+        help="before each run, fill its queue with this many messages (not measured), so "
+        "that the run's messages pass through a queue this deep (scenario a)",
+    )
+    parser.add_argument(
+        "--vs-empty",
+        action="store_true",
+        help="with --backlog: also run the same scenarios on an empty queue, against the "
+        "same broker, interleaved, and print the ratios (the cost of the depth itself)",
+    )
+    parser.add_argument(
         "--groups",
         type=int,
         default=0,
@@ -353,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
             "--vs-plain compares a --groups, --durable, --lvq-keys, --fanout or many-connection "
             "run with a plain one"
         )
+    if args.vs_empty and not args.backlog:
+        parser.error("--vs-empty compares a --backlog run with one on an empty queue")
+    if args.backlog and args.scenarios != ["a"]:
+        parser.error("--backlog is for scenario a (--scenarios a)")
     if args.groups and args.lvq_keys:
         parser.error("--groups and --lvq-keys are two queue types: one at a time")
     if args.vs_ungrouped and not (args.groups or args.lvq_keys):
@@ -388,6 +416,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.fanout or args.many_connections:  # one producer, one consumer, one queue
                 plain.update(producers=1, consumers=1)
             targets.append(Target("same broker, plain", ours.hostport, ours.pid, overrides=plain))
+        if args.vs_empty:
+            ours = targets[0]
+            targets.append(
+                Target(
+                    "same broker, empty queue", ours.hostport, ours.pid, overrides={"backlog": 0}
+                )
+            )
         if args.vs_ungrouped:
             ours = targets[0]
             targets.append(
@@ -403,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ceiling:
             peer, peer_addr = start_peer(loadgen)
             processes.append(peer)
-            targets.append(Target("peer", peer_addr, peer.pid, overrides={"fanout": False}))
+            targets.append(
+                Target("peer", peer_addr, peer.pid, overrides={"fanout": False, "backlog": 0})
+            )
         measure(loadgen, targets, args)
     finally:
         for proc in processes:
@@ -420,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
             f"workload: fan-out through {FANOUT_EXCHANGE} to {plural(args.consumers, 'subscriber')}"
             f" ({args.count * args.consumers:,} deliveries per run); figures per delivery"
         )
+    if args.backlog:
+        print(f"workload: each run through a queue holding {args.backlog:,} messages")
     if args.groups or args.durable or args.lvq_keys:
         print(
             "workload: "
