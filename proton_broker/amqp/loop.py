@@ -50,6 +50,7 @@ PN_DELIVERY = lib.PN_DELIVERY
 PN_LINK_FLOW = lib.PN_LINK_FLOW
 PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
+ACCEPT_BURST = 1024  # connections a listener accepts at most between two selects (its backlog)
 
 
 # ---- poll(2) for the reactor's socket wait ------------------------------------------------
@@ -112,12 +113,11 @@ class Callback:
         self.fn()
 
 
-def bound_address(acceptor: Any) -> tuple[str, int]:
-    """The address a Proton acceptor listens on, after giving its socket a real backlog
-    (Proton's default of 10 drops bursts of clients)."""
-    sock = acceptor._selectable._delegate  # the listening socket Proton made
-    sock.listen(1024)
-    return sock.getsockname()[:2]
+def _readable_now(fd: int) -> bool:
+    """Whether ``fd`` has input waiting right now (a zero-timeout poll)."""
+    poller = select.poll()
+    poller.register(fd, _READ)
+    return bool(poller.poll(0))
 
 
 class BrokerContainer(Container):
@@ -141,6 +141,30 @@ class BrokerContainer(Container):
             PN_LINK_FLOW: server.on_raw_link_flow,
         }
         self._out = ffi.new("char[]", 65536)  # reused to copy transport output to sockets
+        self._listeners: set[Any] = set()  # the acceptors' selectables
+        self._accepting: dict[Any, int] = {}  # listener -> accepts left in this burst
+
+    def listening(self, acceptor: Any) -> tuple[str, int]:
+        """The address a Proton acceptor listens on, after giving its socket a real backlog
+        (Proton's default of 10 drops bursts of clients) and having it accept in bursts
+        (see :meth:`_accept_more`)."""
+        selectable = acceptor._selectable
+        sock = selectable._delegate  # the listening socket Proton made
+        sock.listen(1024)
+        self._listeners.add(selectable)
+        return sock.getsockname()[:2]
+
+    def _accept_more(self) -> None:
+        """Proton's acceptor takes one connection each time its socket is reported
+        readable, once per select: under load, with thousands of connections to serve in
+        each pass, a storm of reconnecting clients then waited seconds to be accepted (past
+        the handshake time-out). After each accept the listener is polled again, and while
+        connections wait up to ACCEPT_BURST are accepted before the next select."""
+        for listener, left in list(self._accepting.items()):
+            del self._accepting[listener]
+            if left > 0 and not listener._terminal and _readable_now(listener.fileno()):
+                self._accepting[listener] = left - 1
+                listener.readable()
 
     # ---- socket I/O for AMQP connections --------------------------------------------------
     # The stock loop reaches the sockets through Python events: REACTOR_QUIESCED runs the
@@ -161,6 +185,8 @@ class BrokerContainer(Container):
             transport = getattr(s, "_transport", None)
             if transport is None or type(s) is not Selectable:
                 s.readable()
+                if s in self._listeners:
+                    self._accepting[s] = ACCEPT_BURST - 1
             else:
                 self._read(s, transport, now)
         for s in writable:
@@ -304,6 +330,8 @@ class BrokerContainer(Container):
             elif dirty:
                 self._flush_transports()
                 dirty = self._dirty_transports
+            elif self._accepting:
+                self._accept_more()
             elif not self._stop and (self._timers > 0 or self._selectables > 1):
                 self._io_cycle()  # instead of REACTOR_QUIESCED and IOHandler's select
                 dirty = self._dirty_transports

@@ -56,7 +56,7 @@ from proton_broker.amqp.conditions import (
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
-from proton_broker.amqp.loop import BrokerContainer, Callback, bound_address, install_poll
+from proton_broker.amqp.loop import BrokerContainer, Callback, install_poll
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
 from proton_broker.amqp.quotas import Quotas
 from proton_broker.amqp.subscribing import (
@@ -157,7 +157,7 @@ class Server(Handler):
     def listen(self, host: str, port: int) -> tuple[str, int]:
         """Bind the AMQP listener; returns the actual address (port 0 picks a free port)."""
         self._acceptor = self.container.acceptor(host, port)
-        self.address = bound_address(self._acceptor)
+        self.address = self.container.listening(self._acceptor)
         return self.address
 
     def listen_tls(self) -> tuple[str, int]:
@@ -171,7 +171,7 @@ class Server(Handler):
         acceptor = self.container.acceptor(section.host, section.port)
         acceptor.set_ssl_domain(domain)
         self._tls_acceptor = acceptor
-        self.tls_address = bound_address(acceptor)
+        self.tls_address = self.container.listening(acceptor)
         return self.tls_address
 
     def check_password(self, user: str, password: str) -> bool:
