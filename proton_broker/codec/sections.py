@@ -257,17 +257,49 @@ def _list_fields(data: bytes, pos: int, end: int, section: str) -> tuple[list[An
 
 
 def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
+    """Read the header section's list at ``pos`` into ``message``; the offset after it.
+
+    Producers send the same few headers over and over (``durable`` set, a priority), so a
+    list8 header's fields are kept by its bytes once read (up to _HEADER_CACHE of them): a
+    repeated header costs a slice and a lookup instead of the walk."""
+    fits = data[pos] == 0xC0 and pos + 2 + data[pos + 1] <= end
+    if fits:
+        stop = pos + 2 + data[pos + 1]
+        key = data[pos:stop]
+        known = _HEADERS.get(key)
+        if known is not None:
+            (
+                message.durable,
+                message.priority,
+                message.ttl,
+                message.first_acquirer,
+                message.delivery_count,
+            ) = known
+            return stop
     fields, stop = _list_fields(data, pos, end, "header")
     fields += [None] * (5 - len(fields))
     durable, priority, ttl, first_acquirer, delivery_count = fields[:5]
-    message.durable = _bool_field(durable, "durable")
-    message.priority = 4 if priority is None else _int_field(priority, "priority")
-    message.ttl = None if ttl is None else _int_field(ttl, "ttl")
-    message.first_acquirer = _bool_field(first_acquirer, "first-acquirer")
-    message.delivery_count = (
-        0 if delivery_count is None else _int_field(delivery_count, "delivery-count")
+    values = (
+        _bool_field(durable, "durable"),
+        4 if priority is None else _int_field(priority, "priority"),
+        None if ttl is None else _int_field(ttl, "ttl"),
+        _bool_field(first_acquirer, "first-acquirer"),
+        0 if delivery_count is None else _int_field(delivery_count, "delivery-count"),
     )
+    (
+        message.durable,
+        message.priority,
+        message.ttl,
+        message.first_acquirer,
+        message.delivery_count,
+    ) = values
+    if fits and len(_HEADERS) < _HEADER_CACHE:
+        _HEADERS[key] = values
     return stop
+
+
+_HEADER_CACHE = 4096  # distinct header encodings remembered (a few bytes each)
+_HEADERS: dict[bytes, tuple[bool, int, int | None, bool, int]] = {}
 
 
 def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:  # noqa: C901 - the hot codec walk, measured

@@ -304,3 +304,30 @@ def test_properties_field_decodes_once_and_caches_but_not_while_paged() -> None:
     paged = parse_message(_encoded(Message(correlation_id="c", body=b"x")))
     paged.data, paged.paged = b"", True
     assert paged.properties_field(5) is None and paged.properties_cache is None
+
+
+@pytest.mark.parametrize("repeat", [1, 2])  # the second time from the header cache
+def test_each_header_reads_as_its_own_fields_the_first_time_and_again(repeat: int) -> None:
+    headers = [
+        dict(durable=True),
+        dict(durable=True, priority=7),
+        dict(durable=False, priority=3, ttl=5.0),  # Proton: seconds
+        dict(first_acquirer=True, delivery_count=2),
+    ]
+    for _ in range(repeat):
+        for fields in headers:
+            message = parse_message(_encoded(Message(body="b", **fields)))
+            assert message.durable is fields.get("durable", False)
+            assert message.priority == fields.get("priority", 4)
+            assert message.ttl == (5000 if "ttl" in fields else None)
+            assert message.first_acquirer is fields.get("first_acquirer", False)
+            assert message.delivery_count == fields.get("delivery_count", 0)
+
+
+def test_a_header_with_a_wrong_type_is_refused_every_time_not_remembered() -> None:
+    good = _encoded(Message(body="b", durable=True))
+    bad = good.replace(b"\x00\x53\x70\xc0\x02\x01\x41", b"\x00\x53\x70\xc0\x02\x01\x44", 1)  # uint 0
+    assert bad != good
+    for _ in range(2):
+        with pytest.raises(DecodeError, match="durable must be a boolean"):
+            parse_message(bad)
