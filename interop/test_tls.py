@@ -10,18 +10,13 @@ import pytest
 import trustme
 
 from interop.clients import PYTHON, RHEA, ClientError
-from proton_broker.testing import BrokerProcess
+from proton_broker.testing import BrokerProcess, server_certificates
 
 
 @pytest.fixture
 def tls_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
     """A broker serving AMQPS for ``localhost``, and the CA file that vouches for it."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost")
-    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    cert.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    cert.private_key_pem.write_to_path(str(files["key"]))
+    files = server_certificates(tmp_path)
     config = tmp_path / "broker.yaml"
     config.write_text(f"tls:\n  cert_file: '{files['cert']}'\n  key_file: '{files['key']}'\n")
     process = BrokerProcess("--config", str(config), "--tls-port", "0").start()

@@ -149,3 +149,18 @@ def add_user(data_dir: str | Path, name: str, password: str) -> None:
     """Add a user to a data directory's user database (AssertionError if that fails)."""
     made = user_command(data_dir, "add", name, password=password)
     assert made.returncode == 0, made.stderr
+
+
+def server_certificates(directory: str | Path, host: str = "localhost") -> dict[str, Path]:
+    """PEM files for a broker serving TLS as ``host``, made by a throwaway CA (trustme, a
+    test dependency): ``ca`` (the CA's certificate, for clients to trust), ``cert`` and
+    ``key`` (the broker's)."""
+    import trustme
+
+    ca = trustme.CA()
+    issued = ca.issue_cert(host)
+    files = {name: Path(directory) / f"{name}.pem" for name in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    issued.cert_chain_pems[0].write_to_path(str(files["cert"]))
+    issued.private_key_pem.write_to_path(str(files["key"]))
+    return files

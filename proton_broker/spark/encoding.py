@@ -42,23 +42,23 @@ GROUP_ID, GROUP_SEQUENCE, REPLY_TO_GROUP_ID = 10, 11, 12
 
 
 def string(text: str) -> bytes:
-    raw = text.encode("utf-8")
-    if len(raw) <= 255:
-        return b"\xa1" + bytes((len(raw),)) + raw
-    return b"\xb1" + _U32.pack(len(raw)) + raw
+    return _variable(0xA1, text.encode("utf-8"))
 
 
 def binary(raw: bytes) -> bytes:
-    if len(raw) <= 255:
-        return b"\xa0" + bytes((len(raw),)) + raw
-    return b"\xb0" + _U32.pack(len(raw)) + raw
+    return _variable(0xA0, raw)
 
 
 def symbol(text: str) -> bytes:
-    raw = text.encode("ascii")
+    return _variable(0xA3, text.encode("ascii"))
+
+
+def _variable(code8: int, raw: bytes) -> bytes:
+    """A variable-width value: the one-byte-size constructor ``code8`` when it fits, else
+    its four-byte-size twin (``code8 + 0x10``)."""
     if len(raw) <= 255:
-        return b"\xa3" + bytes((len(raw),)) + raw
-    return b"\xb3" + _U32.pack(len(raw)) + raw
+        return bytes((code8, len(raw))) + raw
+    return bytes((code8 + 0x10,)) + _U32.pack(len(raw)) + raw
 
 
 def value(item: Any) -> bytes:

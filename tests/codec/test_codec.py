@@ -326,7 +326,8 @@ def test_each_header_reads_as_its_own_fields_the_first_time_and_again(repeat: in
 
 def test_a_header_with_a_wrong_type_is_refused_every_time_not_remembered() -> None:
     good = _encoded(Message(body="b", durable=True))
-    bad = good.replace(b"\x00\x53\x70\xc0\x02\x01\x41", b"\x00\x53\x70\xc0\x02\x01\x44", 1)  # uint 0
+    durable_true = b"\x00\x53\x70\xc0\x02\x01\x41"
+    bad = good.replace(durable_true, durable_true[:-1] + b"\x44", 1)  # durable: uint 0
     assert bad != good
     for _ in range(2):
         with pytest.raises(DecodeError, match="durable must be a boolean"):

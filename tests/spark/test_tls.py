@@ -13,18 +13,14 @@ import trustme
 from proton_broker.config import Config
 from proton_broker.spark import encoding
 from proton_broker.spark.client import BrokerRequestError, browse_range, queue_bounds, send_all
+from proton_broker.testing import server_certificates
 from tests.conftest import RunningBroker
 
 
 @pytest.fixture
 def tls_broker(tmp_path: Path) -> Iterator[tuple[RunningBroker, Path]]:
     """A broker with AMQPS on, its certificate for localhost; and the CA's file."""
-    ca = trustme.CA()
-    server = ca.issue_cert("localhost")
-    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
-    ca.cert_pem.write_to_path(str(files["ca"]))
-    server.cert_chain_pems[0].write_to_path(str(files["cert"]))
-    server.private_key_pem.write_to_path(str(files["key"]))
+    files = server_certificates(tmp_path)
     config = Config()
     config.broker.store = "memory"
     config.tls.enabled, config.tls.port = True, 0
