@@ -317,15 +317,18 @@ class ProducerLink:
         copies; they join their queues, and it is settled, when everything before it has.
         ``copies``: one message for its queue (``single``), or the copies an exchange
         routed."""
-        item = _Pending(dlv, copies, single)
+        item = _Pending(dlv, copies, single, self._drain_pending)
         self._pending.append(item)
-        done = item.written(self._drain_pending)
         item.waiting = 1  # held until every write has started: a store may finish at once
+        persist = self.broker.persist
         for each, target in copies:
-            if each.durable and target.persistent and not target.numbers.is_duplicate(each):
+            if not (each.durable and target.persistent):
+                continue
+            numbers = target.numbers
+            if numbers.dedupe is None or not numbers.is_duplicate(each):
                 item.waiting += 1
-                self.broker.persist(each, target, done)
-        done(None)
+                persist(each, target, item)  # the item is the write's completion
+        item(None)
 
     def _drain_pending(self) -> None:
         pending = self._pending
@@ -511,25 +514,31 @@ class ProducerLink:
 
 class _Pending:
     """A transfer waiting for the store (see ProducerLink._in_order): its message, or the
-    copies an exchange routed, each with its queue."""
+    copies an exchange routed, each with its queue. Calling it is the completion of one of
+    its writes: the last one lets ``then`` (the link's drain) settle it."""
 
-    __slots__ = ("dlv", "copies", "single", "waiting", "error")
+    __slots__ = ("dlv", "copies", "single", "waiting", "error", "then")
 
-    def __init__(self, dlv: Any, copies: list[tuple[Message, Queue]], single: bool) -> None:
+    def __init__(
+        self,
+        dlv: Any,
+        copies: list[tuple[Message, Queue]],
+        single: bool,
+        then: Callable[[], None],
+    ) -> None:
         self.dlv = dlv
         self.copies = copies
         self.single = single  # one queue's message (refusals name the queue)
         self.waiting = 0  # writes not finished yet
         self.error: BaseException | None = None
+        self.then = then
 
-    def written(self, then: Callable[[], None]) -> Callable[[BaseException | None], None]:
-        def done(error: BaseException | None) -> None:
-            self.waiting -= 1
-            if error is not None:
-                self.error = error
-            then()
-
-        return done
+    def __call__(self, error: BaseException | None) -> None:
+        self.waiting -= 1
+        if error is not None:
+            self.error = error
+        if not self.waiting:
+            self.then()  # only then can it be at the head with nothing left to wait for
 
 
 def _stopped(queues: list[Queue]) -> Queue | None:

@@ -357,7 +357,7 @@ class SqliteStore(Store):
     # instead of each making a Unit (all of a group commits in one transaction anyway).
 
     def enqueue(self, message: StoredMessage, done: Completion | None = None) -> None:
-        unit = self._shared_unit()
+        unit = self._shared or self._shared_unit()
         unit.enqueues.append(message)
         if done is not None:
             unit.dones.append(done)
@@ -376,7 +376,7 @@ class SqliteStore(Store):
             self.flush()
 
     def number(self, message_id: int, number: int, done: Completion | None = None) -> None:
-        unit = self._shared_unit()
+        unit = self._shared or self._shared_unit()
         unit.numbers.append((message_id, number))
         if done is not None:
             unit.dones.append(done)
@@ -399,7 +399,7 @@ class SqliteStore(Store):
             self.flush()
 
     def dequeue(self, message_id: int) -> None:
-        self._shared_unit().dequeues.append(message_id)
+        (self._shared or self._shared_unit()).dequeues.append(message_id)
         if not self.batching:
             self.flush()
 
