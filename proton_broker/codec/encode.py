@@ -132,7 +132,9 @@ def encode_symbol(text: str) -> bytes:
 # ---- the queue sequence number, stamped on every delivery ------------------------------
 
 SEQUENCE_NUMBER = "x-opt-sequence-number"
-_NUMBER_PAIR = b"\xa3" + bytes((len(SEQUENCE_NUMBER),)) + SEQUENCE_NUMBER.encode() + b"\x80"
+_NUMBER_NAME = SEQUENCE_NUMBER.encode()
+_NUMBER_PAIR = b"\xa3" + bytes((len(SEQUENCE_NUMBER),)) + _NUMBER_NAME + b"\x80"
+_number_pair = struct.Struct(f">{len(_NUMBER_PAIR)}sQ").pack  # (prefix, number): the pair
 # A whole message-annotations section holding only the number (a map8 of one pair), up to
 # the number's eight bytes: what a message without annotations gets.
 _NUMBER_SECTION = b"\x00\x53\x72\xc1" + bytes((1 + len(_NUMBER_PAIR) + 8, 2)) + _NUMBER_PAIR
@@ -162,7 +164,13 @@ def with_sequence_number(message: Message, number: int, header: bytes | None = N
 
 def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
     """The annotations map at ``at`` re-encoded with our number (any earlier one gone)."""
-    pair = _NUMBER_PAIR + _U64.pack(number)
+    pair = _number_pair(_NUMBER_PAIR, number)
+    if data[at] == 0xC1 and data.find(_NUMBER_NAME, at, stop) < 0:
+        # A map8 without our key (its bytes are nowhere in it): the pair goes at its end,
+        # the common case on queues that stamp their own annotations (x-opt-sequence).
+        size = data[at + 1] + len(pair)
+        if size <= 255:
+            return bytes((0xC1, size, data[at + 2] + 2)) + data[at + 3 : stop] + pair
     if data[at] == 0x40 or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None:
         return _map_with(data, at, stop, pair)
     kept = _pairs_without(data, at, (SEQUENCE_NUMBER,))
