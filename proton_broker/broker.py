@@ -460,22 +460,28 @@ class Broker:
         queues = self.queues
         routed = [queues[name] for name in exchange.route(key, message) if name in queues]
         if not routed and exchange.alternate is not None:
-            routed = self._route_to_alternate(exchange.alternate, key, message)
+            routed = self.alternate_queues(exchange.alternate, key, message)
         no_local = self.no_local
         if no_local and origin is not None:
             routed = [queue for queue in routed if no_local.get(queue.name) != origin]
         return routed
 
-    def _route_to_alternate(self, name: str, key: str, message: Message) -> list[Queue]:
-        """An exchange's alternate gets what the exchange routes nowhere (qpidd): a queue,
-        or an exchange, which routes it with the same key (one level, as qpidd)."""
+    def alternate_queues(
+        self, name: str, key: str, message: Message, follow: bool = False
+    ) -> list[Queue]:
+        """The queues an alternate called ``name`` gives ``message``: the queue of that
+        name, or what the exchange of that name routes it to with ``key``. ``follow``: an
+        exchange's own alternate takes what it routes nowhere (dead-lettering does that);
+        otherwise one level only, as qpidd routes an exchange's unroutable messages."""
         queue = self.queues.get(name)
         if queue is not None:
             return [queue]
-        alternate = self.exchanges.get(name)
-        if alternate is None:
+        exchange = self.exchanges.get(name)
+        if exchange is None:
             return []
-        return [self.queues[n] for n in alternate.route(key, message) if n in self.queues]
+        if follow:
+            return self.route(exchange, key, message)
+        return [self.queues[n] for n in exchange.route(key, message) if n in self.queues]
 
     def _declare_configured_exchanges(self) -> None:
         """The config file's exchanges and bindings (after its queues)."""

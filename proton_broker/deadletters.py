@@ -56,7 +56,6 @@ from proton_broker.codec.encode import (
 )
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError, NotFound, PreconditionFailed
-from proton_broker.exchanges.exchange import Exchange
 from proton_broker.message import Message
 from proton_broker.queues.queue import Queue
 from proton_broker.store.base import StoredMessage, Unit
@@ -207,17 +206,10 @@ class DeadLetters:
 
     def _targets(self, queue: Queue, message: Message) -> list[Queue]:
         """The queues the alternate gives ``message``, each of which admits it now."""
-        broker = self.broker
         name = queue.alternate
         assert name is not None
-        target = broker.queues.get(name)
-        if target is not None:
-            found = [target]
-        else:
-            exchange: Exchange | None = broker.exchanges.get(name)
-            if exchange is None:
-                return []
-            found = broker.route(exchange, message.subject or queue.name, message)
+        key = message.subject or queue.name
+        found = self.broker.alternate_queues(name, key, message, follow=True)
         admitted = []
         for each in found:
             try:
