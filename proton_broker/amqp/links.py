@@ -320,14 +320,10 @@ class ProducerLink:
         item = _Pending(dlv, copies, single, self._drain_pending)
         self._pending.append(item)
         item.waiting = 1  # held until every write has started: a store may finish at once
-        persist = self.broker.persist
         for each, target in copies:
-            if not (each.durable and target.persistent):
-                continue
-            numbers = target.numbers
-            if numbers.dedupe is None or not numbers.is_duplicate(each):
+            if each.durable and target.persistent and not target.numbers.is_duplicate(each):
                 item.waiting += 1
-                persist(each, target, item)  # the item is the write's completion
+                self.broker.persist(each, target, item)  # the item is the write's completion
         item(None)
 
     def _drain_pending(self) -> None:

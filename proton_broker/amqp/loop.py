@@ -9,12 +9,11 @@ hot event types (transfers and dispositions, link credit, transport output) that
 handled straight from the C event pointer by :mod:`proton_broker.amqp.links`, skipping the
 generic per-event wrapping and dispatch. Transport updates are coalesced: a connection that
 produced output many times in one pass has its socket interest updated once. Sockets are
-waited on with one long-lived ``poll(2)`` object (:mod:`proton_broker.amqp.poller`) instead
+waited on with one long-lived ``epoll`` object (:mod:`proton_broker.amqp.poller`) instead
 of Proton's selector, whose cost grows with the number of connections on every socket
-event; other Proton containers in the process get ``poll`` too (:func:`install_poll`), so
-no file descriptor number is too high.
+event.
 
-Private APIs used here: ``proton._io.IO.select`` (replaced), ``proton._selectable`` and its
+Private APIs used here: ``proton._selectable`` and its
 ``_delegate`` socket and ``_deadline``, ``IOHandler._selector`` (replaced) and
 ``IOHandler.update``, the transport's
 ``_selectable``, and the reactor's ``_collector``, ``_yield``, ``_stop``, ``_timers``,
@@ -26,19 +25,17 @@ are told apart by their ``_impl`` pointer.
 from __future__ import annotations
 
 import logging
-import select
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
 from proton import Event, Transport
-from proton._io import IO
 from proton._selectable import Selectable
 from proton.handlers import IOHandler
 from proton.reactor import Container
 
-from proton_broker.amqp.poller import PollSelector
+from proton_broker.amqp.poller import PollSelector, readable_now
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -50,54 +47,8 @@ PN_DELIVERY = lib.PN_DELIVERY
 PN_LINK_FLOW = lib.PN_LINK_FLOW
 PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
-ACCEPT_BURST = 1024  # connections a listener accepts at most between two selects (its backlog)
-
-
-# ---- poll(2) for the reactor's socket wait ------------------------------------------------
-
-
-def install_poll() -> None:
-    """Point Proton's ``IO.select`` at :func:`poll_select`: Proton's Python reactor waits
-    with ``select.select``, which cannot watch a file descriptor numbered 1024 or above
-    (FD_SETSIZE), so a busy broker (many connections, HTTP long polls) would stop its loop.
-    ``poll`` has no such limit; :func:`poll_select` keeps the ``select`` calling convention
-    (lists of objects with ``fileno()``; ready ones returned)."""
-    IO.select = staticmethod(poll_select)  # type: ignore[method-assign]
-
-
-_READ = select.POLLIN | select.POLLPRI
-_WRITE = select.POLLOUT
-_TROUBLE = select.POLLERR | select.POLLHUP | select.POLLNVAL
-
-
-def poll_select(
-    readers: Iterable[Any],
-    writers: Iterable[Any],
-    errors: Iterable[Any],
-    timeout: float | None = None,
-) -> tuple[list[Any], list[Any], list[Any]]:
-    """``select.select(readers, writers, errors, timeout)``, done with ``poll``. A socket
-    in error or hung up is reported readable (and writable, if watched for writing), so
-    that the caller's next read or write sees the error, as with ``select``."""
-    watched: tuple[dict[int, list[Any]], dict[int, list[Any]]] = ({}, {})
-    masks: dict[int, int] = {}
-    for objects, mask, table in ((readers, _READ, watched[0]), (writers, _WRITE, watched[1])):
-        for obj in objects:
-            fd = obj.fileno()
-            masks[fd] = masks.get(fd, 0) | mask
-            table.setdefault(fd, []).append(obj)
-    poller = select.poll()
-    for fd, mask in masks.items():
-        poller.register(fd, mask)
-    ready = poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999)))
-    readable: list[Any] = []
-    writable: list[Any] = []
-    for fd, events in ready:
-        if events & (_READ | _TROUBLE):
-            readable += watched[0].get(fd, ())
-        if events & (_WRITE | _TROUBLE):
-            writable += watched[1].get(fd, ())
-    return readable, writable, []
+BACKLOG = 1024  # connections the kernel keeps waiting for a listener (Proton asks for 10)
+ACCEPT_BURST = BACKLOG  # connections a listener accepts at most between two selects
 
 
 # ---- the reactor with a fast lane -----------------------------------------------------------
@@ -111,13 +62,6 @@ class Callback:
 
     def on_timer_task(self, event: Event) -> None:
         self.fn()
-
-
-def _readable_now(fd: int) -> bool:
-    """Whether ``fd`` has input waiting right now (a zero-timeout poll)."""
-    poller = select.poll()
-    poller.register(fd, _READ)
-    return bool(poller.poll(0))
 
 
 class BrokerContainer(Container):
@@ -150,7 +94,7 @@ class BrokerContainer(Container):
         (see :meth:`_accept_more`)."""
         selectable = acceptor._selectable
         sock = selectable._delegate  # the listening socket Proton made
-        sock.listen(1024)
+        sock.listen(BACKLOG)
         self._listeners.add(selectable)
         return sock.getsockname()[:2]
 
@@ -162,7 +106,7 @@ class BrokerContainer(Container):
         connections wait up to ACCEPT_BURST are accepted before the next select."""
         for listener, left in list(self._accepting.items()):
             del self._accepting[listener]
-            if left > 0 and not listener._terminal and _readable_now(listener.fileno()):
+            if left > 0 and not listener._terminal and readable_now(listener.fileno()):
                 self._accepting[listener] = left - 1
                 listener.readable()
 

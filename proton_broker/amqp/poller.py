@@ -25,6 +25,11 @@ rules:
   10,000 connections, whose deadlines pass every few milliseconds.
 * A socket in error or hung up is reported readable (and writable, if it waits to write),
   so that the next read or write sees the error, as ``select`` would.
+
+Other Proton containers in the process (clients) keep Proton's selector, but wait with
+``poll`` too (:func:`install_poll`), so no socket number is too high for them either.
+Private API used here: ``proton._io.IO.select`` (replaced) and a selectable's
+``_deadline``.
 """
 
 from __future__ import annotations
@@ -34,13 +39,66 @@ import heapq
 import itertools
 import select
 import time
+from collections.abc import Iterable
 from typing import Any
+
+from proton._io import IO
 
 # The poll(2) and epoll(7) event bits are the same numbers on Linux.
 _READ = select.POLLIN | select.POLLPRI
 _WRITE = select.POLLOUT
 _TROUBLE = select.POLLERR | select.POLLHUP | select.POLLNVAL
 _SLACK = 1024  # stale heap entries allowed beyond the live ones before a rebuild
+
+
+def _milliseconds(seconds: float | None) -> int | None:
+    """A ``poll`` time-out: ``seconds`` rounded up to whole milliseconds (None: no limit)."""
+    return None if seconds is None else max(0, int(seconds * 1000 + 0.999))
+
+
+def readable_now(fd: int) -> bool:
+    """Whether ``fd`` has input waiting right now (a zero-timeout poll)."""
+    poller = select.poll()
+    poller.register(fd, _READ)
+    return bool(poller.poll(0))
+
+
+def install_poll() -> None:
+    """Point Proton's ``IO.select`` at :func:`poll_select`: Proton's Python reactor waits
+    with ``select.select``, which cannot watch a file descriptor numbered 1024 or above
+    (FD_SETSIZE). ``poll`` has no such limit; :func:`poll_select` keeps the ``select``
+    calling convention (lists of objects with ``fileno()``; ready ones returned)."""
+    IO.select = staticmethod(poll_select)  # type: ignore[method-assign]
+
+
+def poll_select(
+    readers: Iterable[Any],
+    writers: Iterable[Any],
+    errors: Iterable[Any],
+    timeout: float | None = None,
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """``select.select(readers, writers, errors, timeout)``, done with ``poll``. A socket
+    in error or hung up is reported readable (and writable, if watched for writing), so
+    that the caller's next read or write sees the error, as with ``select``."""
+    watched: tuple[dict[int, list[Any]], dict[int, list[Any]]] = ({}, {})
+    masks: dict[int, int] = {}
+    for objects, mask, table in ((readers, _READ, watched[0]), (writers, _WRITE, watched[1])):
+        for obj in objects:
+            fd = obj.fileno()
+            masks[fd] = masks.get(fd, 0) | mask
+            table.setdefault(fd, []).append(obj)
+    poller = select.poll()
+    for fd, mask in masks.items():
+        poller.register(fd, mask)
+    ready = poller.poll(_milliseconds(timeout))
+    readable: list[Any] = []
+    writable: list[Any] = []
+    for fd, events in ready:
+        if events & (_READ | _TROUBLE):
+            readable += watched[0].get(fd, ())
+        if events & (_WRITE | _TROUBLE):
+            writable += watched[1].get(fd, ())
+    return readable, writable, []
 
 
 class PollSelector:
@@ -120,7 +178,7 @@ class PollSelector:
                 self._poller.modify(fd, mask)
         except FileExistsError:  # epoll: a closed socket's number, not forgotten yet
             self._poller.modify(fd, mask)
-        except (FileNotFoundError, OSError):  # epoll: closed meanwhile; its read sees why
+        except OSError:  # epoll: closed meanwhile; its read sees why
             pass
         self._registered[selectable] = (fd, mask)
 
@@ -142,7 +200,7 @@ class PollSelector:
         if self._epoll:
             ready = self._poller.poll(-1 if wait is None else wait)
         else:
-            ready = self._poller.poll(None if wait is None else int(wait * 1000 + 0.999))
+            ready = self._poller.poll(_milliseconds(wait))
         readable: list[Any] = []
         writable: list[Any] = []
         by_fd, registered = self._by_fd, self._registered

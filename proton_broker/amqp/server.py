@@ -56,8 +56,9 @@ from proton_broker.amqp.conditions import (
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
-from proton_broker.amqp.loop import BrokerContainer, Callback, install_poll
+from proton_broker.amqp.loop import BrokerContainer, Callback
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
+from proton_broker.amqp.poller import install_poll
 from proton_broker.amqp.quotas import Quotas
 from proton_broker.amqp.subscribing import (
     exchange_capabilities,

@@ -165,14 +165,13 @@ def with_sequence_number(message: Message, number: int, header: bytes | None = N
 def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
     """The annotations map at ``at`` re-encoded with our number (any earlier one gone)."""
     pair = _number_pair(_NUMBER_PAIR, number)
-    if data[at] == 0xC1 and data.find(_NUMBER_NAME, at, stop) < 0:
-        # A map8 without our key (its bytes are nowhere in it): the pair goes at its end,
-        # the common case on queues that stamp their own annotations (x-opt-sequence).
-        size = data[at + 1] + len(pair)
-        if size <= 255:
-            return bytes((0xC1, size, data[at + 2] + 2)) + data[at + 3 : stop] + pair
-    if data[at] == 0x40 or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None:
-        return _map_with(data, at, stop, pair)
+    # Its bytes nowhere in the map: no number to replace, known without the call (every
+    # delivery from a queue that stamps x-opt-sequence asks); a null map has none either.
+    if (
+        data.find(_NUMBER_NAME, at, stop) < 0
+        or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None
+    ):
+        return _map_with(data, at, stop, pair)  # the pair goes at the end
     kept = _pairs_without(data, at, (SEQUENCE_NUMBER,))
     return _encode_map(2 * (len(kept) + 1), b"".join(kept) + pair)
 

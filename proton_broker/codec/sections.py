@@ -262,20 +262,30 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
     Producers send the same few headers over and over (``durable`` set, a priority), so a
     list8 header's fields are kept by its bytes once read (up to _HEADER_CACHE of them): a
     repeated header costs a slice and a lookup instead of the walk."""
-    fits = data[pos] == 0xC0 and pos + 2 + data[pos + 1] <= end
-    if fits:
+    key = None
+    values = None
+    if data[pos] == 0xC0 and pos + 2 + data[pos + 1] <= end:  # a list8 that fits
         stop = pos + 2 + data[pos + 1]
         key = data[pos:stop]
-        known = _HEADERS.get(key)
-        if known is not None:
-            (
-                message.durable,
-                message.priority,
-                message.ttl,
-                message.first_acquirer,
-                message.delivery_count,
-            ) = known
-            return stop
+        values = _HEADERS.get(key)
+    if values is None:
+        values, stop = _header_values(data, pos, end)
+        if key is not None and len(_HEADERS) < _HEADER_CACHE:
+            _HEADERS[key] = values
+    (
+        message.durable,
+        message.priority,
+        message.ttl,
+        message.first_acquirer,
+        message.delivery_count,
+    ) = values
+    return stop
+
+
+def _header_values(
+    data: bytes, pos: int, end: int
+) -> tuple[tuple[bool, int, int | None, bool, int], int]:
+    """The header list's five fields, checked and with their defaults; the offset after."""
     fields, stop = _list_fields(data, pos, end, "header")
     fields += [None] * (5 - len(fields))
     durable, priority, ttl, first_acquirer, delivery_count = fields[:5]
@@ -286,16 +296,7 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
         _bool_field(first_acquirer, "first-acquirer"),
         0 if delivery_count is None else _int_field(delivery_count, "delivery-count"),
     )
-    (
-        message.durable,
-        message.priority,
-        message.ttl,
-        message.first_acquirer,
-        message.delivery_count,
-    ) = values
-    if fits and len(_HEADERS) < _HEADER_CACHE:
-        _HEADERS[key] = values
-    return stop
+    return values, stop
 
 
 _HEADER_CACHE = 4096  # distinct header encodings remembered (a few bytes each)
