@@ -173,13 +173,14 @@ class PollSelector:
         try:
             if old is None:
                 self._poller.register(fd, mask)
-                self._by_fd[fd] = selectable
             else:
                 self._poller.modify(fd, mask)
         except FileExistsError:  # epoll: a closed socket's number, not forgotten yet
             self._poller.modify(fd, mask)
         except OSError:  # epoll: closed meanwhile; its read sees why
             pass
+        if old is None:
+            self._by_fd[fd] = selectable  # the newest socket with this number is the one
         self._registered[selectable] = (fd, mask)
 
     def _unregister(self, selectable: Any) -> None:

@@ -137,3 +137,17 @@ def test_a_socket_number_reused_by_a_new_socket_stays_watched_when_the_old_one_g
     finally:
         a.close()
         b.close()
+
+
+def test_a_new_selectable_for_a_socket_number_still_registered_is_the_one_reported(
+    selector, pair
+) -> None:
+    """Proton may hand a socket number to a new selectable before the old one is removed:
+    the newer one is reported, and removing the older one leaves it watched."""
+    old, new = Watched(pair[0]), Watched(pair[0])
+    selector.add(old)
+    selector.add(new)
+    pair[1].send(b"x")
+    assert selector.select(1.0)[0] == [new]
+    selector.remove(old)
+    assert selector.select(1.0)[0] == [new]
