@@ -20,11 +20,11 @@ Rules this module owns:
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from proton_broker.spark import encoding
+from proton_broker.spark.rows import scalar
 
 # Property columns: their place in the properties list, and how a value is encoded.
 _TEXT = encoding.string
@@ -118,7 +118,7 @@ def _application_properties(app: list[tuple[str | None, list[Any]]], row: int) -
         if value is None:
             continue
         if name is not None:
-            values[name] = _scalar(value)
+            values[name] = scalar(value)
         else:  # a map column: a list of (key, value) pairs in Arrow
             values.update((str(k), v) for k, v in _pairs(value) if v is not None)
     if not values:
@@ -128,16 +128,3 @@ def _application_properties(app: list[tuple[str | None, list[Any]]], row: int) -
 
 def _pairs(value: Any) -> Any:
     return value.items() if isinstance(value, dict) else value
-
-
-def _scalar(value: Any) -> Any:
-    """A column value an application property can carry (AMQP simple types)."""
-    if isinstance(value, bool | int | float | str | bytes):
-        return value
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:  # the local time a pyspark Row holds
-            value = value.astimezone().replace(tzinfo=None)
-        return value.isoformat()
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    return str(value)

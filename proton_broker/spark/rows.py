@@ -213,17 +213,20 @@ def row_to_message(row: Mapping[str, Any], message_id: str) -> Message:
         elif column == "application_properties":
             app.update({str(k): v for k, v in value.items() if v is not None})
         else:
-            app[column] = _scalar(value)
+            app[column] = scalar(value)
     if app:
         message.properties = app
     return message
 
 
-def _scalar(value: Any) -> Any:
-    """A column value an application property can carry (AMQP simple types)."""
+def scalar(value: Any) -> Any:
+    """A column value an application property can carry (AMQP simple types). A timestamp
+    is its ISO text in local time, as a pyspark ``Row`` holds it (Arrow gives it in UTC)."""
     if isinstance(value, bool | int | float | str | bytes):
         return value
     if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone().replace(tzinfo=None)
         return value.isoformat()
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
