@@ -201,7 +201,7 @@ class DeadLetters:
                 message.delivery_count,
             )
         dead = parse_message(with_annotations(message, annotations, header))
-        dead.absolute_expiry_time = None
+        dead.fields = dead.fields._replace(absolute_expiry_time=None)
         return dead
 
     def _targets(self, queue: Queue, message: Message) -> list[Queue]:

@@ -5,17 +5,104 @@ the producer encoded it (``data``) and only the few fields that queue semantics 
 extracted once on arrival by :mod:`proton_broker.codec.sections`. Forwarding ``data`` unchanged
 keeps every AMQP type intact (clients read back exactly the types they sent) and avoids a
 decode/encode per message.
+
+Rules owned here, for memory (a queue holds millions of these records):
+
+* One record is one slotted object. The header's five fields are one :class:`Header`
+  tuple, which the codec shares among every message sent with the same header bytes; the
+  properties fields the broker reads are one :class:`Fields` tuple, the shared
+  :data:`NO_FIELDS` when the message sets none of them. Both are read as attributes
+  (``message.durable``, ``message.subject``); hot paths read ``message.header`` directly.
+* What few messages need (decoded sections, kept once a feature has decoded them, and where
+  a paged-out message's bytes are) lives in a side record, :class:`Extras`, made on first
+  use. A copy of a record (:meth:`Message.__copy__`, one per queue when a message fans out)
+  gets its own side record, since paging is per queue.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from proton_broker.codec.values import decode_properties, decode_value, find_in_map
 
 
-@dataclass(slots=True)
+class Header(NamedTuple):
+    """The header section's fields, with AMQP's defaults for those not sent."""
+
+    durable: bool = False
+    priority: int = 4
+    ttl: int | None = None  # milliseconds
+    first_acquirer: bool = False
+    delivery_count: int = 0  # as the producer sent it (the queue entry counts redeliveries)
+
+
+class Fields(NamedTuple):
+    """The properties fields queues and routing read (the rest: :meth:`properties_field`)."""
+
+    message_id: Any = None
+    to: str | None = None
+    subject: str | None = None
+    absolute_expiry_time: int | None = None  # milliseconds since the epoch
+    creation_time: int | None = None
+    group_id: str | None = None
+
+
+DEFAULT_HEADER = Header()
+_new_record = object.__new__
+NO_FIELDS = Fields()
+
+
+class Extras:
+    """What few records need (see the module rules)."""
+
+    __slots__ = (
+        "app_properties_cache",
+        "annotations_cache",
+        "properties_cache",
+        "page_id",
+        "paged_size",
+    )
+
+    def __init__(self) -> None:
+        self.app_properties_cache: dict[Any, Any] | None = None
+        self.annotations_cache: dict[Any, Any] | None = None
+        # The whole properties list, decoded only when a selector names a field the record
+        # does not keep (user-id, reply-to, ...): see Message.properties_field.
+        self.properties_cache: list[Any] | None = None
+        # Flow to disk: a paged-out message's bytes are in the store under its store id
+        # (durable) or ``page_id`` (a page, dropped at restart); ``paged_size`` its size.
+        self.page_id: int | None = None
+        self.paged_size = 0
+
+    def copy(self) -> Extras:
+        twin = Extras()
+        twin.app_properties_cache = self.app_properties_cache
+        twin.annotations_cache = self.annotations_cache
+        twin.properties_cache = self.properties_cache
+        twin.page_id = self.page_id
+        twin.paged_size = self.paged_size
+        return twin
+
+
+def _extra(name: str, doc: str) -> property:
+    """An attribute kept in the record's :class:`Extras` (its default while there is none)."""
+    default = getattr(Extras(), name)
+
+    def get(message: Message) -> Any:
+        extras = message.extras
+        return default if extras is None else getattr(extras, name)
+
+    def put(message: Message, value: Any) -> None:
+        extras = message.extras
+        if extras is None:
+            if value == default:
+                return
+            extras = message.extras = Extras()
+        setattr(extras, name, value)
+
+    return property(get, put, doc=doc)
+
+
 class Message:
     """One message as stored in a queue.
 
@@ -25,58 +112,150 @@ class Message:
     unchanged.
     """
 
-    data: bytes
-    header_end: int = 0
-    durable: bool = False
-    priority: int = 4
-    ttl: int | None = None  # milliseconds, from header.ttl
-    first_acquirer: bool = False
-    delivery_count: int = 0  # from header.delivery-count, incremented by the broker
-    message_id: Any = None
-    to: str | None = None
-    subject: str | None = None
-    group_id: str | None = None
-    absolute_expiry_time: int | None = None  # milliseconds since the epoch
-    creation_time: int | None = None
-    # Where the application-properties and message-annotations sections sit in ``data``
-    # (value start, section end); decoded only when a queue feature asks for them.
-    app_properties_span: tuple[int, int] | None = None
-    annotations_span: tuple[int, int] | None = None
-    # Where the delivery-annotations section ends (0: none), the place a message without
-    # message-annotations gets the section holding its queue sequence number.
-    delivery_annotations_end: int = 0
-    # Set by the broker on arrival:
-    expires_at: float | None = None  # seconds since the epoch (time.time() scale)
-    arrival: float = 0.0
-    # Decoded sections, cached on first use (None until then: most messages never need them).
-    app_properties_cache: dict[Any, Any] | None = None
-    annotations_cache: dict[Any, Any] | None = None
-    # The whole properties list, decoded only when a selector names a field the record does
-    # not keep (correlation-id, user-id, reply-to, group-sequence): see properties_field.
-    properties_cache: list[Any] | None = None
-    # Its id in the store while it is persisted there (a durable message on a durable queue).
-    store_id: int | None = None
-    # Flow to disk: ``data`` is not in memory (b"") while ``paged``; its bytes are in the
-    # store under ``store_id`` (durable) or ``page_id`` (a page, dropped at restart).
-    paged: bool = False
-    page_id: int | None = None
-    paged_size: int = 0
-    # Sequence history: the number its queue gave it before it joined (a durable message is
-    # numbered before it is written, so that the stored bytes carry the number).
-    sequence: int | None = None
-    # The queue sequence number its queue gave it when it joined (x-opt-sequence-number,
-    # stamped on every delivery); None until then.
-    number: int | None = None
-    # A durable message's number is written after it joined (see queues/numbering.py):
-    # until then browsers do not pass it, so no reader sees a number a crash could change.
-    number_unwritten: bool = False
-    in_history: bool = False  # one of the versions its queue's history keeps
-    on_queue: bool = False  # its entry is live on the queue (history: both may hold it)
+    __slots__ = (
+        "data",
+        "header_end",
+        "header",
+        "fields",
+        "app_properties_span",
+        "annotations_span",
+        "delivery_annotations_end",
+        "arrival",
+        "number",
+        "store_id",
+        "sequence",
+        "on_queue",
+        "in_history",
+        "number_unwritten",
+        "paged",
+        "extras",
+    )
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.header_end = 0
+        self.header = DEFAULT_HEADER
+        self.fields = NO_FIELDS
+        # Where the application-properties and message-annotations sections sit in ``data``
+        # (value start, section end); decoded only when a queue feature asks for them.
+        self.app_properties_span: tuple[int, int] | None = None
+        self.annotations_span: tuple[int, int] | None = None
+        # Where the delivery-annotations section ends (0: none), the place a message without
+        # message-annotations gets the section holding its queue sequence number.
+        self.delivery_annotations_end = 0
+        self.arrival = 0.0  # set by the queue it joins (seconds since the epoch)
+        # The queue sequence number its queue gave it when it joined (x-opt-sequence-number,
+        # stamped on every delivery); None until then.
+        self.number: int | None = None
+        # Its id in the store while it is persisted there (a durable message on a durable
+        # queue).
+        self.store_id: int | None = None
+        # Sequence history: the number its queue gave it before it joined (a durable
+        # message is numbered before it is written, so that the stored bytes carry it).
+        self.sequence: int | None = None
+        self.on_queue = False  # its entry is live on the queue (history: both may hold it)
+        self.in_history = False  # one of the versions its queue's history keeps
+        # A durable message's number is written after it joined (see queues/numbering.py):
+        # until then browsers do not pass it, so no reader sees a number a crash could change.
+        self.number_unwritten = False
+        # Flow to disk: ``data`` is not in memory (b"") while ``paged`` (see Extras).
+        self.paged = False
+        self.extras: Extras | None = None
+
+    def __copy__(self) -> Message:
+        """A record of the same message for another queue, with its own side record.
+        Field by field: ``copy.copy``'s generic path for slots is several times slower,
+        and a message routed to several queues is copied once for each."""
+        twin = _new_record(Message)
+        twin.data = self.data
+        twin.header_end = self.header_end
+        twin.header = self.header
+        twin.fields = self.fields
+        twin.app_properties_span = self.app_properties_span
+        twin.annotations_span = self.annotations_span
+        twin.delivery_annotations_end = self.delivery_annotations_end
+        twin.arrival = self.arrival
+        twin.number = self.number
+        twin.store_id = self.store_id
+        twin.sequence = self.sequence
+        twin.on_queue = self.on_queue
+        twin.in_history = self.in_history
+        twin.number_unwritten = self.number_unwritten
+        twin.paged = self.paged
+        extras = self.extras
+        twin.extras = None if extras is None else extras.copy()
+        return twin
+
+    def __repr__(self) -> str:
+        return f"<Message {len(self.data)} bytes number={self.number}>"
+
+    # The header's fields (see Header) and the properties fields kept (see Fields).
+    @property
+    def durable(self) -> bool:
+        """header.durable"""
+        return self.header.durable
+
+    @property
+    def priority(self) -> int:
+        """header.priority (default 4)"""
+        return self.header.priority
+
+    @property
+    def ttl(self) -> int | None:
+        """header.ttl in milliseconds, or None"""
+        return self.header.ttl
+
+    @property
+    def first_acquirer(self) -> bool:
+        """header.first-acquirer"""
+        return self.header.first_acquirer
+
+    @property
+    def delivery_count(self) -> int:
+        """header.delivery-count, as the producer sent it"""
+        return self.header.delivery_count
+
+    @property
+    def message_id(self) -> Any:
+        """properties.message-id"""
+        return self.fields.message_id
+
+    @property
+    def to(self) -> str | None:
+        """properties.to (a string), or None"""
+        return self.fields.to
+
+    @property
+    def subject(self) -> str | None:
+        """properties.subject (a string), or None"""
+        return self.fields.subject
+
+    @property
+    def absolute_expiry_time(self) -> int | None:
+        """properties.absolute-expiry-time in milliseconds, or None"""
+        return self.fields.absolute_expiry_time
+
+    @property
+    def creation_time(self) -> int | None:
+        """properties.creation-time in milliseconds, or None"""
+        return self.fields.creation_time
+
+    @property
+    def group_id(self) -> str | None:
+        """properties.group-id (a string), or None"""
+        return self.fields.group_id
+
+    # What few records need (see Extras).
+    app_properties_cache = _extra("app_properties_cache", "the decoded application-properties")
+    annotations_cache = _extra("annotations_cache", "the decoded message-annotations")
+    properties_cache = _extra("properties_cache", "the decoded properties list")
+    page_id = _extra("page_id", "where a paged-out transient message's bytes are")
+    paged_size = _extra("paged_size", "a paged-out message's size")
 
     @property
     def application_properties(self) -> dict[Any, Any]:
         """The application-properties map, decoded on first use."""
-        cached = self.app_properties_cache
+        cached: dict[Any, Any] | None = self.app_properties_cache
         if cached is None:
             cached = self.app_properties_cache = _decode_span(self.data, self.app_properties_span)
         return cached
@@ -84,16 +263,20 @@ class Message:
     def application_property(self, key: str) -> Any:
         """One application property (None when absent), found without decoding the whole
         map: grouped, last-value and sorted queues read one key of every message."""
-        return _lookup(self.app_properties_cache, self.data, self.app_properties_span, key)
+        extras = self.extras
+        cached = None if extras is None else extras.app_properties_cache
+        return _lookup(cached, self.data, self.app_properties_span, key)
 
     def message_annotation(self, key: str) -> Any:
         """One message annotation (None when absent), without decoding the whole map."""
-        return _lookup(self.annotations_cache, self.data, self.annotations_span, key)
+        extras = self.extras
+        cached = None if extras is None else extras.annotations_cache
+        return _lookup(cached, self.data, self.annotations_span, key)
 
     @property
     def message_annotations(self) -> dict[Any, Any]:
         """The message-annotations map, decoded on first use."""
-        cached = self.annotations_cache
+        cached: dict[Any, Any] | None = self.annotations_cache
         if cached is None:
             cached = self.annotations_cache = _decode_span(self.data, self.annotations_span)
         return cached
@@ -103,7 +286,7 @@ class Message:
         reply-to-group-id), None when unset. The record keeps only the fields queues use;
         the rest are read from ``data`` here, the whole list decoded once and cached, so
         that no message pays for them unless a selector asks."""
-        cached = self.properties_cache
+        cached: list[Any] | None = self.properties_cache
         if cached is None:
             span = self.annotations_span
             at = span[1] if span is not None else self.delivery_annotations_end or self.header_end

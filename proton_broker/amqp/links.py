@@ -240,7 +240,7 @@ class ProducerLink:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 txn.stage(queue, message)
                 accepted_in(Delivery.wrap(dlv), txn)
-            elif self._pending or (message.durable and queue.persistent):
+            elif self._pending or (message.header.durable and queue.persistent):
                 self._in_order(dlv, [(message, queue)], single=True)
             else:
                 queue.enqueue(message)
@@ -575,7 +575,10 @@ class ConsumerLink:
         # x-opt-sequence-number: every delivery carries it (a queue numbers every message
         # that joins it, so a delivered message always has one)
         number: int = message.number  # type: ignore[assignment]
-        if message.annotations_span is None and entry.delivery_count == message.delivery_count:
+        if (
+            message.annotations_span is None
+            and entry.delivery_count == message.header.delivery_count
+        ):
             # The usual message: the section goes in after the header and any
             # delivery-annotations (with_sequence_number, inlined: this runs per delivery).
             data = message.data
@@ -583,7 +586,7 @@ class ConsumerLink:
             data = data[:at] + _number_section(NUMBER_SECTION_PREFIX, number) + data[at:]
         else:
             header = None
-            if entry.delivery_count != message.delivery_count:
+            if entry.delivery_count != message.header.delivery_count:
                 header = encode_header(
                     message.durable,
                     message.priority,

@@ -35,7 +35,7 @@ from proton_broker.codec.values import (
     skip_section_value,
     skip_values,
 )
-from proton_broker.message import Message
+from proton_broker.message import Fields, Header, Message
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -272,24 +272,16 @@ def _read_header(message: Message, data: bytes, pos: int, end: int) -> int:
         values, stop = _header_values(data, pos, end)
         if key is not None and len(_HEADERS) < _HEADER_CACHE:
             _HEADERS[key] = values
-    (
-        message.durable,
-        message.priority,
-        message.ttl,
-        message.first_acquirer,
-        message.delivery_count,
-    ) = values
+    message.header = values
     return stop
 
 
-def _header_values(
-    data: bytes, pos: int, end: int
-) -> tuple[tuple[bool, int, int | None, bool, int], int]:
+def _header_values(data: bytes, pos: int, end: int) -> tuple[Header, int]:
     """The header list's five fields, checked and with their defaults; the offset after."""
     fields, stop = _list_fields(data, pos, end, "header")
     fields += [None] * (5 - len(fields))
     durable, priority, ttl, first_acquirer, delivery_count = fields[:5]
-    values = (
+    values = Header(
         _bool_field(durable, "durable"),
         4 if priority is None else _int_field(priority, "priority"),
         None if ttl is None else _int_field(ttl, "ttl"),
@@ -300,12 +292,13 @@ def _header_values(
 
 
 _HEADER_CACHE = 4096  # distinct header encodings remembered (a few bytes each)
-_HEADERS: dict[bytes, tuple[bool, int, int | None, bool, int]] = {}
+_HEADERS: dict[bytes, Header] = {}
 
 
 def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:  # noqa: C901 - the hot codec walk, measured
-    """Read the properties the broker uses into ``message``: message-id, to, subject,
-    absolute-expiry-time, creation-time and group-id (fields 0, 2, 3, 8, 9 and 10).
+    """Read the properties the broker uses into ``message.fields``: message-id, to,
+    subject, absolute-expiry-time, creation-time and group-id (fields 0, 2, 3, 8, 9 and
+    10); the offset after the list.
 
     Every field is checked as :func:`_list_fields` checks it, but a list8 (what every
     client sends) is walked here without building the list: a grouped message's properties
@@ -313,11 +306,13 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int: 
     per message.
     """
     size = data[pos + 1] if pos + 1 < end else -1
+    kept: list[Any] = [None] * 6  # the Fields, in order
     if data[pos] != 0xC0 or pos + 3 > end or not 1 <= size <= end - pos - 2:
         fields, stop = _list_fields(data, pos, end, "properties")
         for index, field in enumerate(fields[:11]):
             if field is not None:
-                _set_property(message, index, field)
+                _keep_property(kept, index, field)
+        _set_fields(message, kept)
         return stop
     at, count, stop = pos + 3, data[pos + 2], pos + 2 + size
     if data[at] == 0xA1 and _common_properties(message, data, at, count, stop):
@@ -347,15 +342,12 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int: 
             at += 1
         else:
             value, at = decode_at(data, at, stop)
-        if index == 0:
-            message.message_id = value
-        elif index == 10:
-            message.group_id = value if isinstance(value, str) else None
-        elif 2 <= index <= 9:
-            _set_property(message, index, value)
+        if index <= 10:
+            _keep_property(kept, index, value)
         index += 1
     if at != stop:
         raise DecodeError(f"compound at offset {pos}: size does not match its elements")
+    _set_fields(message, kept)
     return stop
 
 
@@ -383,27 +375,39 @@ def _common_properties(message: Message, data: bytes, at: int, count: int, stop:
     else:
         return False
     try:
-        message.message_id = data[at + 2 : after].decode()
+        message_id = data[at + 2 : after].decode()
     except UnicodeDecodeError:
         return False
-    message.group_id = group_id
+    message.fields = _new_fields(Fields, (message_id, None, None, None, None, group_id))
     return True
 
 
-def _set_property(message: Message, index: int, value: Any) -> None:
-    """Field ``index`` of the properties list, not null, into ``message`` (if used)."""
-    if index == 0:
-        message.message_id = value
-    elif index == 2:
-        message.to = _str_field(value)
-    elif index == 3:
-        message.subject = _str_field(value)
-    elif index == 8:
-        message.absolute_expiry_time = value if type(value) is int else None
-    elif index == 9:
-        message.creation_time = value if type(value) is int else None
-    elif index == 10:
-        message.group_id = _str_field(value)
+# Where each properties field the record keeps goes in Fields (by its index in the list).
+_KEPT = {0: 0, 2: 1, 3: 2, 8: 3, 9: 4, 10: 5}
+
+
+def _keep_property(kept: list[Any], index: int, value: Any) -> None:
+    """Field ``index`` of the properties list into ``kept`` (the Fields), if it is one."""
+    slot = _KEPT.get(index)
+    if slot is None or value is None:
+        return
+    if slot == 0:
+        kept[0] = value
+    elif slot == 3 or slot == 4:  # the timestamps
+        kept[slot] = value if type(value) is int else None
+    else:
+        kept[slot] = _str_field(value)
+
+
+def _set_fields(message: Message, kept: list[Any]) -> None:
+    """The record's Fields: the shared empty one when the message sets none of them."""
+    if kept.count(None) != len(kept):
+        message.fields = _new_fields(Fields, kept)
+
+
+# Fields made straight from their values, without the named tuple's keyword handling (a
+# third of the time; this runs once per message).
+_new_fields = tuple.__new__
 
 
 def _int_field(value: Any, name: str) -> int:
@@ -446,7 +450,8 @@ def annotate(message: Message, key: str, value: int) -> None:
     if properties is not None and properties[0] >= place:
         message.app_properties_span = (properties[0] + grown, properties[1] + grown)
     message.data = data
-    message.annotations_cache = None
+    if message.extras is not None:  # a decoded copy of the old section is stale now
+        message.annotations_cache = None
 
 
 def body_of(message: Message) -> Any:

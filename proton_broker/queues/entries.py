@@ -64,37 +64,61 @@ GONE = Message(b"")
 
 
 class Entry:
-    """A message's place in a queue and its delivery state."""
+    """A message's place in a queue and its delivery state.
 
-    __slots__ = (
-        "seq",
-        "message",
-        "arrival",
-        "state",
-        "delivery_count",
-        "expires_at",
-        "excluded",
-        "rank",
-        "key",
-        "superseded",
-        "parked",
-    )
+    This is a plain queue's entry; queues that rank or key their entries use
+    :class:`RankedEntry` or :class:`KeyedEntry` (chosen by the queue factory), so that the
+    millions of entries of a plain queue carry no slot they never use. The class defaults
+    below are what those attributes read as on an entry without them."""
+
+    __slots__ = ("seq", "message", "arrival", "state", "delivery_count", "expires_at", "excluded")
+
+    rank: Any = None  # the ordering's sort position (priority level, sort key, group)
+    key: str | None = None  # the message's key, on a queue with one
+    superseded: bool = False  # a newer value for the same key has arrived
+    parked: bool = False  # grouped queues: waiting in its group (see queues/groups.py)
 
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
         self.seq = seq
         self.message = message
         self.arrival = message.arrival  # kept when the message goes (see GONE)
         self.state = AVAILABLE
-        self.delivery_count = message.delivery_count
+        self.delivery_count = message.header.delivery_count
         self.expires_at = expires_at
         self.excluded: set[int] | None = None  # consumers that said undeliverable-here
-        self.rank: Any = None  # the ordering's sort position (priority level, sort key)
-        self.key: str | None = None  # the last-value key, when the queue has one
-        self.superseded = False  # a newer value for the same key has arrived
-        self.parked = False  # grouped queues: waiting in its group (see queues/groups.py)
 
     def __repr__(self) -> str:
         return f"<Entry {self.seq} state={self.state}>"
+
+
+class RankedEntry(Entry):
+    """An entry on a priority or sorted queue, which keeps its place in the ordering."""
+
+    __slots__ = ("rank",)
+
+    def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
+        Entry.__init__(self, seq, message, expires_at)
+        self.rank = None
+
+
+class KeyedEntry(Entry):
+    """An entry on a queue with a key (last-value, sequence history) or with groups."""
+
+    __slots__ = ("rank", "key", "superseded", "parked")
+
+    def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
+        # Entry's fields, written out: a call to Entry.__init__ costs a tenth of this.
+        self.seq = seq
+        self.message = message
+        self.arrival = message.arrival
+        self.state = AVAILABLE
+        self.delivery_count = message.header.delivery_count
+        self.expires_at = expires_at
+        self.excluded = None
+        self.rank = None
+        self.key = None
+        self.superseded = False
+        self.parked = False
 
 
 class Ordering(Protocol):

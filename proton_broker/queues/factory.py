@@ -33,7 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proton_broker.queues.entries import FifoOrder, Ordering, PriorityOrder, SortedOrder
+from proton_broker.queues.entries import (
+    Entry,
+    FifoOrder,
+    KeyedEntry,
+    Ordering,
+    PriorityOrder,
+    RankedEntry,
+    SortedOrder,
+)
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor, make_groups
 from proton_broker.queues.history import History
 from proton_broker.queues.lastvalue import LastValueIndex
@@ -68,6 +76,7 @@ class QueueParts:
     history: History | None
     limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None
     flow: FlowControl | None
+    entry: type[Entry]  # the entry kind: only what the queue's features use (entries.py)
 
 
 def make_ordering(settings: QueueSettings) -> Ordering:
@@ -102,7 +111,17 @@ def parts_for(
         history=history,
         limit=make_limit(name, settings),
         flow=make_flow_control(name, settings),
+        entry=entry_kind(settings),
     )
+
+
+def entry_kind(settings: QueueSettings) -> type[Entry]:
+    """The entry class a queue with ``settings`` needs (see entries.Entry)."""
+    if settings.grouped or settings.lvq_key or settings.sequence_key:
+        return KeyedEntry
+    if settings.priorities is not None or settings.sort_key is not None:
+        return RankedEntry
+    return Entry
 
 
 def build_queue(

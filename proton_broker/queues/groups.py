@@ -96,7 +96,7 @@ class Group(FifoOrder):
 
     def park(self, entry: Entry) -> None:
         """Keep an available entry here, in position order."""
-        entry.parked = True
+        entry.parked = True  # type: ignore[misc] # a grouped queue's entries are keyed
         tail, seq = self._tail, entry.seq
         if tail and seq > tail[-1].seq or not tail and not self._back:
             tail.append(entry)  # the usual case: met at the lane's front, newest so far
@@ -457,7 +457,7 @@ class GroupDistributor:
 
     def _taken(self, consumer_id: int, group: Group, entry: Entry) -> Entry:
         """``entry``, just out of ``group``'s FIFO, is the consumer's."""
-        entry.parked = False
+        entry.parked = False  # type: ignore[misc]
         self.available -= 1
         group.waiting -= 1
         self._just_assigned = False

@@ -37,7 +37,7 @@ class LastValueIndex:
             key = property_text(entry.message.application_property(self.property))
             if key is None:
                 return None
-            entry.key = key
+            entry.key = key  # type: ignore[misc] # a last-value queue's entries are keyed
         older = self._latest.get(key)
         self._latest[key] = entry
         return older

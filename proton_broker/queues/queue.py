@@ -113,6 +113,7 @@ class Queue:
         self._groups = parts.groups
         self._order = parts.order
         self._lvq = parts.lvq
+        self._entry = parts.entry  # the entry kind (entries.py: only the slots it uses)
         self.history = parts.history  # per-key numbers, on a queue with a key (history.py)
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
@@ -223,12 +224,13 @@ class Queue:
         message.arrival = arrival
         expires = (
             expiry_time(message, arrival, self.settings)
-            if self._ttl_bounds or message.ttl or message.absolute_expiry_time
+            if self._ttl_bounds or message.header.ttl or message.fields.absolute_expiry_time
             else None
         )
         seq = numbers.next if number is None else number
-        entry = Entry(seq, message, expires)
-        entry.key = key
+        entry = self._entry(seq, message, expires)
+        if key is not None:  # a queue with a key has keyed entries
+            entry.key = key  # type: ignore[misc]
         message.on_queue = True
         message.number = seq
         numbers.next = seq + 1
@@ -381,7 +383,7 @@ class Queue:
         """A newer value arrived for ``older``'s key (see the module rules)."""
         if older is None or older.state == DEAD:
             return
-        older.superseded = True
+        older.superseded = True  # type: ignore[misc] # a last-value queue's entries are keyed
         if older.state == AVAILABLE:
             self._remove(older)
             self.stats.replaced += 1
@@ -523,7 +525,8 @@ class Queue:
         budget.used -= len(message.data)  # nothing while paged out
         if budget.full and budget.used <= budget.resume:
             budget.came_back()
-        if message.page_id is not None and self.hooks.pager is not None:
+        paged_before = message.extras is not None and message.page_id is not None
+        if paged_before and self.hooks.pager is not None:
             self.hooks.pager.discard(message)
         self._log.removed()
         if self._lvq is not None:
@@ -531,7 +534,8 @@ class Queue:
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
         entry.message = GONE  # its bytes go now, unless something else still holds them
-        entry.key = None  # so does its key: the arrival log may keep the entry a while
+        if entry.key is not None:  # so does its key: the arrival log may keep it a while
+            entry.key = None  # type: ignore[misc]
 
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its

@@ -10,7 +10,7 @@ from typing import Any
 import proton
 
 from proton_broker.codec.sections import parse_message
-from proton_broker.message import Message
+from proton_broker.message import Header, Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -41,7 +41,9 @@ def queue(sink: Sink, alternate: str | None = "dlq", most: int = 0, **options: A
 
 
 def msg(n: int, ttl: int | None = None) -> Message:
-    return Message(data=b"%d" % n, ttl=ttl)
+    message = Message(data=b"%d" % n)
+    message.header = Header(ttl=ttl)
+    return message
 
 
 def taken(q: Queue, credit: int = 1) -> Taker:

@@ -17,7 +17,7 @@ import pytest
 from proton_broker.broker import StorePager
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import ResourceLimitExceeded
-from proton_broker.message import Message
+from proton_broker.message import Header, Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -38,7 +38,9 @@ def keyed(key: str) -> Message:
 def msg(n: int, size: int = 0, priority: int = 4) -> Message:
     """A message whose data reads ``n``, padded to ``size`` bytes when given."""
     data = b"%d" % n
-    return Message(data=data.ljust(size, b"."), priority=priority)
+    message = Message(data=data.ljust(size, b"."))
+    message.header = Header(priority=priority)
+    return message
 
 
 def bodies(q: Queue) -> list[int]:
@@ -268,7 +270,7 @@ def test_a_grouped_ring_deletes_the_oldest_available_message_of_any_group() -> N
         **{"qpid.group_header_key": "g", "qpid.shared_msg_group": 1},
     )
     for i in range(3):
-        q.enqueue(Message(data=b"%d" % i, group_id=None))
+        q.enqueue(Message(data=b"%d" % i))
     taker = take(q, 1)  # holds 0 (and the default group)
     q.enqueue(Message(data=b"3"))
     assert [e.message.data for e in q.entries()] == [b"0", b"2", b"3"]
