@@ -9,10 +9,15 @@ decode/encode per message.
 Rules owned here, for memory (a queue holds millions of these records):
 
 * One record is one slotted object. The header's five fields are one :class:`Header`
-  tuple, which the codec shares among every message sent with the same header bytes; the
-  properties fields the broker reads are one :class:`Fields` tuple, the shared
-  :data:`NO_FIELDS` when the message sets none of them. Both are read as attributes
-  (``message.durable``, ``message.subject``); hot paths read ``message.header`` directly.
+  tuple, and the properties fields read as a message arrives (to, subject,
+  absolute-expiry-time, group-id) one :class:`Fields` tuple; the codec shares each among
+  the messages that send the same values (:data:`NO_FIELDS` when none is set). Both are
+  read as attributes (``message.durable``, ``message.subject``); hot paths read
+  ``message.header`` directly.
+* The message-id, the creation time and the other properties fields are read from the
+  bytes when asked: nearly every message carries a message-id, few features read it
+  (duplicate detection, selectors, management), and its decoded text would cost each
+  queued message about 140 bytes with its tuple.
 * What few messages need (decoded sections, kept once a feature has decoded them, and where
   a paged-out message's bytes are) lives in a side record, :class:`Extras`, made on first
   use. A copy of a record (:meth:`Message.__copy__`, one per queue when a message fans out)
@@ -23,7 +28,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from proton_broker.codec.values import decode_properties, decode_value, find_in_map
+from proton_broker.codec.values import (
+    decode_properties,
+    decode_properties_field,
+    decode_value,
+    find_in_map,
+)
 
 
 class Header(NamedTuple):
@@ -37,13 +47,12 @@ class Header(NamedTuple):
 
 
 class Fields(NamedTuple):
-    """The properties fields queues and routing read (the rest: :meth:`properties_field`)."""
+    """The properties fields routing, expiry and groups read as a message arrives (the
+    rest, message-id included: :meth:`Message.properties_field`)."""
 
-    message_id: Any = None
     to: str | None = None
     subject: str | None = None
     absolute_expiry_time: int | None = None  # milliseconds since the epoch
-    creation_time: int | None = None
     group_id: str | None = None
 
 
@@ -217,8 +226,8 @@ class Message:
 
     @property
     def message_id(self) -> Any:
-        """properties.message-id"""
-        return self.fields.message_id
+        """properties.message-id, read from the bytes (see the module rules)."""
+        return self._property(0)
 
     @property
     def to(self) -> str | None:
@@ -237,8 +246,9 @@ class Message:
 
     @property
     def creation_time(self) -> int | None:
-        """properties.creation-time in milliseconds, or None"""
-        return self.fields.creation_time
+        """properties.creation-time in milliseconds, or None (read from the bytes)."""
+        value = self._property(9)
+        return value if type(value) is int else None
 
     @property
     def group_id(self) -> str | None:
@@ -288,12 +298,23 @@ class Message:
         that no message pays for them unless a selector asks."""
         cached: list[Any] | None = self.properties_cache
         if cached is None:
-            span = self.annotations_span
-            at = span[1] if span is not None else self.delivery_annotations_end or self.header_end
-            cached = decode_properties(self.data, at)
+            cached = decode_properties(self.data, self._properties_at())
             if not self.paged:  # a paged message's bytes are not here: try again later
                 self.properties_cache = cached
         return cached[index] if 0 <= index < len(cached) else None
+
+    def _property(self, index: int) -> Any:
+        """Field ``index`` of the properties section: from the decoded list if a selector
+        had it decoded, else only that field, read from the bytes and not kept."""
+        cached: list[Any] | None = self.properties_cache
+        if cached is not None:
+            return cached[index]
+        return decode_properties_field(self.data, self._properties_at(), index)
+
+    def _properties_at(self) -> int:
+        """Where the properties section would start: after the annotations sections."""
+        span = self.annotations_span
+        return span[1] if span is not None else self.delivery_annotations_end or self.header_end
 
     @property
     def size(self) -> int:

@@ -1,5 +1,6 @@
-"""The message record: one slotted object, its header and kept properties fields shared or
-held as one tuple each, what few messages need in a side record made on first use."""
+"""The message record: one slotted object, its header and arrival-time properties fields
+shared as one tuple each, the message-id read from the bytes when asked, and what few
+messages need in a side record made on first use."""
 
 from __future__ import annotations
 
@@ -27,7 +28,20 @@ def test_a_message_setting_none_of_the_kept_properties_shares_the_empty_fields()
     assert message.properties_field(4) == "r"  # reply-to, read from the bytes on demand
 
 
-def test_the_kept_properties_read_as_attributes_empty_strings_included() -> None:
+def test_messages_to_the_same_address_share_one_fields_record() -> None:
+    first, second = (
+        parsed(id="a", address="q", subject="s"),
+        parsed(id="b", address="q", subject="s"),
+    )
+    assert first.fields is second.fields
+    assert (first.message_id, second.message_id) == ("a", "b")  # read from each one's bytes
+
+
+def test_a_message_id_alone_keeps_no_fields_record() -> None:
+    assert parsed(id="m1").fields is NO_FIELDS
+
+
+def test_the_properties_fields_read_as_attributes_empty_strings_included() -> None:
     message = parsed(id="m1", subject="", address="q", group_id="g", creation_time=5.0)
     assert message.fields is not NO_FIELDS
     assert (message.message_id, message.subject, message.to, message.group_id) == (

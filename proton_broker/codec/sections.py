@@ -110,11 +110,11 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
                 pos = at + 1 if kind == 0x45 else _read_properties(message, data, at, end)
             elif code == APPLICATION_PROPERTIES:
                 pos = _application_properties(data, at)
-                message.app_properties_span = (at, pos)
+                message.app_properties_span = _span(at, pos)
             else:
                 pos = skip_section_value(data, at)
                 if code == MESSAGE_ANNOTATIONS:
-                    message.annotations_span = (at, pos)
+                    message.annotations_span = _span(at, pos)
                 elif code == DELIVERY_ANNOTATIONS:
                     message.delivery_annotations_end = pos
     except DecodeError as exc:
@@ -291,13 +291,23 @@ def _header_values(data: bytes, pos: int, end: int) -> tuple[Header, int]:
     return values, stop
 
 
+def _span(start: int, end: int) -> tuple[int, int]:
+    """Where a section sits, as a pair shared by every message with that section at the
+    same offsets (a producer's messages mostly have the same shape): a queued message
+    would otherwise hold 56 bytes a section for it."""
+    span = (start, end)
+    return _SPANS.setdefault(span, span) if len(_SPANS) < _SPAN_CACHE else _SPANS.get(span, span)
+
+
+_SPAN_CACHE = 65536  # distinct section positions remembered (a few bytes each)
+_SPANS: dict[tuple[int, int], tuple[int, int]] = {}
 _HEADER_CACHE = 4096  # distinct header encodings remembered (a few bytes each)
 _HEADERS: dict[bytes, Header] = {}
 
 
 def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int:  # noqa: C901 - the hot codec walk, measured
-    """Read the properties the broker uses into ``message.fields``: message-id, to,
-    subject, absolute-expiry-time, creation-time and group-id (fields 0, 2, 3, 8, 9 and
+    """Check the properties list and read the fields the record keeps into
+    ``message.fields``: to, subject, absolute-expiry-time and group-id (fields 2, 3, 8 and
     10); the offset after the list.
 
     Every field is checked as :func:`_list_fields` checks it, but a list8 (what every
@@ -306,7 +316,7 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int: 
     per message.
     """
     size = data[pos + 1] if pos + 1 < end else -1
-    kept: list[Any] = [None] * 6  # the Fields, in order
+    kept: list[Any] = [None] * 4  # the Fields, in order
     if data[pos] != 0xC0 or pos + 3 > end or not 1 <= size <= end - pos - 2:
         fields, stop = _list_fields(data, pos, end, "properties")
         for index, field in enumerate(fields[:11]):
@@ -342,7 +352,7 @@ def _read_properties(message: Message, data: bytes, pos: int, end: int) -> int: 
             at += 1
         else:
             value, at = decode_at(data, at, stop)
-        if index <= 10:
+        if 2 <= index <= 10:
             _keep_property(kept, index, value)
         index += 1
     if at != stop:
@@ -375,15 +385,16 @@ def _common_properties(message: Message, data: bytes, at: int, count: int, stop:
     else:
         return False
     try:
-        message_id = data[at + 2 : after].decode()
+        data[at + 2 : after].decode()  # the message-id: checked, read again when asked
     except UnicodeDecodeError:
         return False
-    message.fields = _new_fields(Fields, (message_id, None, None, None, None, group_id))
+    if group_id is not None:
+        _set_fields(message, [None, None, None, group_id])
     return True
 
 
 # Where each properties field the record keeps goes in Fields (by its index in the list).
-_KEPT = {0: 0, 2: 1, 3: 2, 8: 3, 9: 4, 10: 5}
+_KEPT = {2: 0, 3: 1, 8: 2, 10: 3}
 
 
 def _keep_property(kept: list[Any], index: int, value: Any) -> None:
@@ -391,23 +402,34 @@ def _keep_property(kept: list[Any], index: int, value: Any) -> None:
     slot = _KEPT.get(index)
     if slot is None or value is None:
         return
-    if slot == 0:
-        kept[0] = value
-    elif slot == 3 or slot == 4:  # the timestamps
-        kept[slot] = value if type(value) is int else None
+    if slot == 2:  # absolute-expiry-time
+        kept[2] = value if type(value) is int else None
     else:
         kept[slot] = _str_field(value)
 
 
 def _set_fields(message: Message, kept: list[Any]) -> None:
-    """The record's Fields: the shared empty one when the message sets none of them."""
-    if kept.count(None) != len(kept):
+    """The record's Fields: one shared by every message with the same values (see
+    message.py), unless they hold an expiry time, which is mostly each message's own."""
+    if kept.count(None) == len(kept):
+        return  # the record's default, NO_FIELDS
+    if kept[2] is not None:
         message.fields = _new_fields(Fields, kept)
+        return
+    key = tuple(kept)
+    fields = _FIELDS.get(key)
+    if fields is None:
+        fields = _new_fields(Fields, kept)
+        if len(_FIELDS) < _FIELDS_CACHE:
+            _FIELDS[key] = fields
+    message.fields = fields
 
 
 # Fields made straight from their values, without the named tuple's keyword handling (a
 # third of the time; this runs once per message).
 _new_fields = tuple.__new__
+_FIELDS_CACHE = 4096  # distinct Fields remembered (addresses, subjects, groups)
+_FIELDS: dict[tuple[Any, ...], Fields] = {}
 
 
 def _int_field(value: Any, name: str) -> int:
@@ -442,13 +464,13 @@ def annotate(message: Message, key: str, value: int) -> None:
     # stamps every message): what follows the annotations shifts by the bytes added.
     grown = len(data) - len(old)
     if span is None:  # a new section at ``place``
-        message.annotations_span = (place + 3, place + grown)  # after its 3-byte descriptor
+        message.annotations_span = _span(place + 3, place + grown)  # after its descriptor
     else:
         place = span[1]
-        message.annotations_span = (span[0], span[1] + grown)
+        message.annotations_span = _span(span[0], span[1] + grown)
     properties = message.app_properties_span
     if properties is not None and properties[0] >= place:
-        message.app_properties_span = (properties[0] + grown, properties[1] + grown)
+        message.app_properties_span = _span(properties[0] + grown, properties[1] + grown)
     message.data = data
     if message.extras is not None:  # a decoded copy of the old section is stale now
         message.annotations_cache = None

@@ -495,6 +495,22 @@ def section_code(data: bytes, pos: int, end: int) -> tuple[int, int]:
     raise DecodeError(f"unreadable section descriptor at offset {pos}")
 
 
+def decode_properties_field(data: bytes, pos: int, index: int) -> Any:
+    """Field ``index`` of the properties section starting at ``pos`` of a validated
+    message (None when unset, or when the section there is not properties): the fields
+    before it skipped, only that one decoded."""
+    end = len(data)
+    if pos >= end:
+        return None
+    code, at = section_code(data, pos, end)
+    if code != PROPERTIES or data[at] == 0x45:  # list0: every field unset
+        return None
+    first, count, stop = compound_header(data, data[at], at + 1, end)
+    if index >= count:
+        return None
+    return decode_at(data, skip_values(data, first, index), stop)[0]
+
+
 def decode_properties(data: bytes, pos: int) -> list[Any]:
     """The properties section starting at ``pos`` of a validated message, all thirteen
     fields decoded (None where unset, or when the section there is not properties).

@@ -96,8 +96,9 @@ class Numbering:
             return
         self.write(message)
         dedupe = self.dedupe
-        if dedupe is not None and message.message_id is not None:
-            key = id_key(message.message_id)
+        message_id = None if dedupe is None else message.message_id  # read from the bytes
+        if dedupe is not None and message_id is not None:
+            key = id_key(message_id)
             if key in dedupe:
                 journal.seen(self.owner, key, message.arrival)
 
@@ -134,14 +135,16 @@ class Numbering:
 
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
         """Whether ``message``'s id is in the window (changes nothing)."""
-        if self.dedupe is None or message.message_id is None:
+        message_id = None if self.dedupe is None else message.message_id  # read from the bytes
+        if self.dedupe is None or message_id is None:
             return False
-        return self.dedupe.seen(id_key(message.message_id), time.time() if now is None else now)
+        return self.dedupe.seen(id_key(message_id), time.time() if now is None else now)
 
     def remember(self, message: Message, arrival: float, kept: bool) -> None:
         """``message`` joined: its id is in the window from now on."""
-        if self.dedupe is not None and message.message_id is not None:
-            self.dedupe.remember(id_key(message.message_id), arrival, kept=kept)
+        message_id = None if self.dedupe is None else message.message_id
+        if self.dedupe is not None and message_id is not None:
+            self.dedupe.remember(id_key(message_id), arrival, kept=kept)
 
     def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
         """At start-up: the stored records, oldest first; those that fell out of the window
