@@ -107,7 +107,8 @@ class KeyedEntry(Entry):
     __slots__ = ("rank", "key", "superseded", "parked")
 
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
-        # Entry's fields, written out: a call to Entry.__init__ costs a tenth of this.
+        # Entry's fields, written out: calling Entry.__init__ makes this a seventh slower
+        # (about 25 ns), and every last-value and grouped message makes one.
         self.seq = seq
         self.message = message
         self.arrival = message.arrival
