@@ -12,6 +12,8 @@ with their ratio to it.
 Scenarios:
 
 * plain: ``--count`` messages of 100-byte bodies on a standard queue: bytes per message.
+* client: the same, each message as Qpid JMS sends one (a message-id, the address in
+  ``to``, a creation time, the JMS type and destination annotations, durable).
 * lvq: ``--keys`` keys on a last-value queue (one message each): bytes per key.
 * churn: the same last-value queue with ``max_key_updates`` 1, then ``--rounds`` rounds of
   ``--keys``/10 replacements of random keys; the growth of each round, in MiB. A queue in a
@@ -57,8 +59,22 @@ def child(scenario: str, count: int, keys: int, rounds: int) -> dict[str, Any]:
     from proton_broker.queues.settings import parse_settings
 
     body = b"x" * 100
-    if scenario == "plain":
-        template = proton.Message(body=body).encode()
+    if scenario in ("plain", "client"):
+        template = (
+            proton.Message(body=body)
+            if scenario == "plain"
+            else proton.Message(
+                id="ID:6a1c0b8e-2f4d-4c1e-9a57-1d2e3f405162:1:1:1-1",
+                address="q",
+                creation_time=1795650704.123,
+                durable=True,
+                annotations={
+                    "x-opt-jms-msg-type": proton.byte(3),
+                    "x-opt-jms-dest": proton.byte(0),
+                },
+                body=body,
+            )
+        ).encode()
         queue = build_queue("q", parse_settings({}))
         before = settled_rss()
         for _ in range(count):
@@ -114,7 +130,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1_000_000, help="plain: messages")
     parser.add_argument("--keys", type=int, default=1_000_000, help="lvq, churn: keys")
     parser.add_argument("--rounds", type=int, default=8, help="churn: rounds of keys/10")
-    parser.add_argument("--scenarios", default="plain,lvq,churn")
+    parser.add_argument("--scenarios", default="plain,client,lvq,churn")
     parser.add_argument("--baseline", metavar="CHECKOUT", help="also measure that checkout")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
