@@ -299,7 +299,7 @@ def _span(start: int, end: int) -> tuple[int, int]:
     return _SPANS.setdefault(span, span) if len(_SPANS) < _SPAN_CACHE else _SPANS.get(span, span)
 
 
-_SPAN_CACHE = 65536  # distinct section positions remembered (a few bytes each)
+_SPAN_CACHE = 16384  # distinct section positions remembered (about 150 bytes each)
 _SPANS: dict[tuple[int, int], tuple[int, int]] = {}
 _HEADER_CACHE = 4096  # distinct header encodings remembered (a few bytes each)
 _HEADERS: dict[bytes, Header] = {}

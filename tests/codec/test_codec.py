@@ -7,6 +7,7 @@ import random
 import pytest
 from proton import Message, symbol
 
+from proton_broker.codec import sections
 from proton_broker.codec.sections import _list_fields, parse_message
 from proton_broker.codec.values import DecodeError, decode_value, find_in_map, section_code, skip
 
@@ -332,3 +333,20 @@ def test_a_header_with_a_wrong_type_is_refused_every_time_not_remembered() -> No
     for _ in range(2):
         with pytest.raises(DecodeError, match="durable must be a boolean"):
             parse_message(bad)
+
+
+def test_shared_positions_and_fields_stop_growing_at_their_bounds_and_stay_correct(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The codec shares section positions and properties fields among messages (see
+    message.py); what it remembers is bounded, and a message past the bound gets its own."""
+    monkeypatch.setattr(sections, "_SPANS", {})
+    monkeypatch.setattr(sections, "_SPAN_CACHE", 8)
+    monkeypatch.setattr(sections, "_FIELDS", {})
+    monkeypatch.setattr(sections, "_FIELDS_CACHE", 8)
+    for n in range(40):
+        sent = Message(body="b", subject="s" * n, annotations={symbol("x-a"): "y" * n})
+        message = parse_message(_encoded(sent))
+        assert message.subject == "s" * n
+        assert message.message_annotations == {symbol("x-a"): "y" * n}
+    assert len(sections._SPANS) <= 8 and len(sections._FIELDS) <= 8
