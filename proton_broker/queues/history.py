@@ -66,10 +66,12 @@ class History:
         # replaying browsers and the HTTP gateway's long polls and WebSocket streams.
         self.watchers: list[Callable[[str, int, Message], object]] = []
         self._current: dict[str, int] = {}
-        # Each key's kept versions, oldest first: a list (64 bytes for one version, where a
-        # deque takes about 600: a last-value queue has one per key), dropped from the front
-        # in O(keep), which is small; a deque when there is no bound or a large one.
-        self._versions: dict[str, list[Version] | deque[Version]] = {}
+        # Each key's kept versions, oldest first. A key with one version keeps it alone (a
+        # last-value queue has a million keys, many never updated, and a list of one costs
+        # 64 bytes more); more go in a list, dropped from the front in O(keep), which is
+        # small, or a deque when there is no bound or a large one (a deque of one takes
+        # about 600 bytes).
+        self._versions: dict[str, Version | list[Version] | deque[Version]] = {}
         self._small = self.keep is not None and self.keep <= _LIST_KEEP
         self._log: deque[Version] = deque()  # every kept version in arrival order
         self._dropped = 0  # dropped versions still in _log
@@ -110,19 +112,32 @@ class History:
         self.reserve(key, seq)
         self._order += 1
         version = Version(self._order, key, seq, message)
-        versions = self._versions.get(key)
-        if versions is None:  # sized for one: a last-value key mostly keeps just that
-            self._versions[key] = [version] if self._small else deque((version,))
-        else:
-            versions.append(version)
         self._log.append(version)
         message.in_history = True
-        if versions is not None and self.keep is not None and len(versions) > self.keep:
-            self._drop_oldest(versions)
+        versions = self._versions.get(key)
+        if versions is None:
+            self._versions[key] = version  # alone (see __init__)
+        elif isinstance(versions, Version):
+            if self.keep == 1:
+                self._versions[key] = version
+                self._drop(versions)
+            else:
+                pair = (versions, version)
+                self._versions[key] = list(pair) if self._small else deque(pair)
+        else:
+            versions.append(version)
+            if self.keep is not None and len(versions) > self.keep:
+                self._drop(versions.pop(0) if isinstance(versions, list) else versions.popleft())
 
-    def _drop_oldest(self, versions: list[Version] | deque[Version]) -> None:
-        """A key has more versions than it keeps: its oldest goes, bytes and all."""
-        old = versions.pop(0) if isinstance(versions, list) else versions.popleft()
+    def _versions_of(self, key: str) -> list[Version]:
+        """``key``'s kept versions, oldest first."""
+        versions = self._versions.get(key)
+        if versions is None:
+            return []
+        return [versions] if isinstance(versions, Version) else list(versions)
+
+    def _drop(self, old: Version) -> None:
+        """A key has more versions than it keeps: its oldest, ``old``, goes, bytes and all."""
         message = old.message
         old.dropped, message.in_history = True, False
         old.message = GONE  # its bytes go now, not when the log next drops it
@@ -171,14 +186,14 @@ class History:
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
         """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""
         if key is not None:
-            versions = list(self._versions.get(key, ()))
+            versions = self._versions_of(key)
             if start == LAST:
                 return versions[-1:]
             if isinstance(start, str):
                 return versions  # FIRST
             return [v for v in versions if v.seq >= start]
         if start == LAST:
-            latest = [v[-1] for v in self._versions.values() if v]
+            latest = [v if isinstance(v, Version) else v[-1] for v in self._versions.values() if v]
             return sorted(latest, key=lambda v: v.order)
         if isinstance(start, str):  # FIRST
             return [v for v in self._log if not v.dropped]

@@ -115,6 +115,20 @@ def test_the_broker_wide_default_applies_unless_the_queue_sets_its_own() -> None
     assert [s for _, s in replayed(own, "first")] == [3, 4, 5, 6]
 
 
+@pytest.mark.parametrize("keep", [None, 1, 3])
+def test_a_key_with_one_version_replays_like_a_key_with_several(keep: int | None) -> None:
+    q = queue({**KEYED, **({} if keep is None else {"max_key_updates": keep})})
+    for key in ["lone", "many", "many"]:
+        q.enqueue(msg(key))
+    assert replayed(q, "first", "lone") == replayed(q, "last", "lone") == [("lone", 1)]
+    assert replayed(q, "first", "many") == (
+        [("many", 2)] if keep == 1 else [("many", 1), ("many", 2)]
+    )
+    assert replayed(q, "last") == [("lone", 1), ("many", 2)]
+    assert replayed(q, 1, "lone") == [("lone", 1)] and replayed(q, 2, "lone") == []
+    assert replayed(q, "first", "none") == []
+
+
 def test_replay_from_a_number_first_and_last() -> None:
     q = queue(KEYED)
     for key in ["a", "b", "a", "b", "a"]:
