@@ -131,7 +131,7 @@ class EngineClient:
         self.logs[link.name] = LinkLog()
         if credit:
             link.flow(credit)
-        self.pump()
+        self.answered(link)
         return link
 
     def sender(
@@ -152,8 +152,18 @@ class EngineClient:
         link.source.address = address
         link.open()
         self.logs[link.name] = LinkLog()
-        self.pump()
+        self.answered(link)
         return link
+
+    def answered(self, link: Link, timeout: float = 5.0) -> None:
+        """Pump until the broker has answered ``link``'s attach (with its own attach, or a
+        detach refusing it), and a little longer, as a fixed short pump did: a loaded
+        machine can take longer than that to answer, and the tests read the answer."""
+        replied = Endpoint.REMOTE_ACTIVE | Endpoint.REMOTE_CLOSED
+        end = time.monotonic() + timeout
+        self.pump()
+        while not link.state & replied and time.monotonic() < end:
+            self.pump(0.01)
 
     def send(
         self,
