@@ -95,11 +95,10 @@ class Numbering:
         if journal is None:
             return
         self.write(message)
-        dedupe = self.dedupe
-        message_id = None if dedupe is None else message.message_id  # read from the bytes
-        if dedupe is not None and message_id is not None:
-            key = id_key(message_id)
-            if key in dedupe:
+        found = self._window_key(message)
+        if found is not None:
+            window, key = found
+            if key in window:
                 journal.seen(self.owner, key, message.arrival)
 
     def write(self, message: Message) -> None:
@@ -133,18 +132,30 @@ class Numbering:
         if not self._journaling:
             self._written()
 
+    def _window_key(self, message: Message) -> tuple[DuplicateWindow, str] | None:
+        """The duplicate window and its key for ``message``'s id; None when duplicates are
+        not detected or it has no id. Only then is the id read from the message's bytes
+        (the record does not keep it decoded)."""
+        dedupe = self.dedupe
+        if dedupe is None:
+            return None
+        message_id = message.message_id
+        return None if message_id is None else (dedupe, id_key(message_id))
+
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
         """Whether ``message``'s id is in the window (changes nothing)."""
-        message_id = None if self.dedupe is None else message.message_id  # read from the bytes
-        if self.dedupe is None or message_id is None:
+        found = self._window_key(message)
+        if found is None:
             return False
-        return self.dedupe.seen(id_key(message_id), time.time() if now is None else now)
+        window, key = found
+        return window.seen(key, time.time() if now is None else now)
 
     def remember(self, message: Message, arrival: float, kept: bool) -> None:
         """``message`` joined: its id is in the window from now on."""
-        message_id = None if self.dedupe is None else message.message_id
-        if self.dedupe is not None and message_id is not None:
-            self.dedupe.remember(id_key(message_id), arrival, kept=kept)
+        found = self._window_key(message)
+        if found is not None:
+            window, key = found
+            window.remember(key, arrival, kept=kept)
 
     def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
         """At start-up: the stored records, oldest first; those that fell out of the window

@@ -525,8 +525,9 @@ class Queue:
         budget.used -= len(message.data)  # nothing while paged out
         if budget.full and budget.used <= budget.resume:
             budget.came_back()
-        paged_before = message.extras is not None and message.page_id is not None
-        if paged_before and self.hooks.pager is not None:
+        # Only a record with a side record can have a page (and the slot is quicker to read).
+        has_page = message.extras is not None and message.page_id is not None
+        if has_page and self.hooks.pager is not None:
             self.hooks.pager.discard(message)
         self._log.removed()
         if self._lvq is not None:
