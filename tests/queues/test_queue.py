@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import proton
 
+from proton_broker.codec.sections import parse_message
 from proton_broker.message import Header, Message
 from proton_broker.queues.factory import build_queue
 from tests.queues.consumers import Taker
@@ -132,10 +135,6 @@ def test_unsubscribed_consumers_get_nothing_more() -> None:
 def queued_bytes_per_message(encoded: bytes, count: int = 20_000) -> float:
     """Python memory a standard queue holds per message of ``encoded``, by tracemalloc
     (object sizes, so exact, not timing); each message its own bytes, as off the wire."""
-    import tracemalloc
-
-    from proton_broker.codec.sections import parse_message
-
     q = build_queue("q")
     tracemalloc.start()
     try:
