@@ -11,7 +11,10 @@ with their ratio to it.
 
 Scenarios:
 
-* plain: ``--count`` messages of 100-byte bodies on a standard queue: bytes per message.
+* plain: ``--count`` messages of 100-byte bodies on a standard queue: bytes per message
+  (all but the first ``queue.pack_after`` of them packed: proton_broker/queues/packed.py).
+* unpacked: the same on a queue that never packs (``pack_after`` 0): what a message costs
+  as a record and an entry, as the first ``pack_after`` messages of every queue are held.
 * client: the same, each message as Qpid JMS sends one (a message-id, the address in
   ``to``, a creation time, the JMS type and destination annotations, durable).
 * lvq: ``--keys`` keys on a last-value queue (one message each): bytes per key.
@@ -59,10 +62,10 @@ def child(scenario: str, count: int, keys: int, rounds: int) -> dict[str, Any]:
     from proton_broker.queues.settings import parse_settings
 
     body = b"x" * 100
-    if scenario in ("plain", "client"):
+    if scenario in ("plain", "client", "unpacked"):
         template = (
             proton.Message(body=body)
-            if scenario == "plain"
+            if scenario != "client"
             else proton.Message(
                 id="ID:6a1c0b8e-2f4d-4c1e-9a57-1d2e3f405162:1:1:1-1",
                 address="q",
@@ -75,7 +78,7 @@ def child(scenario: str, count: int, keys: int, rounds: int) -> dict[str, Any]:
                 body=body,
             )
         ).encode()
-        queue = build_queue("q", parse_settings({}))
+        queue = plain_queue(build_queue, parse_settings({}), scenario == "unpacked")
         before = settled_rss()
         for _ in range(count):
             queue.enqueue(parse_message(template[:1] + template[1:]))  # its own bytes
@@ -107,6 +110,17 @@ def child(scenario: str, count: int, keys: int, rounds: int) -> dict[str, Any]:
     return {"round_growth_mib": growth, "total_growth_mib": round((last - filled) / 2**20, 1)}
 
 
+def plain_queue(build_queue: Any, settings: Any, unpacked: bool) -> Any:
+    """A standard queue; ``unpacked``: one that never packs (a checkout from before packing
+    has no such option, and never packs)."""
+    if not unpacked:
+        return build_queue("q", settings)
+    try:
+        return build_queue("q", settings, pack_after=0)
+    except TypeError:
+        return build_queue("q", settings)
+
+
 def run(checkout: Path, scenario: str, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONSAFEPATH": "1"}
     command = [
@@ -130,7 +144,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1_000_000, help="plain: messages")
     parser.add_argument("--keys", type=int, default=1_000_000, help="lvq, churn: keys")
     parser.add_argument("--rounds", type=int, default=8, help="churn: rounds of keys/10")
-    parser.add_argument("--scenarios", default="plain,client,lvq,churn")
+    parser.add_argument("--scenarios", default="plain,unpacked,client,lvq,churn")
     parser.add_argument("--baseline", metavar="CHECKOUT", help="also measure that checkout")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -204,6 +204,7 @@ class Broker:
             default_group=self.config.broker.default_message_group,
             max_key_updates=self.config.queue.max_key_updates,
             hooks=self.loop_hooks,
+            pack_after=self.config.queue.pack_after,
         )
         if settings.durable:
             self._make_durable(queue)
@@ -649,7 +650,7 @@ class Broker:
                 return
             for queue, message in txn.sends:
                 # deleted meanwhile: it goes with the queue's others
-                if not self.is_live(queue) or queue.enqueue(message, admitted=True) is None:
+                if not self.is_live(queue) or not queue.enqueue(message, admitted=True):
                     self.forget(message)
             removed = set(unit.dequeues)
             for ack in txn.acks:

@@ -109,6 +109,9 @@ class QueueSection:
     """Defaults for every queue (the names docs/sequence-history.md uses)."""
 
     max_key_updates: int | None = _at_least(None, 0)  # versions kept per key; None: all
+    # Messages a plain queue holds before it packs the newest ones (queues/packed.py);
+    # 0: never.
+    pack_after: int = _at_least(10_000, 0)
     # Dead-lettering (docs/dead-letters.md): the most deliveries a message gets before it
     # goes to its queue's alternate (0: no maximum, as in both Qpid brokers); whether every
     # queue made on demand gets a dead-letter queue, and that queue's suffix (Broker-J's

@@ -231,7 +231,7 @@ class DeadLetters:
 
         def join() -> None:
             for each, target in copies:
-                if not self.broker.is_live(target) or target.enqueue(each, admitted=True) is None:
+                if not self.broker.is_live(target) or not target.enqueue(each, admitted=True):
                     self.broker.forget(each)
 
         deletion = self._deletion

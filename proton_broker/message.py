@@ -198,6 +198,18 @@ class Message:
     def __repr__(self) -> str:
         return f"<Message {len(self.data)} bytes number={self.number}>"
 
+    def layout(self) -> Layout:
+        """What the codec read from ``data`` (see :data:`Layout`): with the bytes, an
+        arrival time and a number, all :func:`unpack` needs to make the record again."""
+        return (
+            self.header_end,
+            self.header,
+            self.fields,
+            self.app_properties_span,
+            self.annotations_span,
+            self.delivery_annotations_end,
+        )
+
     # The header's fields (see Header) and the properties fields kept (see Fields).
     @property
     def durable(self) -> bool:
@@ -320,6 +332,37 @@ class Message:
     def size(self) -> int:
         """Encoded size in bytes, the figure byte limits and metrics count."""
         return self.paged_size if self.paged else len(self.data)
+
+
+# What the codec reads from a message's bytes, in the order Message.layout gives it: header
+# end, Header, Fields, application-properties span, message-annotations span, delivery-
+# annotations end. Messages of one producer mostly share one (queues/packed.py keeps it so).
+Layout = tuple[int, Header, Fields, tuple[int, int] | None, tuple[int, int] | None, int]
+
+
+def unpack(data: bytes, layout: Layout, arrival: float, number: int) -> Message:
+    """The record of a message a queue kept packed (:mod:`proton_broker.queues.packed`):
+    on its queue, numbered, nothing decoded yet, nothing paged, not stored, no history."""
+    message = _new_record(Message)
+    message.data = data
+    (
+        message.header_end,
+        message.header,
+        message.fields,
+        message.app_properties_span,
+        message.annotations_span,
+        message.delivery_annotations_end,
+    ) = layout
+    message.arrival = arrival
+    message.number = number
+    message.store_id = None
+    message.sequence = None
+    message.on_queue = True
+    message.in_history = False
+    message.number_unwritten = False
+    message.paged = False
+    message.extras = None
+    return message
 
 
 def _lookup(

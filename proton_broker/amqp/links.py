@@ -350,7 +350,7 @@ class ProducerLink:
             self._settle_refused(item.dlv, NotFound(f"queue '{queue.name}' was deleted"))
             return
         try:
-            if queue.enqueue(message) is None:  # a duplicate: accepted, dropped
+            if not queue.enqueue(message):  # a duplicate: accepted, dropped
                 self.broker.forget(message)
         except BrokerError as exc:
             self.broker.forget(message)  # written, but it never joined the queue
@@ -364,7 +364,7 @@ class ProducerLink:
         deleted meanwhile simply does not get its copy."""
         joined = []
         for message, queue in item.copies:
-            if not self.broker.is_live(queue) or queue.enqueue(message, admitted=True) is None:
+            if not self.broker.is_live(queue) or not queue.enqueue(message, admitted=True):
                 self.broker.forget(message)
             else:
                 joined.append(queue)

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from sortedcontainers import SortedList
 
 from proton_broker.message import Message, property_text
+from proton_broker.queues.packed import UNPACK_BATCH, PackedTail
 
 AVAILABLE = 0
 ACQUIRED = 1
@@ -149,6 +150,10 @@ class FifoOrder:
 
     __slots__ = ("_tail", "_back", "_stale")
 
+    # A packing queue's tail (PackingFifoOrder has it as a slot; a class attribute here, so
+    # that the groups, a FIFO each, carry no slot for it).
+    packed: PackedTail | None = None
+
     def __init__(self) -> None:
         self._tail: deque[Entry] = deque()  # never handed out, in arrival order
         self._back: list[tuple[int, Entry]] = []  # released: a min-heap by position
@@ -172,6 +177,8 @@ class FifoOrder:
                 entry = heapq.heappop(back)[1]
             elif tail:
                 entry = tail.popleft()
+            elif (packed := self.packed) is not None and packed.size and packed.unpack():
+                continue  # the packed tail's head joined _tail (see PackingFifoOrder)
             else:
                 return None
             if entry.state == AVAILABLE:
@@ -189,6 +196,8 @@ class FifoOrder:
         while tail and tail[0].state != AVAILABLE:
             tail.popleft()
             self._stale -= 1
+        if not tail and (packed := self.packed) is not None and packed.size and packed.unpack():
+            return self.peek()
         return tail[0] if tail else None
 
     def victim(self) -> Entry | None:
@@ -203,6 +212,26 @@ class FifoOrder:
             self._back = [item for item in self._back if item[1].state == AVAILABLE]
             heapq.heapify(self._back)
             self._stale = 0
+
+
+class PackingFifoOrder(FifoOrder):
+    """Arrival order on a queue with a packed tail (:mod:`~proton_broker.queues.packed`):
+    the packed messages come after every entry here, so once these run out (FifoOrder's
+    pop and peek) the tail's head is unpacked into it. A subclass, so that groups (a FIFO
+    each) carry no slot for it."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: PackedTail) -> None:
+        FifoOrder.__init__(self)
+        self.packed: PackedTail = packed
+
+    def __len__(self) -> int:
+        return FifoOrder.__len__(self) + self.packed.size
+
+    def extend(self, entries: list[Entry]) -> None:
+        """Entries unpacked from the tail, oldest first: as many pushes."""
+        self._tail.extend(entries)
 
 
 def priority_level(priority: int, levels: int) -> int:
@@ -288,6 +317,7 @@ class SortedOrder:
 
 
 _arrival = attrgetter("arrival")
+_seq = attrgetter("seq")
 
 
 class ArrivalLog:
@@ -301,9 +331,13 @@ class ArrivalLog:
     under churn would otherwise keep up to a million tombstones; a half elsewhere, where
     entries mostly die at the head as consumers take them, and rebuilding the rest more
     often would cost a drain about 5%.
+
+    On a queue with a packed tail (:mod:`~proton_broker.queues.packed`) the packed messages
+    follow the last entry here, at the indexes after it: reading one unpacks it (and those
+    before it), so readers see one log.
     """
 
-    __slots__ = ("_entries", "_dead", "generation", "_head", "_ratio")
+    __slots__ = ("_entries", "_dead", "generation", "_head", "_ratio", "packed")
 
     def __init__(self, eager: bool = False) -> None:
         self._ratio = 4 if eager else 2  # rebuild when dead * ratio > held
@@ -311,6 +345,7 @@ class ArrivalLog:
         self._dead = 0
         self.generation = 0
         self._head = 0  # every entry before this index is dead (see first_live)
+        self.packed: PackedTail | None = None
 
     def __len__(self) -> int:
         """Entries held, tombstones included (what memory the log takes)."""
@@ -318,6 +353,9 @@ class ArrivalLog:
 
     def append(self, entry: Entry) -> None:
         self._entries.append(entry)
+
+    def extend(self, entries: list[Entry]) -> None:
+        self._entries.extend(entries)
 
     def removed(self) -> None:
         """One entry in the log became dead."""
@@ -336,23 +374,38 @@ class ArrivalLog:
         while head < len(entries) and entries[head].state == DEAD:
             head += 1
         self._head = head
-        return entries[head] if head < len(entries) else None
+        if head < len(entries):
+            return entries[head]
+        return self.first_live() if self.packed is not None and self.packed.unpack() else None
 
     def first_since(self, arrival: float) -> int | None:
         """The position (seq) of the first entry that arrived at or after ``arrival``
         (O(log n): arrival times grow with positions), or None when there is none."""
         entries = self._entries
         index = bisect_left(entries, arrival, key=_arrival)
-        return entries[index].seq if index < len(entries) else None
+        if index < len(entries):
+            return entries[index].seq
+        return None if self.packed is None else self.packed.first_since(arrival)
 
     def index_of(self, seq: int) -> int:
-        """The list index of the first entry at or after position ``seq``."""
-        return bisect_left(self._entries, seq, key=attrgetter("seq"))
+        """The list index of the first entry at or after position ``seq`` (a packed one's
+        once it is unpacked: nothing else joins before it)."""
+        packed = self.packed
+        if packed is not None and len(packed) and seq >= packed.first:
+            return len(self._entries) + seq - packed.first
+        return bisect_left(self._entries, seq, key=_seq)
 
     def at(self, index: int) -> Entry | None:
         entries = self._entries
-        return entries[index] if index < len(entries) else None
+        if index < len(entries):
+            return entries[index]
+        packed = self.packed
+        if packed is not None and packed.unpack(max(index + 1 - len(entries), UNPACK_BATCH)):
+            return entries[index] if index < len(entries) else None  # appended to, not rebuilt
+        return None
 
     def __iter__(self) -> Iterator[Entry]:
         """Live entries, oldest first (O(n): management and tests)."""
+        if self.packed is not None:
+            self.packed.unpack_all()
         return (e for e in list(self._entries) if e.state != DEAD)

@@ -24,6 +24,8 @@ flow stop/resume thresholds                        producer flow control
 duplicate detection count/seconds                  the duplicate window, in
                                                    :class:`~.numbering.Numbering`
 ``holdOnPublishEnabled``                           :class:`~.holds.Holds`
+a FIFO ordering, no key, neither a ring nor flow   a :class:`~.packed.PackedTail` for the
+to disk (broker-wide ``queue.pack_after`` > 0)     newest messages of a deep queue
 =================================================  ==========================================
 """
 
@@ -38,6 +40,7 @@ from proton_broker.queues.entries import (
     FifoOrder,
     KeyedEntry,
     Ordering,
+    PackingFifoOrder,
     PriorityOrder,
     RankedEntry,
     SortedOrder,
@@ -53,6 +56,7 @@ from proton_broker.queues.overflow import (
     make_flow_control,
     make_limit,
 )
+from proton_broker.queues.packed import PACK_AFTER, PackedTail
 from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings
@@ -77,6 +81,7 @@ class QueueParts:
     limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None
     flow: FlowControl | None
     entry: type[Entry]  # the entry kind: only what the queue's features use (entries.py)
+    packed: PackedTail | None  # where a deep queue packs its newest messages (packed.py)
 
 
 def make_ordering(settings: QueueSettings) -> Ordering:
@@ -92,9 +97,10 @@ def parts_for(
     settings: QueueSettings,
     default_group: str = DEFAULT_GROUP,
     max_key_updates: int | None = None,
+    pack_after: int = PACK_AFTER,
 ) -> QueueParts:
-    """The parts ``settings`` ask for; ``default_group`` and ``max_key_updates`` are the
-    broker-wide defaults (a queue's own settings win)."""
+    """The parts ``settings`` ask for; ``default_group``, ``max_key_updates`` and
+    ``pack_after`` are the broker-wide defaults (a queue's own settings win)."""
     groups = make_groups(settings, default_group) if settings.grouped else None
     keep = settings.max_key_updates
     if keep is None:
@@ -103,15 +109,35 @@ def parts_for(
         keep = LVQ_HISTORY  # bounded on a last-value queue (see above)
     key_property = settings.lvq_key or settings.sequence_key
     history = History(keep, key_property) if key_property else None
+    limit = make_limit(name, settings)
+    packed = PackedTail(pack_after) if _packs(settings, limit, pack_after) else None
+    if groups is not None:
+        order: Ordering | GroupDistributor = groups
+    else:
+        order = make_ordering(settings) if packed is None else PackingFifoOrder(packed)
     return QueueParts(
         settings=settings,
-        order=groups if groups is not None else make_ordering(settings),
+        order=order,
         groups=groups,
         lvq=LastValueIndex(settings.lvq_key) if settings.lvq_key else None,
         history=history,
-        limit=make_limit(name, settings),
+        limit=limit,
         flow=make_flow_control(name, settings),
         entry=entry_kind(settings),
+        packed=packed,
+    )
+
+
+def _packs(settings: QueueSettings, limit: object, pack_after: int) -> bool:
+    """Whether a queue packs its newest messages (see the table): one whose entries are
+    only ever in arrival order and never need making room for or paging."""
+    return (
+        pack_after > 0
+        and settings.priorities is None
+        and settings.sort_key is None
+        and not settings.grouped
+        and not (settings.lvq_key or settings.sequence_key)
+        and type(limit) not in (RingPolicy, FlowToDiskPolicy)
     )
 
 
@@ -131,10 +157,11 @@ def build_queue(
     default_group: str = DEFAULT_GROUP,
     max_key_updates: int | None = None,
     hooks: LoopHooks | None = None,
+    pack_after: int = PACK_AFTER,
 ) -> Queue:
     """A new queue ``name`` assembled from ``settings`` (the defaults: a plain FIFO queue);
     ``options`` are kept as declared, for the attach echo and management; ``hooks``: the
     broker's, shared by all its queues (a queue of its own by default)."""
     settings = settings or QueueSettings()
-    parts = parts_for(name, settings, default_group, max_key_updates)
+    parts = parts_for(name, settings, default_group, max_key_updates, pack_after)
     return Queue(name, parts, options, hooks)

@@ -38,23 +38,16 @@ class Holds:
         self._heap: list[tuple[float, int, Entry]] = []
         self._wake_at = wake_at
 
-    def hold_if_early(self, entry: Entry, arrival: float, on_publish: bool = True) -> bool:
-        """Hold ``entry``, which arrived at ``arrival`` (seconds), if its time has not come
-        (``on_publish``: the queue holds until valid too): it becomes HELD (the caller
-        takes it out of the ordering) and True."""
+    def hold(self, entry: Entry, until: float) -> bool:
+        """Hold ``entry`` until ``until`` (ms since the epoch; see :func:`held_until`): it
+        becomes HELD (the caller takes it out of the ordering) and True; False if it is no
+        longer available (a ring queue evicted it on arrival)."""
         if entry.state != AVAILABLE:
-            return False  # a ring queue evicted it on arrival
-        valid_from = delivery_time(entry.message, arrival)
-        if on_publish:
-            valid = not_valid_before(entry.message)
-            if valid is not None and (valid_from is None or valid > valid_from):
-                valid_from = valid
-        if valid_from is None or valid_from <= arrival * 1000.0:
             return False
         entry.state = HELD
-        heapq.heappush(self._heap, (valid_from, entry.seq, entry))
+        heapq.heappush(self._heap, (until, entry.seq, entry))
         if self._heap[0][2] is entry:  # the first due now: the wake-up time changed
-            self._wake_at(valid_from / 1000.0)
+            self._wake_at(until / 1000.0)
         return True
 
     def due(self, now: float) -> Iterator[Entry]:
@@ -70,6 +63,20 @@ class Holds:
 
     def clear(self) -> None:
         self._heap.clear()
+
+
+def held_until(message: Message, arrival: float, on_publish: bool) -> float | None:
+    """When (ms since the epoch) ``message``, which arrived at ``arrival`` (seconds), may go
+    to consumers, if that is later than its arrival (``on_publish``: the queue holds until
+    valid too); None: at once."""
+    valid_from = delivery_time(message, arrival)
+    if on_publish:
+        valid = not_valid_before(message)
+        if valid is not None and (valid_from is None or valid > valid_from):
+            valid_from = valid
+    if valid_from is None or valid_from <= arrival * 1000.0:
+        return None
+    return valid_from
 
 
 def delivery_time(message: Message, arrival: float) -> float | None:

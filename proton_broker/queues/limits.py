@@ -76,6 +76,13 @@ class Limits:
             and limit.pages_out(depth, nbytes)
         ):
             owner.hooks.pager.page_out(entry.message, lambda: self._paged_out(entry))
+        self.counted()
+
+    def counted(self) -> None:
+        """A message joined that needs no room made and is not paged (what a queue that
+        packs its messages, queues/packed.py, has: neither a ring nor flow to disk): stop
+        producers if it is time."""
+        owner = self.owner
         flow = self.flow
         if flow is not None and flow.enqueued(owner.depth, owner.bytes):
             owner.flow_stopped = True

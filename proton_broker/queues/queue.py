@@ -8,8 +8,9 @@ queue), last value (:mod:`~proton_broker.queues.lastvalue`), sequence history
 (:mod:`~proton_broker.queues.numbering`), dispatch to consumers
 (:mod:`~proton_broker.queues.dispatching`), browsers (:mod:`~proton_broker.queues.browsing`),
 consuming selectors (:mod:`~proton_broker.queues.selecting`), holds
-(:mod:`~proton_broker.queues.holds`), expiry (:mod:`~proton_broker.queues.expiry`) and
-limits (:mod:`~proton_broker.queues.limits`). The queue ties them together.
+(:mod:`~proton_broker.queues.holds`), expiry (:mod:`~proton_broker.queues.expiry`),
+limits (:mod:`~proton_broker.queues.limits`) and the packed tail of a deep plain queue
+(:mod:`~proton_broker.queues.packed`). The queue ties them together.
 
 Rules this module owns:
 
@@ -56,9 +57,10 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.holds import Holds
+from proton_broker.queues.holds import Holds, held_until
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
+from proton_broker.queues.packed import PackedTail
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
@@ -114,6 +116,12 @@ class Queue:
         self._order = parts.order
         self._lvq = parts.lvq
         self._entry = parts.entry  # the entry kind (entries.py: only the slots it uses)
+        # A deep plain queue keeps its newest messages packed (queues/packed.py); the log
+        # and the ordering read on into the packed tail when they run out.
+        self._packed = parts.packed
+        if parts.packed is not None:
+            parts.packed.joined = self._unpacked
+            self._log.packed = parts.packed
         self.history = parts.history  # per-key numbers, on a queue with a key (history.py)
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
@@ -198,9 +206,9 @@ class Queue:
         now: float | None = None,
         admitted: bool = False,
         number: int | None = None,
-    ) -> Entry | None:
+    ) -> bool:
         """Append ``message`` with the queue's next sequence number and hand it out at once
-        if someone is waiting for it. None: a duplicate, dropped (see is_duplicate).
+        if someone is waiting for it. False: a duplicate, dropped (see is_duplicate).
 
         With limits: raises :class:`ResourceLimitExceeded` (reject policy) before anything
         changes, unless the message was ``admitted`` earlier (a committed transaction's
@@ -210,7 +218,7 @@ class Queue:
         numbers = self.numbers
         if numbers.dedupe is not None and number is None and numbers.is_duplicate(message, now):
             self.stats.duplicates += 1
-            return None
+            return False
         limited = self._limited
         if limited and not admitted:
             self.limits.admit(message)  # type: ignore[union-attr] # limited: there are limits
@@ -227,7 +235,23 @@ class Queue:
             if self._ttl_bounds or message.header.ttl or message.fields.absolute_expiry_time
             else None
         )
+        # Hold until valid, delivery time: when it may go (ms), if later than now.
+        until = held_until(message, arrival, self._hold) if self._hold or annotated else None
         seq = numbers.next if number is None else number
+        packed = self._packed
+        # Behind packed messages a message must pack (or unpack them); otherwise only on a
+        # deep queue with no consumer waiting, which would take it at once (queues/packed.py).
+        if packed is not None and (packed.size or (self.depth >= packed.after and not self._ready)):
+            if (
+                expires is None
+                and until is None
+                and number is None
+                and message.store_id is None
+                and not message.paged
+            ):  # nothing but available (see queues/packed.py)
+                self._pack(packed, message, seq)
+                return True
+            packed.unpack_all()  # it may not be packed: what arrived before goes first
         entry = self._entry(seq, message, expires)
         if key is not None:  # a queue with a key has keyed entries
             entry.key = key  # type: ignore[misc]
@@ -254,12 +278,40 @@ class Queue:
             self._supersede(self._lvq.replace(entry))
         if limited:
             self.limits.joined(entry)  # type: ignore[union-attr]
-        if (self._hold or annotated) and self._held.hold_if_early(entry, arrival, self._hold):
+        if until is not None and self._held.hold(entry, until):
             self._order.discard(entry)  # back in at its own position by release_held()
-            return entry
+            return True
         if self._ready or self._browse_cursors or self._browse_replays:
             self._wake()
-        return entry
+        return True
+
+    def _pack(self, packed: PackedTail, message: Message, seq: int) -> None:
+        """``message`` joins the packed tail: counted as an entry would be."""
+        packed.pack(message, seq, message.arrival)
+        numbers = self.numbers
+        numbers.next = seq + 1
+        if seq >= numbers.watermark:
+            numbers.reserve()
+        self.depth += 1
+        size = len(message.data)
+        self.bytes += size
+        budget = self._budget
+        budget.used += size
+        if budget.used > budget.limit:
+            budget.went_over()
+        self.stats.enqueued += 1
+        if self._limited:
+            self.limits.counted()  # type: ignore[union-attr] # limited: there are limits
+        if self._ready or self._browse_cursors or self._browse_replays:
+            self._wake()
+
+    def _unpacked(self, messages: list[Message]) -> None:
+        """Records made again from the packed tail join the log and the ordering, after
+        everything there (see queues/packed.py)."""
+        make = self._entry
+        entries = [make(message.number, message, None) for message in messages]  # type: ignore[arg-type] # numbered
+        self._log.extend(entries)
+        self._order.extend(entries)  # type: ignore[union-attr] # a packing queue's ordering
 
     # ---- queue sequence numbers and duplicate detection ------------------------------
 
