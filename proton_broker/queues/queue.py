@@ -60,7 +60,6 @@ from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.holds import Holds, held_until
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
-from proton_broker.queues.packed import PackedTail
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
@@ -238,31 +237,9 @@ class Queue:
         # Hold until valid, delivery time: when it may go (ms), if later than now.
         until = held_until(message, arrival, self._hold) if self._hold or annotated else None
         seq = numbers.next if number is None else number
-        packed = self._packed
-        # Behind packed messages a message must pack (or unpack them); otherwise only on a
-        # deep queue with no consumer waiting, which would take it at once (queues/packed.py).
-        if packed is not None and (packed.size or (self.depth >= packed.after and not self._ready)):
-            if (
-                expires is None
-                and until is None
-                and number is None
-                and message.store_id is None
-                and not message.paged
-            ):  # nothing but available (see queues/packed.py)
-                self._pack(packed, message, seq)
-                return True
-            packed.unpack_all()  # it may not be packed: what arrived before goes first
-        entry = self._entry(seq, message, expires)
-        if key is not None:  # a queue with a key has keyed entries
-            entry.key = key  # type: ignore[misc]
-        message.on_queue = True
-        message.number = seq
         numbers.next = seq + 1
         if seq >= numbers.watermark:
             numbers.reserve()
-        if self.persistent and message.store_id is not None and number is None:
-            numbers.joined(message)
-        self._log.append(entry)
         self.depth += 1
         size = len(message.data)
         self.bytes += size
@@ -271,6 +248,32 @@ class Queue:
         if budget.used > budget.limit:
             budget.went_over()
         self.stats.enqueued += 1
+        packed = self._packed
+        # Behind packed messages a message must pack (or unpack them); otherwise only on a
+        # deep queue with no consumer waiting, which would take it at once (queues/packed.py).
+        if packed is not None and (packed.size or (self.depth > packed.after and not self._ready)):
+            if (
+                expires is None
+                and until is None
+                and number is None
+                and message.store_id is None
+                and not message.paged
+            ):  # nothing but available (see queues/packed.py)
+                packed.pack(message, seq, arrival)
+                if limited:
+                    self.limits.counted()  # type: ignore[union-attr] # limited: there are limits
+                if self._ready or self._browse_cursors or self._browse_replays:
+                    self._wake()
+                return True
+            packed.unpack_all()  # it may not be packed: what arrived before goes first
+        entry = self._entry(seq, message, expires)
+        if key is not None:  # a queue with a key has keyed entries
+            entry.key = key  # type: ignore[misc]
+        message.on_queue = True
+        message.number = seq
+        if self.persistent and message.store_id is not None and number is None:
+            numbers.joined(message)
+        self._log.append(entry)
         self._order.push(entry)
         if expires is not None:
             self._expiry.track(entry)
@@ -284,26 +287,6 @@ class Queue:
         if self._ready or self._browse_cursors or self._browse_replays:
             self._wake()
         return True
-
-    def _pack(self, packed: PackedTail, message: Message, seq: int) -> None:
-        """``message`` joins the packed tail: counted as an entry would be."""
-        packed.pack(message, seq, message.arrival)
-        numbers = self.numbers
-        numbers.next = seq + 1
-        if seq >= numbers.watermark:
-            numbers.reserve()
-        self.depth += 1
-        size = len(message.data)
-        self.bytes += size
-        budget = self._budget
-        budget.used += size
-        if budget.used > budget.limit:
-            budget.went_over()
-        self.stats.enqueued += 1
-        if self._limited:
-            self.limits.counted()  # type: ignore[union-attr] # limited: there are limits
-        if self._ready or self._browse_cursors or self._browse_replays:
-            self._wake()
 
     def _unpacked(self, messages: list[Message]) -> None:
         """Records made again from the packed tail join the log and the ordering, after
