@@ -67,10 +67,11 @@ GONE = Message(b"")
 class Entry:
     """A message's place in a queue and its delivery state.
 
-    This is a plain queue's entry; queues that rank or key their entries use
-    :class:`RankedEntry` or :class:`KeyedEntry` (chosen by the queue factory), so that the
-    millions of entries of a plain queue carry no slot they never use. The class defaults
-    below are what those attributes read as on an entry without them."""
+    This is a plain queue's entry; queues that rank, key or group their entries use
+    :class:`RankedEntry`, :class:`KeyedEntry` or :class:`GroupedEntry` (chosen by the queue
+    factory), so that the millions of entries of a plain queue carry no slot they never
+    use. The class defaults below are what those attributes read as on an entry without
+    them."""
 
     __slots__ = ("seq", "message", "arrival", "state", "delivery_count", "expires_at", "excluded")
 
@@ -103,13 +104,13 @@ class RankedEntry(Entry):
 
 
 class KeyedEntry(Entry):
-    """An entry on a queue with a key (last-value, sequence history) or with groups."""
+    """An entry on a queue with a key (last-value, sequence history) and no other ordering."""
 
-    __slots__ = ("rank", "key", "superseded", "parked")
+    __slots__ = ("key", "superseded")
 
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
         # Entry's fields, written out: calling Entry.__init__ makes this a seventh slower
-        # (about 25 ns), and every last-value and grouped message makes one.
+        # (about 25 ns), and every last-value message makes one.
         self.seq = seq
         self.message = message
         self.arrival = message.arrival
@@ -117,9 +118,19 @@ class KeyedEntry(Entry):
         self.delivery_count = message.header.delivery_count
         self.expires_at = expires_at
         self.excluded = None
-        self.rank = None
         self.key = None
         self.superseded = False
+
+
+class GroupedEntry(KeyedEntry):
+    """An entry on a grouped queue, or on a queue with a key and a priority or sort order:
+    every slot an entry may use."""
+
+    __slots__ = ("rank", "parked")
+
+    def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
+        KeyedEntry.__init__(self, seq, message, expires_at)
+        self.rank = None
         self.parked = False
 
 

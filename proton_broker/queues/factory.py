@@ -38,6 +38,7 @@ from typing import Any
 from proton_broker.queues.entries import (
     Entry,
     FifoOrder,
+    GroupedEntry,
     KeyedEntry,
     Ordering,
     PackingFifoOrder,
@@ -143,11 +144,13 @@ def _packs(settings: QueueSettings, limit: object, pack_after: int) -> bool:
 
 def entry_kind(settings: QueueSettings) -> type[Entry]:
     """The entry class a queue with ``settings`` needs (see entries.Entry)."""
-    if settings.grouped or settings.lvq_key or settings.sequence_key:
+    ranked = settings.priorities is not None or settings.sort_key is not None
+    keyed = settings.lvq_key or settings.sequence_key
+    if settings.grouped or (keyed and ranked):
+        return GroupedEntry
+    if keyed:
         return KeyedEntry
-    if settings.priorities is not None or settings.sort_key is not None:
-        return RankedEntry
-    return Entry
+    return RankedEntry if ranked else Entry
 
 
 def build_queue(

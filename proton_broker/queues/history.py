@@ -42,7 +42,7 @@ _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (se
 class Version:
     """One kept version of a key."""
 
-    order: int  # arrival number among all the queue's versions
+    order: int  # its queue sequence number (the same int object): arrival order
     key: str
     seq: int
     message: Message
@@ -65,7 +65,12 @@ class History:
         # Called with (key, sequence, message) for every new version, on the loop thread:
         # replaying browsers and the HTTP gateway's long polls and WebSocket streams.
         self.watchers: list[Callable[[str, int, Message], object]] = []
-        self._current: dict[str, int] = {}
+        # A key's current number is its latest kept version's, except where a number was
+        # given out that is not yet recorded (a durable message numbered before it is
+        # written), a version was recorded behind a greater one, or a restart restored a
+        # counter: those keys only are here. A million keys otherwise cost a dictionary of
+        # a million numbers (about 50 bytes a key) that says what their versions say.
+        self._ahead: dict[str, int] = {}
         # Each key's kept versions, oldest first. A key with one version keeps it alone (a
         # last-value queue has a million keys, many never updated, and a list of one costs
         # 64 bytes more); more go in a list, dropped from the front in O(keep), which is
@@ -75,11 +80,10 @@ class History:
         self._small = self.keep is not None and self.keep <= _LIST_KEEP
         self._log: deque[Version] = deque()  # every kept version in arrival order
         self._dropped = 0  # dropped versions still in _log
-        self._order = 0
 
     def next_sequence(self, key: str, custom: object) -> int:
         """The number for ``key``'s next version: ``custom`` if given and valid."""
-        current = self._current.get(key, 0)
+        current = self.current(key)
         if custom is None:
             return current + 1
         if isinstance(custom, str):
@@ -99,19 +103,23 @@ class History:
 
     def reserve(self, key: str, seq: int) -> None:
         """``seq`` is given out for ``key`` (its version is recorded when it joins)."""
-        if seq > self._current.get(key, 0):
-            self._current[key] = seq
+        if seq > self.current(key):
+            self._ahead[key] = seq
 
     def restore(self, counters: dict[str, int]) -> None:
         """After a restart: the numbers given out before it, so none is given out again."""
         for key, seq in counters.items():
             self.reserve(key, seq)
 
-    def record(self, key: str, seq: int, message: Message) -> None:
-        """``message`` is version ``seq`` of ``key`` (numbered by next_sequence)."""
-        self.reserve(key, seq)
-        self._order += 1
-        version = Version(self._order, key, seq, message)
+    def record(self, key: str, seq: int, message: Message, order: int) -> None:
+        """``message`` is version ``seq`` of ``key`` (numbered by next_sequence), number
+        ``order`` on its queue."""
+        current = self.current(key)
+        if current > seq:  # recorded behind a greater number: that stays the current one
+            self._ahead[key] = current
+        elif self._ahead:
+            self._ahead.pop(key, None)
+        version = Version(order, key, seq, message)
         self._log.append(version)
         message.in_history = True
         versions = self._versions.get(key)
@@ -162,14 +170,15 @@ class History:
             annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
 
-    def arrived(self, message: Message) -> str | None:
-        """``message`` joins the queue: number it (unless it was numbered before), record
-        it as its key's latest version and tell the watchers. Its key."""
+    def arrived(self, message: Message, order: int) -> str | None:
+        """``message`` joins the queue as number ``order``: number it in its key (unless it
+        was numbered before), record it as its key's latest version and tell the watchers.
+        Its key."""
         numbered = self.number(message)
         if numbered is None:
             return None
         key, seq = numbered
-        self.record(key, seq, message)
+        self.record(key, seq, message, order)
         for watch in self.watchers:
             watch(key, seq, message)
         return key
@@ -178,10 +187,19 @@ class History:
         """At start-up: a stored version that had left the queue but was kept."""
         numbered = self.number(message)
         if numbered is not None:
-            self.record(*numbered, message)
+            self.record(*numbered, message, message.number or 0)
 
     def current(self, key: str) -> int:
-        return self._current.get(key, 0)
+        """The latest number given out for ``key`` (0: none yet)."""
+        ahead = self._ahead
+        if ahead:
+            number = ahead.get(key)
+            if number is not None:
+                return number
+        versions = self._versions.get(key)
+        if versions is None:
+            return 0
+        return versions.seq if isinstance(versions, Version) else versions[-1].seq
 
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
         """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""

@@ -224,7 +224,12 @@ class Queue:
         # Whether the producer sent annotations (a delivery time can only be among them):
         # asked before the history stamps its own x-opt-sequence there.
         annotated = message.annotations_span is not None
-        key = self.history.arrived(message) if self.history is not None else None
+        history = self.history
+        key = (
+            history.arrived(message, numbers.next if number is None else number)
+            if history is not None
+            else None
+        )
         arrival = time.time() if now is None else now
         if numbers.dedupe is not None:  # it can no longer be refused
             numbers.remember(message, arrival, self.persistent and message.store_id is not None)

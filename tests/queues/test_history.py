@@ -180,3 +180,40 @@ def test_history_memory_stays_bounded_with_a_limit() -> None:
     assert q.history is not None  # 20 versions kept; dropped ones are compacted away
     assert len(q.history._log) <= 2 * (20 + 1024)
     assert len(q.history.replay("first")) == 20
+
+
+# ---- a key's current number --------------------------------------------------------------
+
+
+def test_a_number_given_out_before_its_version_joins_is_already_the_current_one() -> None:
+    q = queue(KEYED)
+    q.enqueue(msg("a"))
+    early = msg("a")
+    assert q.number(early) == ("a", 2)  # as the broker numbers a durable message it writes
+    assert q.history is not None and q.history.current("a") == 2
+    q.enqueue(msg("a"))
+    q.enqueue(early)
+    assert [sequence_of(e) for e in q.entries()] == [1, 3, 2]
+    assert q.history.current("a") == 3
+
+
+def test_a_version_recorded_behind_a_greater_number_leaves_the_greater_one_current() -> None:
+    q = queue(KEYED)
+    first, second = msg("a"), msg("a")
+    q.number(first)
+    q.number(second)
+    q.enqueue(second)  # written first, joins first
+    q.enqueue(first)
+    assert q.history is not None and q.history.current("a") == 2
+    q.enqueue(msg("a"))
+    assert sequence_of(list(q.entries())[-1]) == 3
+
+
+def test_restored_counters_are_current_for_keys_with_and_without_versions() -> None:
+    q = queue(KEYED)
+    q.enqueue(msg("a"))
+    assert q.history is not None
+    q.history.restore({"a": 7, "b": 4})
+    assert (q.history.current("a"), q.history.current("b"), q.history.current("c")) == (7, 4, 0)
+    q.enqueue(msg("b"))
+    assert sequence_of(list(q.entries())[-1]) == 5 and q.history.current("b") == 5
