@@ -18,10 +18,15 @@ Rules owned here:
   the tail is unpacked at its head, oldest first, into the queue's arrival log and ordering,
   exactly where the entries would have been.
 * A packed message is available and nothing else: not acquired, not held (no delivery
-  time), with no expiry, not written to the store (the store's bookkeeping follows the
-  record), not paged, numbered and nothing more. A message that is any of these is never
-  packed, and one arriving behind a packed tail has the whole tail unpacked first. So each
-  message is packed at most once and unpacked at most once: O(1) amortised.
+  time), not written to the store (the store's bookkeeping follows the record), not paged,
+  numbered and nothing more. A message that is any of these is never packed, and one
+  arriving behind a packed tail has the whole tail unpacked first. So each message is
+  packed at most once and unpacked at most once: O(1) amortised.
+* A packed message may expire (Qpid JMS producers often give every message a time to
+  live): its expiry time is kept aside, by number, and in a min-heap, so that the queue's
+  expiry sweep unpacks the tail up to the last message whose time has come
+  (:meth:`PackedTail.due_through`) and expires it as an entry. Messages without one cost
+  nothing for it.
 * Packed messages are numbered one after another (the queue's numbers have no gaps), so the
   tail keeps only the first number.
 * What the codec read (:data:`~proton_broker.message.Layout`) is one tuple shared by every
@@ -35,6 +40,7 @@ Rules owned here:
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable
@@ -62,7 +68,18 @@ def shared_layout(message: Message) -> Layout:
 class PackedTail:
     """One queue's packed tail (see the module rules)."""
 
-    __slots__ = ("after", "size", "first", "_data", "_layouts", "_arrivals", "_head", "joined")
+    __slots__ = (
+        "after",
+        "size",
+        "first",
+        "_data",
+        "_layouts",
+        "_arrivals",
+        "_head",
+        "_expiries",
+        "_due",
+        "joined",
+    )
 
     def __init__(self, after: int) -> None:
         self.after = after  # pack once the queue holds this many messages (at least 1)
@@ -72,21 +89,27 @@ class PackedTail:
         self._layouts: list[Layout | None] = []
         self._arrivals = array("d")
         self._head = 0  # index of the oldest packed message in the columns
-        # Set by the queue: takes unpacked records (oldest first) into its log and ordering.
-        self.joined: Callable[[list[Message]], None] = _nowhere
+        self._expiries: dict[int, float] = {}  # number -> expiry time, for those with one
+        self._due: list[tuple[float, int]] = []  # (expiry time, number), a min-heap
+        # Set by the queue: takes unpacked records (oldest first), with their expiry times
+        # (None: none has one), into its log and ordering.
+        self.joined: Callable[[list[Message], list[float | None] | None], None] = _nowhere
 
     def __len__(self) -> int:
         return self.size
 
-    def pack(self, message: Message, number: int, arrival: float) -> None:
-        """Keep ``message`` (numbered ``number``, one after the last packed) packed; its
-        record may go."""
+    def pack(self, message: Message, number: int, arrival: float, expires: float | None) -> None:
+        """Keep ``message`` (numbered ``number``, one after the last packed; expiring at
+        ``expires``, seconds since the epoch, if not None) packed; its record may go."""
         if not self.size:
             self.first = number
         self.size += 1
         self._data.append(message.data)
         self._layouts.append(shared_layout(message))
         self._arrivals.append(arrival)
+        if expires is not None:
+            self._expiries[number] = expires
+            heapq.heappush(self._due, (expires, number))
 
     def unpack(self, count: int = UNPACK_BATCH) -> bool:
         """Make records of the oldest ``count`` packed messages (all there are, if fewer)
@@ -106,14 +129,28 @@ class PackedTail:
         ]
         data[head:end] = [None] * count  # the records hold them now
         layouts[head:end] = [None] * count
+        expiries = self._expiries
+        expiring = (
+            [expiries.pop(n, None) for n in range(number, number + count)] if expiries else None
+        )
         self.first = number + count
         self._head = end
         self._trim()
-        self.joined(records)
+        self.joined(records, expiring)
         return True
 
     def unpack_all(self) -> None:
         self.unpack(len(self))
+
+    def due_through(self, now: float) -> int | None:
+        """The greatest number among the packed messages whose expiry time is ``now`` or
+        earlier (the queue unpacks through it), or None; O(k log n) for k of them."""
+        due, first, last = self._due, self.first, None
+        while due and due[0][0] <= now:
+            number = heapq.heappop(due)[1]
+            if number >= first and (last is None or number > last):
+                last = number  # below first: unpacked already, the queue expires it
+        return last
 
     def first_since(self, arrival: float) -> int | None:
         """The number of the first packed message that arrived at or after ``arrival``
@@ -126,10 +163,11 @@ class PackedTail:
         head = self._head
         if head == len(self._data):
             self._data, self._layouts, self._arrivals, self._head = [], [], array("d"), 0
+            self._due = []  # what is left in it was unpacked
         elif head >= _TRIM_MIN and head * 2 >= len(self._data):
             del self._data[:head], self._layouts[:head], self._arrivals[:head]
             self._head = 0
 
 
-def _nowhere(records: list[Message]) -> None:
+def _nowhere(records: list[Message], expiries: list[float | None] | None) -> None:
     raise RuntimeError("a packed tail with no queue")

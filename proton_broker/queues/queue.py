@@ -258,13 +258,9 @@ class Queue:
         # deep queue with no consumer waiting, which would take it at once (queues/packed.py).
         if packed is not None and (packed.size or (self.depth > packed.after and not self._ready)):
             if (
-                expires is None
-                and until is None
-                and number is None
-                and message.store_id is None
-                and not message.paged
+                until is None and number is None and message.store_id is None and not message.paged
             ):  # nothing but available (see queues/packed.py)
-                packed.pack(message, seq, arrival)
+                packed.pack(message, seq, arrival, expires)
                 if limited:
                     self.limits.counted()  # type: ignore[union-attr] # limited: there are limits
                 if self._ready or self._browse_cursors or self._browse_replays:
@@ -293,11 +289,21 @@ class Queue:
             self._wake()
         return True
 
-    def _unpacked(self, messages: list[Message]) -> None:
+    def _unpacked(self, messages: list[Message], expiries: list[float | None] | None) -> None:
         """Records made again from the packed tail join the log and the ordering, after
-        everything there (see queues/packed.py)."""
+        everything there (see queues/packed.py); ``expiries``: their expiry times, if any
+        has one."""
         make = self._entry
-        entries = [make(message.number, message, None) for message in messages]  # type: ignore[arg-type] # numbered
+        if expiries is None:
+            entries = [make(message.number, message, None) for message in messages]  # type: ignore[arg-type] # numbered
+        else:
+            entries = [
+                make(message.number, message, expires)  # type: ignore[arg-type] # numbered
+                for message, expires in zip(messages, expiries, strict=True)
+            ]
+            for entry in entries:
+                if entry.expires_at is not None:
+                    self._expiry.track(entry)
         self._log.extend(entries)
         self._order.extend(entries)  # type: ignore[union-attr] # a packing queue's ordering
 
@@ -516,7 +522,13 @@ class Queue:
     def purge_expired(self, now: float | None = None) -> int:
         """Drop available entries whose time has passed; O(k log n) for k expiries."""
         dropped = 0
-        for entry in self._expiry.due(time.time() if now is None else now):
+        now = time.time() if now is None else now
+        packed = self._packed
+        if packed is not None and packed.size:
+            last = packed.due_through(now)
+            if last is not None:  # packed ones whose time has come become entries first
+                packed.unpack(last - packed.first + 1)
+        for entry in self._expiry.due(now):
             self._expire(entry)
             dropped += 1
         return dropped

@@ -72,14 +72,29 @@ def test_packed_messages_come_out_in_order_with_their_bytes_numbers_and_arrival(
     assert q.depth == 1000 and q.available_count() == 0
 
 
-def test_a_message_that_cannot_be_packed_waits_behind_the_packed_ones() -> None:
+def test_a_packed_message_with_a_time_to_live_expires_when_its_time_comes() -> None:
     q = build_queue("q", pack_after=2)
     fill(q, 10)
-    q.enqueue(parse_message(encoded(10, ttl=60_000)), now=T0 + 10)  # it expires: never packed
+    q.enqueue(parse_message(encoded(10, ttl=60_000)), now=T0 + 10)  # packed, expiring
+    fill(q, 5, start=11)
+    assert len(q._packed) == 14  # type: ignore[arg-type] # all but the first two
+    assert q.purge_expired(now=T0 + 69) == 0
+    assert q.purge_expired(now=T0 + 70) == 1
+    assert q.depth == 15
+    t = Taker(credit=100)
+    q.subscribe(t)
+    assert numbers(t) == [n for n in range(1, 17) if n != 11]
+
+
+def test_a_message_that_cannot_be_packed_has_the_packed_ones_go_first() -> None:
+    q = build_queue("q", pack_after=2)
+    fill(q, 10)
+    q.enqueue(parse_message(encoded(10)), now=T0 + 10, number=11)  # recovered: never packed
+    assert len(q._packed) == 0  # type: ignore[arg-type]
     fill(q, 5, start=11)
     t = Taker(credit=100)
     q.subscribe(t)
-    assert [m.data for m in t.messages][9:12] == [encoded(9), encoded(10, ttl=60_000), encoded(11)]
+    assert [m.data for m in t.messages][9:12] == [encoded(9), encoded(10), encoded(11)]
     assert numbers(t) == list(range(1, 17))
 
 
@@ -272,6 +287,6 @@ class Twins(RuleBasedStateMachine):
 
 
 Twins.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
+    max_examples=200, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_a_packing_queue_answers_like_one_that_never_packs = Twins.TestCase
