@@ -6,13 +6,17 @@ and only then starts the receiver. The messages must wait on the queue made on d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from proton import Timeout
 from proton.utils import BlockingConnection
 
 from interop.clients import ALL_CLIENTS, PYTHON, RHEA, Client
+from proton_broker.testing import BrokerProcess
 
 COUNT = 10
+PACKED = 40
 
 
 def queue_is_empty(url: str, address: str) -> bool:
@@ -44,3 +48,29 @@ def test_messages_stay_queued_after_the_producer_detaches_until_a_consumer_comes
         (m["id"], m["body"], m["properties"]) for m in sent
     ]
     assert queue_is_empty(broker.url, queue)
+
+
+@pytest.fixture
+def packing_broker() -> Iterator[BrokerProcess]:
+    """A broker whose queues pack all but their first three messages (queue.pack_after)."""
+    process = BrokerProcess(env={"PROTON_BROKER_QUEUE_PACK_AFTER": "3"}).start()
+    yield process
+    process.stop()
+    assert "Traceback" not in "".join(process.output)
+
+
+@pytest.mark.parametrize("sender", ALL_CLIENTS, ids=lambda c: c.name)
+def test_a_queue_that_packs_its_messages_hands_every_client_what_it_was_sent(
+    packing_broker: BrokerProcess, queue: str, sender: Client
+) -> None:
+    sent = [{"id": f"m{i}", "body": f"body {i}", "properties": {"seq": i}} for i in range(PACKED)]
+    sender.send(packing_broker.url, queue, sent)
+
+    browsed = PYTHON.receive(packing_broker.url, queue, PACKED, browse=True)
+    consumed = RHEA.receive(packing_broker.url, queue, PACKED)
+
+    assert [m["id"] for m in browsed] == [m["id"] for m in sent]
+    assert [(m["id"], m["body"], m["properties"]) for m in consumed] == [
+        (m["id"], m["body"], m["properties"]) for m in sent
+    ]
+    assert queue_is_empty(packing_broker.url, queue)
