@@ -138,6 +138,7 @@ def test_a_wrong_exchange_or_binding_stops_start_up_naming_it(
         ("http", "max_body_size", 0, "must be at least 1"),
         ("logging", "level", "LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("queue", "max_key_updates", -1, "must be null or a non-negative integer"),
+        ("queue", "pack_after", -1, "must be at least 0, got -1"),
     ],
 )
 def test_a_value_out_of_range_or_not_allowed_is_refused_naming_key_and_value(
