@@ -290,3 +290,19 @@ Twins.TestCase.settings = settings(
     max_examples=200, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_a_packing_queue_answers_like_one_that_never_packs = Twins.TestCase
+
+
+def test_expiry_times_of_messages_unpacked_before_their_time_do_not_pile_up() -> None:
+    q = build_queue("q", pack_after=1)
+    day = 86_400_000
+    for n in range(300):  # a packed tail that a consumer keeping pace never empties
+        q.enqueue(parse_message(encoded(n, ttl=day)), now=T0)
+    t = Taker(credit=0)
+    q.subscribe(t)
+    for n in range(300, 20_300):
+        q.enqueue(parse_message(encoded(n, ttl=day)), now=T0 + n / 1000)
+        t.grant(q, 1)
+        q.settle(t.got.pop())
+    packed = q._packed
+    assert packed is not None and 0 < len(packed) <= 300
+    assert len(packed._due) <= 2 * len(packed) + 4096  # not one for each of 20,000
