@@ -15,6 +15,8 @@ Scenarios:
   (all but the first ``queue.pack_after`` of them packed: proton_broker/queues/packed.py).
 * unpacked: the same on a queue that never packs (``pack_after`` 0): what a message costs
   as a record and an entry, as the first ``pack_after`` messages of every queue are held.
+* ttl: the same as plain, each message with a time to live (an hour), which packs with its
+  expiry time kept aside.
 * client: the same, each message as Qpid JMS sends one (a message-id, the address in
   ``to``, a creation time, the JMS type and destination annotations, durable).
 * lvq: ``--keys`` keys on a last-value queue (one message each): bytes per key.
@@ -62,9 +64,9 @@ def child(scenario: str, count: int, keys: int, rounds: int) -> dict[str, Any]:
     from proton_broker.queues.settings import parse_settings
 
     body = b"x" * 100
-    if scenario in ("plain", "client", "unpacked"):
+    if scenario in ("plain", "client", "unpacked", "ttl"):
         template = (
-            proton.Message(body=body)
+            proton.Message(body=body, ttl=3600.0 if scenario == "ttl" else 0)
             if scenario != "client"
             else proton.Message(
                 id="ID:6a1c0b8e-2f4d-4c1e-9a57-1d2e3f405162:1:1:1-1",
@@ -144,7 +146,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1_000_000, help="plain: messages")
     parser.add_argument("--keys", type=int, default=1_000_000, help="lvq, churn: keys")
     parser.add_argument("--rounds", type=int, default=8, help="churn: rounds of keys/10")
-    parser.add_argument("--scenarios", default="plain,unpacked,client,lvq,churn")
+    parser.add_argument("--scenarios", default="plain,unpacked,ttl,client,lvq,churn")
     parser.add_argument("--baseline", metavar="CHECKOUT", help="also measure that checkout")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()

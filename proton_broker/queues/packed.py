@@ -25,9 +25,10 @@ Rules owned here:
   live): its expiry time is kept aside, by number, and in a min-heap, so that the queue's
   expiry sweep unpacks the tail up to the last message whose time has come
   (:meth:`PackedTail.due_through`) and expires it as an entry. Messages without one cost
-  nothing for it; one with costs about 150 bytes more. The heap keeps the times of
-  messages unpacked since, until they come due or outnumber the packed ones (then it is
-  rebuilt: O(1) amortised), so it stays within twice what is packed.
+  nothing for it; one with costs about 200 bytes more (``bench/memory.py`` scenario
+  ``ttl``). The heap keeps the times of messages unpacked since, until they come due or
+  outnumber the packed ones (then it is rebuilt: O(1) amortised), so it stays within twice
+  what is packed.
 * Packed messages are numbered one after another (the queue's numbers have no gaps), so the
   tail keeps only the first number.
 * What the codec read (:data:`~proton_broker.message.Layout`) is one tuple shared by every
