@@ -33,21 +33,29 @@ def queue_is_empty(url: str, address: str) -> bool:
         conn.close()
 
 
-@pytest.mark.parametrize("sender", ALL_CLIENTS, ids=lambda c: c.name)
-def test_messages_stay_queued_after_the_producer_detaches_until_a_consumer_comes(
-    broker, queue, sender: Client
-) -> None:
-    sent = [{"id": f"m{i}", "body": f"body {i}", "properties": {"seq": i}} for i in range(COUNT)]
-    sender.send(broker.url, queue, sent)  # the sender has closed its connection on return
+def messages(count: int) -> list[dict]:
+    return [{"id": f"m{i}", "body": f"body {i}", "properties": {"seq": i}} for i in range(count)]
 
-    browsed = PYTHON.receive(broker.url, queue, COUNT, browse=True)
-    consumed = RHEA.receive(broker.url, queue, COUNT)
+
+def assert_browsed_then_consumed(url: str, queue: str, sent: list[dict]) -> None:
+    """Proton Python browses ``sent`` back and rhea consumes it, whole and in order."""
+    browsed = PYTHON.receive(url, queue, len(sent), browse=True)
+    consumed = RHEA.receive(url, queue, len(sent))
 
     assert [m["id"] for m in browsed] == [m["id"] for m in sent]
     assert [(m["id"], m["body"], m["properties"]) for m in consumed] == [
         (m["id"], m["body"], m["properties"]) for m in sent
     ]
-    assert queue_is_empty(broker.url, queue)
+    assert queue_is_empty(url, queue)
+
+
+@pytest.mark.parametrize("sender", ALL_CLIENTS, ids=lambda c: c.name)
+def test_messages_stay_queued_after_the_producer_detaches_until_a_consumer_comes(
+    broker, queue, sender: Client
+) -> None:
+    sent = messages(COUNT)
+    sender.send(broker.url, queue, sent)  # the sender has closed its connection on return
+    assert_browsed_then_consumed(broker.url, queue, sent)
 
 
 @pytest.fixture
@@ -63,14 +71,6 @@ def packing_broker() -> Iterator[BrokerProcess]:
 def test_a_queue_that_packs_its_messages_hands_every_client_what_it_was_sent(
     packing_broker: BrokerProcess, queue: str, sender: Client
 ) -> None:
-    sent = [{"id": f"m{i}", "body": f"body {i}", "properties": {"seq": i}} for i in range(PACKED)]
+    sent = messages(PACKED)
     sender.send(packing_broker.url, queue, sent)
-
-    browsed = PYTHON.receive(packing_broker.url, queue, PACKED, browse=True)
-    consumed = RHEA.receive(packing_broker.url, queue, PACKED)
-
-    assert [m["id"] for m in browsed] == [m["id"] for m in sent]
-    assert [(m["id"], m["body"], m["properties"]) for m in consumed] == [
-        (m["id"], m["body"], m["properties"]) for m in sent
-    ]
-    assert queue_is_empty(packing_broker.url, queue)
+    assert_browsed_then_consumed(packing_broker.url, queue, sent)
