@@ -88,18 +88,16 @@ class Numbering:
         self.journal = journal
         self.watermark = 0  # the first message reserves the first block
 
-    def joined(self, message: Message) -> None:
+    def joined(self, message: Message, key: str | None) -> None:
         """A stored message joined: write its number and, when duplicates are detected,
-        its id (so that a retry after a crash is still recognised)."""
+        its id (``key``, from :meth:`window_key`), so that a retry after a crash is still
+        recognised."""
         journal = self.journal
         if journal is None:
             return
         self.write(message)
-        found = self._window_key(message)
-        if found is not None:
-            window, key = found
-            if key in window:
-                journal.seen(self.owner, key, message.arrival)
+        if key is not None and self.dedupe is not None and key in self.dedupe:
+            journal.seen(self.owner, key, message.arrival)
 
     def write(self, message: Message) -> None:
         """Write the number of a stored message (when it joins, or at recovery when it came
@@ -132,30 +130,30 @@ class Numbering:
         if not self._journaling:
             self._written()
 
-    def _window_key(self, message: Message) -> tuple[DuplicateWindow, str] | None:
-        """The duplicate window and its key for ``message``'s id; None when duplicates are
-        not detected or it has no id. Only then is the id read from the message's bytes
-        (the record does not keep it decoded)."""
-        dedupe = self.dedupe
-        if dedupe is None:
+    def window_key(self, message: Message) -> str | None:
+        """The duplicate window's key for ``message``'s id; None when duplicates are not
+        detected or it has no id. Only then is the id read from the message's bytes (the
+        record does not keep it decoded), so a caller reads it once and passes the key on."""
+        if self.dedupe is None:
             return None
         message_id = message.message_id
-        return None if message_id is None else (dedupe, id_key(message_id))
+        return None if message_id is None else id_key(message_id)
 
     def is_duplicate(self, message: Message, now: float | None = None) -> bool:
         """Whether ``message``'s id is in the window (changes nothing)."""
-        found = self._window_key(message)
-        if found is None:
-            return False
-        window, key = found
-        return window.seen(key, time.time() if now is None else now)
+        return self.seen(self.window_key(message), now)
 
-    def remember(self, message: Message, arrival: float, kept: bool) -> None:
-        """``message`` joined: its id is in the window from now on."""
-        found = self._window_key(message)
-        if found is not None:
-            window, key = found
-            window.remember(key, arrival, kept=kept)
+    def seen(self, key: str | None, now: float | None = None) -> bool:
+        """Whether the id ``key`` (from :meth:`window_key`) is in the window."""
+        if key is None or self.dedupe is None:
+            return False
+        return self.dedupe.seen(key, time.time() if now is None else now)
+
+    def remember(self, key: str | None, arrival: float, kept: bool) -> None:
+        """The message with the id ``key`` (from :meth:`window_key`) joined: its id is in
+        the window from now on."""
+        if key is not None and self.dedupe is not None:
+            self.dedupe.remember(key, arrival, kept=kept)
 
     def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
         """At start-up: the stored records, oldest first; those that fell out of the window

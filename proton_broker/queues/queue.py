@@ -207,7 +207,7 @@ class Queue:
         number: int | None = None,
     ) -> bool:
         """Append ``message`` with the queue's next sequence number and hand it out at once
-        if someone is waiting for it. False: a duplicate, dropped (see is_duplicate).
+        if someone is waiting for it. False: a duplicate, dropped (see Numbering.seen).
 
         With limits: raises :class:`ResourceLimitExceeded` (reject policy) before anything
         changes, unless the message was ``admitted`` earlier (a committed transaction's
@@ -215,7 +215,9 @@ class Queue:
         (see the module rules). ``number``: recovery only, the number the message had
         (greater than every number on the queue); it is not checked for duplicates."""
         numbers = self.numbers
-        if numbers.dedupe is not None and number is None and numbers.is_duplicate(message, now):
+        # The message-id is read from the bytes once, for every duplicate-detection step.
+        id_key = numbers.window_key(message) if numbers.dedupe is not None else None
+        if id_key is not None and number is None and numbers.seen(id_key, now):
             self.stats.duplicates += 1
             return False
         limited = self._limited
@@ -231,8 +233,8 @@ class Queue:
             else None
         )
         arrival = time.time() if now is None else now
-        if numbers.dedupe is not None:  # it can no longer be refused
-            numbers.remember(message, arrival, self.persistent and message.store_id is not None)
+        if id_key is not None:  # it can no longer be refused
+            numbers.remember(id_key, arrival, self.persistent and message.store_id is not None)
         message.arrival = arrival
         expires = (
             expiry_time(message, arrival, self.settings)
@@ -273,7 +275,7 @@ class Queue:
         message.on_queue = True
         message.number = seq
         if self.persistent and message.store_id is not None and number is None:
-            numbers.joined(message)
+            numbers.joined(message, id_key)
         self._log.append(entry)
         self._order.push(entry)
         if expires is not None:
