@@ -114,15 +114,16 @@ class History:
     def record(self, key: str, seq: int, message: Message, order: int) -> None:
         """``message`` is version ``seq`` of ``key`` (numbered by next_sequence), number
         ``order`` on its queue."""
-        current = self.current(key)
+        versions = self._versions.get(key)
+        latest, ahead = _latest_seq(versions), self._ahead
+        current = ahead.get(key, latest) if ahead else latest
         if current > seq:  # recorded behind a greater number: that stays the current one
-            self._ahead[key] = current
-        elif self._ahead:
-            self._ahead.pop(key, None)
+            ahead[key] = current
+        elif ahead:  # a number given out ahead of its version may have been this one
+            ahead.pop(key, None)
         version = Version(order, key, seq, message)
         self._log.append(version)
         message.in_history = True
-        versions = self._versions.get(key)
         if versions is None:
             self._versions[key] = version  # alone (see __init__)
         elif isinstance(versions, Version):
@@ -157,7 +158,17 @@ class History:
     def number(self, message: Message) -> tuple[str, int] | None:
         """Give ``message`` the next number of its key, unless it has one, and stamp it on
         the message (annotation ``x-opt-sequence``); InvalidField for a bad custom number.
-        (key, number), or None for a message without the key."""
+        (key, number), or None for a message without the key. For a message numbered
+        before it joins (the broker writes it to the store first): its number counts as
+        given out from now on."""
+        numbered = self._number(message)
+        if numbered is not None:
+            self.reserve(*numbered)
+        return numbered
+
+    def _number(self, message: Message) -> tuple[str, int] | None:
+        """As :meth:`number`, for a message recorded at once (which makes its number the
+        key's current one): nothing is reserved."""
         key = property_text(message.application_property(self.key_property))
         if key is None:
             return None
@@ -166,7 +177,6 @@ class History:
             if custom is None:
                 custom = message.application_property(SEQUENCE)
             message.sequence = self.next_sequence(key, custom)
-            self.reserve(key, message.sequence)
             annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
 
@@ -174,7 +184,7 @@ class History:
         """``message`` joins the queue as number ``order``: number it in its key (unless it
         was numbered before), record it as its key's latest version and tell the watchers.
         Its key."""
-        numbered = self.number(message)
+        numbered = self._number(message)
         if numbered is None:
             return None
         key, seq = numbered
@@ -185,21 +195,14 @@ class History:
 
     def recover(self, message: Message) -> None:
         """At start-up: a stored version that had left the queue but was kept."""
-        numbered = self.number(message)
+        numbered = self._number(message)
         if numbered is not None:
             self.record(*numbered, message, message.number or 0)
 
     def current(self, key: str) -> int:
         """The latest number given out for ``key`` (0: none yet)."""
-        ahead = self._ahead
-        if ahead:
-            number = ahead.get(key)
-            if number is not None:
-                return number
-        versions = self._versions.get(key)
-        if versions is None:
-            return 0
-        return versions.seq if isinstance(versions, Version) else versions[-1].seq
+        latest = _latest_seq(self._versions.get(key))
+        return self._ahead.get(key, latest) if self._ahead else latest
 
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
         """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""
@@ -225,6 +228,13 @@ class History:
         if too_stale(self._dropped, len(log)):
             self._log = deque(v for v in log if not v.dropped)
             self._dropped = 0
+
+
+def _latest_seq(versions: Version | list[Version] | deque[Version] | None) -> int:
+    """The number of a key's latest kept version (0: it has none)."""
+    if versions is None:
+        return 0
+    return versions.seq if isinstance(versions, Version) else versions[-1].seq
 
 
 def sequence_start(value: object) -> int | str:
