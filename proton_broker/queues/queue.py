@@ -226,12 +226,8 @@ class Queue:
         # Whether the producer sent annotations (a delivery time can only be among them):
         # asked before the history stamps its own x-opt-sequence there.
         annotated = message.annotations_span is not None
-        history = self.history
-        key = (
-            history.arrived(message, numbers.next if number is None else number)
-            if history is not None
-            else None
-        )
+        seq = numbers.next if number is None else number
+        key = self.history.arrived(message, seq) if self.history is not None else None
         arrival = time.time() if now is None else now
         if id_key is not None:  # it can no longer be refused
             numbers.remember(id_key, arrival, self.persistent and message.store_id is not None)
@@ -243,7 +239,6 @@ class Queue:
         )
         # Hold until valid, delivery time: when it may go (ms), if later than now.
         until = held_until(message, arrival, self._hold) if self._hold or annotated else None
-        seq = numbers.next if number is None else number
         numbers.next = seq + 1
         if seq >= numbers.watermark:
             numbers.reserve()
