@@ -602,17 +602,28 @@ class Broker:
         self.store.save_queue(queue.name, queue.options)
         queue.make_durable(StoreJournal(self.store))
 
-    def persist(self, message: Message, queue: Queue, done: Completion) -> None:
-        """Write ``message`` for ``queue``; ``done(error)`` runs on the loop thread once it
-        is committed (error None) or could not be (nothing written)."""
+    def store_id(self) -> int:
+        """An id for a message about to be written (it joins its queue with it)."""
         assert self.store is not None
-        numbered = queue.number(message)  # first: the stored bytes carry the number
-        message.store_id = self.store.next_id()
+        return self.store.next_id()
+
+    def persist(self, message: Message, queue: Queue, done: Completion) -> None:
+        """Write ``message``, which has just joined ``queue`` with its ``store_id``
+        (``queue.enqueue(..., writing=True)``), with the number and the arrival time the
+        queue gave it; ``done(error)`` runs on the loop thread once it is committed (error
+        None) or could not be (nothing written). The caller then tells the queue's
+        numbering (``numbers.stored``)."""
+        assert self.store is not None and message.store_id is not None
         self.store.enqueue(
-            StoredMessage(message.store_id, queue.name, message.data, time.time()), done
+            StoredMessage(
+                message.store_id, queue.name, message.data, message.arrival, message.number
+            ),
+            done,
         )
-        if numbered is not None:
-            self.store.sequence(queue.name, *numbered)
+        if message.sequence is not None:  # numbered in its key as it joined
+            numbered = queue.number(message)  # (key, its number), nothing given out anew
+            if numbered is not None:
+                self.store.sequence(queue.name, *numbered)
 
     def commit(self, txn: Transaction, done: Completion) -> None:  # noqa: C901 - recovery and commit steps, one after another
         """Commit ``txn`` (see :mod:`proton_broker.transactions`): one store unit with its
@@ -669,6 +680,14 @@ class Broker:
     def rollback(self, txn: Transaction) -> None:
         self.transactions.end(txn)
         txn.rollback()
+
+    def withdraw(self, message: Message, queue: Queue) -> None:
+        """Take back ``message``, which joined ``queue`` for a transfer that is refused
+        after all (its write failed, or another copy was refused): off the queue unless a
+        consumer has it already (then it goes on, not stored, as qpidd's would), and its
+        row, if it has one, removed."""
+        if not (self.is_live(queue) and queue.withdraw(message)):
+            self.forget(message)
 
     def forget(self, message: Message) -> None:
         """Remove a written message that did not join its queue after all."""
@@ -784,8 +803,8 @@ class StorePager:
         self._ids = itertools.count(1)
 
     def page_out(self, message: Message, done: Callable[[], None]) -> None:
-        if message.store_id is not None:
-            done()
+        if message.store_id is not None and not message.number_unwritten:
+            done()  # its row is on disk (one still being written gets a page, below)
             return
         message.page_id = next(self._ids)
 

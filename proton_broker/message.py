@@ -159,13 +159,14 @@ class Message:
         # Its id in the store while it is persisted there (a durable message on a durable
         # queue).
         self.store_id: int | None = None
-        # Sequence history: the number its queue gave it before it joined (a durable
-        # message is numbered before it is written, so that the stored bytes carry it).
+        # Sequence history: the number its key got, as it joined or before (a transaction's
+        # message is numbered when it is staged, so that a bad custom number is refused).
         self.sequence: int | None = None
         self.on_queue = False  # its entry is live on the queue (history: both may hold it)
         self.in_history = False  # one of the versions its queue's history keeps
-        # A durable message's number is written after it joined (see queues/numbering.py):
-        # until then browsers do not pass it, so no reader sees a number a crash could change.
+        # A durable message's number is not on disk yet: its row, which carries it, is being
+        # written, or (written before it joined) its number row (see queues/numbering.py).
+        # Until then browsers do not pass it, so no reader sees a number a crash could change.
         self.number_unwritten = False
         # Flow to disk: ``data`` is not in memory (b"") while ``paged`` (see Extras).
         self.paged = False

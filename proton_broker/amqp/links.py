@@ -313,63 +313,78 @@ class ProducerLink:
     # ---- durable messages: accepted only once on disk, in the order sent ----------------
 
     def _in_order(self, dlv: Any, copies: list[tuple[Message, Queue]], single: bool) -> None:
-        """Queue the transfer behind those still being written, and write its durable
-        copies; they join their queues, and it is settled, when everything before it has.
-        ``copies``: one message for its queue (``single``), or the copies an exchange
-        routed."""
-        item = _Pending(dlv, copies, single, self._drain_pending)
+        """Put the transfer's copies on their queues now, as qpidd does, and write the
+        durable ones, each with the number its queue gave it; settle the transfer once
+        those writes are done and every transfer before it on this link is settled (a
+        message behind a durable one waits for its answer, stored or not). ``copies``: one
+        message for its queue (``single``: admitted as it joins, and refusals name the
+        queue), or the copies an exchange routed (admitted already)."""
+        joined = self._join(copies, single)
+        item = _Pending(dlv, joined, copies[0][1] if single else None, self._drain_pending)
         self._pending.append(item)
         item.waiting = 1  # held until every write has started: a store may finish at once
-        for each, target in copies:
-            if each.durable and target.persistent and not target.numbers.is_duplicate(each):
+        for each, target in joined:
+            if each.store_id is not None:
                 item.waiting += 1
                 self.broker.persist(each, target, item)  # the item is the write's completion
         item(None)
 
+    def _join(
+        self, copies: list[tuple[Message, Queue]], single: bool
+    ) -> list[tuple[Message, Queue]]:
+        """Each copy joins its queue (a durable one for a durable queue with the id it is
+        written under); the copies that joined (a duplicate does not: it is accepted and
+        dropped). A refusal takes back the copies that joined before it, and is raised."""
+        joined: list[tuple[Message, Queue]] = []
+        for each, target in copies:
+            writing = each.durable and target.persistent
+            each.store_id = self.broker.store_id() if writing else None
+            try:
+                if target.enqueue(each, admitted=not single, writing=writing):
+                    joined.append((each, target))
+                    continue
+            except BrokerError:
+                each.store_id = None
+                for message, queue in joined:
+                    message.store_id = None  # not written yet: nothing to remove
+                    self.broker.withdraw(message, queue)
+                raise
+            each.store_id = None  # a duplicate
+        return joined
+
     def _drain_pending(self) -> None:
+        """Settle the transfers at the head whose writes are done, in order."""
         pending = self._pending
         while pending and not pending[0].waiting:
             item = pending.popleft()
+            for each, target in item.copies:
+                if each.number_unwritten:
+                    target.numbers.stored(each)  # readers may pass it now
             if item.error is not None:
-                for each, _ in item.copies:
-                    self.broker.forget(each)  # written ones go again: none joins
-                name = item.copies[0][1].name if item.single else "its queues"
-                self._settle_refused(
-                    item.dlv, ResourceLimitExceeded(f"message not stored on {name}: {item.error}")
-                )
-                continue
-            if item.single:
-                self._join_one(item)
-            else:
-                self._join_all(item)
+                self._not_stored(item)
+            elif item.queue is not None:
+                self._settle_one(item, item.queue)
+            elif not self.closed:
+                live = [queue for _, queue in item.copies if self.broker.is_live(queue)]
+                self._accepted(item.dlv, _stopped(live))
 
-    def _join_one(self, item: _Pending) -> None:
-        ((message, queue),) = item.copies
+    def _settle_one(self, item: _Pending, queue: Queue) -> None:
         if not self.broker.is_live(queue):  # deleted while this was written
-            self.broker.forget(message)
             self._settle_refused(item.dlv, NotFound(f"queue '{queue.name}' was deleted"))
-            return
-        try:
-            if not queue.enqueue(message):  # a duplicate: accepted, dropped
-                self.broker.forget(message)
-        except BrokerError as exc:
-            self.broker.forget(message)  # written, but it never joined the queue
-            self._settle_refused(item.dlv, exc)
-            return
-        if not self.closed:
+        elif not self.closed:
             self._accepted(item.dlv, queue)
 
-    def _join_all(self, item: _Pending) -> None:
-        """An exchange's copies: each joins its queue (admitted when it arrived); a queue
-        deleted meanwhile simply does not get its copy."""
-        joined = []
-        for message, queue in item.copies:
-            if not self.broker.is_live(queue) or not queue.enqueue(message, admitted=True):
-                self.broker.forget(message)
-            else:
-                joined.append(queue)
-        if not self.closed:
-            self._accepted(item.dlv, _stopped(joined))
+    def _not_stored(self, item: _Pending) -> None:
+        """The write failed: the transfer is refused, and its copies are taken back from
+        their queues unless a consumer has one already (it goes on, not stored: the
+        producer may send it again, at least once)."""
+        for each, target in item.copies:
+            each.store_id = None  # the failed commit wrote none of it
+            self.broker.withdraw(each, target)
+        name = f"'{item.queue.name}'" if item.queue is not None else "its queues"
+        self._settle_refused(
+            item.dlv, ResourceLimitExceeded(f"message not stored on {name}: {item.error}")
+        )
 
     def _settle_refused(self, dlv: Any, exc: BrokerError) -> None:
         if not self.closed:
@@ -509,22 +524,23 @@ class ProducerLink:
 
 
 class _Pending:
-    """A transfer waiting for the store (see ProducerLink._in_order): its message, or the
-    copies an exchange routed, each with its queue. Calling it is the completion of one of
-    its writes: the last one lets ``then`` (the link's drain) settle it."""
+    """A transfer waiting for the store (see ProducerLink._in_order): the copies that
+    joined their queues (one, or those an exchange routed), each with its queue, and the
+    queue a single message was sent to. Calling it is the completion of one of its writes:
+    the last one lets ``then`` (the link's drain) settle it."""
 
-    __slots__ = ("dlv", "copies", "single", "waiting", "error", "then")
+    __slots__ = ("dlv", "copies", "queue", "waiting", "error", "then")
 
     def __init__(
         self,
         dlv: Any,
         copies: list[tuple[Message, Queue]],
-        single: bool,
+        queue: Queue | None,
         then: Callable[[], None],
     ) -> None:
         self.dlv = dlv
         self.copies = copies
-        self.single = single  # one queue's message (refusals name the queue)
+        self.queue = queue  # a single message's queue (refusals name it); None: routed
         self.waiting = 0  # writes not finished yet
         self.error: BaseException | None = None
         self.then = then

@@ -78,6 +78,13 @@ class DuplicateWindow:
         if self.count is not None and len(self._seen) > self.count:
             self._drop_first()
 
+    def forget(self, key: str) -> None:
+        """``key``'s message was taken back (its transfer refused): a retry is not a
+        duplicate."""
+        entry = self._seen.pop(key, None)
+        if entry is not None and entry[1] and self.forgotten is not None:
+            self.forgotten(key)
+
     def restore(self, records: Iterable[tuple[str, float]], now: float) -> list[str]:
         """After a restart: the stored records, oldest first. Returns the keys that fell
         out of the window meanwhile (the caller deletes their records)."""

@@ -6,10 +6,15 @@ Rules this module owns:
   never given out twice, also across restarts. A durable queue reserves numbers in the
   store a block at a time (:data:`NUMBER_BLOCK`), the next block when half of the current
   one is used, so a restart skips at most a block (gaps are allowed, reuse is not).
-* A stored message's number is written when it joins. Until that write is done, readers
-  stop below it: :attr:`Numbering.readable_end` is that number and browsers wait there, so
-  a crash before the write (which gives the message a new number at recovery) can never
-  show a reader one message under two numbers. A write that fails releases them too.
+* A stored message's number reaches the disk in one of two ways. A producer's durable
+  message joins its queue first, as qpidd's does, and is written with its number in its
+  own row; a message written before it joins (a transaction's, a dead letter's, one
+  renumbered at recovery) gets a number row when it joins. Until the row with the number
+  is on disk, readers stop below it: :attr:`Numbering.readable_end` is that number and
+  browsers wait there. A crash before the write either loses the message (its producer was
+  never answered) or gives it a new number at recovery, and neither can show a reader one
+  number for two messages or two numbers for one. A write that fails releases them too.
+  Consumers do not wait: one may take the message before it is on disk, as in qpidd.
 * Duplicate detection (Broker-J ``duplicateDetection*``): message ids seen within the
   window (a count and/or seconds) are duplicates; a durable queue's ids are recorded in the
   store as their messages join, and dropped from it as they leave the window.
@@ -88,14 +93,19 @@ class Numbering:
         self.journal = journal
         self.watermark = 0  # the first message reserves the first block
 
-    def joined(self, message: Message, key: str | None) -> None:
-        """A stored message joined: write its number and, when duplicates are detected,
-        its id (``key``, from :meth:`window_key`), so that a retry after a crash is still
+    def joined(self, message: Message, key: str | None, writing: bool = False) -> None:
+        """A stored message joined: write its number (``writing``: the caller writes it
+        with the message, and calls :meth:`stored`) and, when duplicates are detected, its
+        id (``key``, from :meth:`window_key`), so that a retry after a crash is still
         recognised."""
         journal = self.journal
         if journal is None:
             return
-        self.write(message)
+        if writing:
+            message.number_unwritten = True
+            self._unwritten.append(message)
+        else:
+            self.write(message)
         if key is not None and self.dedupe is not None and key in self.dedupe:
             journal.seen(self.owner, key, message.arrival)
 
@@ -112,6 +122,11 @@ class Numbering:
             journal.numbered(self.owner, message, functools.partial(self._done, message))
         finally:
             self._journaling = False
+
+    def stored(self, message: Message) -> None:
+        """The message :meth:`joined` while being written is on disk, with its number (or
+        its write failed: its producer is refused, and readers go on)."""
+        self._done(message, None)
 
     def _done(self, message: Message, error: BaseException | None) -> None:
         """A number is on disk (or could not be written: then it is as safe as it will get,
@@ -139,10 +154,6 @@ class Numbering:
         message_id = message.message_id
         return None if message_id is None else id_key(message_id)
 
-    def is_duplicate(self, message: Message, now: float | None = None) -> bool:
-        """Whether ``message``'s id is in the window (changes nothing)."""
-        return self.seen(self.window_key(message), now)
-
     def seen(self, key: str | None, now: float | None = None) -> bool:
         """Whether the id ``key`` (from :meth:`window_key`) is in the window."""
         if key is None or self.dedupe is None:
@@ -154,6 +165,13 @@ class Numbering:
         the window from now on."""
         if key is not None and self.dedupe is not None:
             self.dedupe.remember(key, arrival, kept=kept)
+
+    def withdrawn(self, message: Message) -> None:
+        """``message`` was taken back off the queue (its transfer refused): its id leaves
+        the window, so that the producer's retry is taken."""
+        key = self.window_key(message)
+        if key is not None:
+            self.dedupe.forget(key)  # type: ignore[union-attr] # a key: there is a window
 
     def restore_seen(self, records: list[tuple[str, float]], now: float | None = None) -> None:
         """At start-up: the stored records, oldest first; those that fell out of the window

@@ -205,6 +205,7 @@ class Queue:
         now: float | None = None,
         admitted: bool = False,
         number: int | None = None,
+        writing: bool = False,
     ) -> bool:
         """Append ``message`` with the queue's next sequence number and hand it out at once
         if someone is waiting for it. False: a duplicate, dropped (see Numbering.seen).
@@ -213,7 +214,10 @@ class Queue:
         changes, unless the message was ``admitted`` earlier (a committed transaction's
         message: see :meth:`check_admission`); a ring may delete older entries, or this one
         (see the module rules). ``number``: recovery only, the number the message had
-        (greater than every number on the queue); it is not checked for duplicates."""
+        (greater than every number on the queue); it is not checked for duplicates.
+        ``writing``: a durable message (it has its ``store_id``) that the caller writes to
+        the store now that it has joined, with the number it got here, and reports
+        written through ``numbers.stored`` (see queues/numbering.py)."""
         numbers = self.numbers
         # The message-id is read from the bytes once, for every duplicate-detection step.
         id_key = numbers.window_key(message) if numbers.dedupe is not None else None
@@ -270,7 +274,7 @@ class Queue:
         message.on_queue = True
         message.number = seq
         if self.persistent and message.store_id is not None and number is None:
-            numbers.joined(message, id_key)
+            numbers.joined(message, id_key, writing)
         self._log.append(entry)
         self._order.push(entry)
         if expires is not None:
@@ -399,6 +403,23 @@ class Queue:
 
     def available_count(self) -> int:
         return len(self._order)
+
+    def withdraw(self, message: Message) -> bool:
+        """Take ``message`` back off the queue as if it had never been sent, if it is still
+        there and available (it joined moments ago for a transfer now refused); False if
+        not (a consumer has it, or it is gone). Its stored row, if any, is removed too."""
+        if message.number_unwritten:
+            self.numbers.stored(message)  # it will not be written: readers go on
+        number = message.number
+        if not message.on_queue or number is None:
+            return False
+        log = self._log
+        entry = log.at(log.index_of(number))
+        if entry is None or entry.message is not message or entry.state != AVAILABLE:
+            return False
+        self._remove(entry)
+        self.numbers.withdrawn(message)
+        return True
 
     def evict(self, entry: Entry) -> None:
         """A ring deletes an available entry to make room (to the alternate, if any)."""

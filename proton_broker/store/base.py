@@ -10,10 +10,12 @@ to a producer only from that callback.
 Ids are given out by the store, in increasing order, so ordering messages by id recovers
 the order in which they were enqueued, per queue.
 
-Queue sequence numbers (x-opt-sequence-number) are kept beside the messages: each stored
-message's number (written once it has joined its queue, so a unit later than the message's
-own; deleted with the message), and per queue a reservation mark below which no number
-may be given out again. Duplicate detection keeps, per queue, the message-ids of stored
+Queue sequence numbers (x-opt-sequence-number) are kept with the messages: a message
+that joined its queue before it was written (a producer's durable message) carries its
+number in its own row; one written before it joined (a transaction's, a dead letter's)
+gets a number row, a unit later, deleted with the message, and that row wins over the
+message's own at recovery. Per queue a reservation mark is kept below which no number may
+be given out again. Duplicate detection keeps, per queue, the message-ids of stored
 messages with the time they were seen, until the queue's window lets them go.
 """
 
@@ -44,6 +46,10 @@ class StoredMessage(NamedTuple):
     queue: str
     data: bytes
     arrival: float  # seconds since the epoch, when the broker first enqueued it
+    # Its queue sequence number, when it had one before it was written (a durable message
+    # joins its queue as it is written); None: written first, numbered later (its number
+    # row, a unit later, which replaces this one at recovery if both are there).
+    number: int | None = None
 
 
 @dataclass
@@ -55,7 +61,8 @@ class Recovered:
     # queue -> key -> the last sequence number given out (sequence history)
     sequences: dict[str, dict[str, int]] = field(default_factory=dict)
     retired: set[int] = field(default_factory=set)  # ids of messages kept as history only
-    numbers: dict[int, int] = field(default_factory=dict)  # message id -> queue number
+    # message id -> queue number (its number row, else the number in its own row)
+    numbers: dict[int, int] = field(default_factory=dict)
     marks: dict[str, int] = field(default_factory=dict)  # queue -> numbers reserved below
     # queue -> (message-id key, when seen), oldest first (duplicate detection)
     seen: dict[str, list[tuple[str, float]]] = field(default_factory=dict)

@@ -29,7 +29,10 @@ class MemoryStore(Store):
             sorted(self.messages.values(), key=_by_id),
             {queue: dict(keys) for queue, keys in self.sequences.items()},
             set(self.retired),
-            dict(self.numbers),
+            {
+                **{m.id: m.number for m in self.messages.values() if m.number is not None},
+                **self.numbers,
+            },
             dict(self.marks),
             {queue: sorted(keys.items(), key=_by_time) for queue, keys in self.seen_ids.items()},
             {name: (kind, dict(arguments)) for name, (kind, arguments) in self.exchanges.items()},

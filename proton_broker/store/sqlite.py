@@ -55,7 +55,7 @@ from proton_broker.store.removals import RemovalLedger
 log = logging.getLogger("proton_broker.store")
 
 FILE_NAME = "broker.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: messages.number (a schema 1 store is brought up to 2 at open)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queues (name TEXT PRIMARY KEY, options TEXT NOT NULL);
@@ -92,9 +92,12 @@ CREATE TABLE IF NOT EXISTS messages (
     queue TEXT NOT NULL,
     arrival REAL NOT NULL,
     crc INTEGER NOT NULL,
-    data BLOB NOT NULL
+    data BLOB NOT NULL,
+    number INTEGER
 );
 """
+# A message row's columns as written (the blob last, see _chunks); schema 1 had no number.
+_MESSAGE_ROW = "INSERT INTO messages (id, queue, arrival, crc, number, data)"
 _MAX_GROUP = 4096  # units written in one transaction at most
 GROUP_WINDOW = 0.001  # seconds a group stays open for more units after its first
 _STOP = object()
@@ -212,6 +215,11 @@ class SqliteStore(Store):
         row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is None:
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        elif row[0] == "1":  # messages had no number column: their numbers are all rows
+            db.execute("BEGIN")
+            db.execute("ALTER TABLE messages ADD COLUMN number INTEGER")
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
+            db.execute("COMMIT")
         elif row[0] != SCHEMA_VERSION:
             raise StoreError(
                 f"store {self.path} has schema {row[0]}, this broker reads schema {SCHEMA_VERSION}"
@@ -237,12 +245,15 @@ class SqliteStore(Store):
         # A number whose message is gone (it cannot be written after the message's
         # removal, but a store from before numbers may hold neither) is dropped here.
         db.execute("DELETE FROM numbers WHERE id NOT IN (SELECT id FROM messages)")
-        recovered.numbers = dict(db.execute("SELECT id, number FROM numbers"))
+        recovered.numbers = dict(
+            db.execute("SELECT id, number FROM messages WHERE number IS NOT NULL")
+        )
+        recovered.numbers.update(db.execute("SELECT id, number FROM numbers"))  # they win
         recovered.marks = dict(db.execute("SELECT queue, upto FROM marks"))
         for queue, key, at in db.execute("SELECT queue, key, at FROM seen ORDER BY at"):
             recovered.seen.setdefault(queue, []).append((key, at))
         self._retired_rows = bool(recovered.retired)
-        self._number_rows = bool(recovered.numbers)
+        self._number_rows = bool(db.execute("SELECT 1 FROM numbers LIMIT 1").fetchone())
         last = 0
         rows = db.execute("SELECT id, queue, arrival, crc, data FROM messages ORDER BY id")
         for message_id, queue, arrival, crc, data in rows:
@@ -266,7 +277,7 @@ class SqliteStore(Store):
         )
 
     def delete_queue(self, name: str, moved: Sequence[StoredMessage] = ()) -> None:
-        rows = [(m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data) for m in moved]
+        rows = [(m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data) for m in moved]
         self._declare(
             "DELETE FROM numbers WHERE id IN (SELECT id FROM messages WHERE queue = ?)",
             (name,),
@@ -277,7 +288,7 @@ class SqliteStore(Store):
             "DELETE FROM seen WHERE queue = ?",
             "DELETE FROM bindings WHERE queue = ?",
             "DELETE FROM retired WHERE id NOT IN (SELECT id FROM messages)",
-            before=lambda db: _insert(db, "messages", 5, rows),
+            before=lambda db: _insert(db, _MESSAGE_ROW, 6, rows),
         )
 
     def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:
@@ -490,7 +501,7 @@ class SqliteStore(Store):
 
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
         rows = [
-            (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.data)
+            (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data)
             for unit in group
             for m in unit.enqueues
         ]
@@ -507,7 +518,7 @@ class SqliteStore(Store):
         started = time.perf_counter()
         try:
             db.execute("BEGIN")
-            _insert(db, "messages", 5, rows)
+            _insert(db, _MESSAGE_ROW, 6, rows)
             if numbers:
                 _rows(db, "INSERT OR REPLACE INTO numbers", 2, numbers)
                 self._number_rows = True
@@ -524,7 +535,7 @@ class SqliteStore(Store):
                 _rows(db, "INSERT OR REPLACE INTO seen", 3, seen)
             if unseen:
                 db.executemany("DELETE FROM seen WHERE queue = ? AND key = ?", unseen)
-            _insert(db, "pages", 2, pages)
+            _insert(db, "INSERT INTO pages", 2, pages)
             _delete(db, "pages", unpages)
             if retires:
                 _rows(db, "INSERT OR IGNORE INTO retired", 1, retires)
@@ -563,9 +574,10 @@ _CHUNK = 1000  # rows per statement (5 values a row: well under SQLite's 32766 v
 _CHUNK_BYTES = 1 << 20  # and about this much message data
 
 
-def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[Any]) -> None:
-    """Insert ``rows`` (the blob last in each) in statements of at most _CHUNK rows and
-    about _CHUNK_BYTES of data, so that big messages are not all bound at once."""
+def _insert(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> None:
+    """``insert`` (``INSERT INTO table [(columns)]``) of ``rows`` (the blob last in each) in
+    statements of at most _CHUNK rows and about _CHUNK_BYTES of data, so that big messages
+    are not all bound at once."""
     row = "(" + ", ".join("?" * width) + ")"
     chunk: list[Any] = []
     size = 0
@@ -573,15 +585,15 @@ def _insert(db: sqlite3.Connection, table: str, width: int, rows: list[Any]) -> 
         chunk.append(item)
         size += len(item[-1])
         if len(chunk) >= _CHUNK or size >= _CHUNK_BYTES:
-            _insert_chunk(db, table, row, chunk)
+            _insert_chunk(db, insert, row, chunk)
             chunk, size = [], 0
     if chunk:
-        _insert_chunk(db, table, row, chunk)
+        _insert_chunk(db, insert, row, chunk)
 
 
-def _insert_chunk(db: sqlite3.Connection, table: str, row: str, chunk: list[Any]) -> None:
+def _insert_chunk(db: sqlite3.Connection, insert: str, row: str, chunk: list[Any]) -> None:
     values = [value for item in chunk for value in item]
-    db.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(chunk)), values)
+    db.execute(f"{insert} VALUES " + ", ".join([row] * len(chunk)), values)
 
 
 def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> None:

@@ -122,6 +122,59 @@ def test_queue_sequence_numbers_are_recovered_and_leave_with_their_message(
     assert backend.reopen().numbers == {kept.id: 4}
 
 
+def test_a_number_written_with_its_message_is_recovered_and_a_later_number_row_wins(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    numbered = StoredMessage(store.next_id(), "q", b"joined first", 1.0, 7)
+    renumbered = StoredMessage(store.next_id(), "q", b"renumbered", 1.0, 8)
+    unnumbered = message(store, "q", b"written first")
+    backend.commit(Unit(enqueues=[numbered, renumbered, unnumbered]))
+    backend.commit(Unit(numbers=[(renumbered.id, 20), (unnumbered.id, 21)]))
+    assert backend.reopen().numbers == {numbered.id: 7, renumbered.id: 20, unnumbered.id: 21}
+    backend.commit(Unit(dequeues=[numbered.id]))
+    assert backend.reopen().numbers == {renumbered.id: 20, unnumbered.id: 21}
+
+
+def test_a_store_of_schema_1_is_opened_and_keeps_its_messages_and_numbers(
+    tmp_path: Path,
+) -> None:
+    db = sqlite3.connect(tmp_path / FILE_NAME)
+    db.executescript(
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema', '1');
+        CREATE TABLE queues (name TEXT PRIMARY KEY, options TEXT NOT NULL);
+        INSERT INTO queues VALUES ('q', '{}');
+        CREATE TABLE numbers (id INTEGER PRIMARY KEY, number INTEGER NOT NULL);
+        INSERT INTO numbers VALUES (1, 5);
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            queue TEXT NOT NULL,
+            arrival REAL NOT NULL,
+            crc INTEGER NOT NULL,
+            data BLOB NOT NULL
+        );
+        INSERT INTO messages VALUES (1, 'q', 2.0, 1063113957, x'6f6c64');
+        """
+    )
+    db.commit()
+    db.close()
+    backend = Backend(lambda post: SqliteStore(tmp_path, post))
+    recovered = backend.store.open()
+    assert [(m.id, m.data) for m in recovered.messages] == [(1, b"old")]
+    assert recovered.numbers == {1: 5}
+    added = StoredMessage(backend.store.next_id(), "q", b"new", 3.0, 6)
+    backend.commit(Unit(enqueues=[added]))
+    recovered = backend.reopen()
+    assert [m.data for m in recovered.messages] == [b"old", b"new"]
+    assert recovered.numbers == {1: 5, added.id: 6}
+    backend.store.close()
+    schema = sqlite3.connect(tmp_path / FILE_NAME).execute("SELECT value FROM meta").fetchone()
+    assert schema == ("2",)
+
+
 def test_a_queues_reservation_mark_only_grows_and_goes_with_the_queue(backend: Backend) -> None:
     store = backend.store
     store.save_queue("q", {})

@@ -203,22 +203,55 @@ def test_a_crash_around_the_commit_keeps_exactly_what_was_committed(
         broker.stop()
 
 
-def test_a_browser_never_sees_a_sequence_number_a_crash_could_change(tmp_path: Path) -> None:
-    # A durable message is written (commit 1), joins its queue with number 1, and its
-    # number is written by a later commit (2), at which this broker dies. Had a browser
-    # been given the message as number 1, the restarted broker could give it another
-    # number, and a reader that counts by numbers (the Spark source) would read it twice.
-    broker = start(tmp_path, PROTON_TEST_CRASH_AT="before_commit:2")
+def browsing_from_1(broker: BrokerProcess):  # type: ignore[no-untyped-def]
+    """A client browsing the durable queue 'numbered' from number 1, attached."""
     client = EngineClient(broker.host, broker.port)
     browser = client.receiver(
         "numbered", credit=10, node_properties=DURABLE, filters={"x-opt-sequence-number": ulong(1)}
     )
     client.wait(lambda: browser.state & Endpoint.REMOTE_ACTIVE)
-    client.send(client.sender("numbered", node_properties=DURABLE), Message(body="m", durable=True))
+    return client, browser
+
+
+def test_a_browser_is_not_shown_a_durable_message_whose_write_a_crash_cut_short(
+    tmp_path: Path,
+) -> None:
+    # A producer's durable message joins its queue with number 1 and is written, with that
+    # number, by the first commit, at which this broker dies. Had a browser been given it as
+    # number 1, the producer's retry (it was never answered) would come back as another
+    # number, and a reader that counts by numbers (the Spark source) would read it twice.
+    broker = start(tmp_path, PROTON_TEST_CRASH_AT="before_commit:1")
+    client, browser = browsing_from_1(broker)
+    sent = client.send(
+        client.sender("numbered", node_properties=DURABLE), Message(body="m", durable=True)
+    )
     assert broker.proc.wait(10) == CRASH_EXIT_CODE  # type: ignore[union-attr]
     client.pump(0.2)
-    seen = [(r.message.body, r.message.annotations) for r in client.received(browser)]
-    assert seen == []  # nothing was shown under a number that was not on disk
+    assert client.received(browser) == []  # nothing was shown under a number not on disk
+    assert sent.remote_state != Disposition.ACCEPTED  # so the producer sends it again
+    broker = start(tmp_path)
+    try:
+        assert drain(broker, "numbered", DURABLE) == []
+    finally:
+        broker.stop()
+
+
+def test_a_browser_never_sees_the_number_of_a_committed_transactional_message_a_crash_changes(
+    tmp_path: Path,
+) -> None:
+    # A transaction's durable message is written (commit 1), then joins its queue with
+    # number 1, and its number is written by a later commit (2), at which this broker dies.
+    # The restarted broker numbers it afresh, so no browser may have seen number 1.
+    broker = start(tmp_path, PROTON_TEST_CRASH_AT="before_commit:2")
+    client, browser = browsing_from_1(broker)
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("numbered", node_properties=DURABLE)
+    client.send(sender, Message(body="m", durable=True), txn=txn)
+    client.discharge(coordinator, txn)
+    assert broker.proc.wait(10) == CRASH_EXIT_CODE  # type: ignore[union-attr]
+    client.pump(0.2)
+    assert client.received(browser) == []  # nothing was shown under a number not on disk
     broker = start(tmp_path)
     try:
         assert drain(broker, "numbered", DURABLE) == ["m"]
