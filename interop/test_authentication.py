@@ -52,14 +52,9 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def log_lines(broker: BrokerProcess, text: str, count: int = 1) -> list[str]:
-    """The broker's log lines containing ``text``, once there are ``count`` of them (its
-    output arrives through a pipe, a moment after the client has finished)."""
-    deadline = time.monotonic() + 5
-    while True:
-        lines = [line for line in broker.output if text in line]
-        if len(lines) >= count or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.05)
+    """The broker's log lines containing ``text``, once there are ``count`` of them (see
+    BrokerProcess.logged)."""
+    return broker.logged(text, count=count)
 
 
 def opened_as(broker: BrokerProcess, user: str, count: int) -> list[str]:

@@ -105,6 +105,18 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def logged(self, *parts: str, count: int = 1, timeout: float = 5.0) -> list[str]:
+        """The log lines containing every one of ``parts``, once there are ``count`` of them
+        or ``timeout`` has passed. The output arrives through a pipe a moment after the
+        broker wrote it, so a client can see the broker's answer before the line that says
+        why it answered so: read right away, the line may not be there yet."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line for line in self.output if all(part in line for part in parts)]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
+
     def stop(self, timeout: float = 10.0) -> int | None:
         """Stop with SIGTERM (a clean shutdown); SIGKILL if it does not exit in time."""
         if self.proc is None:

@@ -25,6 +25,7 @@ are told apart by their ``_impl`` pointer.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
 BACKLOG = 1024  # connections the kernel keeps waiting for a listener (Proton asks for 10)
 ACCEPT_BURST = BACKLOG  # connections a listener accepts at most between two selects
+LEFTOVER_READS = 16  # reads of 64 KiB at most before a connection's socket is closed
 
 
 # ---- the reactor with a fast lane -----------------------------------------------------------
@@ -73,6 +75,8 @@ class BrokerContainer(Container):
         io: IOHandler = self.global_handler.base  # type: ignore[attr-defined]
         assert not io._selector.selectables, "the selector is replaced before any socket"
         self._selector = io._selector = PollSelector()  # type: ignore[assignment]
+        self._io_final = io.on_selectable_final
+        io.on_selectable_final = self._on_selectable_final  # type: ignore[method-assign]
         self._dirty_transports: dict[Any, None] = {}
         # Queues that received messages this pass; dispatched once the pass's events are
         # handled, so a burst of transfers goes out to consumers as a burst (and the engine
@@ -97,6 +101,12 @@ class BrokerContainer(Container):
         sock.listen(BACKLOG)
         self._listeners.add(selectable)
         return sock.getsockname()[:2]
+
+    def _on_selectable_final(self, event: Event) -> None:
+        """``IOHandler.on_selectable_final`` (the socket is closed), after reading what the
+        peer sent that its transport will never read (see _read_leftovers)."""
+        _read_leftovers(event.selectable._delegate)  # type: ignore[union-attr]
+        self._io_final(event)
 
     def _accept_more(self) -> None:
         """Proton's acceptor takes one connection each time its socket is reported
@@ -307,3 +317,22 @@ class BrokerContainer(Container):
         except Exception as exc:  # contained, see contain_fault
             self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
         event.dispatch(self.global_handler)
+
+
+def _read_leftovers(sock: Any) -> None:
+    """Read and drop what a connection's peer sent after the broker stopped reading (a
+    client that pipelines its open frame after a header the broker refuses). Closing a
+    socket with unread data sends a reset instead of an orderly end, and a reset can make
+    the peer drop the broker's last frames unread: the SASL outcome, or the close with the
+    error saying why (rhea then reported ECONNRESET instead of the refusal)."""
+    if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_STREAM:
+        return  # the injector's pipe
+    try:
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            return  # a listener
+        sock.setblocking(False)
+        for _ in range(LEFTOVER_READS):
+            if not sock.recv(65536):
+                return  # the peer has closed its side too
+    except OSError:
+        return  # nothing left to read (or nothing to read from)

@@ -316,7 +316,7 @@ def test_a_create_connection_rule_refuses_a_user_from_a_host(secured: BrokerProc
     with pytest.raises(ConnectionException) as caught:
         BlockingConnection(url(secured, "dave"), timeout=10)
     assert UNAUTHORIZED in str(caught.value)
-    assert any("ACL-1002" in line and "dave" in line for line in secured.output)
+    assert secured.logged("ACL-1002", "dave")
 
 
 def test_a_connection_quota_limits_the_users_open_connections(secured: BrokerProcess) -> None:
@@ -414,7 +414,7 @@ def test_sighup_reloads_the_acl_file(reloadable: BrokerProcess) -> None:
     while not bob_may_send(reloadable):
         assert time.monotonic() < deadline, "SIGHUP did not reload the ACL"
         time.sleep(0.1)
-    assert any("ACL-1003" in line for line in reloadable.output)
+    assert reloadable.logged("ACL-1003")
 
 
 @pytest.mark.parametrize(

@@ -76,3 +76,20 @@ def test_clients_that_send_broken_streams_and_go_leave_no_socket_behind() -> Non
         conn.create_sender("after").send(Message(body="fine"))
         assert conn.create_receiver("after").receive(timeout=5).body == "fine"
         conn.close()
+
+
+def test_a_refused_stream_is_ended_in_order_so_the_client_reads_the_answer_sent_before() -> None:
+    # A client that is not speaking AMQP, and sends more than the broker reads before it
+    # gives up: the broker answers with its protocol header and closes. Were the unread
+    # bytes left in the socket, the close would be a reset, and a reset may make the client
+    # lose that answer (rhea then reported ECONNRESET, not the refusal).
+    with BrokerProcess("--store", "memory") as broker:
+        for _ in range(5):
+            sock = socket.create_connection(("127.0.0.1", broker.port))
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: broker\r\n\r\n" + b"x" * 200_000)
+            sock.settimeout(5)
+            answer = b""
+            while chunk := sock.recv(65536):  # a reset raises ConnectionResetError here
+                answer += chunk
+            sock.close()
+            assert answer.startswith(b"AMQP")
