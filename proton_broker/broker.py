@@ -614,6 +614,9 @@ class Broker:
         None) or could not be (nothing written). The caller then tells the queue's
         numbering (``numbers.stored``)."""
         assert self.store is not None and message.store_id is not None
+        if not message.on_queue and not message.in_history:
+            done(None)  # it left as it joined (a ring made room with it): nothing to keep
+            return
         self.store.enqueue(
             StoredMessage(
                 message.store_id, queue.name, message.data, message.arrival, message.number

@@ -360,6 +360,8 @@ class ProducerLink:
             for each, target in item.copies:
                 if each.number_unwritten:
                     target.numbers.stored(each)  # readers may pass it now
+                if each.store_id is not None and not self.broker.is_live(target):
+                    self.broker.forget(each)  # its queue was deleted meanwhile: so is its row
             if item.error is not None:
                 self._not_stored(item)
             elif item.queue is not None:

@@ -112,7 +112,9 @@ class SqliteStore(Store):
         after_commit: Callable[[], None] | None = None,
     ) -> None:
         """``post`` runs a callable on the event-loop thread. ``before_commit`` and
-        ``after_commit`` are fault-test hooks called by the writer around each commit."""
+        ``after_commit`` are fault-test hooks called by the writer around each commit
+        (inside its transaction, and after it); ``_before_write`` (set by a test) is called
+        before each group's transaction begins, while the database is not locked."""
         super().__init__()
         self.path = Path(directory).resolve() / FILE_NAME
         self._lock = DirectoryLock(directory)  # store/lock.py
@@ -120,6 +122,7 @@ class SqliteStore(Store):
         self._post = post
         self._before_commit = before_commit
         self._after_commit = after_commit
+        self._before_write: Callable[[], None] | None = None
         self._units: _queue.SimpleQueue[Any] = _queue.SimpleQueue()  # lists of units
         # With ``batching`` (set by the server), units collect in ``outbox`` until flush()
         # hands them to the writer together, once per pass of the event loop: one wake-up
@@ -515,6 +518,8 @@ class SqliteStore(Store):
         marks = [row for unit in group for row in unit.marks]
         seen = [row for unit in group for row in unit.seen]
         unseen = [row for unit in group for row in unit.unseen]
+        if self._before_write is not None:
+            self._before_write()
         started = time.perf_counter()
         try:
             db.execute("BEGIN")

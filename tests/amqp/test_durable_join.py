@@ -36,6 +36,14 @@ def full_disk() -> None:
     raise sqlite3.OperationalError("database or disk is full")
 
 
+class FailingGate(Gate):
+    """Holds the writer until opened, then fails its commit as a full disk does."""
+
+    def __call__(self) -> None:
+        super().__call__()
+        full_disk()
+
+
 @pytest.fixture
 def gate(brokers: Restartable) -> Iterator[Gate]:  # noqa: F811 - the fixture
     held = Gate()
@@ -69,6 +77,16 @@ def send_held(broker: RunningBroker, address: str, gate: Gate, message: Message)
     hold_writes(broker, gate)
     producer = broker.client()
     return producer, producer.send(producer.sender(address), message)
+
+
+def bodies_after_restart(brokers: Restartable, address: str) -> list:  # noqa: F811 - the fixture's name
+    """The bodies a consumer of ``address`` gets from the broker started again."""
+    broker = brokers.restart()
+    reader = broker.client()
+    receiver = reader.receiver(address, credit=10)
+    reader.wait_received(receiver, 1)
+    reader.pump(0.2)
+    return [r.message.body for r in reader.received(receiver)]
 
 
 def depth(broker: RunningBroker, address: str) -> int:
@@ -171,12 +189,7 @@ def test_a_durable_message_whose_write_fails_is_refused_and_taken_back_so_a_retr
     hold_writes(broker, None)
     again = producer.wait_settled(producer.send(sender, Message(body="m", durable=True, id="m-1")))
     assert again.remote_state == Disposition.ACCEPTED  # not dropped as a duplicate
-    broker = brokers.restart()
-    reader = broker.client()
-    receiver = reader.receiver("retried", credit=10)
-    reader.wait_received(receiver, 1)
-    reader.pump(0.2)
-    assert [r.message.body for r in reader.received(receiver)] == ["m"]
+    assert bodies_after_restart(brokers, "retried") == ["m"]
 
 
 def test_an_exchange_s_durable_copies_are_all_taken_back_when_their_write_fails(
@@ -198,3 +211,59 @@ def test_an_exchange_s_durable_copies_are_all_taken_back_when_their_write_fails(
     again = producer.wait_settled(producer.send(sender, Message(body="n", durable=True)))
     assert again.remote_state == Disposition.ACCEPTED
     assert (depth(broker, "left"), depth(broker, "right")) == (1, 1)
+
+
+def test_a_durable_message_a_ring_drops_as_it_arrives_is_accepted_and_not_back_after_a_restart(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    broker = brokers.start()
+    ring = {"qpid.policy_type": "ring", "qpid.max_count": 1, "qpid.priorities": 10}
+    declare(broker, "ring", **ring)
+    producer = broker.client()
+    sender = producer.sender("ring")
+    for body, priority in (("important", 9), ("dropped at once", 0)):
+        sent = producer.send(sender, Message(body=body, durable=True, priority=priority))
+        assert producer.wait_settled(sent).remote_state == Disposition.ACCEPTED
+    assert bodies_after_restart(brokers, "ring") == ["important"]
+
+
+def test_a_durable_message_a_consumer_has_when_its_write_fails_stays_with_that_consumer(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    broker = brokers.start()
+    consumer_side, consumer = attached(broker, "taken")
+    failing = FailingGate()
+    try:
+        producer, sent = send_held(broker, "taken", failing, Message(body="m", durable=True))
+        (got,) = consumer_side.wait_received(consumer, 1)
+        failing.opened.set()
+        assert producer.wait_settled(sent).remote_state == Disposition.REJECTED
+    finally:
+        failing.opened.set()
+    hold_writes(broker, None)
+    consumer_side.settle(got, Disposition.RELEASED)  # back on the queue, not stored
+    consumer_side.pump(0.2)
+    assert depth(broker, "taken") == 1
+    broker = brokers.restart()
+    assert depth(broker, "taken") == 0  # it was never on disk: its producer sends it again
+
+
+def test_a_queue_deleted_while_a_durable_message_is_written_refuses_it_and_keeps_no_row(
+    brokers: Restartable,  # noqa: F811 - the fixture
+    gate: Gate,
+) -> None:
+    broker = brokers.start()
+    declare(broker, "short-lived")
+    broker.broker.store._before_write = gate  # type: ignore[union-attr] # held before BEGIN
+    producer = broker.client()
+    sent = producer.send(producer.sender("short-lived"), Message(body="m", durable=True))
+    assert gate.entered.wait(5)
+    broker.call(lambda: broker.broker.delete_queue("short-lived", force=True))
+    gate.opened.set()
+    refused = producer.wait_settled(sent)
+    assert refused.remote_state == Disposition.REJECTED
+    assert refused.remote.condition.name == "amqp:not-found"
+    broker.call(lambda: None)  # the loop has handed over the removal of its row
+    broker = brokers.restart()
+    store = broker.broker.store
+    assert store._db.execute("SELECT count(*) FROM messages").fetchone() == (0,)  # type: ignore[union-attr]
