@@ -686,11 +686,11 @@ class Broker:
 
     def withdraw(self, message: Message, queue: Queue) -> None:
         """Take back ``message``, which joined ``queue`` for a transfer that is refused
-        after all (its write failed, or another copy was refused): off the queue unless a
-        consumer has it already (then it goes on, not stored, as qpidd's would), and its
-        row, if it has one, removed."""
-        if not (self.is_live(queue) and queue.withdraw(message)):
-            self.forget(message)
+        after all (its write failed, or another copy was refused; it was not written): off
+        the queue unless a consumer has it already (then it goes on, not stored, as qpidd's
+        would)."""
+        if self.is_live(queue):
+            queue.withdraw(message)
 
     def forget(self, message: Message) -> None:
         """Remove a written message that did not join its queue after all."""

@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS messages (
     number INTEGER
 );
 """
-# A message row's columns as written (the blob last, see _chunks); schema 1 had no number.
+# A message row's columns as written (the blob last: see _insert); schema 1 had no number.
 _MESSAGE_ROW = "INSERT INTO messages (id, queue, arrival, crc, number, data)"
 _MAX_GROUP = 4096  # units written in one transaction at most
 GROUP_WINDOW = 0.001  # seconds a group stays open for more units after its first
@@ -280,7 +280,7 @@ class SqliteStore(Store):
         )
 
     def delete_queue(self, name: str, moved: Sequence[StoredMessage] = ()) -> None:
-        rows = [(m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data) for m in moved]
+        rows = [_message_row(m) for m in moved]
         self._declare(
             "DELETE FROM numbers WHERE id IN (SELECT id FROM messages WHERE queue = ?)",
             (name,),
@@ -503,11 +503,7 @@ class SqliteStore(Store):
             )
 
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
-        rows = [
-            (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data)
-            for unit in group
-            for m in unit.enqueues
-        ]
+        rows = [_message_row(m) for unit in group for m in unit.enqueues]
         # Removals a failed commit held back go first (see the module rules).
         gone = self._unwritten + [(message_id,) for unit in group for message_id in unit.dequeues]
         pages = [page for unit in group for page in unit.pages]
@@ -579,6 +575,11 @@ _CHUNK = 1000  # rows per statement (5 values a row: well under SQLite's 32766 v
 _CHUNK_BYTES = 1 << 20  # and about this much message data
 
 
+def _message_row(m: StoredMessage) -> tuple[Any, ...]:
+    """``m``'s values in _MESSAGE_ROW's order, with the checksum of its bytes."""
+    return (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data)
+
+
 def _insert(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> None:
     """``insert`` (``INSERT INTO table [(columns)]``) of ``rows`` (the blob last in each) in
     statements of at most _CHUNK rows and about _CHUNK_BYTES of data, so that big messages
@@ -609,9 +610,7 @@ def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> N
     durable stream cost the writer 18% of the broker's samples one row at a time)."""
     row = "(" + ", ".join("?" * width) + ")"
     for start in range(0, len(rows), _CHUNK):
-        chunk = rows[start : start + _CHUNK]
-        values = [value for item in chunk for value in item]
-        db.execute(f"{insert} VALUES " + ", ".join([row] * len(chunk)), values)
+        _insert_chunk(db, insert, row, rows[start : start + _CHUNK])
 
 
 def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:
