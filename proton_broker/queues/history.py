@@ -12,12 +12,13 @@ Rules owned here:
 * History: ``max_key_updates`` newest versions of each key are kept (``None``: all of
   them; ``0``: the current version only, like ``1``). Older versions are dropped as new
   ones arrive, O(1) each.
-* A dropped version lets go of its message at once (it stays in the arrival log, without
-  it, until the log is compacted), so a last-value queue under churn holds the bytes of its
-  current values only.
+* A dropped version lets go of its message at once, so a last-value queue under churn
+  holds the bytes of its current values only.
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
-  ``last`` the latest one (of each key, when replaying all keys).
+  ``last`` the latest one (of each key, when replaying all keys). A replay of one key is
+  O(its versions); of all keys, O(n log n) in the kept versions (they are sorted by their
+  queue numbers: the history keeps no second arrival order of its own).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
-from proton_broker.queues.entries import GONE, too_stale
 
 SEQUENCE = "x-opt-sequence"
 SEQUENCE_KEY = "x-opt-sequence-key"
@@ -38,15 +39,20 @@ FIRST, LAST = "first", "last"
 _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (see History)
 
 
-@dataclass(slots=True)
-class Version:
-    """One kept version of a key."""
+class Version(NamedTuple):
+    """One kept version of a key, as a replay lists it. The history keeps the message only
+    (its ``number`` is the order, its ``sequence`` the version's number): a version object
+    for every key of a million-key last-value queue cost 80 bytes a key with its place in
+    an arrival log, and a replay, which is O(n) anyway, makes them."""
 
-    order: int  # its queue sequence number (the same int object): arrival order
+    order: int  # its queue sequence number: arrival order
     key: str
     seq: int
     message: Message
-    dropped: bool = False
+
+
+# A key's kept versions, oldest first: the message alone, a list or a deque (see History).
+Kept = Message | list[Message] | deque[Message]
 
 
 class History:
@@ -71,15 +77,14 @@ class History:
         # counter: those keys only are here. A million keys otherwise cost a dictionary of
         # a million numbers (about 50 bytes a key) that says what their versions say.
         self._ahead: dict[str, int] = {}
-        # Each key's kept versions, oldest first. A key with one version keeps it alone (a
-        # last-value queue has a million keys, many never updated, and a list of one costs
-        # 64 bytes more); more go in a list, dropped from the front in O(keep), which is
-        # small, or a deque when there is no bound or a large one (a deque of one takes
-        # about 600 bytes).
-        self._versions: dict[str, Version | list[Version] | deque[Version]] = {}
+        # Each key's kept versions (their messages), oldest first. A key with one version
+        # keeps it alone (a last-value queue has a million keys, many never updated, and a
+        # list of one costs 64 bytes more); more go in a list, dropped from the front in
+        # O(keep), which is small, or a deque when there is no bound or a large one (a deque
+        # of one takes about 600 bytes). There is no arrival log of versions: a replay of
+        # every key sorts the kept versions by their queue numbers.
+        self._versions: dict[str, Kept] = {}
         self._small = self.keep is not None and self.keep <= _LIST_KEEP
-        self._log: deque[Version] = deque()  # every kept version in arrival order
-        self._dropped = 0  # dropped versions still in _log
 
     def next_sequence(self, key: str, custom: object) -> int:
         """The number for ``key``'s next version: ``custom`` if given and valid."""
@@ -113,7 +118,7 @@ class History:
 
     def record(self, key: str, seq: int, message: Message, order: int) -> None:
         """``message`` is version ``seq`` of ``key`` (numbered by next_sequence), number
-        ``order`` on its queue."""
+        ``order`` on its queue (the number the queue gives it as it joins)."""
         versions = self._versions.get(key)
         latest, ahead = _latest_seq(versions), self._ahead
         current = ahead.get(key, latest) if ahead else latest
@@ -121,20 +126,19 @@ class History:
             ahead[key] = current
         elif ahead:  # a number given out ahead of its version may have been this one
             ahead.pop(key, None)
-        version = Version(order, key, seq, message)
-        self._log.append(version)
+        message.number, message.sequence = order, seq
         message.in_history = True
         if versions is None:
-            self._versions[key] = version  # alone (see __init__)
-        elif isinstance(versions, Version):
+            self._versions[key] = message  # alone (see __init__)
+        elif isinstance(versions, Message):
             if self.keep == 1:
-                self._versions[key] = version
+                self._versions[key] = message
                 self._drop(versions)
             else:
-                pair = (versions, version)
+                pair = (versions, message)
                 self._versions[key] = list(pair) if self._small else deque(pair)
         else:
-            versions.append(version)
+            versions.append(message)
             if self.keep is not None and len(versions) > self.keep:
                 self._drop(versions.pop(0) if isinstance(versions, list) else versions.popleft())
 
@@ -143,15 +147,13 @@ class History:
         versions = self._versions.get(key)
         if versions is None:
             return []
-        return [versions] if isinstance(versions, Version) else list(versions)
+        kept = [versions] if isinstance(versions, Message) else versions
+        return [Version(m.number, key, m.sequence, m) for m in kept]  # type: ignore[arg-type] # recorded: numbered
 
-    def _drop(self, old: Version) -> None:
-        """A key has more versions than it keeps: its oldest, ``old``, goes, bytes and all."""
-        message = old.message
-        old.dropped, message.in_history = True, False
-        old.message = GONE  # its bytes go now, not when the log next drops it
-        self._dropped += 1
-        self._compact()
+    def _drop(self, message: Message) -> None:
+        """A key has more versions than it keeps: its oldest, ``message``, goes, bytes and
+        all (unless its entry is still on the queue)."""
+        message.in_history = False
         if self.dropped is not None:
             self.dropped(message)
 
@@ -214,27 +216,32 @@ class History:
                 return versions  # FIRST
             return [v for v in versions if v.seq >= start]
         if start == LAST:
-            latest = [v if isinstance(v, Version) else v[-1] for v in self._versions.values() if v]
-            return sorted(latest, key=lambda v: v.order)
-        if isinstance(start, str):  # FIRST
-            return [v for v in self._log if not v.dropped]
-        return [v for v in self._log if not v.dropped and v.seq >= start]
+            kept = [
+                Version(m.number, k, m.sequence, m)  # type: ignore[arg-type] # numbered
+                for k, versions in self._versions.items()
+                for m in (versions if isinstance(versions, Message) else versions[-1],)
+            ]
+        else:
+            least = 0 if isinstance(start, str) else start  # FIRST: all of them
+            kept = [
+                Version(m.number, k, m.sequence, m)  # type: ignore[arg-type] # numbered
+                for k, versions in self._versions.items()
+                for m in ((versions,) if isinstance(versions, Message) else versions)
+                if m.sequence >= least  # type: ignore[operator] # numbered
+            ]
+        kept.sort(key=_ORDER)
+        return kept
 
-    def _compact(self) -> None:
-        log = self._log
-        while log and log[0].dropped:
-            log.popleft()
-            self._dropped -= 1
-        if too_stale(self._dropped, len(log)):
-            self._log = deque(v for v in log if not v.dropped)
-            self._dropped = 0
+
+_ORDER = attrgetter("order")
 
 
-def _latest_seq(versions: Version | list[Version] | deque[Version] | None) -> int:
+def _latest_seq(versions: Kept | None) -> int:
     """The number of a key's latest kept version (0: it has none)."""
     if versions is None:
         return 0
-    return versions.seq if isinstance(versions, Version) else versions[-1].seq
+    latest = versions if isinstance(versions, Message) else versions[-1]
+    return latest.sequence  # type: ignore[return-value] # recorded: numbered
 
 
 def sequence_start(value: object) -> int | str:

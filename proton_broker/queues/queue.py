@@ -17,6 +17,9 @@ Rules this module owns:
 * Enqueue, acquire, settle and release are O(1) amortised (O(log n) on a sorted queue),
   however long the queue grows.
 * A released entry goes back to its original position in the ordering.
+* A message's arrival time is the clock when it joins, to the millisecond: a message that
+  joins within a millisecond of the one before shares that one's time (the same float, 24
+  bytes less per queued message in a burst).
 * Dispatch runs at once, or, when the server sets ``hooks.defer``, once per pass of
   its event loop, so messages that arrive together go out together.
 * Last value: a new message whose key is already present is appended at the tail and the
@@ -110,6 +113,7 @@ class Queue:
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
+        self._last_arrival = 0.0  # the arrival time the last message got (see the rules)
         self._log = ArrivalLog(eager=parts.lvq is not None)  # see ArrivalLog
         self._groups = parts.groups
         self._order = parts.order
@@ -232,7 +236,15 @@ class Queue:
         annotated = message.annotations_span is not None
         seq = numbers.next if number is None else number
         key = self.history.arrived(message, seq) if self.history is not None else None
-        arrival = time.time() if now is None else now
+        if now is None:
+            arrival = time.time()
+            last = self._last_arrival
+            if 0.0 <= arrival - last < 0.001:  # see the module rules
+                arrival = last
+            else:
+                self._last_arrival = arrival
+        else:
+            arrival = now
         if id_key is not None:  # it can no longer be refused
             numbers.remember(id_key, arrival, self.persistent and message.store_id is not None)
         message.arrival = arrival

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
+from itertools import pairwise
 
 import proton
 
@@ -25,6 +26,17 @@ def test_entries_are_handed_out_in_arrival_order() -> None:
     t = Taker(credit=10)
     q.subscribe(t)
     assert t.bodies() == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_messages_joining_within_a_millisecond_share_one_arrival_time() -> None:
+    q = build_queue("q", pack_after=0)
+    for i in range(1000):  # a burst: a few milliseconds
+        q.enqueue(msg(i))
+    arrivals = [entry.arrival for entry in q.entries()]
+    distinct = sorted({id(a): a for a in arrivals}.values())
+    assert len(distinct) < 100  # shared objects, not a float each
+    assert all(later - earlier >= 0.001 for earlier, later in pairwise(distinct))
+    assert arrivals == sorted(arrivals)
 
 
 def test_a_released_entry_is_served_before_later_ones() -> None:
