@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from proton_broker.codec.sections import parse_message
+from proton_broker.codec.encode import KEY_SEQUENCE
+from proton_broker.codec.sections import annotate, parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.config import Config
 from proton_broker.deadletters import DeadLetters
@@ -640,6 +641,8 @@ class Broker:
             for queue, message in txn.sends:
                 if message.durable and queue.persistent and self.is_live(queue):
                     message.store_id = self.store.next_id()
+                    if message.sequence is not None:  # numbered when it was sent
+                        annotate(message, KEY_SEQUENCE, message.sequence)  # see codec/encode.py
                     unit.enqueues.append(
                         StoredMessage(message.store_id, queue.name, message.data, now)
                     )

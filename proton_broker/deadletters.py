@@ -22,8 +22,10 @@ Rules this module owns:
   ``maximum-delivery-attempts``, ``expired``, ``queue-deleted``), ``x-opt-dead-letter-queue``
   (where it was), ``x-opt-dead-letter-time`` (a timestamp), ``x-opt-dead-letter-count``
   (how often it has been dead-lettered) and, when the consumer's rejection said why,
-  ``x-opt-dead-letter-description``; and its header loses its time to live, and the broker
-  ignores its absolute expiry time, so a dead letter does not expire where it lands.
+  ``x-opt-dead-letter-description``, and its number in its key (``x-opt-sequence``) from a
+  queue with a key, as a delivery from there would have carried it; and its header loses
+  its time to live, and the broker ignores its absolute expiry time, so a dead letter does
+  not expire where it lands.
 * **Nothing is lost or doubled.** A durable message moving to a durable queue is written
   there and removed from where it was in one store transaction; it joins its new queue
   once that is on disk (a durable message always does). When a whole queue is deleted, the
@@ -48,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from proton_broker.codec.encode import (
+    KEY_SEQUENCE,
     encode_header,
     encode_symbol,
     encode_timestamp,
@@ -191,6 +194,9 @@ class DeadLetters:
         }
         if detail:
             annotations[DESCRIPTION] = encode_value(detail)
+        sequence = message.sequence  # its number in its key, not in its bytes unless stored
+        if sequence is not None and message.message_annotation(KEY_SEQUENCE) is None:
+            annotations[KEY_SEQUENCE] = encode_value(sequence)  # as a delivery would add it
         header = None
         if message.ttl is not None:
             header = encode_header(

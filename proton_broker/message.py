@@ -160,7 +160,9 @@ class Message:
         # queue).
         self.store_id: int | None = None
         # Sequence history: the number its key got, as it joined or before (a transaction's
-        # message is numbered when it is staged, so that a bad custom number is refused).
+        # message is numbered when it is staged, so that a bad custom number is refused);
+        # delivered and written as x-opt-sequence, which is not in ``data`` unless the
+        # producer sent it (codec/encode.py).
         self.sequence: int | None = None
         self.on_queue = False  # its entry is live on the queue (history: both may hold it)
         self.in_history = False  # one of the versions its queue's history keeps

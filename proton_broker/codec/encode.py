@@ -3,9 +3,17 @@
 The rules this module owns: every byte of a message is forwarded as received except the
 header (re-encoded on a redelivery, to carry the new delivery count) and the
 message-annotations section, which gains the queue's sequence number
-(``x-opt-sequence-number``, replacing one the producer set) or another broker annotation;
-a message without annotations gets a new section in its right place, after the header and
-delivery-annotations.
+(``x-opt-sequence-number``, replacing one the producer set), the number of the message in
+its key (``x-opt-sequence``, a long, unless the producer set it) or another broker
+annotation; a message without annotations gets a new section in its right place, after
+the header and delivery-annotations.
+
+A message's number in its key is added as it leaves, not when it arrives: a queue keeps
+the message's bytes as the producer sent them (31 bytes less a key on a last-value queue,
+and no copy of the bytes as it joins), and the record knows the number
+(``Message.sequence``). A message written to the store is the exception: its bytes carry
+the number (``sections.annotate``), so that its row is read back, at a restart or as flow
+to disk brings it back, with its number and as the same bytes as the record's.
 """
 
 from __future__ import annotations
@@ -76,8 +84,8 @@ def _annotation_prefixes(key: str) -> tuple[bytes, bytes]:
     return pair, b"\x00\x53\x72" + _encode_map(2, pair + bytes(8))[:-8]
 
 
-def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:
-    """The map at ``at`` (or null) re-encoded with one more key/value ``pair``."""
+def _map_with(data: bytes, at: int, stop: int, pairs: bytes, added: int = 1) -> bytes:
+    """The map at ``at`` (or null) re-encoded with ``added`` more key/value ``pairs``."""
     code = data[at]
     if code == 0xC1:
         count, body = data[at + 2], data[at + 3 : stop]
@@ -87,7 +95,7 @@ def _map_with(data: bytes, at: int, stop: int, pair: bytes) -> bytes:
         count, body = 0, b""
     else:
         raise DecodeError(f"message-annotations at offset {at} is not a map")
-    return _encode_map(count + 2, body + pair)
+    return _encode_map(count + 2 * added, body + pairs)
 
 
 def _encode_map(count: int, body: bytes) -> bytes:
@@ -142,38 +150,62 @@ _NUMBER_SECTION = b"\x00\x53\x72\xc1" + bytes((1 + len(_NUMBER_PAIR) + 8, 2)) + 
 number_section = struct.Struct(f">{len(_NUMBER_SECTION)}sQ").pack
 NUMBER_SECTION_PREFIX = _NUMBER_SECTION
 
+KEY_SEQUENCE = "x-opt-sequence"  # a message's number in its key (queues/history.py)
+_KEY_NAME = KEY_SEQUENCE.encode()
+_KEY_PAIR = b"\xa3" + bytes((len(KEY_SEQUENCE),)) + _KEY_NAME + b"\x81"  # the value: a long
+# The section a keyed message without annotations gets: its key's number, then the queue's.
+_KEYED_SECTION = (
+    b"\x00\x53\x72\xc1" + bytes((1 + len(_KEY_PAIR) + 8 + len(_NUMBER_PAIR) + 8, 4)) + _KEY_PAIR
+)
+# keyed_section(prefix, key number, number pair prefix, number): the whole section.
+keyed_section = struct.Struct(f">{len(_KEYED_SECTION)}sq{len(_NUMBER_PAIR)}sQ").pack
+KEYED_SECTION_PREFIX, NUMBER_PAIR = _KEYED_SECTION, _NUMBER_PAIR
+
 
 def with_sequence_number(message: Message, number: int, header: bytes | None = None) -> bytes:
     """The bytes to deliver: ``message`` with the message annotation
     ``x-opt-sequence-number`` (a ulong) set to ``number``, replacing one the producer may
-    have set, and with ``header`` in place of its own header section when given (a
+    have set, with ``x-opt-sequence`` when the message has a number in its key (see the
+    module rules), and with ``header`` in place of its own header section when given (a
     redelivery). Runs once per delivery: a message without annotations (the usual case)
     costs two slices and a join; every other byte is kept."""
     data = message.data
     start = message.header_end
     span = message.annotations_span
+    sequence = message.sequence
     if span is None:  # after the header and delivery-annotations: see parse_message
         at = stop = message.delivery_annotations_end or start
-        middle = number_section(_NUMBER_SECTION, number)
+        if sequence is None:
+            middle = number_section(_NUMBER_SECTION, number)
+        else:
+            middle = keyed_section(_KEYED_SECTION, sequence, _NUMBER_PAIR, number)
     else:
         at, stop = span
-        middle = _map_with_number(data, at, stop, number)
+        middle = _map_with_number(data, at, stop, number, sequence)
     head = data[:at] if header is None else header + data[start:at]
     return b"".join((head, middle, data[stop:]))
 
 
-def _map_with_number(data: bytes, at: int, stop: int, number: int) -> bytes:
-    """The annotations map at ``at`` re-encoded with our number (any earlier one gone)."""
-    pair = _number_pair(_NUMBER_PAIR, number)
-    # Its bytes nowhere in the map: no number to replace, known without the call (every
-    # delivery from a queue that stamps x-opt-sequence asks); a null map has none either.
-    if (
-        data.find(_NUMBER_NAME, at, stop) < 0
-        or find_in_map(data, at, stop, SEQUENCE_NUMBER) is None
-    ):
-        return _map_with(data, at, stop, pair)  # the pair goes at the end
+def _map_with_number(
+    data: bytes, at: int, stop: int, number: int, sequence: int | None = None
+) -> bytes:
+    """The annotations map at ``at`` re-encoded with our number (any earlier one gone) and,
+    given a ``sequence`` the map does not hold yet, ``x-opt-sequence`` before it."""
+    pairs, count = _number_pair(_NUMBER_PAIR, number), 1
+    if sequence is not None and not _holds(data, at, stop, _KEY_NAME, KEY_SEQUENCE):
+        pairs, count = _KEY_PAIR + _I64.pack(sequence) + pairs, 2
+    # Its bytes nowhere in the map: no number to replace, known without the call; a null
+    # map has none either.
+    if not _holds(data, at, stop, _NUMBER_NAME, SEQUENCE_NUMBER):
+        return _map_with(data, at, stop, pairs, count)  # the pairs go at the end
     kept = _pairs_without(data, at, (SEQUENCE_NUMBER,))
-    return _encode_map(2 * (len(kept) + 1), b"".join(kept) + pair)
+    return _encode_map(2 * (len(kept) + count), b"".join(kept) + pairs)
+
+
+def _holds(data: bytes, at: int, stop: int, name: bytes, key: str) -> bool:
+    """Whether the map (or null) at ``at`` has the symbol key ``key`` (``name``, encoded):
+    mostly answered by a search of its bytes, at C speed."""
+    return data.find(name, at, stop) >= 0 and find_in_map(data, at, stop, key) is not None
 
 
 def _pairs_without(data: bytes, at: int, keys: Collection[str]) -> list[bytes]:

@@ -7,8 +7,11 @@ Rules owned here:
   key's first message, then one more than the key's current number. Keys are compared
   whole (``1`` and ``10`` are different keys).
 * A producer may choose the number (``x-opt-sequence``, as a message annotation or an
-  application property). It must be an integer greater than the key's current number, so
-  history stays ordered; anything else is refused before the message joins the queue.
+  application property). It must be an integer (a long) greater than the key's current
+  number, so history stays ordered; anything else is refused before the message joins the
+  queue. The number is the record's ``sequence``; the message is delivered with it as the
+  annotation ``x-opt-sequence``, added as it leaves, and a message written to the store
+  carries it in its bytes (codec/encode.py).
 * History: ``max_key_updates`` newest versions of each key are kept (``None``: all of
   them; ``0``: the current version only, like ``1``). Older versions are dropped as new
   ones arrive, O(1) each.
@@ -29,11 +32,13 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import NamedTuple
 
+from proton_broker.codec.encode import KEY_SEQUENCE
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
 
-SEQUENCE = "x-opt-sequence"
+SEQUENCE = KEY_SEQUENCE
+_LONG_MAX = 2**63 - 1  # x-opt-sequence is a long
 SEQUENCE_KEY = "x-opt-sequence-key"
 FIRST, LAST = "first", "last"
 _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (see History)
@@ -96,8 +101,8 @@ class History:
                 custom = int(custom)
             except ValueError:
                 custom = None
-        if not isinstance(custom, int) or isinstance(custom, bool):
-            raise InvalidField(f"{SEQUENCE} must be an integer, got {custom!r}", SEQUENCE)
+        if not isinstance(custom, int) or isinstance(custom, bool) or custom > _LONG_MAX:
+            raise InvalidField(f"{SEQUENCE} must be an integer (a long), got {custom!r}", SEQUENCE)
         if custom <= current:
             raise InvalidField(
                 f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
@@ -158,8 +163,8 @@ class History:
             self.dropped(message)
 
     def number(self, message: Message) -> tuple[str, int] | None:
-        """Give ``message`` the next number of its key, unless it has one, and stamp it on
-        the message (annotation ``x-opt-sequence``); InvalidField for a bad custom number.
+        """Give ``message`` the next number of its key (``message.sequence``), unless it has
+        one; InvalidField for a bad custom number.
         (key, number), or None for a message without the key. For a message numbered
         before it joins (the broker writes it to the store first): its number counts as
         given out from now on."""
@@ -178,8 +183,11 @@ class History:
             custom = message.message_annotation(SEQUENCE)
             if custom is None:
                 custom = message.application_property(SEQUENCE)
+            # Delivered as x-opt-sequence, added as it leaves; a message written to the
+            # store carries it in its bytes (codec/encode.py).
             message.sequence = self.next_sequence(key, custom)
-            annotate(message, SEQUENCE, message.sequence)
+            if message.store_id is not None:
+                annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
 
     def arrived(self, message: Message, order: int) -> str | None:

@@ -231,8 +231,7 @@ class Queue:
         limited = self._limited
         if limited and not admitted:
             self.limits.admit(message)  # type: ignore[union-attr] # limited: there are limits
-        # Whether the producer sent annotations (a delivery time can only be among them):
-        # asked before the history stamps its own x-opt-sequence there.
+        # Whether the producer sent annotations (a delivery time can only be among them).
         annotated = message.annotations_span is not None
         seq = numbers.next if number is None else number
         key = self.history.arrived(message, seq) if self.history is not None else None

@@ -73,6 +73,22 @@ def test_a_rejected_message_goes_to_the_alternate_queue_annotated(broker: Runnin
     assert (stats.rejected, stats.dead_lettered) == (1, 1)
 
 
+def test_a_dead_letter_from_a_keyed_queue_keeps_its_number_in_its_key(
+    broker: RunningBroker,
+) -> None:
+    declare(broker, "dead")
+    declare(broker, "prices", {**DLQ, "qpid.last_value_queue_key": "sym"})
+    client = broker.client()
+    send(client, "prices", *(Message(body=n, properties={"sym": "X"}) for n in (1, 2)))
+    got = take_one(client, "prices")
+    assert annotations(got)["x-opt-sequence"] == 2
+    client.settle(got, Disposition.REJECTED)
+    dead = take_one(client, "dead")
+    assert dead.message.body == 2
+    assert annotations(dead)["x-opt-sequence"] == 2  # as it was delivered from its queue
+    assert annotations(dead)["x-opt-dead-letter-queue"] == "prices"
+
+
 def test_qpidds_alternate_exchange_routes_a_rejected_message_by_its_subject(
     broker: RunningBroker,
 ) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import proton
 import pytest
 
+from proton_broker.codec.encode import with_sequence_number
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
@@ -31,8 +32,10 @@ def queue(options: dict[str, Any], default_keep: int | None = None) -> Queue:
 
 
 def sequence_of(entry_or_message: Any) -> int:
+    """The ``x-opt-sequence`` a delivery of it carries."""
     message = getattr(entry_or_message, "message", entry_or_message)
-    return message.message_annotation(SEQUENCE)
+    delivered = parse_message(with_sequence_number(message, message.number or 0))
+    return delivered.message_annotation(SEQUENCE)
 
 
 def replayed(q: Queue, start: int | str, key: str | None = None) -> list[tuple[str, int]]:
@@ -61,14 +64,36 @@ def test_messages_without_the_key_get_no_sequence() -> None:
     assert sequence_of(entry) is None
 
 
-def test_the_sequence_is_stamped_on_the_message_and_the_rest_is_kept() -> None:
+def test_the_sequence_is_delivered_and_the_rest_is_kept() -> None:
     q = queue(LVQ)
     q.enqueue(msg("k", "payload", colour="red"))
     (entry,) = q.entries()
     decoded = proton.Message()
-    decoded.decode(entry.message.data)
-    assert decoded.annotations == {SEQUENCE: 1}
+    decoded.decode(with_sequence_number(entry.message, 1))
+    assert decoded.annotations == {SEQUENCE: 1, "x-opt-sequence-number": 1}
     assert decoded.body == "payload" and decoded.properties == {"id": "k", "colour": "red"}
+
+
+def test_a_queued_message_keeps_the_bytes_the_producer_sent() -> None:
+    sent = msg("k", "payload")
+    original = sent.data
+    queue(LVQ).enqueue(sent)
+    assert sent.sequence == 1 and sent.data is original  # the number is added as it leaves
+
+
+def test_a_message_written_to_the_store_carries_its_sequence_in_its_bytes() -> None:
+    durable = msg("k", "payload")
+    durable.store_id = 1  # as the broker gives one to a durable message on a durable queue
+    queue(LVQ).enqueue(durable)
+    assert durable.message_annotation(SEQUENCE) == 1  # so its row reads back with it
+
+
+def test_a_custom_sequence_must_fit_in_a_long() -> None:
+    q = queue(KEYED)
+    with pytest.raises(InvalidField, match="must be an integer"):
+        q.enqueue(msg("k", **{SEQUENCE: proton.ulong(2**63)}))
+    q.enqueue(msg("k", **{SEQUENCE: 2**63 - 1}))
+    assert sequence_of(list(q.entries())[-1]) == 2**63 - 1
 
 
 def test_a_custom_sequence_must_be_greater_than_the_current_one() -> None:
