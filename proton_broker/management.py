@@ -156,8 +156,9 @@ def _group_type(queue: Queue) -> str:
 
 
 def _lvq_keys(queue: Queue) -> int | None:
-    index = queue._lvq  # read only, for management
-    return None if index is None else len(index)
+    """The keys of a last-value queue that have a message on it."""
+    history = queue.history
+    return history.standing if history is not None and history.indexes else None
 
 
 Reader = Callable[[Queue], Any]

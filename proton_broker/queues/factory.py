@@ -15,8 +15,9 @@ a group header key (``qpid.group_header_key``)     a group distributor in place 
                                                    ordering: :class:`~.groups.StandardGroups`,
                                                    or :class:`~.groups.SharedGroups` with
                                                    ``qpid.shared_msg_group``
-``lvq_key`` (``qpid.last_value_queue_key``)        :class:`~.lastvalue.LastValueIndex`
-``lvq_key`` or ``sequenceKey``                     :class:`~.history.History` (per-key numbers)
+``lvq_key`` (``qpid.last_value_queue_key``)        :class:`~.history.History` (per-key numbers),
+                                                   also the index of each key's newest entry
+``sequenceKey``                                    :class:`~.history.History` (per-key numbers)
 ``max_count``/``max_size`` and a policy            ring, reject or flow-to-disk policy
                                                    (:func:`~.overflow.make_limit`)
 flow stop/resume thresholds                        producer flow control
@@ -48,7 +49,6 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.groups import DEFAULT_GROUP, GroupDistributor, make_groups
 from proton_broker.queues.history import History
-from proton_broker.queues.lastvalue import LastValueIndex
 from proton_broker.queues.overflow import (
     FlowControl,
     FlowToDiskPolicy,
@@ -77,7 +77,6 @@ class QueueParts:
     settings: QueueSettings
     order: Ordering | GroupDistributor  # the groups, on a grouped queue
     groups: GroupDistributor | None
-    lvq: LastValueIndex | None
     history: History | None
     limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None
     flow: FlowControl | None
@@ -109,7 +108,7 @@ def parts_for(
     if keep is None and settings.lvq_key:
         keep = LVQ_HISTORY  # bounded on a last-value queue (see above)
     key_property = settings.lvq_key or settings.sequence_key
-    history = History(keep, key_property) if key_property else None
+    history = History(keep, key_property, indexes=bool(settings.lvq_key)) if key_property else None
     limit = make_limit(name, settings)
     packed = PackedTail(pack_after) if _packs(settings, limit, pack_after) else None
     if groups is not None:
@@ -120,7 +119,6 @@ def parts_for(
         settings=settings,
         order=order,
         groups=groups,
-        lvq=LastValueIndex(settings.lvq_key) if settings.lvq_key else None,
         history=history,
         limit=limit,
         flow=make_flow_control(name, settings),

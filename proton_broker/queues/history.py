@@ -17,6 +17,14 @@ Rules owned here:
   ones arrive, O(1) each.
 * A dropped version lets go of its message at once, so a last-value queue under churn
   holds the bytes of its current values only.
+* Last value (after Qpid Broker-J's ``LastValueQueueList`` and the Qpid C++ LVQ): on a
+  last-value queue the history is also the index of each key's newest entry. While the
+  entry of a key's latest version is on the queue, the history keeps that entry in the
+  version's place (``indexes``); a new version of the key displaces it, and the queue
+  supersedes it (see :meth:`proton_broker.queues.queue.Queue.enqueue`). One dictionary
+  serves both: a second one cost about 40 bytes a key. Replacing is O(1). A message
+  without the key is never replaced and never replaces another (Broker-J and Artemis;
+  the C++ broker conflates such messages under ``""``, reported as a bug).
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
   ``last`` the latest one (of each key, when replaying all keys). A replay of one key is
@@ -36,6 +44,7 @@ from proton_broker.codec.encode import KEY_SEQUENCE
 from proton_broker.codec.sections import annotate
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
+from proton_broker.queues.entries import Entry
 
 SEQUENCE = KEY_SEQUENCE
 _LONG_MAX = 2**63 - 1  # x-opt-sequence is a long
@@ -56,8 +65,10 @@ class Version(NamedTuple):
     message: Message
 
 
-# A key's kept versions, oldest first: the message alone, a list or a deque (see History).
-Kept = Message | list[Message] | deque[Message]
+# A key's kept versions, oldest first: one alone, a list or a deque (see History). On a
+# last-value queue the latest may be the entry standing for it (see the module rules).
+Kept = Message | Entry | list[Message | Entry] | deque[Message | Entry]
+_MANY = (list, deque)  # more than one version
 
 
 class History:
@@ -69,9 +80,12 @@ class History:
         max_updates: int | None,
         key_property: str,
         dropped: Callable[[Message], None] | None = None,
+        indexes: bool = False,
     ) -> None:
         self.keep = None if max_updates is None else max(1, max_updates)
         self.key_property = key_property
+        self.indexes = indexes  # a last-value queue's: the index of newest entries too
+        self.standing = 0  # keys whose latest version's entry stands for it (on the queue)
         self.dropped = dropped  # called with a version's message when it is let go
         # Called with (key, sequence, message) for every new version, on the loop thread:
         # replaying browsers and the HTTP gateway's long polls and WebSocket streams.
@@ -121,9 +135,13 @@ class History:
         for key, seq in counters.items():
             self.reserve(key, seq)
 
-    def record(self, key: str, seq: int, message: Message, order: int) -> None:
-        """``message`` is version ``seq`` of ``key`` (numbered by next_sequence), number
-        ``order`` on its queue (the number the queue gives it as it joins)."""
+    def record(
+        self, key: str, seq: int, message: Message, order: int, entry: Entry | None = None
+    ) -> Entry | None:
+        """``message`` is version ``seq`` of ``key`` (numbered by :meth:`numbered`), number
+        ``order`` on its queue (the number the queue gives it as it joins). On a last-value
+        queue ``entry``, its entry, stands for it; the entry that stood for the key's latest
+        version until now, if any, is returned (a newer value has arrived for it)."""
         versions = self._versions.get(key)
         latest, ahead = _latest_seq(versions), self._ahead
         current = ahead.get(key, latest) if ahead else latest
@@ -133,27 +151,54 @@ class History:
             ahead.pop(key, None)
         message.number, message.sequence = order, seq
         message.in_history = True
+        version: Message | Entry = message
+        if entry is not None:
+            version = entry
+            self.standing += 1
+        displaced: Entry | None = None
         if versions is None:
-            self._versions[key] = message  # alone (see __init__)
-        elif isinstance(versions, Message):
+            self._versions[key] = version  # alone (see __init__)
+        elif isinstance(versions, _MANY):
+            last = versions[-1]
+            if isinstance(last, Entry):  # its entry stood for it: the message does now
+                displaced, versions[-1] = last, last.message
+                self.standing -= 1
+            versions.append(version)
+            if self.keep is not None and len(versions) > self.keep:
+                oldest = versions.pop(0) if isinstance(versions, list) else versions.popleft()
+                self._drop(_message_of(oldest))
+        else:
+            if isinstance(versions, Entry):
+                displaced, versions = versions, versions.message
+                self.standing -= 1
             if self.keep == 1:
-                self._versions[key] = message
+                self._versions[key] = version
                 self._drop(versions)
             else:
-                pair = (versions, message)
-                self._versions[key] = list(pair) if self._small else deque(pair)
+                pair: list[Message | Entry] = [versions, version]
+                self._versions[key] = pair if self._small else deque(pair)
+        return displaced
+
+    def left(self, entry: Entry) -> None:
+        """On a last-value queue: ``entry`` leaves the queue; if it stood for its key's
+        latest version, its message does again."""
+        key: str = entry.key  # type: ignore[assignment] # a keyed entry
+        versions = self._versions.get(key)
+        if versions is entry:
+            self._versions[key] = entry.message
+        elif isinstance(versions, _MANY) and versions[-1] is entry:
+            versions[-1] = entry.message
         else:
-            versions.append(message)
-            if self.keep is not None and len(versions) > self.keep:
-                self._drop(versions.pop(0) if isinstance(versions, list) else versions.popleft())
+            return
+        self.standing -= 1
 
     def _versions_of(self, key: str) -> list[Version]:
         """``key``'s kept versions, oldest first."""
         versions = self._versions.get(key)
         if versions is None:
             return []
-        kept = [versions] if isinstance(versions, Message) else versions
-        return [Version(m.number, key, m.sequence, m) for m in kept]  # type: ignore[arg-type] # recorded: numbered
+        kept = versions if isinstance(versions, _MANY) else [versions]
+        return [_version(key, each) for each in kept]
 
     def _drop(self, message: Message) -> None:
         """A key has more versions than it keeps: its oldest, ``message``, goes, bytes and
@@ -168,14 +213,15 @@ class History:
         (key, number), or None for a message without the key. For a message numbered
         before it joins (the broker writes it to the store first): its number counts as
         given out from now on."""
-        numbered = self._number(message)
+        numbered = self.numbered(message)
         if numbered is not None:
             self.reserve(*numbered)
         return numbered
 
-    def _number(self, message: Message) -> tuple[str, int] | None:
-        """As :meth:`number`, for a message recorded at once (which makes its number the
-        key's current one): nothing is reserved."""
+    def numbered(self, message: Message) -> tuple[str, int] | None:
+        """As :meth:`number`, for a message recorded next (which makes its number the key's
+        current one): nothing is reserved. The queue asks before anything changes, so a bad
+        custom number refuses the message."""
         key = property_text(message.application_property(self.key_property))
         if key is None:
             return None
@@ -190,22 +236,19 @@ class History:
                 annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
 
-    def arrived(self, message: Message, order: int) -> str | None:
-        """``message`` joins the queue as number ``order``: number it in its key (unless it
-        was numbered before), record it as its key's latest version and tell the watchers.
-        Its key."""
-        numbered = self._number(message)
-        if numbered is None:
-            return None
-        key, seq = numbered
-        self.record(key, seq, message, order)
+    def arrived(
+        self, key: str, seq: int, message: Message, order: int, entry: Entry | None = None
+    ) -> Entry | None:
+        """``message``, numbered (:meth:`numbered`), joins the queue as number ``order``:
+        record it as its key's latest version (see :meth:`record`) and tell the watchers."""
+        displaced = self.record(key, seq, message, order, entry)
         for watch in self.watchers:
             watch(key, seq, message)
-        return key
+        return displaced
 
     def recover(self, message: Message) -> None:
         """At start-up: a stored version that had left the queue but was kept."""
-        numbered = self._number(message)
+        numbered = self.numbered(message)
         if numbered is not None:
             self.record(*numbered, message, message.number or 0)
 
@@ -224,21 +267,32 @@ class History:
                 return versions  # FIRST
             return [v for v in versions if v.seq >= start]
         if start == LAST:
-            kept = [
-                Version(m.number, k, m.sequence, m)  # type: ignore[arg-type] # numbered
-                for k, versions in self._versions.items()
-                for m in (versions if isinstance(versions, Message) else versions[-1],)
-            ]
+            kept = [_version(k, _latest(versions)) for k, versions in self._versions.items()]
         else:
             least = 0 if isinstance(start, str) else start  # FIRST: all of them
             kept = [
-                Version(m.number, k, m.sequence, m)  # type: ignore[arg-type] # numbered
+                version
                 for k, versions in self._versions.items()
-                for m in ((versions,) if isinstance(versions, Message) else versions)
-                if m.sequence >= least  # type: ignore[operator] # numbered
+                for each in (versions if isinstance(versions, _MANY) else (versions,))
+                if (version := _version(k, each)).seq >= least
             ]
         kept.sort(key=_ORDER)
         return kept
+
+
+def _latest(versions: Kept) -> Message | Entry:
+    """A key's latest kept version."""
+    return versions[-1] if isinstance(versions, _MANY) else versions
+
+
+def _message_of(version: Message | Entry) -> Message:
+    """A kept version's message (its entry's, where an entry stands for it)."""
+    return version.message if isinstance(version, Entry) else version
+
+
+def _version(key: str, version: Message | Entry) -> Version:
+    message = _message_of(version)
+    return Version(message.number, key, message.sequence, message)  # type: ignore[arg-type] # numbered
 
 
 _ORDER = attrgetter("order")
@@ -248,8 +302,7 @@ def _latest_seq(versions: Kept | None) -> int:
     """The number of a key's latest kept version (0: it has none)."""
     if versions is None:
         return 0
-    latest = versions if isinstance(versions, Message) else versions[-1]
-    return latest.sequence  # type: ignore[return-value] # recorded: numbered
+    return _message_of(_latest(versions)).sequence  # type: ignore[return-value] # numbered
 
 
 def sequence_start(value: object) -> int | str:

@@ -3,9 +3,8 @@
 
 The parts own their rules: the ordering of available entries
 (:mod:`~proton_broker.queues.entries`, or :mod:`~proton_broker.queues.groups` on a grouped
-queue), last value (:mod:`~proton_broker.queues.lastvalue`), sequence history
-(:mod:`~proton_broker.queues.history`), sequence numbers and duplicates
-(:mod:`~proton_broker.queues.numbering`), dispatch to consumers
+queue), sequence history and last value (:mod:`~proton_broker.queues.history`), sequence
+numbers and duplicates (:mod:`~proton_broker.queues.numbering`), dispatch to consumers
 (:mod:`~proton_broker.queues.dispatching`), browsers (:mod:`~proton_broker.queues.browsing`),
 consuming selectors (:mod:`~proton_broker.queues.selecting`), holds
 (:mod:`~proton_broker.queues.holds`), expiry (:mod:`~proton_broker.queues.expiry`),
@@ -66,6 +65,7 @@ from proton_broker.queues.numbering import Numbering
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
+    from proton_broker.queues.history import History
 from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import EXPIRE_TO_ALTERNATE, QueueSettings, check_live_change
@@ -114,10 +114,11 @@ class Queue:
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
         self._last_arrival = 0.0  # the arrival time the last message got (see the rules)
-        self._log = ArrivalLog(eager=parts.lvq is not None)  # see ArrivalLog
+        self._lvq = parts.history is not None and parts.history.indexes  # a last-value queue
+        self._log = ArrivalLog(eager=self._lvq)  # see ArrivalLog
         self._groups = parts.groups
         self._order = parts.order
-        self._lvq = parts.lvq
+        self._lvq = parts.history is not None and parts.history.indexes  # a last-value queue
         self._entry = parts.entry  # the entry kind (entries.py: only the slots it uses)
         # A deep plain queue keeps its newest messages packed (queues/packed.py); the log
         # and the ordering read on into the packed tail when they run out.
@@ -234,7 +235,7 @@ class Queue:
         # Whether the producer sent annotations (a delivery time can only be among them).
         annotated = message.annotations_span is not None
         seq = numbers.next if number is None else number
-        key = self.history.arrived(message, seq) if self.history is not None else None
+        keyed = self.history.numbered(message) if self.history is not None else None
         if now is None:
             arrival = time.time()
             last = self._last_arrival
@@ -280,8 +281,14 @@ class Queue:
                 return True
             packed.unpack_all()  # it may not be packed: what arrived before goes first
         entry = self._entry(seq, message, expires)
-        if key is not None:  # a queue with a key has keyed entries
-            entry.key = key  # type: ignore[misc]
+        if keyed is not None:  # a queue with a key has keyed entries
+            key = entry.key = keyed[0]  # type: ignore[misc]
+            # On a last-value queue its entry stands for its key's latest version, and the
+            # entry that stood for the one before is superseded (see history.py).
+            history: History = self.history  # type: ignore[assignment] # keyed: a history
+            older = history.arrived(key, keyed[1], message, seq, entry if self._lvq else None)
+            if older is not None:
+                self._supersede(older)
         message.on_queue = True
         message.number = seq
         if self.persistent and message.store_id is not None and number is None:
@@ -290,8 +297,6 @@ class Queue:
         self._order.push(entry)
         if expires is not None:
             self._expiry.track(entry)
-        if self._lvq is not None:
-            self._supersede(self._lvq.replace(entry))
         if limited:
             self.limits.joined(entry)  # type: ignore[union-attr]
         if until is not None and self._held.hold(entry, until):
@@ -611,8 +616,8 @@ class Queue:
         if has_page and self.hooks.pager is not None:
             self.hooks.pager.discard(message)
         self._log.removed()
-        if self._lvq is not None:
-            self._lvq.forget(entry)
+        if self._lvq and entry.key is not None:
+            self.history.left(entry)  # type: ignore[union-attr] # last value: a history
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
         entry.message = GONE  # its bytes go now, unless something else still holds them
