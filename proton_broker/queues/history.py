@@ -246,11 +246,13 @@ class History:
             watch(key, seq, message)
         return displaced
 
-    def recover(self, message: Message) -> None:
-        """At start-up: a stored version that had left the queue but was kept."""
+    def recover(self, message: Message) -> Entry | None:
+        """At start-up: a stored version that had left the queue but was kept. On a
+        last-value queue: the entry it displaces, as :meth:`record`."""
         numbered = self.numbered(message)
-        if numbered is not None:
-            self.record(*numbered, message, message.number or 0)
+        if numbered is None:
+            return None
+        return self.record(*numbered, message, message.number or 0)
 
     def current(self, key: str) -> int:
         """The latest number given out for ``key`` (0: none yet)."""

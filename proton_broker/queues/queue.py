@@ -363,9 +363,13 @@ class Queue:
             message.store_id = None
 
     def recover_version(self, message: Message) -> None:
-        """At start-up: a stored version that had left the queue but was kept in history."""
+        """At start-up: a stored version that had left the queue but was kept in history.
+        On a last-value queue a value recovered before it, still on the queue, is older:
+        it is superseded, as it would have been had it arrived first."""
         if self.history is not None:
-            self.history.recover(message)
+            older = self.history.recover(message)
+            if older is not None:
+                self._supersede(older)
 
     # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
 

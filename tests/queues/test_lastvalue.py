@@ -335,6 +335,22 @@ def test_a_last_value_queue_under_churn_holds_little_more_than_its_current_value
     assert max(extra[4:]) < max(extra[:4]) + 40, extra  # steady, not growing
 
 
+def test_a_newer_value_recovered_after_an_older_one_still_queued_supersedes_it() -> None:
+    # Before a restart: A1 was out with a consumer when A2 replaced it, and A2 was consumed
+    # (its history keeps it). Recovery brings A1 back first, then A2's kept version.
+    q = build_queue(
+        "prices", parse_settings({"qpid.last_value_queue_key": "ticker", "max_key_updates": 3})
+    )
+    q.enqueue(msg("A", "A1"), number=1)
+    kept = msg("A", "A2")
+    kept.number = 2
+    q.recover_version(kept)
+    assert live(q) == [] and q.stats.replaced == 1
+    q.enqueue(msg("A", "A3"))
+    assert live(q) == ["A3"]
+    assert q.history is not None and q.history.standing == 1
+
+
 # ---- against a model ---------------------------------------------------------------------
 
 
