@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proton import Disposition, Message, symbol
+from proton import Disposition, Message, symbol, ulong
 
 from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
 from tests.conftest import RunningBroker
@@ -100,6 +100,21 @@ def test_a_custom_sequence_is_kept_and_a_stale_one_is_rejected(broker: RunningBr
     receiver = replay_receiver(client, "custom", "first", key="k")
     client.wait_received(receiver, 1)
     assert seen(client, receiver) == [("x", 999)]
+
+
+def test_a_custom_sequence_beyond_a_long_is_rejected_and_the_link_goes_on(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    sender = client.sender("huge", node_properties=LVQ)
+    huge = client.wait_settled(
+        client.send(sender, Message(body="x", properties={"id": "k", SEQUENCE: ulong(2**63)}))
+    )
+    assert huge.remote_state == Disposition.REJECTED
+    assert huge.remote.condition.name == "amqp:invalid-field"
+    assert "must be an integer (a long)" in huge.remote.condition.description
+    ok = client.wait_settled(client.send(sender, Message(body="y", properties={"id": "k"})))
+    assert ok.remote_state == Disposition.ACCEPTED  # the same link: it was not closed
 
 
 def test_bad_replay_filters_are_refused_with_invalid_field(broker: RunningBroker) -> None:
