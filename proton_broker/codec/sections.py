@@ -33,6 +33,7 @@ from proton_broker.codec.values import (
     section_code,
     skip,
     skip_section_value,
+    skip_simple_pairs,
     skip_values,
 )
 from proton_broker.message import Fields, Header, Message
@@ -147,7 +148,9 @@ def _application_properties(data: bytes, at: int) -> int:
         raise DecodeError(f"it is {_type_name(code)}, not a map")
     if count & 1:
         raise DecodeError(f"map at offset {at} has an odd number of elements")
-    pos = first
+    if skip_simple_pairs(data, first, count >> 1) == stop:  # the usual map, quickly
+        return stop
+    pos = first  # the careful walk, which says what is wrong
     for _ in range(count >> 1):
         key = data[pos]
         if key != 0xA1 and key != 0xB1:

@@ -423,7 +423,65 @@ def _step_table() -> list[int]:
 
 
 _STEP = _step_table()
+# The same for an application property's value, which must be of a simple type (AMQP 1.0
+# 3.2.5: no list, even an empty one, no map, array or described value): those are 0 here.
+_PROPERTY_STEP = [
+    0 if width == _STEP_NESTED or code == 0x45 else width for code, width in enumerate(_STEP)
+]
 SECTION_RANK = [SECTION_ORDER.get(code, -1) for code in range(256)]
+
+
+def skip_simple_pairs(data: bytes, at: int, pairs: int) -> int:  # noqa: C901 - the hot codec walk, measured
+    """The offset just after ``pairs`` key/value pairs starting at ``at``, each a string
+    key (str8 or str32, valid UTF-8) and a value of a fixed-width, binary, string or symbol
+    type, as application properties mostly are (AMQP 1.0 3.2.5); -1 as soon as anything
+    else turns up, and the caller walks the pairs again with its checks, which say what.
+
+    Runs for every message with application properties: one call for the map, the steps
+    inline, each text checked with one ``isascii`` of its bytes (a decode only when it is
+    not ASCII). May run past the map like :func:`skip_values`: the caller checks the end."""
+    step = _PROPERTY_STEP
+    for _ in range(pairs):
+        code = data[at]
+        if code == 0xA1:
+            start, at = at + 2, at + 2 + data[at + 1]
+        elif code == 0xB1:
+            start, at = at + 5, at + 5 + _U32.unpack_from(data, at + 1)[0]
+        else:
+            return -1  # not a string key
+        if not data[start:at].isascii() and not _is_text(data, 0xA1, start, at):
+            return -1
+        code = data[at]
+        width = step[code]
+        if width > 0:
+            at += width
+        elif width == _STEP_VAR8:
+            at += 2 + data[at + 1]
+        elif width == _STEP_VAR32:
+            at += 5 + _U32.unpack_from(data, at + 1)[0]
+        elif width == _STEP_TEXT8:
+            start, at = at + 2, at + 2 + data[at + 1]
+            if not data[start:at].isascii() and not _is_text(data, code, start, at):
+                return -1
+        elif width == _STEP_TEXT32:
+            start, at = at + 5, at + 5 + _U32.unpack_from(data, at + 1)[0]
+            if not data[start:at].isascii() and not _is_text(data, code, start, at):
+                return -1
+        else:
+            return -1  # not of a simple type, or no constructor at all
+    return at
+
+
+def _is_text(data: bytes, code: int, start: int, stop: int) -> bool:
+    """Whether the bytes of a string (UTF-8) or symbol (ASCII: never, here, since the caller
+    found them not ASCII) of constructor ``code`` are well formed."""
+    if code != 0xA1 and code != 0xB1:
+        return False
+    try:
+        data[start:stop].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def skip_values(data: bytes, at: int, count: int) -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from proton import Message, symbol
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from proton import Message, symbol, timestamp, ubyte, uint
 
 from proton_broker.codec import sections
 from proton_broker.codec.sections import _list_fields, parse_message
@@ -350,3 +352,26 @@ def test_shared_positions_and_fields_stop_growing_at_their_bounds_and_stay_corre
         assert message.subject == "s" * n
         assert message.message_annotations == {symbol("x-a"): "y" * n}
     assert len(sections._SPANS) <= 8 and len(sections._FIELDS) <= 8
+
+
+_PROPERTY_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=300),
+    st.binary(max_size=300),
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=20).map(symbol),
+    st.integers(0, 2**32 - 1).map(uint),
+    st.integers(0, 255).map(ubyte),
+    st.integers(0, 2**40).map(timestamp),
+)
+
+
+@given(st.dictionaries(st.text(max_size=300), _PROPERTY_VALUES, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_application_properties_of_every_simple_type_are_taken_as_sent(
+    properties: dict,  # type: ignore[type-arg]
+) -> None:
+    message = parse_message(_encoded(Message(body="b", properties=properties)))
+    assert message.application_properties == properties

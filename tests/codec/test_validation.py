@@ -80,6 +80,17 @@ MAP, LIST = 0xC1, 0xC0
             "the value of 'm' is a map",
         ),
         (
+            section(0x74, compound8(MAP, [str8(b"e"), b"\x45"])) + NULL_BODY,
+            "the value of 'e' is a list, not a simple type",
+        ),
+        (
+            section(
+                0x74, compound8(MAP, [str8(b"ok"), str8(b"v"), str8(b"s"), b"\xe0\x02\x00\x40"])
+            )
+            + NULL_BODY,
+            "the value of 's' is an array",
+        ),
+        (
             section(0x74, compound8(MAP, [str8(b"d"), b"\x00\xa3\x01d\x40"])) + NULL_BODY,
             "the value of 'd' is a described value",
         ),
