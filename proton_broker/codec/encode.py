@@ -157,9 +157,8 @@ _KEY_PAIR = b"\xa3" + bytes((len(KEY_SEQUENCE),)) + _KEY_NAME + b"\x81"  # the v
 _KEYED_SECTION = (
     b"\x00\x53\x72\xc1" + bytes((1 + len(_KEY_PAIR) + 8 + len(_NUMBER_PAIR) + 8, 4)) + _KEY_PAIR
 )
-# keyed_section(prefix, key number, number pair prefix, number): the whole section.
-keyed_section = struct.Struct(f">{len(_KEYED_SECTION)}sq{len(_NUMBER_PAIR)}sQ").pack
-KEYED_SECTION_PREFIX, NUMBER_PAIR = _KEYED_SECTION, _NUMBER_PAIR
+# _keyed_section(prefix, key number, number pair prefix, number): the whole section.
+_keyed_section = struct.Struct(f">{len(_KEYED_SECTION)}sq{len(_NUMBER_PAIR)}sQ").pack
 
 
 def with_sequence_number(message: Message, number: int, header: bytes | None = None) -> bytes:
@@ -178,7 +177,7 @@ def with_sequence_number(message: Message, number: int, header: bytes | None = N
         if sequence is None:
             middle = number_section(_NUMBER_SECTION, number)
         else:
-            middle = keyed_section(_KEYED_SECTION, sequence, _NUMBER_PAIR, number)
+            middle = _keyed_section(_KEYED_SECTION, sequence, _NUMBER_PAIR, number)
     else:
         at, stop = span
         middle = _map_with_number(data, at, stop, number, sequence)
