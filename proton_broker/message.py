@@ -161,8 +161,8 @@ class Message:
         self.store_id: int | None = None
         # Sequence history: the number its key got, as it joined or before (a transaction's
         # message is numbered when it is staged, so that a bad custom number is refused);
-        # delivered and written as x-opt-sequence, which is not in ``data`` unless the
-        # producer sent it (codec/encode.py).
+        # delivered as x-opt-sequence, which is in ``data`` only if the producer sent it
+        # or the message was written to the store (codec/encode.py).
         self.sequence: int | None = None
         self.on_queue = False  # its entry is live on the queue (history: both may hold it)
         self.in_history = False  # one of the versions its queue's history keeps

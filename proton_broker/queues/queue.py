@@ -118,7 +118,6 @@ class Queue:
         self._log = ArrivalLog(eager=self._lvq)  # see ArrivalLog
         self._groups = parts.groups
         self._order = parts.order
-        self._lvq = parts.history is not None and parts.history.indexes  # a last-value queue
         self._entry = parts.entry  # the entry kind (entries.py: only the slots it uses)
         # A deep plain queue keeps its newest messages packed (queues/packed.py); the log
         # and the ordering read on into the packed tail when they run out.
