@@ -3,10 +3,14 @@ replay with the x-opt-sequence source filter (docs/sequence-history.md)."""
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 from proton import Disposition, Message, symbol, ulong
 
+from proton_broker.testing import BrokerProcess
 from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, terminus_map
@@ -209,6 +213,40 @@ def test_kept_versions_survive_a_restart_and_dropped_ones_leave_the_store(
         ).fetchone()[0]
     )
     assert stored == 4  # the three kept versions of k and the one of 'other'
+
+
+def test_a_value_held_when_it_was_replaced_is_not_delivered_again_after_a_kill(
+    tmp_path: Path,
+) -> None:
+    """A1 is out with a consumer, never settled, when A2 replaces it; A2 is consumed. After
+    kill -9 and a restart A1 comes back from the store first, then A2's kept version, which
+    supersedes it: nobody gets A1 again, and the history still has both."""
+    data = str(tmp_path / "data")
+    lvq = {**LVQ, **DURABLE, "max_key_updates": 3}
+    with BrokerProcess(data_dir=data) as process:
+        client = EngineClient(process.host, process.port)
+        sender = client.sender("held", node_properties=lvq)
+        update = client.send(sender, Message(body="A1", durable=True, properties={"id": "A"}))
+        client.wait_settled(update)
+        holder = client.receiver("held", credit=1)
+        client.wait_received(holder, 1)  # held, never settled
+        update = client.send(sender, Message(body="A2", durable=True, properties={"id": "A"}))
+        client.wait_settled(update)
+        taker = client.receiver("held", credit=1)
+        (newer,) = client.wait_received(taker, 1)
+        client.settle(newer)
+        client.pump(0.5)  # the settlement reaches the store
+        os.kill(process.pid, signal.SIGKILL)
+        process.proc.wait()  # type: ignore[union-attr]
+    with BrokerProcess(data_dir=data) as process:
+        client = EngineClient(process.host, process.port)
+        consumer = client.receiver("held", credit=10)
+        client.pump(1.0)
+        assert client.received(consumer) == []
+        replay = replay_receiver(client, "held", "first", key="A")
+        client.wait_received(replay, 2)
+        assert seen(client, replay) == [("A1", 1), ("A2", 2)]
+        client.close()
 
 
 def test_a_version_acknowledged_in_a_transaction_stays_in_the_history_after_a_restart(
