@@ -7,7 +7,13 @@ Rules this module owns:
 * Group commit: one writer thread owns the write connection. It takes every unit that has
   arrived, writes them in one transaction, commits, and posts their completions back to
   the event loop in one call. Units arriving while a commit (and its fsync) is under way
-  form the next group, so the batch grows with the load and there is no timer to tune.
+  form the next group, so the batch grows with the load. A stream (a pass of the loop
+  that brought GROUP_STREAM writes and removals or more) also keeps its group open for
+  GROUP_WINDOW, as PostgreSQL's ``commit_delay`` waits only while other transactions are
+  busy: bigger commits cost less a message. Fewer writes (a lone producer waiting for
+  each answer) are committed at once.
+* A message written and removed in the same group (a consumer took and settled it before
+  its write began) is neither written nor removed: the transaction ends the same.
 * Failure: if a transaction fails (disk full, I/O error) it is rolled back and every unit
   in it completes with a :class:`StoreError`; nothing of them is on disk. The writer
   carries on, so producers recover once space is freed. Removals of acknowledged messages
@@ -99,7 +105,8 @@ CREATE TABLE IF NOT EXISTS messages (
 # A message row's columns as written (the blob last: see _insert); schema 1 had no number.
 _MESSAGE_ROW = "INSERT INTO messages (id, queue, arrival, crc, number, data)"
 _MAX_GROUP = 4096  # units written in one transaction at most
-GROUP_WINDOW = 0.001  # seconds a group stays open for more units after its first
+GROUP_STREAM = 32  # messages written or removed in one pass that make a stream
+GROUP_WINDOW = 0.006  # seconds a stream's group stays open for more units
 _STOP = object()
 
 
@@ -460,12 +467,17 @@ class SqliteStore(Store):
             db.close()
 
     def _next_group(self) -> list[Unit] | None:
-        """Wait for a unit, then take every unit already waiting (up to a bound)."""
+        """Wait for units, then take every unit already waiting (up to a bound). A stream of
+        writes (the first units hold GROUP_STREAM messages or more) keeps its group open for
+        GROUP_WINDOW for more: bigger commits cost less a message, and a message taken
+        and settled within the group is not written at all. Fewer writes (a lone producer
+        waiting for each answer) are committed at once."""
         first = self._units.get()
         if first is _STOP:
             return None
         group = list(first)
-        deadline = time.monotonic() + GROUP_WINDOW
+        load = sum(len(unit.enqueues) + len(unit.dequeues) for unit in group)
+        deadline = time.monotonic() + (GROUP_WINDOW if load >= GROUP_STREAM else 0.0)
         while len(group) < _MAX_GROUP:
             wait = deadline - time.monotonic()
             try:
@@ -503,9 +515,13 @@ class SqliteStore(Store):
             )
 
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
-        rows = [_message_row(m) for unit in group for m in unit.enqueues]
+        enqueues = [m for unit in group for m in unit.enqueues]
         # Removals a failed commit held back go first (see the module rules).
         gone = self._unwritten + [(message_id,) for unit in group for message_id in unit.dequeues]
+        removed = gone  # from the messages table: not those this group would write
+        if enqueues and gone:
+            enqueues, removed = _unwritten(enqueues, gone)
+        rows = [_message_row(m) for m in enqueues]
         pages = [page for unit in group for page in unit.pages]
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
@@ -523,7 +539,7 @@ class SqliteStore(Store):
             if numbers:
                 _rows(db, "INSERT OR REPLACE INTO numbers", 2, numbers)
                 self._number_rows = True
-            _delete(db, "messages", gone)
+            _delete(db, "messages", removed)
             if gone and self._number_rows:  # only durable queues' messages have numbers
                 _delete(db, "numbers", gone)
             if marks:
@@ -578,6 +594,19 @@ _CHUNK_BYTES = 1 << 20  # and about this much message data
 def _message_row(m: StoredMessage) -> tuple[Any, ...]:
     """``m``'s values in _MESSAGE_ROW's order, with the checksum of its bytes."""
     return (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data)
+
+
+def _unwritten(
+    enqueues: list[StoredMessage], gone: list[tuple[int]]
+) -> tuple[list[StoredMessage], list[tuple[int]]]:
+    """``enqueues`` without the messages ``gone`` removes, and ``gone`` without those
+    ``enqueues`` writes: in one transaction a message written and removed is neither."""
+    removing = {message_id for (message_id,) in gone}
+    kept = [m for m in enqueues if m.id not in removing]
+    if len(kept) == len(enqueues):
+        return enqueues, gone
+    writing = {m.id for m in enqueues}
+    return kept, [item for item in gone if item[0] not in writing]
 
 
 def _insert(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> None:
