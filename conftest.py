@@ -14,6 +14,7 @@ BY_PLACE = {
     "tests/spark": "spark",
     "tests/store/test_crash.py": "crash",
     "tests/test_docs_examples.py": "docs",
+    "tests/browser": "browser",
 }
 
 

@@ -310,6 +310,19 @@ class Broker:
         log.info('QUE-1002 Deleted : "%s" : %d message(s) %s', name, dropped, where)
         return dropped
 
+    def purge_queue(self, name: str, user: str | None = None) -> int:
+        """Remove the available messages of queue ``name`` (qpidd's purge, which its ACL
+        calls ``purge``); returns how many. Messages consumers hold stay with them, and
+        none goes to the alternate: a purge is an operator's discard."""
+        queue = self.queues.get(name)
+        if queue is None:
+            raise NotFound(f"Node not found: {name}")
+        if user is not None:
+            self.access.check(user, "purge", "queue", name, queue_properties(queue.settings))
+        purged = queue.purge()
+        log.info('QUE-1011 Purge : "%s" : %d message(s) removed by %s', name, purged, user)
+        return purged
+
     def is_live(self, queue: Queue) -> bool:
         """Whether ``queue`` is still the broker's (not deleted): messages whose store write
         finishes after a deletion must not join (or be left in the store for) it."""

@@ -138,6 +138,20 @@ class HttpSection:
 
 
 @dataclass
+class ConsoleSection:
+    """The web console (docs/console.md), served under /console/ by the HTTP gateway when
+    it runs. Every figure below bounds what the console keeps in memory."""
+
+    enabled: bool = True
+    sample_interval: float = _at_least(2.0, 0.05)  # seconds between samples of the counters
+    history: int = _at_least(300, 2)  # samples kept for each plot (10 minutes at 2 s)
+    max_plotted_queues: int = _at_least(100, 0)  # queues with plots, the latest looked at
+    max_sessions: int = _at_least(1000, 1)  # logged-in sessions at once (the oldest ends)
+    session_timeout: float = _at_least(1800.0, 1)  # seconds a session lasts unused
+    log_records: int = _at_least(1000, 0)  # recent log records the logs page shows
+
+
+@dataclass
 class MetricsSection:
     """The Prometheus text endpoint on a port of its own (docs/metrics.md); off unless
     enabled, local-only by default. The HTTP gateway, when it is on,
@@ -186,6 +200,7 @@ class Config:
     logging: LoggingSection = field(default_factory=LoggingSection)
     queue: QueueSection = field(default_factory=QueueSection)
     http: HttpSection = field(default_factory=HttpSection)
+    console: ConsoleSection = field(default_factory=ConsoleSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     tls: TlsSection = field(default_factory=TlsSection)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -219,6 +234,7 @@ _SECTIONS = {
     "logging": LoggingSection,
     "queue": QueueSection,
     "http": HttpSection,
+    "console": ConsoleSection,
     "metrics": MetricsSection,
     "tls": TlsSection,
 }

@@ -180,6 +180,7 @@ class ProducerLink:
         self.window = window
         self.closed = False
         self._used = 0  # transfers since the last credit top-up
+        self._counted = 0  # transfers before the last top-up (see received)
         self._buf = ffi.new("char[]", 4096)  # reused for every transfer's bytes
         self._buf_size = 4096
         self.may_reject = allows_rejected(link)
@@ -293,9 +294,16 @@ class ProducerLink:
             queue.enqueue(each, admitted=True)
         self._accepted(dlv, _stopped(queues))
 
+    @property
+    def received(self) -> int:
+        """Transfers taken on this link so far (counted per credit top-up, not per
+        message, so that the count costs the hot path nothing)."""
+        return self._counted + self._used
+
     def _top_up(self) -> None:
         """Half the window is used: grant credit back up to the window (unless flow
         control has stopped us, or we are gone)."""
+        self._counted += self._used
         self._used = 0
         top_up = self.window - _link_credit(self.impl)
         if top_up > 0 and not self.stopped and not self.closed and not self._budget.full:
@@ -587,6 +595,11 @@ class ConsumerLink:
         self._tag.size = 8
         self._tag_value = self._tag[0]  # a view of the struct: passed by value, Proton copies
         self.closed = False
+
+    @property
+    def sent(self) -> int:
+        """Deliveries sent on this link so far (browsed ones included)."""
+        return self._sent
 
     def deliver(self, entry: Entry) -> None:
         message = entry.message

@@ -139,6 +139,7 @@ class Server(Handler):
         self.users: dict[Any, str] = {}  # pn_connection_t* -> who its client authenticated as
         broker.loop_hooks.budget.observers.append(self._memory_full)
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
+        self._opened: dict[Any, float] = {}  # pn_connection_t* -> when it was accepted
         self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
@@ -185,6 +186,69 @@ class Server(Handler):
         from proton_broker.metrics import take_snapshot
 
         return take_snapshot(self.broker, len(self.connections), self.connections_opened)
+
+    def connection_figures(self) -> list[dict[str, Any]]:
+        """Each open connection as the web console lists it (loop thread; O(links))."""
+        figures = []
+        for impl, conn in self.connections.items():
+            number = self._numbers.get(impl)
+            if number is None or conn.state & Endpoint.REMOTE_UNINIT:
+                continue  # not open yet: no user, no container id
+            links = [self.links.get(link._impl) for link in _links_of(conn)]
+            links = [state for state in links if state is not None]  # not closed ones
+            figures.append(
+                {
+                    "id": str(number),
+                    "address": f"{client_address(conn.url)}:{getattr(conn.url, 'port', '?')}",
+                    "user": self.users.get(impl),
+                    "container": conn.remote_container,
+                    "links": len(links),
+                    "opened": self._opened.get(impl),
+                    "messages_in": sum(s.received for s in links if isinstance(s, ProducerLink)),
+                    "messages_out": sum(s.sent for s in links if isinstance(s, ConsumerLink)),
+                }
+            )
+        return figures
+
+    def consumer_figures(self, queue_name: str) -> list[dict[str, Any]]:
+        """The links consuming from (or browsing) queue ``queue_name``, as the web console's
+        queue page lists them (loop thread; O(links))."""
+        figures = []
+        for state in self.links.values():
+            if not isinstance(state, ConsumerLink) or state.queue.name != queue_name:
+                continue
+            conn = state.link.connection._impl
+            figures.append(
+                {
+                    "connection": str(self._numbers.get(conn, "?")),
+                    "user": self.users.get(conn),
+                    "link": state.link.name,
+                    "browse": state.browse,
+                    "credit": state.credit,
+                    "unsettled": len(state.unsettled),
+                    "delivered": state.sent,
+                }
+            )
+        return figures
+
+    def close_connection(self, connection_id: str, user: str) -> None:
+        """Close connection ``connection_id`` (its number, as the console and the CON-
+        logs show it) with ``amqp:connection:forced``, as Broker-J closes one its management
+        closes; NotFound when no open connection has it (loop thread)."""
+        found = [
+            conn
+            for impl, conn in self.connections.items()
+            if str(self._numbers.get(impl)) == connection_id
+        ]
+        if not found:
+            raise NotFound(f"no open connection {connection_id}")
+        conn = found[0]
+        log.info(
+            "CON-1008 : Closed by an operator : [con:%s(%s)] : %s", connection_id, conn.url, user
+        )
+        conn.condition = Condition("amqp:connection:forced", f"closed by {user} in the console")
+        self._drop_connection(conn)
+        conn.close()
 
     def run(self) -> None:
         self.container.run()
@@ -264,6 +328,7 @@ class Server(Handler):
         self.connections[event.connection._impl] = event.connection
         self.connections_opened += 1
         self._numbers[event.connection._impl] = self.connections_opened
+        self._opened[event.connection._impl] = time.time()
         self.container.schedule(
             self.config.broker.handshake_timeout, Callback(lambda: self._handshake_due(conn))
         )
@@ -397,6 +462,7 @@ class Server(Handler):
         self.connections.pop(conn._impl, None)
         self.users.pop(conn._impl, None)
         self.quotas.gone(conn._impl)
+        self._opened.pop(conn._impl, None)
         number = self._numbers.pop(conn._impl, None)
         if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
             # once, whichever of close and end of stream comes first; and only for a

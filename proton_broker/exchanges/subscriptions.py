@@ -102,6 +102,10 @@ class Subscriptions:
         queue = self.broker.queues.get(name)
         return queue if queue is not None and self.broker.exchanges.bindings_of(name) else None
 
+    def in_use(self) -> dict[str, int]:
+        """The subscriptions receivers hold now: name -> how many links."""
+        return dict(self._holders)
+
     def hold(self, name: str) -> None:
         """A link holds ``name`` without asking for it again (the null-source lookup)."""
         self._holders[name] += 1

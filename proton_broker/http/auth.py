@@ -1,7 +1,9 @@
 """The gateway's authentication: the aiohttp middleware that names the user of every
 request, or refuses it, by the rules of :mod:`proton_broker.security.basic`.
 
-``/metrics`` is served without authentication only when ``metrics.open`` says so. The
+``/metrics`` is served without authentication only when ``metrics.open`` says so. The web
+console (``/console/``) is left to its own sessions (console.py), which follow the same
+rules for passwords and ``anonymous``. The
 password is checked on the broker's loop (the coroutine the gateway gives), and the user
 is kept on the request (``request[USER]``) for the ACL.
 """
@@ -19,6 +21,7 @@ from proton_broker.security.basic import ANONYMOUS, Refused, credentials, unauth
 
 log = logging.getLogger("proton_broker.http")
 
+CONSOLE = "/console"  # the web console's pages and API: sessions of their own
 USER = web.RequestKey("user", str)  # who a request comes from, for the handlers and the ACL
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PasswordCheck = Callable[[str, str], Awaitable[bool]]
@@ -34,6 +37,8 @@ class Authenticator:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == CONSOLE or request.path.startswith(CONSOLE + "/"):
+            return await handler(request)  # the console logs its users in (console.py)
         try:
             request[USER] = await self.user_of(request)
         except Refused as refused:

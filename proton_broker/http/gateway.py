@@ -69,6 +69,7 @@ from proton_broker.errors import (
     Unauthorized,
 )
 from proton_broker.http.auth import USER, Authenticator
+from proton_broker.http.console import Console
 from proton_broker.http.watch import Item, Listener, QueueWatch
 from proton_broker.http.wire import (
     RequestError,
@@ -109,6 +110,12 @@ class BrokerLoop(Protocol):
 
     def check_password(self, user: str, password: str) -> bool: ...
 
+    def connection_figures(self) -> list[dict[str, Any]]: ...
+
+    def consumer_figures(self, queue_name: str) -> list[dict[str, Any]]: ...
+
+    def close_connection(self, connection_id: str, user: str) -> None: ...
+
 
 class Gateway:
     """The gateway's thread, its aiohttp application, and its bridge to the broker loop."""
@@ -129,6 +136,11 @@ class Gateway:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="http-gateway", daemon=True)
+        self.console: Console | None = None
+        if config.console.enabled:
+            self.console = Console(
+                server, config, self._on_broker, self._check_password, self._body
+            )
 
     # ---- life cycle (any thread) --------------------------------------------------------
 
@@ -193,8 +205,12 @@ class Gateway:
             self._ready.set()
             await runner.cleanup()
             return
+        if self.console is not None:
+            self.console.start()
         self._ready.set()
         await self._stop.wait()
+        if self.console is not None:
+            await self.console.stop()
         for wake in list(self._waiting):
             wake(_CLOSING)
         await asyncio.sleep(0)  # let the woken handlers answer
@@ -222,6 +238,8 @@ class Gateway:
                 web.get("/metrics", self._metrics),
             ]
         )
+        if self.console is not None:
+            app.add_routes(self.console.routes())
         return app
 
     async def _on_broker(self, fn: Callable[[], T]) -> T:

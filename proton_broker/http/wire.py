@@ -121,10 +121,10 @@ def payload_of(data: bytes) -> Any:
             return json.loads(body)
         except ValueError:
             pass
-    return _json_safe(body)
+    return json_safe(body)
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -132,9 +132,9 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", "replace")
     if isinstance(value, dict):
-        return {_key_text(k): _json_safe(v) for k, v in value.items()}
+        return {_key_text(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return str(value)  # UUIDs, decimals, described values
 
 

@@ -641,6 +641,32 @@ class Queue:
         self._expiry.clear()
         return dropped
 
+    def purge(self) -> int:
+        """Remove every available message (qpidd's purge, Broker-J's clearQueue): messages
+        consumers hold stay with them, held ones (not valid yet) stay held, and nothing goes
+        to the alternate. O(n). Returns how many."""
+        purged = 0
+        for entry in list(self._log):
+            if entry.state == AVAILABLE:
+                self._remove(entry)
+                purged += 1
+        return purged
+
+    def peek(self, count: int) -> list[tuple[int, int, bytes]]:
+        """The first ``count`` messages on the queue, in arrival order, as (number, state,
+        bytes), without taking them: what a console shows. Reads no further than that
+        (O(count), beyond entries that have left and not yet been compacted)."""
+        seen: list[tuple[int, int, bytes]] = []
+        for entry in self._log:
+            if len(seen) >= count:
+                break
+            if entry.state == DEAD:
+                continue
+            message = entry.message
+            with self._read_back(message) if message.paged else nullcontext():
+                seen.append((entry.seq, entry.state, message.data))
+        return seen
+
     def update_settings(self, settings: QueueSettings) -> None:
         """Take new settings that differ only where a live queue can follow at once (see
         ``LIVE_SETTINGS`` in settings.py): they apply to consumers that attach and messages

@@ -439,6 +439,49 @@ _UNSUPPORTED = {
 }
 
 
+@dataclass(frozen=True)
+class OptionInfo:
+    """One queue setting as a form offers it: every name it goes by (declaration order),
+    the kind of value it takes (``bool``, ``int``, ``number``, ``text``, ``map``) and, for
+    a choice, the values allowed."""
+
+    setting: str
+    names: tuple[str, ...]
+    kind: str
+    choices: tuple[str, ...] = ()
+
+
+def option_table() -> list[OptionInfo]:
+    """Every setting an option can set, once (for the web console's create form; the
+    parser stays the judge of every value)."""
+    kinds: dict[Converter, str] = {
+        to_bool: "bool",
+        to_shared_groups: "bool",
+        to_limit: "int",
+        to_threshold: "int",
+        to_count: "int",
+        to_percent: "int",
+        to_positive: "int",
+        to_priorities: "int",
+        to_seconds: "number",
+        to_filters: "map",
+    }
+    choices: dict[Converter, tuple[str, ...]] = {
+        to_policy: tuple(p.upper() for p in OVERFLOW_POLICIES),
+        to_lifetime: tuple(LIFETIME_POLICIES),
+        to_expiry_policy: tuple(p.upper() for p in EXPIRY_POLICIES),
+        to_group_type: ("NONE", "STANDARD", "SHARED_GROUPS"),
+    }
+    names: dict[tuple[str, Converter], list[str]] = {}
+    for name, (setting, convert) in _OPTIONS.items():
+        if setting:  # not the understood-but-ignored ones
+            names.setdefault((setting, convert), []).append(name)
+    return [
+        OptionInfo(setting, tuple(aliases), kinds.get(convert, "text"), choices.get(convert, ()))
+        for (setting, convert), aliases in names.items()
+    ]
+
+
 def option_names() -> list[str]:
     """Every option name the parser knows (for help texts and management)."""
     return sorted([*_OPTIONS, *_DEPRECATED_LVQ])
