@@ -187,6 +187,10 @@ class Server(Handler):
 
         return take_snapshot(self.broker, len(self.connections), self.connections_opened)
 
+    def connection_counts(self) -> dict[str, tuple[int, int]]:
+        """Each open connection's messages in and out so far, by its id (loop thread)."""
+        return {f["id"]: (f["messages_in"], f["messages_out"]) for f in self.connection_figures()}
+
     def connection_figures(self) -> list[dict[str, Any]]:
         """Each open connection as the web console lists it (loop thread; O(links))."""
         figures = []

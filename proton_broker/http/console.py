@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("proton_broker.http")
 
 PREFIX = "/console"
+SAMPLING_SHARE = 100  # a sample that took t seconds: the next one at least 100 t later
 STATIC = Path(__file__).with_name("console_static")
 T = TypeVar("T")
 OnBroker = Callable[[Callable[[], T]], Awaitable[T]]
@@ -136,10 +137,22 @@ class Console:
                 await self._sampling
 
     async def _sample_every(self) -> None:
-        broker, rates = self.server.broker, self.rates
+        """Ask the broker's loop for a sample every ``sample_interval`` seconds, or less
+        often where a sample takes long (many queues): the loop spends at most
+        1/SAMPLING_SHARE of its time on them."""
+        server, rates = self.server, self.rates
+        cost = [0.0]  # the last sample's duration, written on the broker's loop
+
+        def sample() -> None:
+            started = time.perf_counter()
+            now = time.time()
+            rates.sample(server.broker.queues.values(), now)
+            rates.sample_connections(server.connection_counts(), now)
+            cost[0] = time.perf_counter() - started
+
         while True:
-            self.server.call_soon(lambda: rates.sample(broker.queues.values(), time.time()))
-            await asyncio.sleep(self.section.sample_interval)
+            server.call_soon(sample)
+            await asyncio.sleep(max(self.section.sample_interval, SAMPLING_SHARE * cost[0]))
 
     # ---- sessions -----------------------------------------------------------------------
 
@@ -233,7 +246,9 @@ class Console:
         limit = _count(request.query.get("limit"), 1000, 100_000, "limit")
         return _json(
             await self.on_broker(
-                lambda: views.queue_list(self.management, self.rates, user, text, limit)
+                lambda: views.queue_list(
+                    self.server.broker, self.management, self.rates, user, text, limit
+                )
             )
         )
 
@@ -276,7 +291,7 @@ class Console:
 
         def read() -> Any:
             views.check(broker, user, "access", "query", "connection", "list the connections")
-            return {"connections": self.server.connection_figures()}
+            return {"connections": views.with_rates(self.server.connection_figures(), self.rates)}
 
         return _json(await self.on_broker(read))
 

@@ -40,6 +40,7 @@ from proton_broker.management import (
     STATUS_FOR,
     Management,
     Response,
+    queue_attributes,
 )
 from proton_broker.management_exchanges import BINDING_TYPE, EXCHANGE_TYPE
 from proton_broker.queues.entries import ACQUIRED, HELD
@@ -171,21 +172,24 @@ def _rss() -> int | None:
 # ---- queues ---------------------------------------------------------------------------
 
 
-def queue_list(management: Management, rates: Rates, user: str, text: str, limit: int) -> Any:
-    """The queue table: management's QUERY (``access query queue``), with rates."""
-    names = ["name", "type", "messageGroupType", "durable", "queueDepthMessages"]
-    names += ["queueDepthBytes", "consumerCount", "overflowPolicy", "alternateBinding"]
-    properties = {"operation": "QUERY", "type": "org.amqp.management", "entityType": QUEUE_TYPE}
-    body = answer(management.handle(properties, {"attributeNames": names}, user))
-    rows = [dict(zip(body["attributeNames"], row, strict=True)) for row in body["results"]]
-    matching = [row for row in rows if text in row["name"]]
+def queue_list(
+    broker: Broker, management: Management, rates: Rates, user: str, text: str, limit: int
+) -> Any:
+    """The queue table: the queues whose name holds ``text``, by name, the first ``limit``
+    of them, read as management's QUERY reads them (and under its ACL question, ``access
+    query queue``: asked by an empty QUERY), with their rates. Only the rows shown are
+    read, so a broker with many queues answers as quickly as one with few."""
+    properties = {"operation": "QUERY", "type": "org.amqp.management", "count": 0}
+    answer(management.handle({**properties, "entityType": QUEUE_TYPE}, {}, user))
+    names = sorted(name for name in broker.queues if text in name)
     shown = []
-    for row in matching[:limit]:
-        rate = rates.rate_of(row["name"])
+    for name in names[:limit]:
+        row = queue_attributes(broker.queues[name], QUEUE_COLUMNS)
+        rate = rates.rate_of(name)
         alternate = row["alternateBinding"]
         shown.append(
             {
-                "name": row["name"],
+                "name": name,
                 "type": row["type"],
                 "groups": row["messageGroupType"] not in (None, "NONE"),
                 "durable": row["durable"],
@@ -198,7 +202,12 @@ def queue_list(management: Management, rates: Rates, user: str, text: str, limit
                 "alternate": alternate.get("destination") if alternate else None,
             }
         )
-    return {"total": len(matching), "queues": shown}
+    return {"total": len(names), "queues": shown}
+
+
+# The attributes the queue table shows.
+QUEUE_COLUMNS = ["type", "messageGroupType", "durable", "queueDepthMessages", "queueDepthBytes"]
+QUEUE_COLUMNS += ["consumerCount", "overflowPolicy", "alternateBinding"]
 
 
 def queue_page(
@@ -434,6 +443,14 @@ def _query(management: Management, user: str, entity_type: str) -> list[dict[str
     properties = {"operation": "QUERY", "type": "org.amqp.management", "entityType": entity_type}
     body = answer(management.handle(properties, {}, user))
     return [json_safe(dict(zip(body["attributeNames"], r, strict=True))) for r in body["results"]]
+
+
+def with_rates(connections: list[dict[str, Any]], rates: Rates) -> list[dict[str, Any]]:
+    """The connection table: each connection's figures with its rates in and out."""
+    for figures in connections:
+        rate = rates.connection_rate(figures["id"])
+        figures["rate_in"], figures["rate_out"] = rate if rate else (None, None)
+    return connections
 
 
 def check(broker: Broker, user: str, action: str, obj: str, name: str | None, what: str) -> None:

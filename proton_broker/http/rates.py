@@ -4,7 +4,10 @@ Rules this module owns (docs/console.md, "Rates and plots"):
 
 * A sample is taken every ``console.sample_interval`` seconds, on the broker's event loop
   (the gateway's thread asks for it; only the loop reads queues). It reads each queue's
-  depth and its enqueued and dequeued counts: O(queues), as a metrics scrape is.
+  depth and its enqueued and dequeued counts: O(queues), as a metrics scrape is, about 2 µs
+  a queue. So that many queues do not make the console a burden, a sample that took t
+  seconds is followed by the next no sooner than 100 t later (console.py): at most 1% of
+  the loop's time (100,000 queues: a sample every 20 s or so).
 * A rate is the difference of a counter between two samples over the time between them:
   messages in are the queues' enqueued counts, messages out their dequeued ones (accepted
   by a consumer; expiries, purges and replacements are not deliveries). A queue that is
@@ -16,6 +19,8 @@ Rules this module owns (docs/console.md, "Rates and plots"):
   queue's plot starts when its page is first opened, and the queue looked at longest ago
   loses its plot first. Per queue the console otherwise keeps only its last two counts
   (for the queue table's rates).
+* Connections are sampled with the queues: the messages each has taken from its producers
+  and sent to its consumers, for the connection table's rates (O(links)).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ class Rates:
         self._counts: dict[str, tuple[int, int]] = {}  # queue -> (enqueued, dequeued)
         self._rates: dict[str, tuple[float, float]] = {}  # queue -> (in, out) per second
         self._when: float | None = None  # the last sample's time
+        self._connection_counts: dict[str, tuple[int, int]] = {}  # id -> (in, out)
+        self._connection_rates: dict[str, tuple[float, float]] = {}
+        self._connections_when: float | None = None
 
     def sample(self, queues: Iterable[Queue], now: float) -> None:
         """Read every queue's counters (see the module rules)."""
@@ -78,6 +86,21 @@ class Rates:
             self.broker.append(Point(now, depth, moved_in / elapsed, moved_out / elapsed))
         else:
             self.broker.append(Point(now, depth, None, None))
+
+    def sample_connections(self, counts: dict[str, tuple[int, int]], now: float) -> None:
+        """Each open connection's (messages in, messages out) so far, by its id."""
+        before, when = self._connection_counts, self._connections_when
+        elapsed = None if when is None else now - when
+        self._connection_rates = {
+            key: ((count[0] - old[0]) / elapsed, (count[1] - old[1]) / elapsed)
+            for key, count in counts.items()
+            if elapsed and (old := before.get(key)) is not None
+        }
+        self._connection_counts, self._connections_when = counts, now
+
+    def connection_rate(self, key: str) -> tuple[float, float] | None:
+        """Connection ``key``'s messages in and out per second between the last samples."""
+        return self._connection_rates.get(key)
 
     def rate_of(self, name: str) -> tuple[float, float] | None:
         """Queue ``name``'s messages in and out per second between the last two samples."""

@@ -90,3 +90,10 @@ def test_an_administrator_may_do_it_all(alice: ConsoleClient) -> None:
     assert alice.get("/console/api/connections")[0] == 200
     assert alice.change("POST", queue_path("guarded", "/purge"))[1] == {"purged": 1}
     assert depth(alice) == 0
+
+
+def test_a_user_the_acl_gives_nothing_sees_nothing(secured: BrokerProcess) -> None:
+    carol = logged_in(secured, "carol")  # a user of the broker, with no rule of her own
+    for path in ("/console/api/overview", "/console/api/queues", "/console/api/logs"):
+        status, body = carol.get(path)
+        assert status == 403 and "carol" in body["error"], path

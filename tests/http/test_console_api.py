@@ -307,6 +307,28 @@ def test_connections_are_listed_and_one_closed_by_the_console_ends_with_forced(
     assert console.change("DELETE", "/console/api/connections/999999")[0] == 404
 
 
+def test_a_connection_shows_the_messages_it_sent_and_their_rate(
+    console: ConsoleClient, started: Http
+) -> None:
+    conn = BlockingConnection(
+        started.running.url, timeout=10, container=Container(container_id="producer")
+    )
+    sender = conn.create_sender("rated")
+
+    def sending() -> Any:
+        for _ in range(10):
+            sender.send(Message(body="m"))
+        listed = console.get("/console/api/connections")[1]["connections"]
+        mine = next(c for c in listed if c["container"] == "producer")
+        return (mine["rate_in"] or 0) > 0 and mine
+
+    try:
+        mine = until(sending)
+        assert mine and mine["messages_in"] >= 10 and mine["rate_out"] == 0.0
+    finally:
+        conn.close()
+
+
 def _links_of(console: ConsoleClient, container: str) -> int:
     listed = console.get("/console/api/connections")[1]["connections"]
     return int(next(c["links"] for c in listed if c["container"] == container))
@@ -347,3 +369,18 @@ def test_subscriptions_in_use_are_listed_with_their_exchange(
     (subscription,) = console.get("/console/api/subscriptions")[1]["subscriptions"]
     assert subscription["name"].endswith("_news-reader") and subscription["links"] == 1
     assert subscription["exchange"] == "amq.topic"
+
+
+def test_with_many_queues_samples_are_taken_less_often(
+    start_gateway: Callable[[Config], Http],
+) -> None:
+    config = http_config()
+    config.console.sample_interval = 0.05
+    running = start_gateway(config).running
+    broker = running.broker
+    running.call(lambda: [broker.declare(f"q{i}", {}) for i in range(20_000)])
+    rates = running.app.http.console.rates
+    first = running.call(lambda: len(rates.broker))
+    time.sleep(1.0)  # 20 samples at the interval; a sample of 20,000 queues takes ~40 ms
+    taken = running.call(lambda: len(rates.broker)) - first
+    assert 1 <= taken <= 5

@@ -64,3 +64,11 @@ def test_no_plots_are_kept_when_none_are_allowed() -> None:
     assert rates.plot_of("a") == []
     rates.sample([queue("a")], now=0.0)
     assert rates.plot_of("a") == []
+
+
+def test_a_connections_rates_are_its_counts_difference_and_a_new_one_has_none() -> None:
+    rates = Rates(history=10, max_plotted=5)
+    rates.sample_connections({"1": (10, 0)}, now=0.0)
+    assert rates.connection_rate("1") is None
+    rates.sample_connections({"1": (30, 4), "2": (5, 5)}, now=2.0)
+    assert rates.connection_rate("1") == (10.0, 2.0) and rates.connection_rate("2") is None
