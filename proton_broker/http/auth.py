@@ -3,9 +3,9 @@ request, or refuses it, by the rules of :mod:`proton_broker.security.basic`.
 
 ``/metrics`` is served without authentication only when ``metrics.open`` says so. The web
 console (``/console/``) is left to its own sessions (console.py), which follow the same
-rules for passwords and ``anonymous``. The
-password is checked on the broker's loop (the coroutine the gateway gives), and the user
-is kept on the request (``request[USER]``) for the ACL.
+rules for passwords and ``anonymous``. The password is checked on the broker's loop (the
+coroutine the gateway gives), and the user is kept on the request (``request[USER]``) for
+the ACL.
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ class Authenticator:
             return ANONYMOUS
         name, password = given
         if not await self.check(name, password):
-            log.warning("HTP-1001 : Authentication failed : %s : user %r", request.remote, name)
+            log_failed(request.remote, name)
             raise unauthenticated("authentication failed: wrong user name or password")
         return name
+
+
+def log_failed(host: str | None, name: str) -> None:
+    """HTP-1001: a wrong user or password over HTTP (the gateway's Basic, the console's
+    login), with the client address and the user name, never the password."""
+    log.warning("HTP-1001 : Authentication failed : %s : user %r", host, name)

@@ -39,12 +39,13 @@ from aiohttp import web
 
 from proton_broker.errors import NotFound
 from proton_broker.http import console_views as views
+from proton_broker.http.auth import log_failed
 from proton_broker.http.logs import RecentLog
 from proton_broker.http.rates import Rates
 from proton_broker.http.sessions import COOKIE, CSRF_HEADER, Sessions
 from proton_broker.http.wire import RequestError
 from proton_broker.management import Management
-from proton_broker.security.basic import ANONYMOUS
+from proton_broker.security.basic import ANONYMOUS, Refused, check_clear_password
 from proton_broker.security.peers import allowed
 
 if TYPE_CHECKING:
@@ -183,13 +184,12 @@ class Console:
         else:
             if not isinstance(name, str) or not isinstance(password, str):
                 raise RequestError(400, "'user' and 'password' must be text")
-            secure = request.secure or allowed(self.config.sasl.plain_without_tls, host)
-            if not secure:
-                raise RequestError(
-                    403, f"a password in the clear is refused from {host}: use HTTPS"
-                )
+            try:
+                check_clear_password(self.config.sasl, host, request.secure)
+            except Refused as refused:
+                raise RequestError(refused.status, refused.message) from None
             if not await self.check_password(name, password):
-                log.warning("HTP-1001 : Authentication failed : %s : user %r", host, name)
+                log_failed(host, name)
                 raise RequestError(401, "wrong user name or password")
         token, session = self.sessions.start(name, time.monotonic())
         log.info("HTP-1002 : Console login : %s : user %r", host, name)

@@ -52,9 +52,15 @@ def credentials(
             return None
         raise unauthenticated("authentication required: send a user and password (Basic)")
     name, password = basic_credentials(header)
+    check_clear_password(section, host, secure)
+    return name, password
+
+
+def check_clear_password(section: SaslSection, host: str | None, secure: bool) -> None:
+    """Refused (403) unless a password may be taken from ``host`` over this connection:
+    over TLS, or from where ``sasl.plain_without_tls`` allows (the rules above)."""
     if not (secure or allowed(section.plain_without_tls, host)):
         raise Refused(403, f"a password in the clear is refused from {host}: use HTTPS")
-    return name, password
 
 
 def basic_credentials(header: str) -> tuple[str, str]:
