@@ -26,7 +26,7 @@ import logging
 import queue as _queue
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cproton_ffi import lib
@@ -188,18 +188,17 @@ class Server(Handler):
         return take_snapshot(self.broker, len(self.connections), self.connections_opened)
 
     def connection_counts(self) -> dict[str, tuple[int, int]]:
-        """Each open connection's messages in and out so far, by its id (loop thread)."""
-        return {f["id"]: (f["messages_in"], f["messages_out"]) for f in self.connection_figures()}
+        """Each open connection's messages in and out so far, by its id (loop thread;
+        O(links): the console samples it)."""
+        return {
+            str(number): _traffic(links) for _impl, conn, number, links in self._open_connections()
+        }
 
     def connection_figures(self) -> list[dict[str, Any]]:
         """Each open connection as the web console lists it (loop thread; O(links))."""
         figures = []
-        for impl, conn in self.connections.items():
-            number = self._numbers.get(impl)
-            if number is None or conn.state & Endpoint.REMOTE_UNINIT:
-                continue  # not open yet: no user, no container id
-            links = [self.links.get(link._impl) for link in _links_of(conn)]
-            links = [state for state in links if state is not None]  # not closed ones
+        for impl, conn, number, links in self._open_connections():
+            messages_in, messages_out = _traffic(links)
             figures.append(
                 {
                     "id": str(number),
@@ -208,11 +207,21 @@ class Server(Handler):
                     "container": conn.remote_container,
                     "links": len(links),
                     "opened": self._opened.get(impl),
-                    "messages_in": sum(s.received for s in links if isinstance(s, ProducerLink)),
-                    "messages_out": sum(s.sent for s in links if isinstance(s, ConsumerLink)),
+                    "messages_in": messages_in,
+                    "messages_out": messages_out,
                 }
             )
         return figures
+
+    def _open_connections(self) -> Iterator[tuple[Any, Connection, int, list[Any]]]:
+        """(impl, connection, its number, the states of its links not closed) of every
+        connection its client has opened (one still in its handshake has no user yet)."""
+        for impl, conn in self.connections.items():
+            number = self._numbers.get(impl)
+            if number is None or conn.state & Endpoint.REMOTE_UNINIT:
+                continue
+            states = [self.links.get(link._impl) for link in _links_of(conn)]
+            yield impl, conn, number, [state for state in states if state is not None]
 
     def consumer_figures(self, queue_name: str) -> list[dict[str, Any]]:
         """The links consuming from (or browsing) queue ``queue_name``, as the web console's
@@ -890,6 +899,14 @@ def _links_of(conn: Connection, session: Any = None) -> list[Link]:
             links.append(link)
         link = link.next(0)
     return links
+
+
+def _traffic(links: list[Any]) -> tuple[int, int]:
+    """Messages taken from producers and sent to consumers on these links' states."""
+    return (
+        sum(s.received for s in links if isinstance(s, ProducerLink)),
+        sum(s.sent for s in links if isinstance(s, ConsumerLink)),
+    )
 
 
 def _close_socket(transport: Transport) -> None:

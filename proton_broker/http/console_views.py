@@ -35,6 +35,7 @@ from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.http.rates import Rates, series
 from proton_broker.http.wire import RequestError, json_safe
 from proton_broker.management import (
+    MANAGEMENT_TYPE,
     QUEUE_ATTRIBUTES,
     QUEUE_TYPE,
     STATUS_FOR,
@@ -179,8 +180,7 @@ def queue_list(
     of them, read as management's QUERY reads them (and under its ACL question, ``access
     query queue``: asked by an empty QUERY), with their rates. Only the rows shown are
     read, so a broker with many queues answers as quickly as one with few."""
-    properties = {"operation": "QUERY", "type": "org.amqp.management", "count": 0}
-    answer(management.handle({**properties, "entityType": QUEUE_TYPE}, {}, user))
+    _query(management, user, QUEUE_TYPE, count=0)
     names = sorted(name for name in broker.queues if text in name)
     shown = []
     for name in names[:limit]:
@@ -439,8 +439,18 @@ def subscriptions(broker: Broker, user: str) -> Any:
     return {"subscriptions": shown}
 
 
-def _query(management: Management, user: str, entity_type: str) -> list[dict[str, Any]]:
-    properties = {"operation": "QUERY", "type": "org.amqp.management", "entityType": entity_type}
+def _query(
+    management: Management, user: str, entity_type: str, count: int | None = None
+) -> list[dict[str, Any]]:
+    """Management's QUERY of ``entity_type`` (its ACL question asked), its rows as maps;
+    ``count``: at most that many rows."""
+    properties: dict[str, Any] = {
+        "operation": "QUERY",
+        "type": MANAGEMENT_TYPE,
+        "entityType": entity_type,
+    }
+    if count is not None:
+        properties["count"] = count
     body = answer(management.handle(properties, {}, user))
     return [json_safe(dict(zip(body["attributeNames"], r, strict=True))) for r in body["results"]]
 
