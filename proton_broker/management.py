@@ -263,7 +263,7 @@ class Management:
         except ManagementError as exc:
             return Response(exc.status, exc.description)
         except errors.BrokerError as exc:
-            return Response(_status_of(exc), exc.description)
+            return Response(status_of(exc), exc.description)
         except AclError as exc:  # RELOAD-ACL of a file that is wrong: the old rules stay
             return Response(BAD_REQUEST, f"{exc}; the rules in force are unchanged")
         except Exception as exc:  # a bug answers 500, the node keeps serving
@@ -602,7 +602,8 @@ def _window(items: list[Any], offset: int | None, count: int | None) -> list[Any
     return items
 
 
-def _status_of(error: errors.BrokerError) -> int:
+def status_of(error: errors.BrokerError) -> int:
+    """The status a management answer gives ``error`` (:data:`STATUS_FOR`, by class)."""
     for cls in type(error).__mro__:
         status = STATUS_FOR.get(cls)  # type: ignore[arg-type]
         if status is not None:

@@ -38,10 +38,10 @@ from proton_broker.management import (
     MANAGEMENT_TYPE,
     QUEUE_ATTRIBUTES,
     QUEUE_TYPE,
-    STATUS_FOR,
     Management,
     Response,
     queue_attributes,
+    status_of,
 )
 from proton_broker.management_exchanges import BINDING_TYPE, EXCHANGE_TYPE
 from proton_broker.queues.entries import ACQUIRED, HELD
@@ -113,8 +113,7 @@ def answer(response: Response) -> Any:
 
 def request_error(exc: BrokerError) -> RequestError:
     """A broker error as the console's JSON error, with the status management gives it."""
-    status = next((code for kind, code in STATUS_FOR.items() if isinstance(exc, kind)), 400)
-    return RequestError(status, exc.description)
+    return RequestError(status_of(exc), exc.description)
 
 
 # ---- overview -------------------------------------------------------------------------
