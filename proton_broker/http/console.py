@@ -235,7 +235,7 @@ class Console:
 
         def read() -> Any:
             views.check(broker, user, "access", "broker", None, "see the broker's figures")
-            connections = len(self.server.connection_figures())
+            connections = len(self.server.connection_counts())
             return views.overview(broker, rates, connections, started, time.time())
 
         return _json(await self.on_broker(read))
@@ -323,7 +323,7 @@ class Console:
 
     async def _delete_queue(self, request: web.Request) -> web.Response:
         user, name = self._user(request, changes=True), request.match_info["name"]
-        force = request.query.get("force", "false").lower() in ("true", "1", "yes")
+        force = request.query.get("force", False)  # management's to_bool judges it
         await self.on_broker(lambda: views.delete_queue(self.management, user, name, force))
         return web.Response(status=204)
 

@@ -277,7 +277,9 @@ def update_queue(management: Management, user: str, name: str, given: Any) -> An
     return {"attributes": json_safe(answer(management.handle(properties, dict(given), user)))}
 
 
-def delete_queue(management: Management, user: str, name: str, force: bool) -> None:
+def delete_queue(management: Management, user: str, name: str, force: str | bool) -> None:
+    """DELETE through management, ``force`` as given (``true``, ``1``, ``yes``, ...: its
+    parser judges the text, and refuses what is not a boolean)."""
     properties = {"operation": "DELETE", "type": QUEUE_TYPE, "name": name, "force": force}
     answer(management.handle(properties, None, user))
 

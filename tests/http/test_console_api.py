@@ -240,6 +240,8 @@ def test_a_queue_holding_messages_is_deleted_only_with_force(
     send(amqp, "doomed", "a")
     status, body = console.change("DELETE", queue_path("doomed"))
     assert status == 409 and "force" in body["error"]
+    status, body = console.change("DELETE", queue_path("doomed") + "?force=maybe")
+    assert status == 400 and "'force' must be a boolean" in body["error"]
     assert console.change("DELETE", queue_path("doomed") + "?force=true")[0] == 204
     assert console.get(queue_path("doomed"))[0] == 404
 
