@@ -289,8 +289,10 @@ class Message:
         """One application property (None when absent), found without decoding the whole
         map: grouped, last-value and sorted queues read one key of every message."""
         extras = self.extras
-        cached = None if extras is None else extras.app_properties_cache
-        return _lookup(cached, self.data, self.app_properties_span, key)
+        if extras is not None and extras.app_properties_cache is not None:
+            return extras.app_properties_cache.get(key)
+        span = self.app_properties_span  # (_lookup, inlined: this runs for every message)
+        return None if span is None else find_in_map(self.data, span[0], span[1], key)
 
     def message_annotation(self, key: str) -> Any:
         """One message annotation (None when absent), without decoding the whole map."""

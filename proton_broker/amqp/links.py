@@ -61,8 +61,11 @@ from proton_broker.amqp.coordinator import (
 )
 from proton_broker.amqp.terminus import capabilities_of
 from proton_broker.codec.encode import (
+    KEYED_SECTION_PREFIX,
+    NUMBER_PAIR,
     NUMBER_SECTION_PREFIX,
     encode_header,
+    keyed_section,
     number_section,
     with_sequence_number,
 )
@@ -113,6 +116,7 @@ _link_credit = lib.pn_link_credit
 _link_flow = lib.pn_link_flow
 _unpack = ffi.unpack
 _number_section = number_section
+_keyed_section = keyed_section
 _TERMINAL = frozenset((PN_ACCEPTED, PN_REJECTED, PN_RELEASED, PN_MODIFIED))
 _U64 = struct.Struct(">Q")
 
@@ -608,14 +612,20 @@ class ConsumerLink:
         number: int = message.number  # type: ignore[assignment]
         if (
             message.annotations_span is None
-            and message.sequence is None
             and entry.delivery_count == message.header.delivery_count
         ):
             # The usual message: the section goes in after the header and any
-            # delivery-annotations (with_sequence_number, inlined: this runs per delivery).
+            # delivery-annotations (with_sequence_number, inlined: this runs per delivery),
+            # with its key's number first on a queue with a key.
             data = message.data
             at = message.delivery_annotations_end or message.header_end
-            data = data[:at] + _number_section(NUMBER_SECTION_PREFIX, number) + data[at:]
+            sequence = message.sequence
+            section = (
+                _number_section(NUMBER_SECTION_PREFIX, number)
+                if sequence is None
+                else _keyed_section(KEYED_SECTION_PREFIX, sequence, NUMBER_PAIR, number)
+            )
+            data = data[:at] + section + data[at:]
         else:
             header = None
             if entry.delivery_count != message.header.delivery_count:

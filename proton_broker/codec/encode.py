@@ -159,6 +159,9 @@ _KEYED_SECTION = (
 )
 # _keyed_section(prefix, key number, number pair prefix, number): the whole section.
 _keyed_section = struct.Struct(f">{len(_KEYED_SECTION)}sq{len(_NUMBER_PAIR)}sQ").pack
+# For the delivery path, which packs them itself (amqp/links.py):
+# keyed_section(KEYED_SECTION_PREFIX, key number, NUMBER_PAIR, number).
+keyed_section, KEYED_SECTION_PREFIX, NUMBER_PAIR = _keyed_section, _KEYED_SECTION, _NUMBER_PAIR
 
 
 def with_sequence_number(message: Message, number: int, header: bytes | None = None) -> bytes:

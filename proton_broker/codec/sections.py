@@ -39,6 +39,7 @@ from proton_broker.codec.values import (
 from proton_broker.message import Fields, Header, Message
 
 _U32 = struct.Struct(">I")
+_SIZE_COUNT = struct.Struct(">II")  # a compound32's size and count
 _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 _NULL_RUN = re.compile(b"\x40*")
@@ -141,9 +142,9 @@ def _application_properties(data: bytes, at: int) -> int:
     code = data[at]
     if code == 0xC1:
         count, first, stop = data[at + 2], at + 3, at + 2 + data[at + 1]
-    elif code == 0xD1:
-        count, first = _U32.unpack_from(data, at + 5)[0], at + 9
-        stop = at + 5 + _U32.unpack_from(data, at + 1)[0]
+    elif code == 0xD1:  # a map32, as Proton's encoder writes every map
+        size, count = _SIZE_COUNT.unpack_from(data, at + 1)
+        first, stop = at + 9, at + 5 + size
     else:
         raise DecodeError(f"it is {_type_name(code)}, not a map")
     if count & 1:

@@ -48,6 +48,7 @@ from proton_broker.queues.entries import Entry
 
 SEQUENCE = KEY_SEQUENCE
 _LONG_MAX = 2**63 - 1  # x-opt-sequence is a long
+_SEQUENCE_BYTES = SEQUENCE.encode()
 SEQUENCE_KEY = "x-opt-sequence-key"
 FIRST, LAST = "first", "last"
 _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (see History)
@@ -86,7 +87,8 @@ class History:
         self.key_property = key_property
         self.indexes = indexes  # a last-value queue's: the index of newest entries too
         self.standing = 0  # keys whose latest version's entry stands for it (on the queue)
-        self.dropped = dropped  # called with a version's message when it is let go
+        # Called with a stored version's message when it is let go (its row may go).
+        self.dropped = dropped
         # Called with (key, sequence, message) for every new version, on the loop thread:
         # replaying browsers and the HTTP gateway's long polls and WebSocket streams.
         self.watchers: list[Callable[[str, int, Message], object]] = []
@@ -135,48 +137,55 @@ class History:
         for key, seq in counters.items():
             self.reserve(key, seq)
 
-    def record(
+    def arrived(  # noqa: C901 - runs for every keyed message, measured
         self, key: str, seq: int, message: Message, order: int, entry: Entry | None = None
     ) -> Entry | None:
         """``message`` is version ``seq`` of ``key`` (numbered by :meth:`numbered`), number
-        ``order`` on its queue (the number the queue gives it as it joins). On a last-value
-        queue ``entry``, its entry, stands for it; the entry that stood for the key's latest
-        version until now, if any, is returned (a newer value has arrived for it)."""
+        ``order`` on its queue (the number the queue gives it as it joins): record it as
+        its key's latest version and tell the watchers. On a last-value queue ``entry``, its
+        entry, stands for it; the entry that stood for the key's latest version until now,
+        if any, is returned (a newer value has arrived for it).
+        Runs for every keyed message: the key's latest version is read once, and the type
+        tests are written out (``type(x) is``, not isinstance with a tuple)."""
         versions = self._versions.get(key)
-        latest, ahead = _latest_seq(versions), self._ahead
-        current = ahead.get(key, latest) if ahead else latest
-        if current > seq:  # recorded behind a greater number: that stays the current one
-            ahead[key] = current
-        elif ahead:  # a number given out ahead of its version may have been this one
-            ahead.pop(key, None)
+        kind = type(versions)
+        latest = versions[-1] if kind is list or kind is deque else versions  # type: ignore[index]
+        displaced: Entry | None = None
+        if latest is not None and type(latest) is not Message:  # its entry stood for it
+            displaced, latest = latest, latest.message  # type: ignore[assignment,union-attr]
+            self.standing -= 1  # the message does now (below)
+        ahead = self._ahead
+        if ahead or latest is not None:
+            known: int = 0 if latest is None else latest.sequence  # type: ignore[assignment] # numbered
+            current = ahead.get(key, known) if ahead else known
+            if current > seq:  # recorded behind a greater number: that stays the current one
+                ahead[key] = current
+            elif ahead:  # a number given out ahead of its version may have been this one
+                ahead.pop(key, None)
         message.number, message.sequence = order, seq
         message.in_history = True
         version: Message | Entry = message
         if entry is not None:
             version = entry
             self.standing += 1
-        displaced: Entry | None = None
         if versions is None:
             self._versions[key] = version  # alone (see __init__)
-        elif isinstance(versions, _MANY):
-            last = versions[-1]
-            if isinstance(last, Entry):  # its entry stood for it: the message does now
-                displaced, versions[-1] = last, last.message
-                self.standing -= 1
-            versions.append(version)
-            if self.keep is not None and len(versions) > self.keep:
-                oldest = versions.pop(0) if isinstance(versions, list) else versions.popleft()
-                self._drop(_message_of(oldest))
+        elif kind is list or kind is deque:
+            many: list[Message | Entry] = versions  # type: ignore[assignment] # or a deque
+            if displaced is not None:
+                many[-1] = latest  # type: ignore[assignment] # a message
+            many.append(version)
+            if self.keep is not None and len(many) > self.keep:
+                oldest = many.pop(0) if kind is list else versions.popleft()  # type: ignore[union-attr]
+                self._drop(oldest if type(oldest) is Message else oldest.message)  # type: ignore[union-attr,unused-ignore]
+        elif self.keep == 1:
+            self._versions[key] = version
+            self._drop(latest)  # type: ignore[arg-type] # a message
         else:
-            if isinstance(versions, Entry):
-                displaced, versions = versions, versions.message
-                self.standing -= 1
-            if self.keep == 1:
-                self._versions[key] = version
-                self._drop(versions)
-            else:
-                pair: list[Message | Entry] = [versions, version]
-                self._versions[key] = pair if self._small else deque(pair)
+            pair: list[Message | Entry] = [latest, version]  # type: ignore[list-item]
+            self._versions[key] = pair if self._small else deque(pair)
+        for watch in self.watchers:
+            watch(key, seq, message)
         return displaced
 
     def left(self, entry: Entry) -> None:
@@ -204,7 +213,7 @@ class History:
         """A key has more versions than it keeps: its oldest, ``message``, goes, bytes and
         all (unless its entry is still on the queue)."""
         message.in_history = False
-        if self.dropped is not None:
+        if message.store_id is not None and self.dropped is not None:
             self.dropped(message)
 
     def number(self, message: Message) -> tuple[str, int] | None:
@@ -222,29 +231,29 @@ class History:
         """As :meth:`number`, for a message recorded next (which makes its number the key's
         current one): nothing is reserved. The queue asks before anything changes, so a bad
         custom number refuses the message."""
-        key = property_text(message.application_property(self.key_property))
-        if key is None:
-            return None
+        key = message.application_property(self.key_property)
+        if type(key) is not str:
+            key = property_text(key)
+            if key is None:
+                return None
         if message.sequence is None:
-            custom = message.message_annotation(SEQUENCE)
-            if custom is None:
-                custom = message.application_property(SEQUENCE)
+            custom = None
+            if _SEQUENCE_BYTES in message.data:  # else no custom number, known at C speed
+                custom = message.message_annotation(SEQUENCE)
+                if custom is None:
+                    custom = message.application_property(SEQUENCE)
             # Delivered as x-opt-sequence, added as it leaves; a message written to the
             # store carries it in its bytes (codec/encode.py).
-            message.sequence = self.next_sequence(key, custom)
+            message.sequence = (
+                self.next_sequence(key, custom)
+                if custom is not None
+                else _latest_seq(self._versions.get(key)) + 1
+                if not self._ahead
+                else self.current(key) + 1
+            )
             if message.store_id is not None:
                 annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
-
-    def arrived(
-        self, key: str, seq: int, message: Message, order: int, entry: Entry | None = None
-    ) -> Entry | None:
-        """``message``, numbered (:meth:`numbered`), joins the queue as number ``order``:
-        record it as its key's latest version (see :meth:`record`) and tell the watchers."""
-        displaced = self.record(key, seq, message, order, entry)
-        for watch in self.watchers:
-            watch(key, seq, message)
-        return displaced
 
     def recover(self, message: Message) -> Entry | None:
         """At start-up: a stored version that had left the queue but was kept. On a
@@ -252,7 +261,7 @@ class History:
         numbered = self.numbered(message)
         if numbered is None:
             return None
-        return self.record(*numbered, message, message.number or 0)
+        return self.arrived(*numbered, message, message.number or 0)
 
     def current(self, key: str) -> int:
         """The latest number given out for ``key`` (0: none yet)."""
@@ -301,10 +310,15 @@ _ORDER = attrgetter("order")
 
 
 def _latest_seq(versions: Kept | None) -> int:
-    """The number of a key's latest kept version (0: it has none)."""
+    """The number of a key's latest kept version (0: it has none). Runs twice for every
+    keyed message: _latest and _message_of, written out."""
     if versions is None:
         return 0
-    return _message_of(_latest(versions)).sequence  # type: ignore[return-value] # numbered
+    kind = type(versions)
+    latest = versions[-1] if kind is list or kind is deque else versions  # type: ignore[index]
+    if type(latest) is not Message:
+        latest = latest.message  # type: ignore[union-attr] # an entry stands for it
+    return latest.sequence  # type: ignore[return-value] # numbered
 
 
 def sequence_start(value: object) -> int | str:

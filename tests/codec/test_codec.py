@@ -189,6 +189,8 @@ def test_fast_walk_accepts_only_what_the_checking_walk_accepts(seed: int) -> Non
         {"key": None, "x": 2.5},
         {"other": 1},
         {"other": "key", "keys": 1, "x-key": 2},  # the key's bytes, but not as a key
+        {"keyed": "first", "key": "second"},  # the first key starts with the one asked for
+        {"ke": "first", "key": "second"},  # and the other way round
         {},
     ],
 )
