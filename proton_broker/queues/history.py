@@ -177,7 +177,7 @@ class History:
             many.append(version)
             if self.keep is not None and len(many) > self.keep:
                 oldest = many.pop(0) if kind is list else versions.popleft()  # type: ignore[union-attr]
-                self._drop(oldest if type(oldest) is Message else oldest.message)  # type: ignore[union-attr,unused-ignore]
+                self._drop(oldest if type(oldest) is Message else oldest.message)  # type: ignore[union-attr]
         elif self.keep == 1:
             self._versions[key] = version
             self._drop(latest)  # type: ignore[arg-type] # a message
@@ -244,20 +244,19 @@ class History:
                     custom = message.application_property(SEQUENCE)
             # Delivered as x-opt-sequence, added as it leaves; a message written to the
             # store carries it in its bytes (codec/encode.py).
-            message.sequence = (
-                self.next_sequence(key, custom)
-                if custom is not None
-                else _latest_seq(self._versions.get(key)) + 1
-                if not self._ahead
-                else self.current(key) + 1
-            )
+            if custom is not None:
+                message.sequence = self.next_sequence(key, custom)
+            elif self._ahead:
+                message.sequence = self.current(key) + 1
+            else:  # current(), without its call: the latest version's number
+                message.sequence = _latest_seq(self._versions.get(key)) + 1
             if message.store_id is not None:
                 annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
 
     def recover(self, message: Message) -> Entry | None:
         """At start-up: a stored version that had left the queue but was kept. On a
-        last-value queue: the entry it displaces, as :meth:`record`."""
+        last-value queue: the entry it displaces, as :meth:`arrived`."""
         numbered = self.numbered(message)
         if numbered is None:
             return None
@@ -310,8 +309,8 @@ _ORDER = attrgetter("order")
 
 
 def _latest_seq(versions: Kept | None) -> int:
-    """The number of a key's latest kept version (0: it has none). Runs twice for every
-    keyed message: _latest and _message_of, written out."""
+    """The number of a key's latest kept version (0: it has none). Runs for every keyed
+    message (numbered): _latest and _message_of, written out."""
     if versions is None:
         return 0
     kind = type(versions)
