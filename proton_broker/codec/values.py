@@ -369,18 +369,7 @@ def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
         return value.get(key) if isinstance(value, dict) else None
     first = _STR8_KEYS.get(key) or _str8_key(key)
     if pairs and data.startswith(first, at):  # the first key (mostly the only one)
-        at += len(first)
-        if data[at] == 0xA1:  # a str8 value, as keys mostly are (_found_value's first case)
-            try:
-                return data[at + 2 : at + 2 + data[at + 1]].decode()
-            except UnicodeDecodeError:
-                return None
-        return _found_value(data, at, stop)
-    return _walk_for(data, at, stop, pairs, key)
-
-
-def _walk_for(data: bytes, at: int, stop: int, pairs: int, key: str) -> Any:
-    """find_in_map's walk over the ``pairs`` pairs of a map from ``at``."""
+        return _found_value(data, at + len(first), stop)
     want = key.encode("utf-8")
     if data.find(want, at, stop) < 0:
         return None  # its bytes are nowhere in the map: absent, found at C speed
