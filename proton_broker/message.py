@@ -289,10 +289,8 @@ class Message:
         """One application property (None when absent), found without decoding the whole
         map: grouped, last-value and sorted queues read one key of every message."""
         extras = self.extras
-        if extras is not None and extras.app_properties_cache is not None:
-            return extras.app_properties_cache.get(key)
-        span = self.app_properties_span  # (_lookup, inlined: this runs for every message)
-        return None if span is None else find_in_map(self.data, span[0], span[1], key)
+        cached = None if extras is None else extras.app_properties_cache
+        return _lookup(cached, self.data, self.app_properties_span, key)
 
     def message_annotation(self, key: str) -> Any:
         """One message annotation (None when absent), without decoding the whole map."""
@@ -390,6 +388,8 @@ def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
 def property_text(value: Any) -> str | None:
     """A property value as the text queues compare (LVQ keys, group ids, sort keys):
     strings as they are, binary as UTF-8, other values as their text."""
+    if type(value) is str:  # the usual key, asked of every message: answered first
+        return value
     if value is None:
         return None
     if isinstance(value, bytes):

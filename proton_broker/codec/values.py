@@ -400,10 +400,11 @@ _KEY_FORMS = 1024
 
 
 def _str8_key(key: str) -> bytes:
-    """``key`` encoded as a str8 (a str32 if it is too long for one)."""
-    name = key.encode("utf-8")
-    size = len(name)
-    form = (b"\xa1" + bytes((size,)) if size < 256 else b"\xb1" + _U32.pack(size)) + name
+    """``key`` encoded as a string (a str8, or a str32 if it is too long for one)."""
+    # encode.py imports this module, so its encoder is imported here, once per key.
+    from proton_broker.codec.encode import encode_value
+
+    form = encode_value(key)
     if len(_STR8_KEYS) < _KEY_FORMS:
         _STR8_KEYS[key] = form
     return form

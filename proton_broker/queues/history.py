@@ -231,11 +231,9 @@ class History:
         """As :meth:`number`, for a message recorded next (which makes its number the key's
         current one): nothing is reserved. The queue asks before anything changes, so a bad
         custom number refuses the message."""
-        key = message.application_property(self.key_property)
-        if type(key) is not str:
-            key = property_text(key)
-            if key is None:
-                return None
+        key = property_text(message.application_property(self.key_property))
+        if key is None:
+            return None
         if message.sequence is None:
             custom = None
             if _SEQUENCE_BYTES in message.data:  # else no custom number, known at C speed
@@ -244,12 +242,7 @@ class History:
                     custom = message.application_property(SEQUENCE)
             # Delivered as x-opt-sequence, added as it leaves; a message written to the
             # store carries it in its bytes (codec/encode.py).
-            if custom is not None:
-                message.sequence = self.next_sequence(key, custom)
-            elif self._ahead:
-                message.sequence = self.current(key) + 1
-            else:  # current(), without its call: the latest version's number
-                message.sequence = _latest_seq(self._versions.get(key)) + 1
+            message.sequence = self.next_sequence(key, custom)
             if message.store_id is not None:
                 annotate(message, SEQUENCE, message.sequence)
         return key, message.sequence
@@ -310,7 +303,7 @@ _ORDER = attrgetter("order")
 
 def _latest_seq(versions: Kept | None) -> int:
     """The number of a key's latest kept version (0: it has none). Runs for every keyed
-    message (numbered): _latest and _message_of, written out."""
+    message (current, for numbered): _latest and _message_of, written out."""
     if versions is None:
         return 0
     kind = type(versions)
