@@ -289,14 +289,18 @@ class Message:
         """One application property (None when absent), found without decoding the whole
         map: grouped, last-value and sorted queues read one key of every message."""
         extras = self.extras
-        cached = None if extras is None else extras.app_properties_cache
-        return _lookup(cached, self.data, self.app_properties_span, key)
+        if extras is not None and extras.app_properties_cache is not None:
+            return extras.app_properties_cache.get(key)
+        span = self.app_properties_span
+        return None if span is None else find_in_map(self.data, span[0], span[1], key)
 
     def message_annotation(self, key: str) -> Any:
         """One message annotation (None when absent), without decoding the whole map."""
         extras = self.extras
-        cached = None if extras is None else extras.annotations_cache
-        return _lookup(cached, self.data, self.annotations_span, key)
+        if extras is not None and extras.annotations_cache is not None:
+            return extras.annotations_cache.get(key)
+        span = self.annotations_span
+        return None if span is None else find_in_map(self.data, span[0], span[1], key)
 
     @property
     def message_annotations(self) -> dict[Any, Any]:
@@ -366,16 +370,6 @@ def unpack(data: bytes, layout: Layout, arrival: float, number: int) -> Message:
     message.paged = False
     message.extras = None
     return message
-
-
-def _lookup(
-    cached: dict[Any, Any] | None, data: bytes, span: tuple[int, int] | None, key: str
-) -> Any:
-    if cached is not None:
-        return cached.get(key)
-    if span is None:
-        return None
-    return find_in_map(data, span[0], span[1], key)
 
 
 def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:

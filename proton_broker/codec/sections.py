@@ -33,7 +33,7 @@ from proton_broker.codec.values import (
     section_code,
     skip,
     skip_section_value,
-    skip_simple_pairs,
+    skip_simple_map,
     skip_values,
 )
 from proton_broker.message import Fields, Header, Message
@@ -111,12 +111,14 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
             elif code == PROPERTIES:
                 pos = at + 1 if kind == 0x45 else _read_properties(message, data, at, end)
             elif code == APPLICATION_PROPERTIES:
-                pos = _application_properties(data, at)
-                message.app_properties_span = _span(at, pos)
+                pos = skip_simple_map(data, at)
+                if pos < 0:  # not the usual map: walked again, to say what is wrong
+                    pos = _application_properties(data, at)
+                message.app_properties_span = _SPANS.get((at, pos)) or _span(at, pos)
             else:
                 pos = skip_section_value(data, at)
                 if code == MESSAGE_ANNOTATIONS:
-                    message.annotations_span = _span(at, pos)
+                    message.annotations_span = _SPANS.get((at, pos)) or _span(at, pos)
                 elif code == DELIVERY_ANNOTATIONS:
                     message.delivery_annotations_end = pos
     except DecodeError as exc:
@@ -138,7 +140,8 @@ _TYPE_NAMES |= {0xC1: "a map", 0xD1: "a map", 0xE0: "an array", 0xF0: "an array"
 
 def _application_properties(data: bytes, at: int) -> int:
     """Check the application-properties map at ``at`` (keys strings, values of simple
-    types: AMQP 1.0 3.2.5) as it is skipped; the offset after it."""
+    types: AMQP 1.0 3.2.5), one :func:`skip_simple_map` did not pass, and say what is wrong
+    with it; the offset after it if nothing is (a text it could not check quickly)."""
     code = data[at]
     if code == 0xC1:
         count, first, stop = data[at + 2], at + 3, at + 2 + data[at + 1]
@@ -149,9 +152,7 @@ def _application_properties(data: bytes, at: int) -> int:
         raise DecodeError(f"it is {_type_name(code)}, not a map")
     if count & 1:
         raise DecodeError(f"map at offset {at} has an odd number of elements")
-    if skip_simple_pairs(data, first, count >> 1) == stop:  # the usual map, quickly
-        return stop
-    pos = first  # the careful walk, which says what is wrong
+    pos = first
     for _ in range(count >> 1):
         key = data[pos]
         if key != 0xA1 and key != 0xB1:
@@ -300,7 +301,12 @@ def _span(start: int, end: int) -> tuple[int, int]:
     same offsets (a producer's messages mostly have the same shape): a queued message
     would otherwise hold 56 bytes a section for it."""
     span = (start, end)
-    return _SPANS.setdefault(span, span) if len(_SPANS) < _SPAN_CACHE else _SPANS.get(span, span)
+    kept = _SPANS.get(span)
+    if kept is not None:  # the usual case, answered first
+        return kept
+    if len(_SPANS) < _SPAN_CACHE:
+        _SPANS[span] = span
+    return span
 
 
 _SPAN_CACHE = 16384  # distinct section positions remembered (about 150 bytes each)

@@ -93,6 +93,7 @@ MAX_DEPTH = 100
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
+_SIZE_COUNT = struct.Struct(">II")  # a compound32's size and count
 _U64 = struct.Struct(">Q")
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -360,16 +361,17 @@ def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
     optional ``x-opt-sequence`` and ``x-opt-sequence-number`` of every message on some
     queues)."""
     code = data[start]
-    if code == 0xC1:
-        pairs, at = data[start + 2] >> 1, start + 3
-    elif code == 0xD1:
-        pairs, at = _U32.unpack_from(data, start + 5)[0] >> 1, start + 9
+    if code == 0xD1:  # a map32, as Proton's encoder writes every map
+        at = start + 9
+    elif code == 0xC1:
+        at = start + 3
     else:
         value = decode_value(data, start, stop)
         return value.get(key) if isinstance(value, dict) else None
     first = _STR8_KEYS.get(key) or _str8_key(key)
-    if pairs and data.startswith(first, at):  # the first key (mostly the only one)
+    if data.startswith(first, at, stop):  # the first key (mostly the only one)
         return _found_value(data, at + len(first), stop)
+    pairs = (data[start + 2] if code == 0xC1 else _U32.unpack_from(data, start + 5)[0]) >> 1
     want = key.encode("utf-8")
     if data.find(want, at, stop) < 0:
         return None  # its bytes are nowhere in the map: absent, found at C speed
@@ -453,17 +455,30 @@ _PROPERTY_STEP = [
 SECTION_RANK = [SECTION_ORDER.get(code, -1) for code in range(256)]
 
 
-def skip_simple_pairs(data: bytes, at: int, pairs: int) -> int:  # noqa: C901 - the hot codec walk, measured
-    """The offset just after ``pairs`` key/value pairs starting at ``at``, each a string
-    key (str8 or str32, valid UTF-8) and a value of a fixed-width, binary, string or symbol
-    type, as application properties mostly are (AMQP 1.0 3.2.5); -1 as soon as anything
-    else turns up, and the caller walks the pairs again with its checks, which say what.
+def skip_simple_map(data: bytes, at: int) -> int:  # noqa: C901 - the hot codec walk, measured
+    """The offset just after the map at ``at`` if it is application properties of the
+    usual kind: string keys (str8 or str32, valid UTF-8), each with a value of a
+    fixed-width, binary, string or symbol type (AMQP 1.0 3.2.5). -1 as soon as anything
+    else turns up, and the caller walks the map again with its checks, which say what.
 
     Runs for every message with application properties: one call for the map, the steps
     inline, each text checked with one ``isascii`` of its bytes (a decode only when it is
-    not ASCII). May run past the map like :func:`skip_values`: the caller checks the end."""
+    not ASCII). Like :func:`skip_values` it raises IndexError or struct.error past the end
+    of the data."""
+    code = data[at]
+    if code == 0xD1:  # a map32, as Proton's encoder writes every map
+        size, count = _SIZE_COUNT.unpack_from(data, at + 1)
+        stop, at = at + 5 + size, at + 9
+    elif code == 0xC1:
+        count, stop, at = data[at + 2], at + 2 + data[at + 1], at + 3
+    else:
+        return -1
+    if count & 1:
+        return -1
+    pairs = count >> 1
     step = _PROPERTY_STEP
-    for _ in range(pairs):
+    while pairs:  # (a range object and its iterator cost as much as a pair's checks)
+        pairs -= 1
         code = data[at]
         if code == 0xA1:
             start, at = at + 2, at + 2 + data[at + 1]
@@ -475,23 +490,23 @@ def skip_simple_pairs(data: bytes, at: int, pairs: int) -> int:  # noqa: C901 - 
             return -1
         code = data[at]
         width = step[code]
-        if width > 0:
+        if width == _STEP_TEXT8:  # a short string or symbol, the usual value, first
+            start, at = at + 2, at + 2 + data[at + 1]
+            if not data[start:at].isascii() and not _is_text(data, code, start, at):
+                return -1
+        elif width > 0:
             at += width
         elif width == _STEP_VAR8:
             at += 2 + data[at + 1]
         elif width == _STEP_VAR32:
             at += 5 + _U32.unpack_from(data, at + 1)[0]
-        elif width == _STEP_TEXT8:
-            start, at = at + 2, at + 2 + data[at + 1]
-            if not data[start:at].isascii() and not _is_text(data, code, start, at):
-                return -1
         elif width == _STEP_TEXT32:
             start, at = at + 5, at + 5 + _U32.unpack_from(data, at + 1)[0]
             if not data[start:at].isascii() and not _is_text(data, code, start, at):
                 return -1
         else:
             return -1  # not of a simple type, or no constructor at all
-    return at
+    return at if at == stop else -1
 
 
 def _is_text(data: bytes, code: int, start: int, stop: int) -> bool:

@@ -107,26 +107,6 @@ class History:
         self._versions: dict[str, Kept] = {}
         self._small = self.keep is not None and self.keep <= _LIST_KEEP
 
-    def next_sequence(self, key: str, custom: object) -> int:
-        """The number for ``key``'s next version: ``custom`` if given and valid."""
-        current = self.current(key)
-        if custom is None:
-            return current + 1
-        if isinstance(custom, str):
-            try:
-                custom = int(custom)
-            except ValueError:
-                custom = None
-        if not isinstance(custom, int) or isinstance(custom, bool) or custom > _LONG_MAX:
-            raise InvalidField(f"{SEQUENCE} must be an integer (a long), got {custom!r}", SEQUENCE)
-        if custom <= current:
-            raise InvalidField(
-                f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
-                f"current sequence {current}",
-                SEQUENCE,
-            )
-        return custom
-
     def reserve(self, key: str, seq: int) -> None:
         """``seq`` is given out for ``key`` (its version is recorded when it joins)."""
         if seq > self.current(key):
@@ -138,15 +118,18 @@ class History:
             self.reserve(key, seq)
 
     def arrived(  # noqa: C901 - runs for every keyed message, measured
-        self, key: str, seq: int, message: Message, order: int, entry: Entry | None = None
+        self, key: str, message: Message, order: int, entry: Entry | None = None
     ) -> Entry | None:
-        """``message`` is version ``seq`` of ``key`` (numbered by :meth:`numbered`), number
-        ``order`` on its queue (the number the queue gives it as it joins): record it as
-        its key's latest version and tell the watchers. On a last-value queue ``entry``, its
-        entry, stands for it; the entry that stood for the key's latest version until now,
-        if any, is returned (a newer value has arrived for it).
-        Runs for every keyed message: the key's latest version is read once, and the type
-        tests are written out (``type(x) is``, not isinstance with a tuple)."""
+        """``message``, a version of ``key`` (its key read by :meth:`numbered`), is number
+        ``order`` on its queue (the number the queue gives it as it joins): number it unless
+        it has its number already (``message.sequence``; see :meth:`numbered`), record it
+        as its key's latest version and tell the watchers. On a last-value queue ``entry``,
+        its entry, stands for it; the entry that stood for the key's latest version until
+        now, if any, is returned (a newer value has arrived for it).
+        Runs for every keyed message: the key's latest version is read once, for its number
+        and its place, and the type tests are written out (``type(x) is``, not isinstance
+        with a tuple)."""
+        seq = message.sequence
         versions = self._versions.get(key)
         kind = type(versions)
         latest = versions[-1] if kind is list or kind is deque else versions  # type: ignore[index]
@@ -158,10 +141,14 @@ class History:
         if ahead or latest is not None:
             known: int = 0 if latest is None else latest.sequence  # type: ignore[assignment] # numbered
             current = ahead.get(key, known) if ahead else known
+            if seq is None:  # numbered now: the next number (see the module rules)
+                seq = current + 1
             if current > seq:  # recorded behind a greater number: that stays the current one
                 ahead[key] = current
             elif ahead:  # a number given out ahead of its version may have been this one
                 ahead.pop(key, None)
+        elif seq is None:
+            seq = 1  # the key's first
         message.number, message.sequence = order, seq
         message.in_history = True
         version: Message | Entry = message
@@ -184,8 +171,9 @@ class History:
         else:
             pair: list[Message | Entry] = [latest, version]  # type: ignore[list-item]
             self._versions[key] = pair if self._small else deque(pair)
-        for watch in self.watchers:
-            watch(key, seq, message)
+        if self.watchers:
+            for watch in self.watchers:
+                watch(key, seq, message)
         return displaced
 
     def left(self, entry: Entry) -> None:
@@ -193,10 +181,13 @@ class History:
         latest version, its message does again."""
         key: str = entry.key  # type: ignore[assignment] # a keyed entry
         versions = self._versions.get(key)
-        if versions is entry:
+        kind = type(versions)  # (runs as every entry of a last-value queue leaves)
+        if kind is list or kind is deque:
+            if versions[-1] is not entry:  # type: ignore[index] # a list or deque
+                return
+            versions[-1] = entry.message  # type: ignore[index]
+        elif versions is entry:
             self._versions[key] = entry.message
-        elif isinstance(versions, _MANY) and versions[-1] is entry:
-            versions[-1] = entry.message
         else:
             return
         self.standing -= 1
@@ -222,43 +213,59 @@ class History:
         (key, number), or None for a message without the key. For a message numbered
         before it joins (the broker writes it to the store first): its number counts as
         given out from now on."""
-        numbered = self.numbered(message)
-        if numbered is not None:
-            self.reserve(*numbered)
-        return numbered
+        key = self.numbered(message)
+        if key is None:
+            return None
+        if message.sequence is None:
+            message.sequence = self.current(key) + 1
+        self.reserve(key, message.sequence)
+        return key, message.sequence
 
-    def numbered(self, message: Message) -> tuple[str, int] | None:
-        """As :meth:`number`, for a message recorded next (which makes its number the key's
-        current one): nothing is reserved. The queue asks before anything changes, so a bad
-        custom number refuses the message."""
-        key = property_text(message.application_property(self.key_property))
+    def numbered(self, message: Message) -> str | None:
+        """The key of ``message``, a message recorded next (by :meth:`arrived`), or None
+        when it has none. It is numbered here (``message.sequence``) only where its number
+        must be known before it is recorded: a producer's own, which is checked now (the
+        queue asks before anything changes, so a bad one refuses the message), and a
+        stored message's, which its bytes carry. Otherwise :meth:`arrived` numbers it, as
+        it reads the key's latest version anyway. Nothing is reserved (see :meth:`number`)."""
+        value = message.application_property(self.key_property)
+        key = value if type(value) is str else property_text(value)  # mostly a str already
         if key is None:
             return None
         if message.sequence is None:
             custom = None
-            if _SEQUENCE_BYTES in message.data:  # else no custom number, known at C speed
+            # A custom number is a message annotation or an application property: it is
+            # looked for only if its bytes are in those sections (one C-speed search from
+            # the annotations to the end of the properties, never the body).
+            notes, props = message.annotations_span, message.app_properties_span
+            first, last = notes or props, props or notes
+            if first is not None and message.data.find(_SEQUENCE_BYTES, first[0], last[1]) >= 0:  # type: ignore[index]
                 custom = message.message_annotation(SEQUENCE)
                 if custom is None:
                     custom = message.application_property(SEQUENCE)
+            if custom is not None:
+                message.sequence = _custom_sequence(key, custom, self.current(key))
+            elif message.store_id is not None:
+                message.sequence = self.current(key) + 1
             # Delivered as x-opt-sequence, added as it leaves; a message written to the
             # store carries it in its bytes (codec/encode.py).
-            message.sequence = self.next_sequence(key, custom)
             if message.store_id is not None:
-                annotate(message, SEQUENCE, message.sequence)
-        return key, message.sequence
+                annotate(message, SEQUENCE, message.sequence)  # type: ignore[arg-type] # numbered
+        return key
 
     def recover(self, message: Message) -> Entry | None:
         """At start-up: a stored version that had left the queue but was kept. On a
         last-value queue: the entry it displaces, as :meth:`arrived`."""
-        numbered = self.numbered(message)
-        if numbered is None:
+        key = self.numbered(message)
+        if key is None:
             return None
-        return self.arrived(*numbered, message, message.number or 0)
+        return self.arrived(key, message, message.number or 0)
 
     def current(self, key: str) -> int:
         """The latest number given out for ``key`` (0: none yet)."""
-        latest = _latest_seq(self._versions.get(key))
-        return self._ahead.get(key, latest) if self._ahead else latest
+        versions = self._versions.get(key)
+        seq: int = 0 if versions is None else _message_of(_latest(versions)).sequence  # type: ignore[assignment] # numbered
+        return self._ahead.get(key, seq) if self._ahead else seq
 
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
         """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""
@@ -283,6 +290,25 @@ class History:
         return kept
 
 
+def _custom_sequence(key: str, custom: object, current: int) -> int:
+    """``custom``, a producer's number for ``key``'s next version (its ``current`` one
+    given out), if it is valid (see the module rules)."""
+    if isinstance(custom, str):
+        try:
+            custom = int(custom)
+        except ValueError:
+            custom = None
+    if not isinstance(custom, int) or isinstance(custom, bool) or custom > _LONG_MAX:
+        raise InvalidField(f"{SEQUENCE} must be an integer (a long), got {custom!r}", SEQUENCE)
+    if custom <= current:
+        raise InvalidField(
+            f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
+            f"current sequence {current}",
+            SEQUENCE,
+        )
+    return custom
+
+
 def _latest(versions: Kept) -> Message | Entry:
     """A key's latest kept version."""
     return versions[-1] if isinstance(versions, _MANY) else versions
@@ -299,18 +325,6 @@ def _version(key: str, version: Message | Entry) -> Version:
 
 
 _ORDER = attrgetter("order")
-
-
-def _latest_seq(versions: Kept | None) -> int:
-    """The number of a key's latest kept version (0: it has none). Runs for every keyed
-    message (current, for numbered): _latest and _message_of, written out."""
-    if versions is None:
-        return 0
-    kind = type(versions)
-    latest = versions[-1] if kind is list or kind is deque else versions  # type: ignore[index]
-    if type(latest) is not Message:
-        latest = latest.message  # type: ignore[union-attr] # an entry stands for it
-    return latest.sequence  # type: ignore[return-value] # numbered
 
 
 def sequence_start(value: object) -> int | str:

@@ -234,7 +234,7 @@ class Queue:
         # Whether the producer sent annotations (a delivery time can only be among them).
         annotated = message.annotations_span is not None
         seq = numbers.next if number is None else number
-        keyed = self.history.numbered(message) if self.history is not None else None
+        key = self.history.numbered(message) if self.history is not None else None
         if now is None:
             arrival = time.time()
             last = self._last_arrival
@@ -280,12 +280,12 @@ class Queue:
                 return True
             packed.unpack_all()  # it may not be packed: what arrived before goes first
         entry = self._entry(seq, message, expires)
-        if keyed is not None:  # a queue with a key has keyed entries
-            key = entry.key = keyed[0]  # type: ignore[misc]
+        if key is not None:  # a queue with a key has keyed entries
+            entry.key = key  # type: ignore[misc]
             # On a last-value queue its entry stands for its key's latest version, and the
             # entry that stood for the one before is superseded (see history.py).
             history: History = self.history  # type: ignore[assignment] # keyed: a history
-            older = history.arrived(key, keyed[1], message, seq, entry if self._lvq else None)
+            older = history.arrived(key, message, seq, entry if self._lvq else None)
             if older is not None:
                 self._supersede(older)
         message.on_queue = True
@@ -619,13 +619,13 @@ class Queue:
         if has_page and self.hooks.pager is not None:
             self.hooks.pager.discard(message)
         self._log.removed()
-        if self._lvq and entry.key is not None:
-            self.history.left(entry)  # type: ignore[union-attr] # last value: a history
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
+        if entry.key is not None:
+            if self._lvq:
+                self.history.left(entry)  # type: ignore[union-attr] # last value: a history
+            entry.key = None  # type: ignore[misc] # its key goes: the log may keep it a while
         entry.message = GONE  # its bytes go now, unless something else still holds them
-        if entry.key is not None:  # so does its key: the arrival log may keep it a while
-            entry.key = None  # type: ignore[misc]
 
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its
