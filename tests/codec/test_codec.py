@@ -205,6 +205,13 @@ def test_find_in_map_reads_one_key_as_the_decoded_map_has_it(properties: dict) -
         assert message.application_property(key) == expected
 
 
+@pytest.mark.parametrize("empty", [b"\xc1\x01\x00", b"\xd1\x00\x00\x00\x04\x00\x00\x00\x00"])
+def test_an_empty_map_holds_no_key_whatever_follows_it(empty: bytes) -> None:
+    data = empty + b"\xa1\x03key\xa1\x05value"  # a pair after the map, not in it
+    assert find_in_map(data, 0, len(empty), "key") is None
+    assert decode_value(data, 0, len(empty)) == {}
+
+
 @pytest.mark.parametrize(
     "fields",
     [
