@@ -110,6 +110,19 @@ def test_a_custom_sequence_must_be_greater_than_the_current_one() -> None:
     assert q.depth == 2  # the refused ones never joined
 
 
+def test_a_custom_sequence_is_read_from_the_annotations_or_the_properties_only() -> None:
+    q = queue(KEYED)
+    annotated = proton.Message(
+        body="v", properties={"id": "k"}, annotations={proton.symbol(SEQUENCE): 7}
+    )
+    q.enqueue(parse_message(annotated.encode()))
+    q.enqueue(msg("k", "x-opt-sequence 99"))  # its name in the body is no number
+    q.enqueue(msg("k", note="x-opt-sequence"))  # nor is it as a property's value
+    q.enqueue(msg("k", note="x-opt-sequence", **{SEQUENCE: 20}))
+    q.enqueue(msg("k"))
+    assert [sequence_of(entry) for entry in q.entries()] == [7, 8, 9, 20, 21]
+
+
 @pytest.mark.parametrize(
     "keep, kept", [(None, [1, 2, 3, 4, 5]), (0, [5]), (1, [5]), (3, [3, 4, 5])]
 )
