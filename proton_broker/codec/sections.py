@@ -114,11 +114,11 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
                 pos = skip_simple_map(data, at)
                 if pos < 0:  # not the usual map: walked again, to say what is wrong
                     pos = _application_properties(data, at)
-                message.app_properties_span = _SPANS.get((at, pos)) or _span(at, pos)
+                message.app_properties_span = _span(at, pos)
             else:
                 pos = skip_section_value(data, at)
                 if code == MESSAGE_ANNOTATIONS:
-                    message.annotations_span = _SPANS.get((at, pos)) or _span(at, pos)
+                    message.annotations_span = _span(at, pos)
                 elif code == DELIVERY_ANNOTATIONS:
                     message.delivery_annotations_end = pos
     except DecodeError as exc:
