@@ -4,6 +4,8 @@
 * The domain (everything but the adapters ``amqp/``, ``http/``, the clients ``cli/``,
   ``spark/`` and the composition root) never imports an adapter or a client package.
 * The store knows messages and errors, nothing else of the broker.
+* A compiled module (Cython, ``*.pyx``) uses CPython's own declarations and nothing else:
+  what it needs from the package (the codec's tables) is handed to it.
 
 Every import counts, at the top of a module or inside a function: a lazy import is a
 dependency that merely hides.
@@ -78,3 +80,28 @@ def test_the_http_gateway_imports_no_proton_and_not_the_amqp_adapter() -> None:
     for module, names in MODULES.items():
         if within(module, ("proton_broker.http",)):
             assert not {n for n in names if within(n, (*PROTON, "proton_broker.amqp"))}, module
+
+
+COMPILED = sorted(PACKAGE.rglob("*.pyx"))
+
+
+def cython_imports_of(path: Path) -> set[str]:
+    """The modules a Cython file imports or cimports (its import lines are Python's, with
+    ``cimport`` beside ``import``)."""
+    found = set()
+    for line in path.read_text().splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "from":
+            found.add(words[1])
+        elif len(words) >= 2 and words[0] in ("import", "cimport"):
+            found.update(name.strip(",") for name in words[1:] if name != "as")
+    return found
+
+
+def test_the_compiled_rules_see_the_compiled_module() -> None:
+    assert PACKAGE / "codec" / "_simple_map.pyx" in COMPILED
+
+
+@pytest.mark.parametrize("path", COMPILED, ids=lambda path: path.name)
+def test_a_compiled_module_imports_only_cpython(path: Path) -> None:
+    assert {name for name in cython_imports_of(path) if not within(name, ("cpython",))} == set()

@@ -1,0 +1,6 @@
+"""Types of the compiled application-properties check (see _simple_map.pyx)."""
+
+from collections.abc import Sequence
+
+def use_steps(steps: Sequence[int], var8: int, var32: int, text8: int, text32: int) -> None: ...
+def skip_simple_map(data: bytes, at: int) -> int: ...

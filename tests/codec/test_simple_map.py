@@ -1,0 +1,112 @@
+"""The compiled application-properties check answers as the Python walk does, on every map."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from proton import Message
+
+from proton_broker.codec import values
+from proton_broker.codec.sections import parse_message
+from proton_broker.codec.values import skip_simple_map_python
+
+compiled = pytest.importorskip("proton_broker.codec._simple_map")  # scripts/test builds it
+
+
+def python_answer(data: bytes, at: int) -> int:
+    """The Python walk's answer, with running off the end read as -1, the compiled walk's
+    answer for it. The Python walk raises, or (where only a string's bytes are missing, as
+    a slice comes back short without complaint) answers an offset past the end, which the
+    parser refuses as it would any section that overruns the message. Either way the
+    message is a decode error, with the careful walk's description."""
+    try:
+        answer = skip_simple_map_python(data, at)
+    except (IndexError, struct.error):
+        return -1
+    return answer if answer <= len(data) else -1
+
+
+def text(code: int, raw: bytes) -> bytes:
+    """A string or symbol of constructor ``code`` (0xA1/0xA3 short, 0xB1/0xB3 long)."""
+    if code in (0xA1, 0xA3):
+        return bytes([code, len(raw) % 256]) + raw
+    return bytes([code]) + struct.pack(">I", len(raw)) + raw
+
+
+RAW_TEXT = st.one_of(
+    st.text(max_size=12).map(lambda s: s.encode()),  # ASCII and UTF-8
+    st.binary(max_size=12),  # mostly not UTF-8
+    st.just("é".encode()[:1]),  # cut inside a character
+)
+KEY = st.builds(text, st.sampled_from([0xA1, 0xB1, 0xA3, 0xB3]), RAW_TEXT)
+VALUE = st.one_of(
+    st.builds(text, st.sampled_from([0xA1, 0xB1, 0xA3, 0xB3, 0xA0, 0xB0]), RAW_TEXT),
+    # any constructor at all, followed by whatever bytes
+    st.builds(lambda code, rest: bytes([code]) + rest, st.integers(0, 255), st.binary(max_size=17)),
+)
+
+
+def encoded_map(pairs: list[tuple[bytes, bytes]], small: bool, extra: int) -> bytes:
+    body = b"".join(key + value for key, value in pairs)
+    count = 2 * len(pairs) + extra  # extra: an odd or a wrong count
+    if small:
+        return bytes([0xC1, (len(body) + 1) % 256, count % 256]) + body
+    return b"\xd1" + struct.pack(">II", len(body) + 4, count) + body
+
+
+@given(
+    pairs=st.lists(st.tuples(KEY, VALUE), max_size=5),
+    small=st.booleans(),
+    extra=st.sampled_from([0, 0, 0, 1, 2, -2]),
+    cut=st.integers(0, 6),
+    tail=st.binary(max_size=4),
+    at=st.integers(0, 3),
+)
+@settings(max_examples=3000, deadline=None)
+def test_the_compiled_check_answers_as_the_python_walk_on_any_map(
+    pairs: list[tuple[bytes, bytes]], small: bool, extra: int, cut: int, tail: bytes, at: int
+) -> None:
+    data = b"\x00" * at + encoded_map(pairs, small, max(extra, -len(pairs) * 2))
+    data = data[: len(data) - cut] + tail if cut else data + tail
+    assert compiled.skip_simple_map(data, at) == python_answer(data, at), data.hex()
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=300),
+        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=300), st.binary()),
+    ),
+    st.integers(0, 2**32),
+)
+@settings(max_examples=300, deadline=None)
+def test_proton_encoded_properties_pass_both_checks_and_any_cut_fails_both(
+    properties: dict[str, object], seed: int
+) -> None:
+    data = bytes(Message(body="b", properties=properties).encode())
+    message = parse_message(data)
+    start, stop = message.app_properties_span or (0, 0)
+    if not properties:
+        return
+    assert compiled.skip_simple_map(data, start) == python_answer(data, start) == stop
+    cut = data[: start + seed % (stop - start)]  # the map cut short anywhere
+    assert compiled.skip_simple_map(cut, start) == python_answer(cut, start) == -1
+
+
+@pytest.mark.parametrize("at", [-1, 0, 5, 100])
+def test_an_offset_outside_the_data_is_not_a_map(at: int) -> None:
+    assert compiled.skip_simple_map(b"\xc1\x01\x00", at) == (0 if at == 0 else -1) + (
+        3 if at == 0 else 0
+    )
+
+
+def test_the_codec_uses_the_compiled_check_where_it_was_built() -> None:
+    assert values.COMPILED_SKIP_SIMPLE_MAP is compiled.skip_simple_map
+    assert values.skip_simple_map is compiled.skip_simple_map
+
+
+def test_the_step_table_must_name_every_constructor() -> None:
+    with pytest.raises(ValueError, match="256"):
+        compiled.use_steps([0] * 255, -1, -2, -4, -5)
