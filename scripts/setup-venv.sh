@@ -18,7 +18,8 @@ fi
 include=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 if ! command -v cc >/dev/null 2>&1 || [ ! -f "$include/Python.h" ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3-dev
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      -o DPkg::Lock::Timeout=300 gcc python3-dev >/dev/null
   else
     echo "no C compiler or Python headers: the codec's check will run in Python" \
       "(sudo apt-get install gcc python3-dev, then run this again, to build it)" >&2
