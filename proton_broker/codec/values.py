@@ -11,7 +11,10 @@ nothing of the
 broker's message record: :mod:`proton_broker.codec.sections` reads a message with it, and
 :mod:`proton_broker.codec.encode` writes the few sections the broker changes.
 
-It imports nothing from Proton; it runs once per message on the hot path.
+It imports nothing from Proton; it runs once per message on the hot path. One walk, the
+quick check of application properties, also has a compiled copy (``_simple_map.pyx``, built
+with Cython where a C compiler is at hand), which the codec uses where it was built; the
+Python walk here is its reference and its fallback.
 """
 
 from __future__ import annotations
@@ -351,7 +354,7 @@ def _ascii(data: bytes, start: int, stop: int) -> str:
         raise DecodeError(f"symbol at offset {start} is not ASCII") from exc
 
 
-def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
+def find_in_map_python(data: bytes, start: int, stop: int, key: str) -> Any:
     """The value under the string ``key`` in the (already validated) map at ``start``, or
     None; only that value is decoded. Keys are compared as their UTF-8 bytes, so a key
     sent as a symbol matches too, as it does in the decoded map. Map keys are unique in
@@ -360,7 +363,7 @@ def find_in_map(data: bytes, start: int, stop: int, key: str) -> Any:
     without a walk (a last-value or group key is mostly a message's only property); a key
     whose bytes occur nowhere in the map is absent without one (the broker asks for the
     optional ``x-opt-sequence`` and ``x-opt-sequence-number`` of every message on some
-    queues)."""
+    queues). The reference for its compiled copy (see :data:`find_in_map`)."""
     code = data[start]
     if code == 0xD1:  # a map32, as Proton's encoder writes every map
         at = start + 9
@@ -456,7 +459,7 @@ _PROPERTY_STEP = [
 SECTION_RANK = [SECTION_ORDER.get(code, -1) for code in range(256)]
 
 
-def skip_simple_map_python(data: bytes, at: int) -> int:  # noqa: C901 - the hot codec walk
+def skip_simple_map_python(data: bytes, at: int) -> int:  # noqa: C901 - the hot codec walk, measured
     """The offset just after the map at ``at`` if it is application properties of the
     usual kind: string keys (str8 or str32, valid UTF-8), each with a value of a
     fixed-width, binary, string or symbol type (AMQP 1.0 3.2.5). -1 as soon as anything
@@ -522,22 +525,31 @@ def _is_text(data: bytes, code: int, start: int, stop: int) -> bool:
     return True
 
 
-def _compiled_skip_simple_map() -> Callable[[bytes, int], int] | None:
-    """The compiled copy of :func:`skip_simple_map_python` (``codec/_simple_map.pyx``), given
-    this module's step table, or None where it was not built."""
+class _Compiled(NamedTuple):
+    skip_simple_map: Callable[[bytes, int], int]
+    find_in_map: Callable[[bytes, int, int, str], Any]
+
+
+def _compiled() -> _Compiled | None:
+    """The compiled copies of :func:`skip_simple_map_python` and :func:`find_in_map_python`
+    (``codec/_simple_map.pyx``), given this module's step table and Python lookup, or None
+    where they were not built."""
     try:
         from proton_broker.codec import _simple_map
     except ImportError:
         return None
     _simple_map.use_steps(_PROPERTY_STEP, _STEP_VAR8, _STEP_VAR32, _STEP_TEXT8, _STEP_TEXT32)
-    return _simple_map.skip_simple_map
+    _simple_map.use_find(find_in_map_python)
+    return _Compiled(_simple_map.skip_simple_map, _simple_map.find_in_map)
 
 
-# The application-properties quick check as this installation runs it: compiled where a C
-# compiler built it when the package was installed (about 5,400 fewer instructions a keyed
-# message, docs/performance.md), else the Python walk. Both give the same answers.
-COMPILED_SKIP_SIMPLE_MAP = _compiled_skip_simple_map()
-skip_simple_map: Callable[[bytes, int], int] = COMPILED_SKIP_SIMPLE_MAP or skip_simple_map_python
+# The application-properties quick check and the one-key lookup as this installation runs
+# them: compiled where a C compiler built them when the package was installed (about 5,400
+# fewer instructions for each, docs/performance.md), else the Python walks. Both give the
+# same answers.
+COMPILED = _compiled()
+skip_simple_map = skip_simple_map_python if COMPILED is None else COMPILED.skip_simple_map
+find_in_map = find_in_map_python if COMPILED is None else COMPILED.find_in_map
 
 
 def skip_values(data: bytes, at: int, count: int) -> int:

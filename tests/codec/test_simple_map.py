@@ -1,4 +1,5 @@
-"""The compiled application-properties check answers as the Python walk does, on every map."""
+"""The compiled application-properties walks answer as the Python ones do, on every map: the
+quick check and the lookup of one key."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from proton import Message
 
 from proton_broker.codec import values
 from proton_broker.codec.sections import parse_message
-from proton_broker.codec.values import skip_simple_map_python
+from proton_broker.codec.values import find_in_map_python, skip_simple_map_python
 
 compiled = pytest.importorskip("proton_broker.codec._simple_map")  # scripts/test builds it
 
@@ -102,9 +103,74 @@ def test_an_offset_outside_the_data_is_not_a_map(at: int) -> None:
     )
 
 
-def test_the_codec_uses_the_compiled_check_where_it_was_built() -> None:
-    assert values.COMPILED_SKIP_SIMPLE_MAP is compiled.skip_simple_map
+def test_the_codec_uses_the_compiled_walks_where_they_were_built() -> None:
     assert values.skip_simple_map is compiled.skip_simple_map
+    assert values.find_in_map is compiled.find_in_map
+
+
+def python_lookup(data: bytes, start: int, stop: int, key: str) -> object:
+    try:
+        return find_in_map_python(data, start, stop, key)
+    except Exception as exc:  # the compiled lookup must raise the same
+        return type(exc)
+
+
+def compiled_lookup(data: bytes, start: int, stop: int, key: str) -> object:
+    try:
+        return compiled.find_in_map(data, start, stop, key)
+    except Exception as exc:  # compared with the Python lookup's
+        return type(exc)
+
+
+KEYS = st.one_of(st.sampled_from(["k", "", "key", "x-opt-sequence", "é"]), st.text(max_size=8))
+
+
+@given(
+    pairs=st.lists(st.tuples(KEY, VALUE), max_size=4),
+    small=st.booleans(),
+    key=KEYS,
+    first=st.booleans(),
+    cut=st.integers(0, 4),
+    stop_short=st.integers(0, 3),
+)
+@settings(max_examples=3000, deadline=None)
+def test_the_compiled_lookup_answers_as_the_python_lookup_on_any_map(
+    pairs: list[tuple[bytes, bytes]],
+    small: bool,
+    key: str,
+    first: bool,
+    cut: int,
+    stop_short: int,
+) -> None:
+    if first:  # the key asked for, first, as a short string
+        pairs = [(text(0xA1, key.encode()), pairs[0][1] if pairs else text(0xA1, b"v")), *pairs]
+    data = encoded_map(pairs, small, 0) + b"\x40"
+    data = data[: len(data) - cut] if cut else data
+    stop = max(0, len(data) - stop_short)
+    assert compiled_lookup(data, 0, stop, key) == python_lookup(data, 0, stop, key), data.hex()
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=300),
+        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=300), st.binary()),
+        max_size=6,
+    ),
+    KEYS,
+)
+@settings(max_examples=500, deadline=None)
+def test_a_key_of_proton_encoded_properties_reads_the_same_compiled(
+    properties: dict[str, object], key: str
+) -> None:
+    data = bytes(Message(body="b", properties=properties).encode())
+    start, stop = parse_message(data).app_properties_span or (0, 0)
+    if not properties:
+        return
+    for each in (key, *properties):
+        assert compiled.find_in_map(data, start, stop, each) == properties.get(each)
+        assert compiled.find_in_map(data, start, stop, each) == find_in_map_python(
+            data, start, stop, each
+        )
 
 
 def test_the_step_table_must_name_every_constructor() -> None:
