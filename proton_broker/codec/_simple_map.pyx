@@ -9,8 +9,10 @@ Rules owned here:
 * It answers exactly as the Python walk does: the offset just after the map at ``at`` if
   the map is application properties of the usual kind (string keys, valid UTF-8, each with
   a value of a simple type: fixed width, binary, string or symbol; AMQP 1.0 3.2.5), and -1
-  otherwise. Where the Python walk raises IndexError (the bytes end too soon), this returns
-  -1: either way the caller walks the map again with its checks, which say what is wrong.
+  otherwise. Where the bytes end too soon, the Python walk raises IndexError or answers an
+  offset past their end (a slice comes back short without complaint) and this returns -1:
+  either way the message is refused, the caller walking the map again with its checks,
+  which say what is wrong.
   So it only ever makes the usual case quicker, and a test holds the two to the same
   answers on every map it can make (``tests/codec/test_simple_map.py``), as it does the
   two lookups.
