@@ -11,10 +11,10 @@ nothing of the
 broker's message record: :mod:`proton_broker.codec.sections` reads a message with it, and
 :mod:`proton_broker.codec.encode` writes the few sections the broker changes.
 
-It imports nothing from Proton; it runs once per message on the hot path. One walk, the
-quick check of application properties, also has a compiled copy (``_simple_map.pyx``, built
-with Cython where a C compiler is at hand), which the codec uses where it was built; the
-Python walk here is its reference and its fallback.
+It imports nothing from Proton; it runs once per message on the hot path. Two walks, the
+quick check of application properties and the lookup of one key in a map, also have compiled
+copies (``_simple_map.pyx``, built with Cython where a C compiler is at hand), which the codec
+uses where they were built; the Python walks here are their reference and their fallback.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NamedTuple
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
@@ -525,22 +526,17 @@ def _is_text(data: bytes, code: int, start: int, stop: int) -> bool:
     return True
 
 
-class _Compiled(NamedTuple):
-    skip_simple_map: Callable[[bytes, int], int]
-    find_in_map: Callable[[bytes, int, int, str], Any]
-
-
-def _compiled() -> _Compiled | None:
+def _compiled() -> ModuleType | None:
     """The compiled copies of :func:`skip_simple_map_python` and :func:`find_in_map_python`
-    (``codec/_simple_map.pyx``), given this module's step table and Python lookup, or None
-    where they were not built."""
+    (the module ``codec/_simple_map.pyx``), given this module's step table and Python
+    lookup, or None where they were not built."""
     try:
         from proton_broker.codec import _simple_map
     except ImportError:
         return None
     _simple_map.use_steps(_PROPERTY_STEP, _STEP_VAR8, _STEP_VAR32, _STEP_TEXT8, _STEP_TEXT32)
     _simple_map.use_find(find_in_map_python)
-    return _Compiled(_simple_map.skip_simple_map, _simple_map.find_in_map)
+    return _simple_map
 
 
 # The application-properties quick check and the one-key lookup as this installation runs
@@ -548,8 +544,12 @@ def _compiled() -> _Compiled | None:
 # fewer instructions for each, docs/performance.md), else the Python walks. Both give the
 # same answers.
 COMPILED = _compiled()
-skip_simple_map = skip_simple_map_python if COMPILED is None else COMPILED.skip_simple_map
-find_in_map = find_in_map_python if COMPILED is None else COMPILED.find_in_map
+skip_simple_map: Callable[[bytes, int], int] = (
+    skip_simple_map_python if COMPILED is None else COMPILED.skip_simple_map
+)
+find_in_map: Callable[[bytes, int, int, str], Any] = (
+    find_in_map_python if COMPILED is None else COMPILED.find_in_map
+)
 
 
 def skip_values(data: bytes, at: int, count: int) -> int:
