@@ -22,6 +22,10 @@ Rules owned here, for memory (a queue holds millions of these records):
   a paged-out message's bytes are) lives in a side record, :class:`Extras`, made on first
   use. A copy of a record (:meth:`Message.__copy__`, one per queue when a message fans out)
   gets its own side record, since paging is per queue.
+* A record is out of the cyclic collector's view from the moment it is made
+  (:func:`proton_broker.collector.untrack`): it holds values only, never anything that could
+  refer back to it, so no reference cycle can pass through it. A slot added here must keep
+  that so (``tests/test_collector.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from proton_broker.codec.values import (
     decode_value,
     find_in_map,
 )
+from proton_broker.collector import untrack
 
 
 class Header(NamedTuple):
@@ -173,12 +178,14 @@ class Message:
         # Flow to disk: ``data`` is not in memory (b"") while ``paged`` (see Extras).
         self.paged = False
         self.extras: Extras | None = None
+        untrack(self)  # see the module rules
 
     def __copy__(self) -> Message:
         """A record of the same message for another queue, with its own side record.
         Field by field: ``copy.copy``'s generic path for slots is several times slower,
         and a message routed to several queues is copied once for each."""
         twin = _new_record(Message)
+        untrack(twin)
         twin.data = self.data
         twin.header_end = self.header_end
         twin.header = self.header
@@ -351,6 +358,7 @@ def unpack(data: bytes, layout: Layout, arrival: float, number: int) -> Message:
     """The record of a message a queue kept packed (:mod:`proton_broker.queues.packed`):
     on its queue, numbered, nothing decoded yet, nothing paged, not stored, no history."""
     message = _new_record(Message)
+    untrack(message)
     message.data = data
     (
         message.header_end,

@@ -20,6 +20,12 @@ Rules owned here:
   next level, and the rest share the highest. Higher levels first; FIFO within a level.
 * Sorted: ascending by the text of the sort-key application property ("alphanumeric");
   messages without the property come first; arrival order breaks ties.
+* An entry is out of the cyclic collector's view from the moment it is made, as a message
+  record is (:mod:`proton_broker.collector`): it holds numbers, its record, its key and
+  its rank (a priority level or a sort key's value), never anything that refers back to
+  it, so a queue holding millions of entries costs the collector nothing. Except a
+  :class:`GroupedEntry`, whose rank is its group, which keeps entries: it stays in view.
+  A slot added here must keep that so (``tests/test_collector.py``).
 * An entry that leaves its queue lets go of its message (:data:`GONE` takes its place), so
   the message's bytes are freed as soon as nothing else holds them (a delivery being
   settled, a history version), not when the arrival log next drops its dead entries.
@@ -42,6 +48,7 @@ from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
+from proton_broker.collector import untrack
 from proton_broker.message import Message, property_text
 from proton_broker.queues.packed import UNPACK_BATCH, PackedTail
 
@@ -88,6 +95,7 @@ class Entry:
         self.delivery_count = message.header.delivery_count
         self.expires_at = expires_at
         self.excluded: set[int] | None = None  # consumers that said undeliverable-here
+        untrack(self)  # see the module rules (a GroupedEntry does not come this way)
 
     def __repr__(self) -> str:
         return f"<Entry {self.seq} state={self.state}>"
@@ -120,6 +128,8 @@ class KeyedEntry(Entry):
         self.excluded = None
         self.key = None
         self.superseded = False
+        if type(self) is KeyedEntry:  # a GroupedEntry stays in view (see the module rules)
+            untrack(self)
 
 
 class GroupedEntry(KeyedEntry):

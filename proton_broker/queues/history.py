@@ -17,6 +17,9 @@ Rules owned here:
   ones arrive, O(1) each.
 * A dropped version lets go of its message at once, so a last-value queue under churn
   holds the bytes of its current values only.
+* A key's list (or deque) of versions is out of the cyclic collector's view, as every
+  message record is (:mod:`proton_broker.collector`): a queue keeping millions of versions
+  would otherwise have each walked by the collector as it grows.
 * Last value (after Qpid Broker-J's ``LastValueQueueList`` and the Qpid C++ LVQ): on a
   last-value queue the history is also the index of each key's newest entry. While the
   entry of a key's latest version is on the queue, the history keeps that entry in the
@@ -42,6 +45,7 @@ from typing import NamedTuple
 
 from proton_broker.codec.encode import KEY_SEQUENCE
 from proton_broker.codec.sections import annotate
+from proton_broker.collector import untrack
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
 from proton_broker.queues.entries import Entry
@@ -169,8 +173,11 @@ class History:
             self._versions[key] = version
             self._drop(latest)  # type: ignore[arg-type] # a message
         else:
-            pair: list[Message | Entry] = [latest, version]  # type: ignore[list-item]
-            self._versions[key] = pair if self._small else deque(pair)
+            pair: Kept = [latest, version]  # type: ignore[list-item]
+            if not self._small:
+                pair = deque(pair)  # type: ignore[arg-type]
+            untrack(pair)  # only the dictionary holds it: no cycle passes through it
+            self._versions[key] = pair
         if self.watchers:
             for watch in self.watchers:
                 watch(key, seq, message)
