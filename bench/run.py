@@ -45,6 +45,7 @@ class Sample:
 
     rate: float
     broker_cpu: float | None  # broker CPU-s per 100k messages (None: unknown PID)
+    broker_sys: float | None  # the part of broker_cpu spent in the kernel (page faults, I/O)
     gen_cpu: float  # generator CPU-s per 100k messages
 
 
@@ -58,9 +59,11 @@ class Results:
     def median(self, name: str) -> Sample:
         got = self.samples[name]
         cpus = [s.broker_cpu for s in got if s.broker_cpu is not None]
+        syss = [s.broker_sys for s in got if s.broker_sys is not None]
         return Sample(
             statistics.median(s.rate for s in got),
             statistics.median(cpus) if cpus else None,
+            statistics.median(syss) if syss else None,
             statistics.median(s.gen_cpu for s in got),
         )
 
@@ -70,14 +73,15 @@ def build_loadgen() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def proc_cpu(pid: int | None) -> float | None:
-    """utime + stime of ``pid`` in seconds (children not included)."""
+def proc_cpu(pid: int | None) -> tuple[float, float] | None:
+    """(utime + stime, stime) of ``pid`` in seconds (children not included)."""
     if pid is None:
         return None
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
     fields = stat[stat.rindex(")") + 2 :].split()  # skip "pid (comm) "; fields[0] is state
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    utime, stime = int(fields[11]), int(fields[12])
+    return (utime + stime) / CLK_TCK, stime / CLK_TCK
 
 
 def per_100k(seconds: float | None, count: int) -> float | None:
@@ -149,9 +153,14 @@ def run_scenario(
     samples = {}
     for i, (phase, rate, gen_cpu) in enumerate(results):
         before, after = marks[i], marks[i + 1] if i + 1 < len(marks) else marks[-1]
-        broker = None if before is None or after is None else after - before
         name = scenario if phase == "all" else f"{scenario}-{phase}"
-        samples[name] = Sample(rate, per_100k(broker, count), per_100k(gen_cpu, count) or 0.0)
+        if before is None or after is None:
+            samples[name] = Sample(rate, None, None, per_100k(gen_cpu, count) or 0.0)
+            continue
+        cpu, kernel = after[0] - before[0], after[1] - before[1]
+        samples[name] = Sample(
+            rate, per_100k(cpu, count), per_100k(kernel, count), per_100k(gen_cpu, count) or 0.0
+        )
     return samples
 
 
@@ -207,7 +216,8 @@ def measure(loadgen: Path, targets: list[Target], args: argparse.Namespace) -> N
                     if args.verbose:
                         print(
                             f"  [{target.label}] {name} run {rep + 1}: "
-                            f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)}, "
+                            f"{sample.rate:,.0f} msgs/s, broker {fmt(sample.broker_cpu)} "
+                            f"(system {fmt(sample.broker_sys)}), "
                             f"generator {fmt(sample.gen_cpu)} CPU-s/100k",
                             file=sys.stderr,
                         )
