@@ -266,6 +266,24 @@ def print_table(target: Target, others: list[Target]) -> None:
             cpu = s.broker_cpu / o.broker_cpu if s.broker_cpu is not None and o.broker_cpu else None
             row += f" | {o.rate:>22,.0f} {s.rate / o.rate:>10.2f} {fmt(cpu):>9}"
         print(row)
+    for other in others:
+        for name in ours.samples:
+            ratios = pair_ratios(ours.samples[name], other.results.samples.get(name, []))
+            if len(ratios) > 1:
+                print(
+                    f"  {name}, CPU ratio to {other.label} run by run: "
+                    f"{' '.join(fmt(r) for r in ratios)} (median {fmt(statistics.median(ratios))})"
+                )
+
+
+def pair_ratios(ours: list[Sample], theirs: list[Sample]) -> list[float]:
+    """Our broker CPU over theirs, run by run: the runs are interleaved, so each pair shares
+    its moment of the machine's drift, which the ratio of the two medians does not."""
+    return [
+        a.broker_cpu / b.broker_cpu
+        for a, b in zip(ours, theirs, strict=False)
+        if a.broker_cpu is not None and b.broker_cpu
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,8 @@ Rules owned here:
   lookup does not expect) it hands to the Python lookup, given by :func:`use_find`.
 * Which constructor starts which kind of value is not written here: :func:`use_steps`
   takes the table the Python walk uses (``values._PROPERTY_STEP``) when ``values`` is
-  imported, so the two read one table.
+  imported, so the two read one table. A walk asked before ``values`` has handed over its
+  table and its lookup raises RuntimeError, naming the call that was missed.
 * It is optional: where it was not built (no C compiler when the package was installed),
   ``values`` uses the Python walks.
 
@@ -180,4 +181,6 @@ def find_in_map(data, Py_ssize_t start, Py_ssize_t stop, key):
                         return PyUnicode_DecodeUTF8(<const char*>p + at + 2, n, NULL)
                     except UnicodeDecodeError:
                         return None  # as the Python lookup reads a value it cannot decode
+    if _find_python is None:
+        raise RuntimeError("use_find was not called")
     return _find_python(data, start, stop, key)

@@ -4,6 +4,8 @@ quick check and the lookup of one key."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -176,3 +178,20 @@ def test_a_key_of_proton_encoded_properties_reads_the_same_compiled(
 def test_the_step_table_must_name_every_constructor() -> None:
     with pytest.raises(ValueError, match="256"):
         compiled.use_steps([0] * 255, -1, -2, -4, -5)
+
+
+def test_the_compiled_walks_refuse_to_run_before_the_codec_configures_them() -> None:
+    """codec/values.py hands the compiled module its step table and its Python lookup as it
+    imports it; a walk asked before that says so instead of failing somewhere inside."""
+    alone = (
+        "from proton_broker.codec import _simple_map as compiled\n"
+        "data = bytes.fromhex('d10000000a00000002a1016ba10176')\n"
+        "for walk, args in ((compiled.skip_simple_map, (data, 0)),\n"
+        "                   (compiled.find_in_map, (data, 0, len(data), 'other'))):\n"
+        "    try:\n"
+        "        walk(*args)\n"
+        "    except RuntimeError as error:\n"
+        "        print(error)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", alone], capture_output=True, text=True, check=True)
+    assert ran.stdout.splitlines() == ["use_steps was not called", "use_find was not called"]
