@@ -154,10 +154,9 @@ def run_scenario(
     for i, (phase, rate, gen_cpu) in enumerate(results):
         before, after = marks[i], marks[i + 1] if i + 1 < len(marks) else marks[-1]
         name = scenario if phase == "all" else f"{scenario}-{phase}"
-        if before is None or after is None:
-            samples[name] = Sample(rate, None, None, per_100k(gen_cpu, count) or 0.0)
-            continue
-        cpu, kernel = after[0] - before[0], after[1] - before[1]
+        cpu = kernel = None  # unknown without the broker's PID
+        if before is not None and after is not None:
+            cpu, kernel = after[0] - before[0], after[1] - before[1]
         samples[name] = Sample(
             rate, per_100k(cpu, count), per_100k(kernel, count), per_100k(gen_cpu, count) or 0.0
         )
