@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,9 +200,12 @@ class EngineClient:
         undeliverable: bool = False,
         txn: bytes | None = None,
         settle: bool = True,
+        pump: bool = True,
     ) -> None:
         """Give ``outcome``; ``txn``: under that transaction, as ``transactional-state``
-        (``settle=False`` leaves the delivery unsettled, as most clients do until discharge)."""
+        (``settle=False`` leaves the delivery unsettled, as most clients do until discharge).
+        Then pump about 50 ms, so that the broker has mostly taken it by the time this
+        returns; ``pump=False`` leaves it buffered (for many: :meth:`settle_all`)."""
         delivery = received.delivery
         if txn is not None:
             fields = [failed, undeliverable] if outcome == Disposition.MODIFIED else []
@@ -210,13 +213,21 @@ class EngineClient:
             delivery.update(TRANSACTIONAL_STATE)
             if settle:
                 delivery.settle()
+        else:
+            if outcome == Disposition.MODIFIED:
+                delivery.local.failed = failed
+                delivery.local.undeliverable = undeliverable
+            delivery.update(outcome)
+            delivery.settle()
+        if pump:
             self.pump()
-            return
-        if outcome == Disposition.MODIFIED:
-            delivery.local.failed = failed
-            delivery.local.undeliverable = undeliverable
-        delivery.update(outcome)
-        delivery.settle()
+
+    def settle_all(
+        self, received: Iterable[Received], outcome: int = Disposition.ACCEPTED, **given: Any
+    ) -> None:
+        """:meth:`settle` each of ``received`` alike, then pump once, as it does after one."""
+        for each in received:
+            self.settle(each, outcome, pump=False, **given)
         self.pump()
 
     # ---- transactions ------------------------------------------------------------------------
@@ -247,20 +258,23 @@ class EngineClient:
     # ---- the engine loop ------------------------------------------------------------------
 
     def pump(self, duration: float = 0.05) -> None:
-        """Move bytes both ways and handle events for about ``duration`` seconds."""
+        """Move bytes both ways and handle events for about ``duration`` seconds, pausing
+        only when nothing moved (so a large message is not read a buffer per pause)."""
         end = time.monotonic() + duration
         while True:
-            self._write()
-            self._read()
+            moved = self._write()
+            moved = self._read() or moved
             self._events()
             if time.monotonic() >= end:
                 return
-            time.sleep(0.002)
+            if not moved:
+                time.sleep(0.002)
 
     def wait(self, predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+        """Pump until ``predicate`` holds (its value), asking again every 2 ms or so."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            self.pump(0.01)
+            self.pump(0.002)
             value = predicate()
             if value:
                 return value
@@ -278,29 +292,34 @@ class EngineClient:
         self.wait(lambda: link.state & Endpoint.REMOTE_CLOSED, timeout)
         return link
 
-    def _write(self) -> None:
+    def _write(self) -> bool:
+        """Send what the engine has to send (as much as the socket takes): whether any."""
         pending = self.transport.pending()
-        if pending > 0:
-            try:
-                out = self.transport.peek(pending)
-                if self.outgoing is not None:
-                    out = self.outgoing(out)
-                sent = self.sock.send(out)
-                self.transport.pop(sent)
-            except BlockingIOError:
-                pass
-            except OSError:
-                self.transport.close_head()
-                self.closed = True
+        if pending <= 0:
+            return False
+        try:
+            out = self.transport.peek(pending)
+            if self.outgoing is not None:
+                out = self.outgoing(out)
+            sent = self.sock.send(out)
+            self.transport.pop(sent)
+            return sent > 0
+        except BlockingIOError:
+            return False
+        except OSError:
+            self.transport.close_head()
+            self.closed = True
+            return True
 
-    def _read(self) -> None:
+    def _read(self) -> bool:
+        """Hand the engine what the socket has (up to its capacity): whether anything."""
         capacity = self.transport.capacity()
         if capacity <= 0:
-            return
+            return False
         try:
             data = self.sock.recv(capacity)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             data = b""
         if data:
@@ -308,6 +327,7 @@ class EngineClient:
         else:
             self.transport.close_tail()
             self.closed = True
+        return True
 
     def _events(self) -> None:
         while True:

@@ -237,8 +237,12 @@ def test_the_relay_rejects_each_denied_message_and_takes_the_allowed_ones(
     try:
         relay = engine.sender(None)
         engine.wait(lambda: relay.credit > 0)
-        denied = engine.wait_settled(engine.send(relay, Message(address="app.in", body="no")))
-        allowed = engine.wait_settled(engine.send(relay, Message(address="app.out", body="ok")))
+        denied = engine.wait_settled(
+            engine.send(relay, Message(address="app.in", body="no"), pump=False)
+        )
+        allowed = engine.wait_settled(
+            engine.send(relay, Message(address="app.out", body="ok"), pump=False)
+        )
         assert denied.remote_state == Disposition.REJECTED
         assert denied.remote.condition.name == UNAUTHORIZED
         assert "bob" in denied.remote.condition.description
@@ -258,7 +262,9 @@ def test_a_transaction_cannot_carry_a_denied_send(secured: BrokerProcess) -> Non
         txn = engine.declare(coordinator)
         relay = engine.sender(None)
         engine.wait(lambda: relay.credit > 0)
-        sent = engine.wait_settled(engine.send(relay, Message(address="app.in"), txn=txn))
+        sent = engine.wait_settled(
+            engine.send(relay, Message(address="app.in"), txn=txn, pump=False)
+        )
         ok = engine.send(relay, Message(address="app.out", body="in txn"), txn=txn)
         engine.wait(lambda: ok.remote_state)
         assert sent.remote.condition.name == UNAUTHORIZED

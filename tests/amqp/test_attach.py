@@ -66,7 +66,7 @@ def test_the_anonymous_relay_routes_each_message_by_its_to_address(broker: Runni
     b = client.receiver("relay-b", credit=5)
     relay = client.sender(None)
     for address in ("relay-a", "relay-b", "relay-a"):
-        client.wait_settled(client.send(relay, Message(address=address, body=address)))
+        client.wait_settled(client.send(relay, Message(address=address, body=address), pump=False))
     assert [r.message.body for r in client.wait_received(a, 2)] == ["relay-a", "relay-a"]
     assert [r.message.body for r in client.wait_received(b, 1)] == ["relay-b"]
 
@@ -83,12 +83,14 @@ def test_the_anonymous_relay_rejects_a_message_for_an_unknown_address(
 ) -> None:
     client = broker.client()
     relay = client.sender(None)
-    delivery = client.wait_settled(client.send(relay, Message(address="nowhere", body=1)))
+    delivery = client.wait_settled(
+        client.send(relay, Message(address="nowhere", body=1), pump=False)
+    )
     assert delivery.remote_state == Disposition.REJECTED
     assert delivery.remote.condition.name == "amqp:not-found"
     # the relay link stays usable
     broker.call(lambda: broker.broker.declare("somewhere"))
-    ok = client.wait_settled(client.send(relay, Message(address="somewhere", body=2)))
+    ok = client.wait_settled(client.send(relay, Message(address="somewhere", body=2), pump=False))
     assert ok.remote_state == Disposition.ACCEPTED
 
 
@@ -97,7 +99,9 @@ def test_the_anonymous_relay_does_not_make_a_queue_of_the_management_node(
 ) -> None:
     client = broker.client()
     relay = client.sender(None)
-    delivery = client.wait_settled(client.send(relay, Message(address="$management", body=1)))
+    delivery = client.wait_settled(
+        client.send(relay, Message(address="$management", body=1), pump=False)
+    )
     assert delivery.remote_state == Disposition.REJECTED
     assert delivery.remote.condition.name == "amqp:not-found"
     assert "management node" in delivery.remote.condition.description

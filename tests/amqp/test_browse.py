@@ -94,8 +94,7 @@ def test_any_outcome_for_a_browsed_message_settles_it_and_changes_nothing(
     client = broker.client()
     browser = client.receiver("browse-outcome", credit=10, browse=True)
     got = client.wait_received(browser, 2)
-    for received in got:
-        client.settle(received, outcome, failed=True, undeliverable=True)
+    client.settle_all(got, outcome, failed=True, undeliverable=True)
     # the consumer attaches on the same connection, so the broker has handled the
     # dispositions before it
     assert depth(broker, "browse-outcome") == 2

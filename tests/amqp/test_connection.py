@@ -33,7 +33,7 @@ def test_clients_are_served_with_sasl_anonymous_and_without_sasl(broker: Running
     for sasl in (True, False):
         client = broker.client(sasl=sasl)
         sender = client.sender("sasl-or-not")
-        client.wait_settled(client.send(sender, Message(body=sasl)))
+        client.wait_settled(client.send(sender, Message(body=sasl), pump=False))
         receiver = client.receiver("sasl-or-not", credit=1)
         assert client.wait_received(receiver, 1)[0].message.body is sasl
 
@@ -56,7 +56,7 @@ def test_a_container_id_that_is_not_utf8_closes_that_connection_with_invalid_fie
     assert bad.conn.remote_condition.name == "amqp:invalid-field"
     assert "not valid UTF-8 (byte 0xff at position 0)" in bad.conn.remote_condition.description
     good = broker.client()  # everyone else is served
-    good.wait_settled(good.send(good.sender("q"), Message(body="fine")))
+    good.wait_settled(good.send(good.sender("q"), Message(body="fine"), pump=False))
 
 
 def test_a_link_name_that_is_not_utf8_detaches_that_link_with_invalid_field(
@@ -71,7 +71,9 @@ def test_a_link_name_that_is_not_utf8_detaches_that_link_with_invalid_field(
 
     link = client.wait(refused)
     assert link.remote_condition.name == "amqp:invalid-field"
-    client.wait_settled(client.send(client.sender("q"), Message(body="the rest carry on")))
+    client.wait_settled(
+        client.send(client.sender("q"), Message(body="the rest carry on"), pump=False)
+    )
 
 
 def test_an_address_that_is_not_utf8_detaches_that_link_with_invalid_field(

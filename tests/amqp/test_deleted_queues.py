@@ -24,7 +24,7 @@ def test_a_sender_stays_attached_when_its_queue_is_deleted(broker: RunningBroker
     client = broker.client()
     sender = client.sender("doomed")
     consumer = client.receiver("doomed", credit=5)
-    client.wait_settled(client.send(sender, Message(body="before")))
+    client.wait_settled(client.send(sender, Message(body="before"), pump=False))
     delete(broker, "doomed")
     client.wait_closed(consumer)
     assert consumer.remote_condition.name == "amqp:resource-deleted"
@@ -37,14 +37,14 @@ def test_a_transfer_to_a_deleted_queue_is_rejected_with_not_found_naming_it(
 ) -> None:
     client = broker.client()
     sender = client.sender("gone-later")
-    client.wait_settled(client.send(sender, Message(body="kept")))
+    client.wait_settled(client.send(sender, Message(body="kept"), pump=False))
     delete(broker, "gone-later")
-    late = client.wait_settled(client.send(sender, Message(body="late")))
+    late = client.wait_settled(client.send(sender, Message(body="late"), pump=False))
     assert late.remote_state == Disposition.REJECTED
     assert late.remote.condition.name == "amqp:not-found"
     assert "'gone-later'" in late.remote.condition.description
     assert not queue_exists(broker, "gone-later")  # not brought back by the late message
-    again = client.wait_settled(client.send(sender, Message(body="later still")))
+    again = client.wait_settled(client.send(sender, Message(body="later still"), pump=False))
     assert again.remote_state == Disposition.REJECTED  # the link goes on answering
 
 
@@ -59,14 +59,14 @@ def test_a_server_outlives_the_temporary_queues_of_the_clients_it_answers(
         reply_queue = client.receiver(None, credit=1, dynamic=True)
         address = client.wait(lambda link=reply_queue: link.remote_source.address)
         replies[address] = server.sender(address)
-        server.wait_settled(server.send(replies[address], Message(body=f"answer {n}")))
+        server.wait_settled(server.send(replies[address], Message(body=f"answer {n}"), pump=False))
         (answer,) = client.wait_received(reply_queue, 1)
         assert answer.message.body == f"answer {n}"
         client.close()
         server.wait(lambda a=address: not queue_exists(broker, a))
     for address, sender in replies.items():
         assert sender.state & Endpoint.REMOTE_ACTIVE
-        late = server.wait_settled(server.send(sender, Message(body="too late")))
+        late = server.wait_settled(server.send(sender, Message(body="too late"), pump=False))
         assert late.remote.condition.name == "amqp:not-found"
         assert not queue_exists(broker, address)
 
@@ -88,7 +88,7 @@ def test_a_sender_held_by_flow_control_is_settled_and_given_credit_when_its_queu
     client.wait_settled(second)
     assert second.remote_state == Disposition.ACCEPTED  # it was stored, then went with it
     client.wait(lambda: sender.credit > 0)
-    late = client.wait_settled(client.send(sender, Message(body=3)))
+    late = client.wait_settled(client.send(sender, Message(body=3), pump=False))
     assert late.remote.condition.name == "amqp:not-found"
 
 
@@ -101,7 +101,9 @@ def test_the_anonymous_relay_never_creates_a_queue_even_with_auto_create(
     assert broker.config.broker.auto_create  # the default
     client = broker.client()
     relay = client.sender(None)
-    delivery = client.wait_settled(client.send(relay, Message(address="nowhere", body=1)))
+    delivery = client.wait_settled(
+        client.send(relay, Message(address="nowhere", body=1), pump=False)
+    )
     assert delivery.remote_state == Disposition.REJECTED
     assert delivery.remote.condition.name == "amqp:not-found"
     assert "'nowhere'" in delivery.remote.condition.description
@@ -121,7 +123,9 @@ def test_a_late_reply_through_the_relay_does_not_bring_a_temporary_queue_back(
         address = client.wait(lambda link=reply_queue: link.remote_source.address)
         client.close()  # timed out: gone before the answer
         server.wait(lambda a=address: not queue_exists(broker, a))
-        late = server.wait_settled(server.send(relay, Message(address=address, body="late")))
+        late = server.wait_settled(
+            server.send(relay, Message(address=address, body="late"), pump=False)
+        )
         assert late.remote.condition.name == "amqp:not-found"
     assert broker.call(lambda: len(broker.broker.queues)) == before
 
@@ -157,5 +161,5 @@ def test_attaching_a_name_still_in_use_ends_only_that_connection(broker: Running
     assert client.conn.remote_condition.name == "amqp:invalid-field"
     assert "link name already attached: dup" in client.conn.remote_condition.description
     sender = bystander.sender("same-name-queue")
-    bystander.wait_settled(bystander.send(sender, Message(body="still served")))
+    bystander.wait_settled(bystander.send(sender, Message(body="still served"), pump=False))
     assert bystander.wait_received(keep, 1)[0].message.body == "still served"

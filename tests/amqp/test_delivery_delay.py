@@ -27,7 +27,7 @@ def jms_message(body: str, delay_ms: int | None = None, durable: bool = False) -
 def send(client: EngineClient, address: str, *messages: Message) -> None:
     sender = client.sender(address)
     for message in messages:
-        assert client.wait_settled(client.send(sender, message)).remote_state == (
+        assert client.wait_settled(client.send(sender, message, pump=False)).remote_state == (
             Disposition.ACCEPTED
         )
 

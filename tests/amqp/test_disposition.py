@@ -119,5 +119,5 @@ def test_settling_without_an_outcome_counts_as_accepted(broker: RunningBroker) -
 def test_a_message_sent_to_a_queue_is_accepted(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("accepted-in")
-    delivery = client.wait_settled(client.send(sender, Message(body=1)))
+    delivery = client.wait_settled(client.send(sender, Message(body=1), pump=False))
     assert delivery.remote_state == Disposition.ACCEPTED

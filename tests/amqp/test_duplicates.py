@@ -51,7 +51,7 @@ def test_messages_without_an_id_are_all_enqueued(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("no-ids", node_properties=WINDOW)
     for body in range(3):
-        client.wait_settled(client.send(sender, Message(body=body)))
+        client.wait_settled(client.send(sender, Message(body=body), pump=False))
     assert drain(broker, "no-ids", 3) == [0, 1, 2]
     assert stat(broker, "no-ids", "duplicates") == 0
 

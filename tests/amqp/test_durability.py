@@ -63,8 +63,7 @@ def drain(broker: RunningBroker, address: str, expect: int) -> list:
     got = client.wait_received(receiver, expect) if expect else []
     client.pump(0.3)
     got = client.received(receiver)
-    for received in got:
-        client.settle(received)
+    client.settle_all(got)
     return [r.message.body for r in got]
 
 

@@ -178,7 +178,7 @@ def test_a_durable_message_whose_write_fails_is_refused_and_taken_back_so_a_retr
     producer = broker.client()
     sender = producer.sender("retried")
     refused = producer.wait_settled(
-        producer.send(sender, Message(body="m", durable=True, id="m-1"))
+        producer.send(sender, Message(body="m", durable=True, id="m-1"), pump=False)
     )
     assert refused.remote_state == Disposition.REJECTED
     condition = refused.remote.condition
@@ -187,7 +187,9 @@ def test_a_durable_message_whose_write_fails_is_refused_and_taken_back_so_a_retr
     assert "full" in condition.description
     assert depth(broker, "retried") == 0  # taken back: nobody had taken it
     hold_writes(broker, None)
-    again = producer.wait_settled(producer.send(sender, Message(body="m", durable=True, id="m-1")))
+    again = producer.wait_settled(
+        producer.send(sender, Message(body="m", durable=True, id="m-1"), pump=False)
+    )
     assert again.remote_state == Disposition.ACCEPTED  # not dropped as a duplicate
     assert bodies_after_restart(brokers, "retried") == ["m"]
 
@@ -203,12 +205,16 @@ def test_an_exchange_s_durable_copies_are_all_taken_back_when_their_write_fails(
     hold_writes(broker, full_disk)
     producer = broker.client()
     sender = producer.sender("amq.fanout")
-    refused = producer.wait_settled(producer.send(sender, Message(body="m", durable=True)))
+    refused = producer.wait_settled(
+        producer.send(sender, Message(body="m", durable=True), pump=False)
+    )
     assert refused.remote_state == Disposition.REJECTED
     assert "message not stored on its queues" in refused.remote.condition.description
     assert (depth(broker, "left"), depth(broker, "right")) == (0, 0)
     hold_writes(broker, None)
-    again = producer.wait_settled(producer.send(sender, Message(body="n", durable=True)))
+    again = producer.wait_settled(
+        producer.send(sender, Message(body="n", durable=True), pump=False)
+    )
     assert again.remote_state == Disposition.ACCEPTED
     assert (depth(broker, "left"), depth(broker, "right")) == (1, 1)
 

@@ -26,9 +26,8 @@ def bodies(client: EngineClient, link, expect: int, settle_wait: float = 0.2) ->
     got = client.wait_received(link, expect) if expect else []
     client.pump(settle_wait)
     got = [r for r in client.received(link) if id(r) not in _TAKEN]  # the new ones
-    for received in got:
-        client.settle(received)
-        _TAKEN[id(received)] = received
+    client.settle_all(got)
+    _TAKEN.update((id(received), received) for received in got)
     return [r.message.body for r in got]
 
 
@@ -315,7 +314,9 @@ def test_an_exchange_declared_to_reject_unroutable_messages_tells_the_sender(
     )
     client = broker.client()
     sender = client.sender("strict")
-    delivery = client.wait_settled(client.send(sender, Message(subject="nobody", body="x")))
+    delivery = client.wait_settled(
+        client.send(sender, Message(subject="nobody", body="x"), pump=False)
+    )
     assert delivery.remote_state == Disposition.REJECTED
     condition = delivery.remote.condition
     assert (condition.name, condition.description) == (
@@ -323,9 +324,9 @@ def test_an_exchange_declared_to_reject_unroutable_messages_tells_the_sender(
         "Unknown destination 'nobody'",
     )
     relaxed = client.sender("strict", name="relaxed", capabilities=["DISCARD_UNROUTABLE"])
-    assert client.wait_settled(client.send(relaxed, Message(subject="nobody"))).remote_state == (
-        Disposition.ACCEPTED
-    )
+    assert client.wait_settled(
+        client.send(relaxed, Message(subject="nobody"), pump=False)
+    ).remote_state == (Disposition.ACCEPTED)
 
 
 def test_queue_options_on_a_subscription_make_it_a_last_value_subscription(
@@ -340,7 +341,7 @@ def test_queue_options_on_a_subscription_make_it_a_last_value_subscription(
     sender = client.sender("amq.topic")
     for ticker, price in [("ACME", 1), ("INIT", 2), ("ACME", 3)]:
         message = Message(subject="prices.eu", properties={"ticker": ticker}, body=price)
-        client.wait_settled(client.send(sender, message))
+        client.wait_settled(client.send(sender, message, pump=False))
     latest.flow(10)
     assert bodies(client, latest, 2) == [2, 3]
     assert broker.call(lambda: broker.broker.queues["test_latest"].kind) == "lvq"
@@ -380,9 +381,9 @@ def test_a_transactional_publish_reaches_every_subscriber_at_commit_and_none_at_
     coordinator = client.coordinator()
     sender = client.sender("amq.fanout")
     kept = client.declare(coordinator)
-    client.wait_settled(client.send(sender, Message(body="committed"), txn=kept))
+    client.wait_settled(client.send(sender, Message(body="committed"), txn=kept, pump=False))
     dropped = client.declare(coordinator)
-    client.wait_settled(client.send(sender, Message(body="rolled back"), txn=dropped))
+    client.wait_settled(client.send(sender, Message(body="rolled back"), txn=dropped, pump=False))
     assert client.discharge(coordinator, dropped, fail=True).remote_state == Disposition.ACCEPTED
     assert bodies(client, first, 0) == []  # nothing before the commit
     assert client.discharge(coordinator, kept).remote_state == Disposition.ACCEPTED
@@ -425,7 +426,7 @@ def test_an_exchange_made_by_an_attach_takes_its_alternate_from_the_node_propert
     client = broker.client()
     options = {"exchange-type": "direct", "alternate-exchange": "unrouted"}
     sender = client.sender("events", node_properties=options)
-    client.wait_settled(client.send(sender, Message(subject="nobody", body="lost")))
+    client.wait_settled(client.send(sender, Message(subject="nobody", body="lost"), pump=False))
     assert broker.call(lambda: broker.broker.exchanges.named("events").alternate) == "unrouted"
     receiver = client.receiver("unrouted", credit=1)
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["lost"]

@@ -13,8 +13,8 @@ from tests.conftest import RunningBroker
 def test_a_message_whose_ttl_passed_is_never_delivered(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("ttl")
-    client.wait_settled(client.send(sender, Message(body="short", ttl=0.1)))
-    client.wait_settled(client.send(sender, Message(body="long", ttl=60)))
+    client.wait_settled(client.send(sender, Message(body="short", ttl=0.1), pump=False))
+    client.wait_settled(client.send(sender, Message(body="long", ttl=60), pump=False))
     time.sleep(0.3)
     receiver = client.receiver("ttl", credit=5)
     got = client.wait_received(receiver, 1)
@@ -27,8 +27,8 @@ def test_a_message_past_its_absolute_expiry_time_is_never_delivered(broker: Runn
     sender = client.sender("abs-expiry")
     past = Message(body="old")
     past.expiry_time = time.time() - 1
-    client.wait_settled(client.send(sender, past))
-    client.wait_settled(client.send(sender, Message(body="new")))
+    client.wait_settled(client.send(sender, past, pump=False))
+    client.wait_settled(client.send(sender, Message(body="new"), pump=False))
     receiver = client.receiver("abs-expiry", credit=5)
     got = client.wait_received(receiver, 1)
     client.pump(0.2)
@@ -48,8 +48,8 @@ def test_expired_messages_leave_the_queue_even_with_no_consumer(broker: RunningB
 def test_a_browser_does_not_see_expired_messages(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("ttl-browse")
-    client.wait_settled(client.send(sender, Message(body="gone", ttl=0.05)))
-    client.wait_settled(client.send(sender, Message(body="here")))
+    client.wait_settled(client.send(sender, Message(body="gone", ttl=0.05), pump=False))
+    client.wait_settled(client.send(sender, Message(body="here"), pump=False))
     time.sleep(0.2)
     browser = client.receiver("ttl-browse", credit=5, browse=True)
     got = client.wait_received(browser, 1)

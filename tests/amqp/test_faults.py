@@ -25,7 +25,7 @@ def test_a_fault_while_storing_a_transfer_closes_only_that_link(
     client.wait_closed(bad)
     assert bad.remote_condition.name == "amqp:internal-error"
     assert "injected fault" in bad.remote_condition.description
-    client.wait_settled(client.send(good, Message(body=2)))
+    client.wait_settled(client.send(good, Message(body=2), pump=False))
     receiver = client.receiver("healthy", credit=1)
     assert client.wait_received(receiver, 1)[0].message.body == 2
 
@@ -47,5 +47,5 @@ def test_a_fault_while_attaching_closes_the_link_and_others_keep_working(
     assert boom.remote_condition.name == "amqp:internal-error"
     other = broker.client()
     sender = other.sender("fine")
-    other.wait_settled(other.send(sender, Message(body="ok")))
+    other.wait_settled(other.send(sender, Message(body="ok"), pump=False))
     assert broker.alive()

@@ -237,7 +237,7 @@ def _engine_client_stream(broker: BrokerProcess) -> bytes:
     tap = _Tap(client.sock)
     client.sock = tap  # type: ignore[assignment]
     sender = client.sender("fuzz-engine", node_properties={"x-qpid-priorities": 3})
-    client.wait_settled(client.send(sender, Message(body="engine", priority=2)))
+    client.wait_settled(client.send(sender, Message(body="engine", priority=2), pump=False))
     receiver = client.receiver("fuzz-engine", credit=5)
     (got,) = client.wait_received(receiver, 1)
     client.settle(got)
@@ -711,7 +711,7 @@ def test_a_case_is_the_same_bytes_every_time_for_its_seed_and_index(target: Targ
 def test_damaged_streams_leave_the_broker_serving_its_queues_and_closing_its_sockets(
     target: Target,
 ) -> None:
-    assert fuzz(target, count=5000, budget=45.0) >= 500
+    assert fuzz(target, count=5000, budget=30.0) >= 300
 
 
 @pytest.mark.soak

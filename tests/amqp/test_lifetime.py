@@ -46,7 +46,7 @@ def wait_gone(
 
 
 def send(client: EngineClient, link: Link, body: str) -> None:
-    delivery = client.wait_settled(client.send(link, Message(body=body)))
+    delivery = client.wait_settled(client.send(link, Message(body=body), pump=False))
     assert delivery.remote_state == Disposition.ACCEPTED
 
 

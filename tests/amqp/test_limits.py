@@ -58,7 +58,7 @@ def test_a_connection_over_the_per_address_limit_is_refused_with_resource_limit_
     assert "broker.max_connections_per_address" in third.conn.remote_condition.description
     first.close()  # a place comes free
     fourth = broker.client()
-    fourth.wait_settled(fourth.send(fourth.sender("q"), Message(body="in")))
+    fourth.wait_settled(fourth.send(fourth.sender("q"), Message(body="in"), pump=False))
     assert fourth.conn.remote_condition is None
 
 
@@ -85,7 +85,7 @@ def test_connections_are_counted_from_their_open_and_until_they_end(
 ) -> None:
     for _ in range(5):  # more than the limits, one after another: each closes first
         client = broker.client()
-        client.wait_settled(client.send(client.sender("q"), Message(body="x")))
+        client.wait_settled(client.send(client.sender("q"), Message(body="x"), pump=False))
         client.close()
     assert broker.call(lambda: broker.server.quotas.open_connections) == 0
 
@@ -105,7 +105,7 @@ def test_a_socket_that_never_opens_is_closed_after_the_handshake_timeout(
     idle.close()
     header.close()
     client = broker.client()  # an honest client is served
-    client.wait_settled(client.send(client.sender("q"), Message(body="in")))
+    client.wait_settled(client.send(client.sender("q"), Message(body="in"), pump=False))
 
 
 # ---- queues -------------------------------------------------------------------------------
@@ -120,9 +120,11 @@ def test_a_connection_may_create_only_so_many_queues(broker: RunningBroker) -> N
     assert third.remote_condition.name == "amqp:resource-limit-exceeded"
     assert "this connection created 2 queues already" in third.remote_condition.description
     assert "made-3" not in broker.broker.queues
-    client.wait_settled(client.send(client.sender("made-1"), Message(body="existing is fine")))
+    client.wait_settled(
+        client.send(client.sender("made-1"), Message(body="existing is fine"), pump=False)
+    )
     other = broker.client()  # another connection has its own quota
-    other.wait_settled(other.send(other.sender("made-3"), Message(body="x")))
+    other.wait_settled(other.send(other.sender("made-3"), Message(body="x"), pump=False))
 
 
 def test_dynamic_temporary_queues_count_against_the_connection(broker: RunningBroker) -> None:
@@ -169,7 +171,7 @@ def test_a_message_over_max_message_size_is_refused_with_message_size_exceeded(
     assert delivery.remote.condition.name == "amqp:link:message-size-exceeded"
     assert broker.call(lambda: broker.broker.queues["sized"].depth) == 0
     fits = client.sender("sized", name="again")
-    client.wait_settled(client.send(fits, Message(body=b"x" * 5_000)))
+    client.wait_settled(client.send(fits, Message(body=b"x" * 5_000), pump=False))
     assert broker.call(lambda: broker.broker.queues["sized"].depth) == 1
 
 
@@ -197,4 +199,4 @@ def test_a_full_memory_budget_stops_every_producer_until_consumers_make_room(
         item.delivery.update(item.delivery.ACCEPTED)
         item.delivery.settle()
     client.wait(lambda: first.credit > 0 and second.credit > 0)  # room again: both go on
-    client.wait_settled(client.send(second, Message(body="after")))
+    client.wait_settled(client.send(second, Message(body="after"), pump=False))

@@ -80,7 +80,9 @@ def test_a_headers_binding_takes_its_arguments_and_refuses_bad_ones(broker: Runn
     assert good.body["arguments"] == {"x-match": "all", "colour": "red"}
     client = broker.client()
     sender = client.sender("amq.match")
-    client.wait_settled(client.send(sender, Message(properties={"colour": "red"}, body=1)))
+    client.wait_settled(
+        client.send(sender, Message(properties={"colour": "red"}, body=1), pump=False)
+    )
     assert broker.call(lambda: broker.broker.queues["red"].depth) == 1
 
 

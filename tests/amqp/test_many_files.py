@@ -38,6 +38,6 @@ def test_a_connection_whose_socket_number_is_above_1024_is_served(
     client = broker.client()
     assert client.sock.fileno() > 1024  # the broker's end is numbered above it too
     sender = client.sender("manyfiles")
-    client.wait_settled(client.send(sender, Message(body="through")))
+    client.wait_settled(client.send(sender, Message(body="through"), pump=False))
     receiver = client.receiver("manyfiles", credit=1)
     assert client.wait_received(receiver, 1)[0].message.body == "through"

@@ -87,8 +87,7 @@ def drain_queue(broker: RunningBroker, name: str, count: int) -> list[Any]:
     consumer = broker.client()
     receiver = consumer.receiver(name, credit=count)
     got = consumer.wait_received(receiver, count)
-    for received in got:
-        consumer.settle(received)
+    consumer.settle_all(got)
     return [r.message.body for r in got]
 
 
@@ -104,7 +103,7 @@ def test_a_full_reject_queue_settles_the_transfer_rejected_with_resource_limit_e
     sender = client.sender("full", node_properties=REJECT_5)
     for i in range(5):
         assert settled_outcome(client, client.send(sender, Message(body=i))) == Disposition.ACCEPTED
-    refused = client.wait_settled(client.send(sender, Message(body=5)))
+    refused = client.wait_settled(client.send(sender, Message(body=5), pump=False))
     assert refused.remote_state == Disposition.REJECTED
     condition = refused.remote.condition
     assert condition.name == LIMIT_EXCEEDED
@@ -122,7 +121,7 @@ def test_a_byte_limit_rejection_names_the_queue_and_the_limit(broker: RunningBro
     )
     big = Message(body="x" * 150)
     assert settled_outcome(client, client.send(sender, big)) == Disposition.ACCEPTED
-    refused = client.wait_settled(client.send(sender, big))
+    refused = client.wait_settled(client.send(sender, big, pump=False))
     assert refused.remote_state == Disposition.REJECTED
     assert refused.remote.condition.name == LIMIT_EXCEEDED
     assert "'bytes'" in refused.remote.condition.description
@@ -137,7 +136,7 @@ def test_a_producer_whose_source_lists_rejected_gets_the_rejected_outcome(
         client, "jms-full", JMS_OUTCOMES, {"qpid.policy_type": "reject", "qpid.max_count": 1}
     )
     client.send(sender, Message(body=0))
-    refused = client.wait_settled(client.send(sender, Message(body=1)))
+    refused = client.wait_settled(client.send(sender, Message(body=1), pump=False))
     assert refused.remote_state == Disposition.REJECTED
     assert refused.remote.condition.name == LIMIT_EXCEEDED
     assert not sender.state & Link.REMOTE_CLOSED
@@ -194,7 +193,9 @@ def test_the_anonymous_relay_rejects_a_message_for_a_full_queue_too(broker: Runn
     relay = client.sender(None)
     client.wait(lambda: relay.credit > 0)
     ok = client.send(relay, Message(address="relayed", body=0))
-    refused = client.wait_settled(client.send(relay, Message(address="relayed", body=1)))
+    refused = client.wait_settled(
+        client.send(relay, Message(address="relayed", body=1), pump=False)
+    )
     assert ok.remote_state == Disposition.ACCEPTED
     assert refused.remote_state == Disposition.REJECTED
     assert refused.remote.condition.name == LIMIT_EXCEEDED
@@ -244,9 +245,8 @@ def test_a_ring_leaves_a_consumer_s_unsettled_messages_alone(broker: RunningBrok
     receiver = client.receiver("ring-held", credit=2)
     held = client.wait_received(receiver, 2)
     for i in range(2, 6):
-        client.wait_settled(client.send(sender, Message(body=i)))
-    for received in held:
-        client.settle(received)
+        client.wait_settled(client.send(sender, Message(body=i), pump=False))
+    client.settle_all(held)
     assert [r.message.body for r in held] == [0, 1]
     receiver.flow(10)
     assert [r.message.body for r in client.wait_received(receiver, 3)[2:]] == [5]
@@ -410,7 +410,7 @@ def test_a_zero_broker_j_limit_refuses_every_message(broker: RunningBroker) -> N
     sender = client.sender(
         "nothing", node_properties={"overflowPolicy": "reject", "maximumQueueDepthMessages": 0}
     )
-    refused = client.wait_settled(client.send(sender, Message(body=0)))
+    refused = client.wait_settled(client.send(sender, Message(body=0), pump=False))
     assert refused.remote_state == Disposition.REJECTED
     assert (
         refused.remote.condition.description

@@ -13,7 +13,7 @@ def _attach_then_send(broker: RunningBroker, queue: str, credit: int):  # type: 
     sender = client.sender(queue, node_properties={"x-qpid-priorities": 10})
     consumer = client.receiver(queue, credit=credit)
     for body, priority in [("low-1", 1), ("low-2", 1), ("high", 9)]:
-        client.wait_settled(client.send(sender, Message(body=body, priority=priority)))
+        client.wait_settled(client.send(sender, Message(body=body, priority=priority), pump=False))
     return client, consumer
 
 

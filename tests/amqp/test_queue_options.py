@@ -22,7 +22,8 @@ def send_all(client: EngineClient, address: str, messages: list[Message]) -> Non
     sender = client.sender(address)
     for message in messages:
         assert (
-            client.wait_settled(client.send(sender, message)).remote_state == Disposition.ACCEPTED
+            client.wait_settled(client.send(sender, message, pump=False)).remote_state
+            == Disposition.ACCEPTED
         )
 
 
@@ -260,7 +261,7 @@ def test_bad_queue_options_are_refused_with_invalid_field_and_create_nothing(
     assert not broker.call(lambda: "badopts" in broker.broker.queues)
     # the same connection and its other links carry on
     assert (
-        client.wait_settled(client.send(good, Message(body="ok"))).remote_state
+        client.wait_settled(client.send(good, Message(body="ok"), pump=False)).remote_state
         == Disposition.ACCEPTED
     )
 

@@ -56,9 +56,9 @@ def test_the_reply_echoes_the_replay_filter_it_applied(broker: RunningBroker) ->
 def test_a_plain_replay_filter_keeps_what_arrived_within_the_period(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("replay-window")
-    client.wait_settled(client.send(sender, Message(body="old")))
+    client.wait_settled(client.send(sender, Message(body="old"), pump=False))
     time.sleep(1.5)
-    client.wait_settled(client.send(sender, Message(body="recent")))
+    client.wait_settled(client.send(sender, Message(body="recent"), pump=False))
     browser = client.receiver(
         "replay-window", credit=10, browse=True, filters={"x-qpid-replay-period": 1}
     )

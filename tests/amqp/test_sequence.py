@@ -90,11 +90,13 @@ def test_a_custom_sequence_is_kept_and_a_stale_one_is_rejected(broker: RunningBr
     client = broker.client()
     sender = client.sender("custom", node_properties=LVQ)
     ok = client.wait_settled(
-        client.send(sender, Message(body="x", properties={"id": "k", SEQUENCE: 999}))
+        client.send(sender, Message(body="x", properties={"id": "k", SEQUENCE: 999}), pump=False)
     )
     stale = client.wait_settled(
         client.send(
-            sender, Message(body="y", properties={"id": "k"}, annotations={symbol(SEQUENCE): 10})
+            sender,
+            Message(body="y", properties={"id": "k"}, annotations={symbol(SEQUENCE): 10}),
+            pump=False,
         )
     )
     assert ok.remote_state == Disposition.ACCEPTED
@@ -112,12 +114,16 @@ def test_a_custom_sequence_beyond_a_long_is_rejected_and_the_link_goes_on(
     client = broker.client()
     sender = client.sender("huge", node_properties=LVQ)
     huge = client.wait_settled(
-        client.send(sender, Message(body="x", properties={"id": "k", SEQUENCE: ulong(2**63)}))
+        client.send(
+            sender, Message(body="x", properties={"id": "k", SEQUENCE: ulong(2**63)}), pump=False
+        )
     )
     assert huge.remote_state == Disposition.REJECTED
     assert huge.remote.condition.name == "amqp:invalid-field"
     assert "must be an integer (a long)" in huge.remote.condition.description
-    ok = client.wait_settled(client.send(sender, Message(body="y", properties={"id": "k"})))
+    ok = client.wait_settled(
+        client.send(sender, Message(body="y", properties={"id": "k"}), pump=False)
+    )
     assert ok.remote_state == Disposition.ACCEPTED  # the same link: it was not closed
 
 
@@ -166,7 +172,9 @@ def test_numbers_and_consumed_versions_survive_a_restart(
     sender = client.sender("durseq", node_properties=keyed)
     for value in ("a", "b", "c"):
         client.wait_settled(
-            client.send(sender, Message(body=value, durable=True, properties={"id": "k"}))
+            client.send(
+                sender, Message(body=value, durable=True, properties={"id": "k"}), pump=False
+            )
         )
     receiver = client.receiver("durseq", credit=2, node_properties=keyed)
     for got in client.wait_received(receiver, 2):  # a and b consumed, c left
@@ -180,7 +188,7 @@ def test_numbers_and_consumed_versions_survive_a_restart(
     assert broker.call(lambda: broker.broker.queues["durseq"].depth) == 1  # only c is queued
     sender = client.sender("durseq", node_properties=keyed)
     client.wait_settled(
-        client.send(sender, Message(body="d", durable=True, properties={"id": "k"}))
+        client.send(sender, Message(body="d", durable=True, properties={"id": "k"}), pump=False)
     )
     client.wait_received(replay, 4)
     assert seen(client, replay)[3] == ("d", 4)  # numbers are never given out twice
@@ -195,10 +203,12 @@ def test_kept_versions_survive_a_restart_and_dropped_ones_leave_the_store(
     sender = client.sender("durlvq", node_properties=durable_lvq)
     for value in range(1, 6):
         client.wait_settled(
-            client.send(sender, Message(body=value, durable=True, properties={"id": "k"}))
+            client.send(
+                sender, Message(body=value, durable=True, properties={"id": "k"}), pump=False
+            )
         )
     client.wait_settled(
-        client.send(sender, Message(body=0, durable=True, properties={"id": "other"}))
+        client.send(sender, Message(body=0, durable=True, properties={"id": "other"}), pump=False)
     )
     broker = brokers.restart()
     client = broker.client()
@@ -257,7 +267,7 @@ def test_a_version_acknowledged_in_a_transaction_stays_in_the_history_after_a_re
     client = broker.client()
     sender = client.sender("txseq", node_properties=keyed)
     client.wait_settled(
-        client.send(sender, Message(body="v1", durable=True, properties={"id": "k"}))
+        client.send(sender, Message(body="v1", durable=True, properties={"id": "k"}), pump=False)
     )
     coordinator = client.coordinator()
     txn = client.declare(coordinator)

@@ -58,10 +58,13 @@ def test_the_number_joins_annotations_the_message_already_has_and_replaces_a_for
             Message(
                 body="a", annotations={symbol("x-opt-custom"): "kept", symbol(NUMBER): ulong(999)}
             ),
+            pump=False,
         )
     )
     client.wait_settled(
-        client.send(sender, Message(body="b", instructions={symbol("x-opt-delivery"): "da"}))
+        client.send(
+            sender, Message(body="b", instructions={symbol("x-opt-delivery"): "da"}), pump=False
+        )
     )
     got = client.wait_received(client.receiver("annotated", credit=10), 2)
     assert [number_of(r) for r in got] == [1, 2]
@@ -150,7 +153,9 @@ def test_a_keyed_queue_stamps_both_the_key_sequence_and_the_queue_number(
     client = broker.client()
     sender = client.sender("keyed", node_properties={"sequenceKey": "k"})
     for key in ("a", "b", "a"):
-        client.wait_settled(client.send(sender, Message(body=key, properties={"k": key})))
+        client.wait_settled(
+            client.send(sender, Message(body=key, properties={"k": key}), pump=False)
+        )
     got = client.wait_received(client.receiver("keyed", credit=10, browse=True), 3)
     assert [number_of(r) for r in got] == [1, 2, 3]
     assert [r.message.annotations[symbol("x-opt-sequence")] for r in got] == [1, 1, 2]

@@ -61,9 +61,8 @@ def take(client: EngineClient, link, expect: int) -> list:
     got = client.wait_received(link, expect) if expect else []
     client.pump(0.2)
     got = [r for r in client.received(link) if id(r) not in _TAKEN]  # the new ones
-    for received in got:
-        client.settle(received)
-        _TAKEN[id(received)] = received
+    client.settle_all(got)
+    _TAKEN.update((id(received), received) for received in got)
     return [r.message.body for r in got]
 
 
@@ -155,9 +154,13 @@ def test_a_durable_subscription_with_another_selector_replaces_the_old_one(
     durable_subscriber(client, "sub1", selector="n < 5").detach()
     client.pump(0.2)
     sender = client.sender("amq.topic")
-    client.wait_settled(client.send(sender, Message(subject="t", body="old", properties={"n": 1})))
+    client.wait_settled(
+        client.send(sender, Message(subject="t", body="old", properties={"n": 1}), pump=False)
+    )
     again = durable_subscriber(client, "sub1", selector="n > 5")
-    client.wait_settled(client.send(sender, Message(subject="t", body="new", properties={"n": 9})))
+    client.wait_settled(
+        client.send(sender, Message(subject="t", body="new", properties={"n": 9}), pump=False)
+    )
     assert take(client, again, 1) == ["new"]  # the old subscription and its message went
 
 

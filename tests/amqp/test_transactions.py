@@ -143,7 +143,7 @@ def test_unknown_transaction_ids_are_refused(broker: RunningBroker) -> None:
     client = broker.client()
     coordinator = client.coordinator()
     sender = client.sender("txunknown")
-    sent = client.wait_settled(client.send(sender, Message(body=1), txn=b"no-such-txn"))
+    sent = client.wait_settled(client.send(sender, Message(body=1), txn=b"no-such-txn", pump=False))
     assert sent.remote_state == Disposition.REJECTED
     assert sent.remote.condition.name == "amqp:transaction:unknown-id"
     discharged = client.discharge(coordinator, b"no-such-txn")
@@ -189,8 +189,8 @@ def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
     txn = client.declare(coordinator)
     limits = {"qpid.max_count": 1, "qpid.policy_type": "reject"}
     sender = client.sender("txfull", node_properties=limits)
-    client.wait_settled(client.send(sender, Message(body="fills it")))
-    refused = client.wait_settled(client.send(sender, Message(body="over"), txn=txn))
+    client.wait_settled(client.send(sender, Message(body="fills it"), pump=False))
+    refused = client.wait_settled(client.send(sender, Message(body="over"), txn=txn, pump=False))
     assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
     assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
     assert depth(broker, "txfull") == 1
@@ -203,7 +203,9 @@ def test_committed_durable_work_survives_a_restart_and_rolled_back_work_does_not
     fill_client = broker.client()
     sender = fill_client.sender("txdurable", node_properties=DURABLE)
     for body in ("acked", "left"):
-        fill_client.wait_settled(fill_client.send(sender, Message(body=body, durable=True)))
+        fill_client.wait_settled(
+            fill_client.send(sender, Message(body=body, durable=True), pump=False)
+        )
     client = broker.client()
     coordinator = client.coordinator()
     committed, aborted = client.declare(coordinator), client.declare(coordinator)

@@ -24,7 +24,7 @@ def test_a_message_sent_to_a_queue_is_received_unchanged(broker: RunningBroker) 
         properties={"colour": "red", "count": 3},
         durable=True,
     )
-    delivery = client.wait_settled(client.send(sender, sent))
+    delivery = client.wait_settled(client.send(sender, sent, pump=False))
     assert delivery.remote_state == Disposition.ACCEPTED
     receiver = client.receiver("orders", credit=10)
     (got,) = client.wait_received(receiver, 1)
@@ -55,7 +55,7 @@ def test_messages_stay_queued_after_the_producer_detaches(broker: RunningBroker)
     producer = broker.client()
     sender = producer.sender("kept")
     for i in range(3):
-        producer.wait_settled(producer.send(sender, Message(body=i)))
+        producer.wait_settled(producer.send(sender, Message(body=i), pump=False))
     producer.close()
     consumer = broker.client()
     receiver = consumer.receiver("kept", credit=10)
@@ -117,7 +117,7 @@ def test_a_garbage_transfer_detaches_the_link_with_decode_error_and_stores_nothi
     assert broker.call(lambda: broker.broker.queues["strict"].depth) == 0
     # the connection survives, and the next valid message is the next one received
     sender2 = client.sender("strict")
-    client.wait_settled(client.send(sender2, Message(body="good")))
+    client.wait_settled(client.send(sender2, Message(body="good"), pump=False))
     receiver = client.receiver("strict", credit=5)
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["good"]
 
@@ -158,7 +158,7 @@ def test_a_well_framed_message_no_client_could_read_is_rejected_with_decode_erro
     assert named in delivery.remote.condition.description
     assert broker.call(lambda: broker.broker.queues["readable"].depth) == 0  # nothing stored
     sender2 = client.sender("readable")  # the connection and the broker go on
-    client.wait_settled(client.send(sender2, Message(body="good")))
+    client.wait_settled(client.send(sender2, Message(body="good"), pump=False))
     receiver = client.receiver("readable", credit=5)
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["good"]
 
@@ -175,7 +175,7 @@ def test_a_large_message_spanning_many_frames_round_trips(broker: RunningBroker)
     client = broker.client()
     sender = client.sender("big")
     body = b"x" * (3 * 1024 * 1024)
-    client.wait_settled(client.send(sender, Message(body=body)), timeout=20)
+    client.wait_settled(client.send(sender, Message(body=body), pump=False), timeout=20)
     receiver = client.receiver("big", credit=1)
     (got,) = client.wait_received(receiver, 1, timeout=20)
     assert got.message.body == body

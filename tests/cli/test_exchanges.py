@@ -18,7 +18,10 @@ def depth(broker: RunningBroker, name: str) -> int:
 def publish(broker: RunningBroker, address: str, message: Message) -> None:
     client = broker.client()
     sender = client.sender(address)
-    assert client.wait_settled(client.send(sender, message)).remote_state == Disposition.ACCEPTED
+    assert (
+        client.wait_settled(client.send(sender, message, pump=False)).remote_state
+        == Disposition.ACCEPTED
+    )
 
 
 def test_qpid_configs_bind_command_routes_a_topic_to_a_queue(broker: RunningBroker) -> None:

@@ -53,16 +53,21 @@ def test_http_listeners_get_amqp_sent_messages(http: Http) -> None:
     client = amqp(http)
     sender = client.sender("prices", node_properties=LVQ)  # an LVQ keyed by 'id'
     for body in ({"price": 100}, {"price": 101}):
-        client.wait_settled(client.send(sender, Message(body=body, properties={"id": "IBM"})))
+        client.wait_settled(
+            client.send(sender, Message(body=body, properties={"id": "IBM"}), pump=False)
+        )
     client.wait_settled(
         client.send(
             sender,
             Message(
                 body='{"json": true}', content_type="application/json", properties={"id": "HPQ"}
             ),
+            pump=False,
         )
     )
-    client.wait_settled(client.send(sender, Message(body=b"raw", properties={"id": "RAW"})))
+    client.wait_settled(
+        client.send(sender, Message(body=b"raw", properties={"id": "RAW"}), pump=False)
+    )
     assert http.poll("prices", "sequence=1", key="IBM") == (
         200,
         {"id": "IBM", "sequence": 1, "payload": {"price": 100}},
@@ -86,7 +91,9 @@ def test_a_waiting_http_poll_is_answered_by_an_amqp_send(http: Http) -> None:
         time.sleep(0.02)
     client = amqp(http)
     sender = client.sender("wakeup")
-    client.wait_settled(client.send(sender, Message(body="from AMQP", properties={"id": "k"})))
+    client.wait_settled(
+        client.send(sender, Message(body="from AMQP", properties={"id": "k"}), pump=False)
+    )
     poll.join(10)
     assert answer == [(200, {"id": "k", "sequence": 2, "payload": "from AMQP"})]
 
@@ -95,7 +102,9 @@ def test_an_undecodable_amqp_body_gives_a_null_payload(http: Http) -> None:
     client = amqp(http)
     sender = client.sender("odd", node_properties=LVQ)
     # a map with a binary key: Proton Python 0.40 cannot decode it
-    client.wait_settled(client.send(sender, Message(body={b"k": 1}, properties={"id": "x"})))
+    client.wait_settled(
+        client.send(sender, Message(body={b"k": 1}, properties={"id": "x"}), pump=False)
+    )
     status, body = http.poll("odd", "sequence=1")
     assert status == 200
     assert body["id"] == "x" and body["sequence"] == 1

@@ -56,7 +56,7 @@ def broker_figure(samples: Samples, name: str) -> float:
 
 
 def accepted(client: EngineClient, sender: object, message: Message) -> None:
-    delivery = client.wait_settled(client.send(sender, message))  # type: ignore[arg-type]
+    delivery = client.wait_settled(client.send(sender, message, pump=False))  # type: ignore[arg-type]
     assert delivery.remote_state == Disposition.ACCEPTED
 
 
@@ -80,7 +80,7 @@ def workload(running: RunningBroker) -> tuple[EngineClient, int]:
         accepted(client, ring, Message(body=i))
     reject = client.sender("full", node_properties=REJECT_1)
     accepted(client, reject, Message(body="fits"))
-    refused = client.wait_settled(client.send(reject, Message(body="over")))
+    refused = client.wait_settled(client.send(reject, Message(body="over"), pump=False))
     assert refused.remote_state == Disposition.REJECTED
 
     ttl = client.sender("ttl")
@@ -307,7 +307,7 @@ def test_many_evictions_and_refusals_log_one_pair_of_lines_and_count_every_messa
     full = client.sender("full", node_properties=REJECT_1)
     accepted(client, full, Message(body="fits"))
     for i in range(4):
-        refused = client.wait_settled(client.send(full, Message(body=i)))
+        refused = client.wait_settled(client.send(full, Message(body=i), pump=False))
         assert refused.remote_state == Disposition.REJECTED
     _, samples = scrape(http.base + "/metrics")
     assert queue_figures(samples, "ring")["queue_evicted_total"] == 8

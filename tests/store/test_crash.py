@@ -33,8 +33,7 @@ def drain(broker: BrokerProcess, address: str, node_properties: dict) -> list[in
         last = len(client.received(receiver))
         client.pump(0.5)
     got = client.received(receiver)
-    for received in got:
-        client.settle(received)
+    client.settle_all(got)
     client.close()
     return [r.message.body for r in got]
 
@@ -69,7 +68,7 @@ def load_until_killed(
             if receiver is not None and not consumer.closed:
                 consumer.pump(0.01)
                 for received in consumer.received(receiver)[len(consumed) :]:
-                    consumer.settle(received)
+                    consumer.settle(received, pump=False)  # the loop pumps
                     consumed.add(received.message.body)
                 receiver.flow(200 - receiver.credit) if receiver.credit < 100 else None
         deadline = time.monotonic() + 10
@@ -306,7 +305,7 @@ def test_a_full_disk_rejects_durable_messages_and_recovers_when_space_is_freed(
         assert "full" in condition.description
         filler.unlink()  # space freed: the same producer carries on
         again = client.wait_settled(
-            client.send(sender, Message(body="after", durable=True)), timeout=10
+            client.send(sender, Message(body="after", durable=True), pump=False), timeout=10
         )
         assert again.remote_state == Disposition.ACCEPTED
         assert broker.alive()
@@ -336,12 +335,13 @@ def test_acknowledgements_a_full_disk_held_back_are_finished_after_a_kill(
     client = EngineClient(broker.host, broker.port)
     sender = client.sender("acked", node_properties=DURABLE)
     for i in range(6):
-        client.wait_settled(client.send(sender, Message(body=i, durable=True)), timeout=10)
+        client.wait_settled(
+            client.send(sender, Message(body=i, durable=True), pump=False), timeout=10
+        )
     filler = fill(small_disk, leave=0)
     receiver = client.receiver("acked", credit=4, node_properties=DURABLE)
     got = client.wait_received(receiver, 4)
-    for received in got:
-        client.settle(received)  # accepted: the store cannot write the removals
+    client.settle_all(got)  # accepted: the store cannot write the removals
     held = "MST-1011 : 4 acknowledged messages could not be removed"
     deadline = time.monotonic() + 10
     while not any(held in line for line in broker.output) and time.monotonic() < deadline:
@@ -405,7 +405,7 @@ def test_flow_to_disk_keeps_the_broker_memory_bounded_while_the_queue_grows(tmp_
             got = client.wait_received(receiver, seen + 1, timeout=30)
             for received in got[seen:]:
                 assert received.message.body == body + b"%06d" % seen
-                client.settle(received)
+                client.settle(received, pump=False)  # the next wait pumps
                 seen += 1
             receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
     finally:
