@@ -220,6 +220,8 @@ class Broker:
             settings.kind,
             ", ".join(f"{k}={v}" for k, v in (options or {}).items()) or "defaults",
         )
+        for notice in parsed.notices if parsed is not None else ():
+            log.warning('queue "%s": %s', name, notice)
         return queue
 
     def _alternate_of(self, name: str, settings: QueueSettings, on_demand: bool) -> str | None:

@@ -201,14 +201,18 @@ class EngineClient:
         txn: bytes | None = None,
         settle: bool = True,
         pump: bool = True,
+        annotations: dict[Any, Any] | None = None,
     ) -> None:
         """Give ``outcome``; ``txn``: under that transaction, as ``transactional-state``
-        (``settle=False`` leaves the delivery unsettled, as most clients do until discharge).
+        (``settle=False`` leaves the delivery unsettled, as most clients do until discharge);
+        ``annotations``: a modified outcome's message-annotations.
         Then pump about 50 ms, so that the broker has mostly taken it by the time this
         returns; ``pump=False`` leaves it buffered (for many: :meth:`settle_all`)."""
         delivery = received.delivery
         if txn is not None:
-            fields = [failed, undeliverable] if outcome == Disposition.MODIFIED else []
+            fields: list[Any] = []
+            if outcome == Disposition.MODIFIED:
+                fields = [failed, undeliverable] + ([annotations] if annotations else [])
             delivery.local.data = [txn, Described(ulong(outcome), fields)]
             delivery.update(TRANSACTIONAL_STATE)
             if settle:
@@ -217,6 +221,8 @@ class EngineClient:
             if outcome == Disposition.MODIFIED:
                 delivery.local.failed = failed
                 delivery.local.undeliverable = undeliverable
+                if annotations:
+                    delivery.local.annotations = annotations
             delivery.update(outcome)
             delivery.settle()
         if pump:

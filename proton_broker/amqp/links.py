@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
-from proton import Condition, Delivery, Link
+from proton import Condition, Data, Delivery, Link
 
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
@@ -142,6 +142,12 @@ def _rejection(dlv: Any) -> str | None:
         if text != ffi.NULL
     ]
     return ": ".join(parts) or None
+
+
+def _encoded(data: Data) -> bytes | None:
+    """What ``data`` holds (a modified outcome's message-annotations), encoded; None if
+    nothing (Proton hands an empty one when the outcome has none)."""
+    return data.encode() or None
 
 
 def allows_rejected(link: Link) -> bool:
@@ -684,6 +690,7 @@ class ConsumerLink:
                 state,
                 bool(lib.pn_disposition_is_failed(remote)),
                 bool(lib.pn_disposition_is_undeliverable(remote)),
+                _encoded(Data(lib.pn_disposition_annotations(remote))),
             )
         elif state == TRANSACTIONAL_STATE:
             self._acknowledged_in_txn(dlv, entry)
@@ -731,10 +738,15 @@ class ConsumerLink:
         )
 
     def _give_outcome(
-        self, entry: Entry, kind: int, failed: bool = False, here: bool = False
+        self,
+        entry: Entry,
+        kind: int,
+        failed: bool = False,
+        here: bool = False,
+        annotations: bytes | None = None,
     ) -> None:
         """Apply a terminal outcome to the entry (modified: ``failed`` delivery-failed,
-        ``here`` undeliverable-here)."""
+        ``here`` undeliverable-here, ``annotations`` its message-annotations, encoded)."""
         queue = self.queue
         if kind == PN_ACCEPTED:
             queue.settle(entry)
@@ -744,16 +756,25 @@ class ConsumerLink:
             queue.release(entry)
         else:
             queue.release(
-                entry, delivery_failed=failed, undeliverable_for=self.id if here else None
+                entry,
+                delivery_failed=failed,
+                undeliverable_for=self.id if here else None,
+                annotations=annotations,
             )
 
     def _apply_txn_outcome(self, dlv: Any, entry: Entry, kind: int, fields: list[Any]) -> None:
         # modified carries [delivery-failed, undeliverable-here, message-annotations]
+        annotations = None
+        if len(fields) > 2 and fields[2]:
+            data = Data()
+            data.put_object(fields[2])
+            annotations = _encoded(data)
         self._give_outcome(
             entry,
             kind,
             bool(fields[0]) if fields else False,
             bool(fields[1]) if len(fields) > 1 else False,
+            annotations,
         )
         if self.in_txn.pop(dlv, None) is not None and not self.closed:
             _update(dlv, kind)

@@ -113,17 +113,40 @@ def with_annotations(
     in place of its header section when given. Every other byte is kept; the record says
     where the sections are, as for :func:`with_sequence_number`. For the broker's own
     annotations on a message it moves (dead-lettering)."""
+    pairs = b"".join(_symbol(key) + value for key, value in values.items())
+    return _with_pairs(message, values, pairs, len(values), header)
+
+
+def with_annotation_map(message: Message, annotations: bytes) -> bytes | None:
+    """``message``'s bytes with the pairs of ``annotations``, an encoded map with symbol
+    keys (what a ``modified`` outcome's message-annotations field holds), merged into its
+    message annotations: a key it has already takes the new value (AMQP 1.0 3.4.5). None
+    when there is nothing to merge: an empty map, or anything but a map of symbol keys."""
+    if not annotations or annotations[0] not in (0xC1, 0xD1):
+        return None
+    pairs = _map_pairs(annotations, 0)
+    if not pairs or any(annotations[k] not in (0xA3, 0xB3) for k, _, _ in pairs):
+        return None
+    keys = [decode_value(annotations, k, k_end) for k, k_end, _ in pairs]
+    merged = b"".join(annotations[k:end] for k, _, end in pairs)
+    return _with_pairs(message, keys, merged, len(pairs))
+
+
+def _with_pairs(
+    message: Message, keys: Collection[str], pairs: bytes, count: int, header: bytes | None = None
+) -> bytes:
+    """``message``'s bytes with ``count`` encoded annotation ``pairs`` (whose keys are
+    ``keys``) in its message annotations, in place of any pair it had under those keys."""
     data = message.data
     start = message.header_end
-    pairs = b"".join(_symbol(key) + value for key, value in values.items())
     span = message.annotations_span
     if span is None:  # a new section after the header and delivery-annotations
         at = stop = message.delivery_annotations_end or start
-        middle = b"\x00\x53\x72" + _encode_map(2 * len(values), pairs)
+        middle = b"\x00\x53\x72" + _encode_map(2 * count, pairs)
     else:
         at, stop = span
-        kept = _pairs_without(data, at, values)
-        middle = _encode_map(2 * (len(kept) + len(values)), b"".join(kept) + pairs)
+        kept = _pairs_without(data, at, keys)
+        middle = _encode_map(2 * (len(kept) + count), b"".join(kept) + pairs)
     head = data[:at] if header is None else header + data[start:at]
     return b"".join((head, middle, data[stop:]))
 

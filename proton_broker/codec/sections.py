@@ -14,7 +14,7 @@ import re
 import struct
 from typing import Any
 
-from proton_broker.codec.encode import with_annotation_at
+from proton_broker.codec.encode import with_annotation_at, with_annotation_map
 from proton_broker.codec.values import (
     AMQP_SEQUENCE,
     AMQP_VALUE,
@@ -484,6 +484,23 @@ def annotate(message: Message, key: str, value: int) -> None:
     message.data = data
     if message.extras is not None:  # a decoded copy of the old section is stale now
         message.annotations_cache = None
+
+
+def merge_annotations(message: Message, annotations: bytes) -> int:
+    """Merge ``annotations`` (an encoded map, as a ``modified`` outcome carries it: see
+    :func:`with_annotation_map`) into ``message``'s bytes and move the record's section
+    offsets with them; returns how many bytes the message grew by (0: nothing merged)."""
+    data = with_annotation_map(message, annotations)
+    if data is None:
+        return 0
+    fresh = parse_message(data)  # only the annotations and what follows them moved
+    grown = len(data) - len(message.data)
+    message.data = data
+    message.annotations_span = fresh.annotations_span
+    message.app_properties_span = fresh.app_properties_span
+    if message.extras is not None:  # a decoded copy of the old section is stale now
+        message.annotations_cache = None
+    return grown
 
 
 def body_of(message: Message) -> Any:

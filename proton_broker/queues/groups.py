@@ -220,7 +220,7 @@ class GroupDistributor:
             name = message.application_property(self.key)
             if type(name) is not str:
                 name = property_text(name)
-        if name is None and self.shared:
+        if not name and self.shared:  # none, or empty: the default group, as qpidd
             name = self.default_group
         group = self._groups.get(name)
         if group is None:

@@ -46,6 +46,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from proton_broker.codec.sections import merge_annotations
 from proton_broker.message import Message
 from proton_broker.queues.browsing import Browsers
 from proton_broker.queues.dispatching import Dispatcher
@@ -522,11 +523,15 @@ class Queue:
         entry: Entry,
         delivery_failed: bool = False,
         undeliverable_for: int | None = None,
+        annotations: bytes | None = None,
     ) -> None:
         """Put an acquired entry back at its original position.
 
         ``delivery_failed`` counts a delivery attempt (modified outcome, consumer gone);
-        ``undeliverable_for`` keeps the entry from that consumer from now on.
+        ``undeliverable_for`` keeps the entry from that consumer from now on;
+        ``annotations`` (a modified outcome's message-annotations, an encoded map) are
+        merged into the message's own first, as qpidd does: in memory only, so a durable
+        message's stored bytes keep the annotations it arrived with.
         """
         if entry.state != ACQUIRED:
             return
@@ -534,6 +539,8 @@ class Queue:
             self._remove(entry)
             self.stats.replaced += 1
             return
+        if annotations is not None:
+            self._merge_annotations(entry.message, annotations)
         if delivery_failed:
             entry.delivery_count += 1
             most = self.max_delivery_attempts
@@ -553,6 +560,16 @@ class Queue:
             self._groups.done(entry)
         if self._ready:
             self._wake()
+
+    def _merge_annotations(self, message: Message, annotations: bytes) -> None:
+        """A consumer's annotations into a message it gives back; the queue's byte counts
+        follow its new size. A message whose bytes are paged out (flow to disk) keeps its
+        own: its page is not written again."""
+        if message.paged:
+            return
+        grown = merge_annotations(message, annotations)
+        self.bytes += grown
+        self._budget.used += grown
 
     # ---- expiry and housekeeping ---------------------------------------------------------
 

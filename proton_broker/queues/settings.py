@@ -33,14 +33,14 @@ Rules this module owns:
   absent, the broker's ``queue.maximum_delivery_attempts`` applies.
 * The deprecated ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse`` make a
   last-value queue keyed by ``qpid.LVQ_key`` (the key the old C++ modes used), with a
-  logged deprecation warning; browsing such a queue works as on any LVQ.
+  deprecation warning the broker logs as it creates the queue; browsing such a queue works
+  as on any LVQ.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,8 +48,6 @@ from typing import Any
 
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.queues.filters import check_default_filters
-
-log = logging.getLogger("proton_broker.queues")
 
 NONE, RING, REJECT = "none", "ring", "reject"
 PRODUCER_FLOW_CONTROL, FLOW_TO_DISK = "producer_flow_control", "flow_to_disk"
@@ -163,6 +161,9 @@ class ParsedOptions:
     given: dict[str, str] = field(default_factory=dict)  # settings field -> option name used
     unknown: dict[str, Any] = field(default_factory=dict)
     echo: dict[str, str] = field(default_factory=dict)  # recognised option -> value as text
+    # Warnings for whoever creates a queue with these options (deprecated names): logged
+    # there, once, since the same options are read several times on their way.
+    notices: list[str] = field(default_factory=list)
 
 
 # ---- converters: (option name, value) -> setting value; InvalidField names both --------
@@ -549,11 +550,9 @@ def _assign(
 def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOptions) -> None:
     if not to_bool(key, value):
         return
-    log.warning(
-        "queue option '%s' is deprecated; using a last-value queue keyed by '%s' "
-        "(use qpid.last_value_queue_key)",
-        key,
-        LEGACY_LVQ_KEY,
+    parsed.notices.append(
+        f"queue option '{key}' is deprecated; using a last-value queue keyed by "
+        f"'{LEGACY_LVQ_KEY}' (use qpid.last_value_queue_key)"
     )
     parsed.echo[key] = _as_text(value)
     _assign(values, parsed.given, "lvq_key", key, LEGACY_LVQ_KEY)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proton import Disposition, Message
+from proton import Disposition, Message, symbol, ulong
 
 from tests.amqp.test_flow import fill
 from tests.conftest import RunningBroker
@@ -61,6 +61,49 @@ def test_modified_undeliverable_here_keeps_the_message_from_that_consumer(
     (redelivered,) = client.wait_received(other, 1)
     assert redelivered.message.body == 0
     assert redelivered.message.delivery_count == 1
+
+
+def test_modified_merges_its_message_annotations_into_the_redelivered_message(
+    broker: RunningBroker,
+) -> None:
+    """AMQP 1.0 3.4.5, as qpidd: a key the message has takes the new value, the others stay."""
+    client = broker.client()
+    sender = client.sender("annotated")
+    note = {symbol("x-kept"): "as sent", symbol("x-replaced"): "old"}
+    client.wait_settled(client.send(sender, Message(body=1, annotations=note), pump=False))
+    receiver = client.receiver("annotated", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    given = {symbol("x-replaced"): "new", symbol("x-added"): ulong(7)}
+    client.settle(got, Disposition.MODIFIED, failed=True, annotations=given)
+    receiver.flow(1)
+    again = client.wait_received(receiver, 2)[1].message
+    assert again.body == 1 and again.delivery_count == 1
+    assert {k: v for k, v in again.annotations.items() if k != "x-opt-sequence-number"} == {
+        "x-kept": "as sent",
+        "x-replaced": "new",
+        "x-added": 7,
+    }
+    assert type(again.annotations["x-added"]) is ulong  # its type as the consumer gave it
+
+
+def test_modified_annotations_give_a_message_without_any_its_first(
+    broker: RunningBroker,
+) -> None:
+    fill(broker, "bare", 2)
+    client = broker.client()
+    receiver = client.receiver("bare", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    client.settle(got, Disposition.MODIFIED, annotations={symbol("x-seen-by"): "worker-1"})
+    receiver.flow(2)
+    later = client.wait_received(receiver, 3)[1:]
+    assert [r.message.body for r in later] == [0, 1]
+    assert later[0].message.annotations["x-seen-by"] == "worker-1"
+    assert later[0].message.delivery_count == 0  # not delivery-failed
+    assert "x-seen-by" not in (later[1].message.annotations or {})
+    client.settle_all(later)
+    client.wait(lambda: depth(broker, "bare") == 0)
+    # the queue counted the annotated message's new size, so its byte count comes back to 0
+    assert broker.call(lambda: broker.broker.queues["bare"].bytes) == 0
 
 
 def test_rejected_discards_the_message(broker: RunningBroker) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proton import Disposition, Link, Message, Terminus
+from proton import Disposition, Link, Message, Terminus, symbol
 
 from tests.amqp.test_connection import symbols_of
 from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
@@ -100,6 +100,24 @@ def test_an_acknowledgement_in_a_transaction_takes_effect_at_commit(broker: Runn
     client.wait(lambda: depth(broker, "txack") == 1)
     client.wait(lambda: first.delivery.remote_state and first.delivery.settled)
     assert first.delivery.remote_state == Disposition.ACCEPTED  # settled by the broker
+
+
+def test_a_modified_outcome_in_a_transaction_merges_its_annotations_at_commit(
+    broker: RunningBroker,
+) -> None:
+    fill(broker, "txmod", 1)
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    receiver = client.receiver("txmod", credit=1)
+    got = client.wait_received(receiver, 1)[0]
+    note = {symbol("x-retry-reason"): "timeout"}
+    client.settle(got, Disposition.MODIFIED, failed=True, txn=txn, annotations=note)
+    client.discharge(coordinator, txn)
+    receiver.flow(1)
+    again = client.wait_received(receiver, 2)[1].message
+    assert again.body == 0 and again.delivery_count == 1
+    assert again.annotations["x-retry-reason"] == "timeout"
 
 
 def test_a_rolled_back_acknowledgement_leaves_the_message_with_its_consumer(

@@ -219,15 +219,19 @@ def test_ungrouped_messages_form_the_qpid_no_group_group_in_shared_mode() -> Non
     assert "qpid.no-group" in group_names(q)
 
 
-def test_a_message_naming_the_default_group_joins_the_ungrouped_ones() -> None:
+@pytest.mark.parametrize("group", ["qpid.no-group", ""])
+def test_a_message_naming_the_default_group_or_none_joins_the_ungrouped_ones(group: str) -> None:
+    """An empty group id too, as qpidd (the empty name is reserved for the default group);
+    Broker-J makes "" a group of its own."""
     q = queue(SHARED)
     q.enqueue(msg("x1"))
-    q.enqueue(msg("n1", "qpid.no-group"))
+    q.enqueue(msg("n1", group))
     a = Taker(credit=1)
     q.subscribe(a)
     b = Taker(credit=5)
     q.subscribe(b)
     assert a.labels() == ["x1"] and b.got == []
+    assert group_names(q) == {"qpid.no-group"}
 
 
 def test_the_queue_option_overrides_the_default_group_name() -> None:
@@ -608,7 +612,7 @@ class Model:
 
     def group(self, entry: Entry) -> str | None:
         group = self.groups[label(entry)]
-        return "qpid.no-group" if group is None and self.shared else group
+        return "qpid.no-group" if not group and self.shared else group
 
     def add_consumer(self) -> None:
         c = Taker()
