@@ -586,9 +586,16 @@ class ConsumerLink:
     """
 
     def __init__(
-        self, link: Link, queue: Queue, browse: bool, transactions: Transactions | None = None
+        self,
+        link: Link,
+        queue: Queue,
+        browse: bool,
+        transactions: Transactions | None = None,
+        max_message_size: int = 0,
     ) -> None:
         self.id = next(_ids)
+        # No message grows past this by the annotations of a modified outcome (0: no limit).
+        self.max_message_size = max_message_size
         self.transactions = transactions
         self.in_txn: dict[Any, Entry] = {}  # acknowledged under a transaction not ended yet
         self.link = link
@@ -748,6 +755,15 @@ class ConsumerLink:
         """Apply a terminal outcome to the entry (modified: ``failed`` delivery-failed,
         ``here`` undeliverable-here, ``annotations`` its message-annotations, encoded)."""
         queue = self.queue
+        most = self.max_message_size
+        if annotations is not None and most and entry.message.size + len(annotations) > most:
+            log.warning(
+                "consumer '%s' gave message annotations that would make a message larger "
+                "than broker.max_message_size (%d bytes): not merged",
+                self.link.name,
+                most,
+            )
+            annotations = None
         if kind == PN_ACCEPTED:
             queue.settle(entry)
         elif kind == PN_REJECTED:

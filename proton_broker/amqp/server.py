@@ -578,7 +578,9 @@ class Server(Handler):
                 "combined: each says where browsing starts",
                 REPLAY_PERIOD,
             )
-        consumer = ConsumerLink(link, queue, browse, self.broker.transactions)
+        consumer = ConsumerLink(
+            link, queue, browse, self.broker.transactions, self.config.broker.max_message_size
+        )
         queue.subscribe(consumer, period, sequence, from_number, selector)
         if requested is not None:
             applied = {**applied, REPLAY_PERIOD: requested}
@@ -725,7 +727,9 @@ class Server(Handler):
         """The consumer of subscription ``name`` (held by this link until it goes)."""
         self._subscribed[link._impl] = name
         link.target.copy(link.remote_target)
-        consumer = ConsumerLink(link, queue, False, self.broker.transactions)
+        consumer = ConsumerLink(
+            link, queue, False, self.broker.transactions, self.config.broker.max_message_size
+        )
         queue.subscribe(consumer, None, None, None, None)
         return consumer
 

@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from proton import Message
+from proton import Disposition, Message, symbol
 
 from proton_broker.config import Config
 from tests.conftest import RunningBroker
@@ -173,6 +173,31 @@ def test_a_message_over_max_message_size_is_refused_with_message_size_exceeded(
     fits = client.sender("sized", name="again")
     client.wait_settled(client.send(fits, Message(body=b"x" * 5_000), pump=False))
     assert broker.call(lambda: broker.broker.queues["sized"].depth) == 1
+
+
+def test_annotations_that_would_take_a_message_past_the_size_limit_are_not_merged(
+    broker: RunningBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A modified outcome's annotations grow the message they go into (see docs/behaviour.md):
+    not past broker.max_message_size, or a consumer could grow one without end."""
+    client = broker.client()
+    sender = client.sender("grown")
+    client.wait_settled(client.send(sender, Message(body=b"x" * 5_000), pump=False))
+    receiver = client.receiver("grown", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    big = {symbol("x-big"): "v" * 6_000}
+    client.settle(got, Disposition.MODIFIED, failed=True, annotations=big)
+    receiver.flow(1)
+    again = client.wait_received(receiver, 2)[1].message
+    assert again.delivery_count == 1  # the outcome itself applies
+    assert "x-big" not in again.annotations
+    assert "not merged" in caplog.text
+    client.settle(
+        client.received(receiver)[1], Disposition.MODIFIED, annotations={symbol("x-small"): 1}
+    )
+    receiver.flow(1)
+    last = client.wait_received(receiver, 3)[2].message
+    assert last.annotations["x-small"] == 1  # what fits is merged
 
 
 # ---- memory -----------------------------------------------------------------------------------
