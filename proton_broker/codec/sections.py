@@ -489,11 +489,15 @@ def annotate(message: Message, key: str, value: int) -> None:
 def merge_annotations(message: Message, annotations: bytes) -> int:
     """Merge ``annotations`` (an encoded map, as a ``modified`` outcome carries it: see
     :func:`with_annotation_map`) into ``message``'s bytes and move the record's section
-    offsets with them; returns how many bytes the message grew by (0: nothing merged)."""
-    data = with_annotation_map(message, annotations)
-    if data is None:
+    offsets with them; returns how many bytes the message grew by (0: nothing merged, also
+    for annotations that do not decode: Proton encoded them, so that would be a bug)."""
+    try:
+        data = with_annotation_map(message, annotations)
+        if data is None:
+            return 0
+        fresh = parse_message(data)  # only the annotations and what follows them moved
+    except (DecodeError, IndexError, struct.error):
         return 0
-    fresh = parse_message(data)  # only the annotations and what follows them moved
     grown = len(data) - len(message.data)
     message.data = data
     message.annotations_span = fresh.annotations_span

@@ -93,7 +93,13 @@ def test_merged_annotations_replace_the_same_keys_and_keep_the_rest(own: dict | 
 
 @pytest.mark.parametrize(
     "annotations",
-    [b"", _encoded_map({}), _encoded_map(["a list"]), _encoded_map({"a string key": 1})],
+    [
+        b"",
+        _encoded_map({}),
+        _encoded_map(["a list"]),
+        _encoded_map({"a string key": 1}),
+        _encoded_map({symbol("x-a"): "b"})[:-1],  # cut short
+    ],
 )
 def test_nothing_is_merged_but_a_map_of_symbol_keys(annotations: bytes) -> None:
     record = parse_message(bytes(Message(body=1).encode()))
