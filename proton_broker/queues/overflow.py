@@ -22,8 +22,10 @@ Rules this module owns:
   every measure with a threshold is at or below its resume threshold.
 * **Resume thresholds**: an explicit C++ ``qpid.flow_resume_count/size`` R means "below R"
   (``QueueFlowLimit``: ``count < R``), so at or below R - 1; otherwise Broker-J's rule, at
-  or below ``floor(percent * stop / 100)``, the percent from ``queueFlowResumeLimit``
-  (default 80). Hysteresis keeps producers from flapping at the limit.
+  or below ``ceil(percent * stop / 100)`` (``ProducerFlowControlOverflowPolicyHandler``),
+  the percent from ``queueFlowResumeLimit`` (default 80). Hysteresis keeps producers from
+  flapping at the limit. (Ring and reject log that they are back at the percent rounded
+  down, so always below the limit.)
 * **Operational log** (logger ``proton_broker.queues``, Broker-J's codes): QUE-1003 once
   when a queue goes over a limit (a ring starts deleting, a reject queue refuses, producers
   are stopped) and QUE-1004 once when it is back at its resume level. Ring and reject use
@@ -192,14 +194,17 @@ class FlowControl(_Watch):
 
 
 def _percent_of(percent: int, stop: int | None) -> int | None:
+    """``percent`` of ``stop``, rounded down: where ring and reject log that they are back
+    (hysteresis for the log alone, so at least one below the limit)."""
     return None if stop is None else percent * stop // 100
 
 
 def _resume_at(explicit: int | None, stop: int | None, percent: int) -> int | None:
-    """The depth at or below which a measure lets producers resume (see the rules)."""
+    """The depth at or below which a measure lets producers resume (see the rules): the
+    percent rounded up, as Broker-J rounds its resume limit."""
     if stop is None:
         return None
-    return explicit - 1 if explicit is not None else _percent_of(percent, stop)
+    return explicit - 1 if explicit is not None else -(-percent * stop // 100)
 
 
 _LIMITS: dict[str, type[RingPolicy | RejectPolicy | FlowToDiskPolicy]] = {

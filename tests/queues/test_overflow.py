@@ -19,6 +19,7 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.errors import ResourceLimitExceeded
 from proton_broker.message import Header, Message
 from proton_broker.queues.factory import build_queue
+from proton_broker.queues.overflow import make_flow_control
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.store.base import Unit
@@ -492,8 +493,8 @@ def test_flow_control_logs_que_1003_and_que_1004_once_per_transition(
         caplog.records[1]
         .getMessage()
         .startswith(
-            "QUE-1004 : Maximum depth no longer exceeded on 'q' : current 1 messages, 10 bytes"
-            " : resume at 1 messages"
+            "QUE-1004 : Maximum depth no longer exceeded on 'q' : current 2 messages, 20 bytes"
+            " : resume at 2 messages"
         )
     )
 
@@ -542,3 +543,22 @@ def test_flow_stop_thresholds_on_a_ring_queue_are_ignored_with_a_warning(
         q.enqueue(msg(i))
     assert not q.flow_stopped and bodies(q) == [2, 3, 4]
     assert "ignored on a ring queue" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("options", "resume"),
+    [
+        ({"maximumQueueDepthMessages": 5}, 4),
+        ({"maximumQueueDepthMessages": 7}, 6),  # 5.6 rounded up, as Broker-J
+        ({"maximumQueueDepthMessages": 2}, 2),
+        ({"maximumQueueDepthMessages": 10, "queueFlowResumeLimit": 55}, 6),
+        ({"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 6}, 5),  # qpidd: below 6
+    ],
+)
+def test_producers_resume_at_broker_js_resume_limit_rounded_up(
+    options: dict[str, Any], resume: int
+) -> None:
+    flow = make_flow_control(
+        "q", parse_settings({"overflowPolicy": "producer_flow_control", **options})
+    )
+    assert flow is not None and flow.resume.count == resume
