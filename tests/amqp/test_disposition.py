@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from proton import Disposition, Message, symbol, ulong
+from typing import Any
+
+from proton import Disposition, Link, Message, symbol, ulong
 
 from tests.amqp.test_flow import fill
 from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient
 
 
 def depth(broker: RunningBroker, name: str) -> int:
     return broker.call(lambda: broker.broker.queues[name].depth)
+
+
+def modified_and_taken_again(client: EngineClient, receiver: Link, **outcome: Any) -> Message:
+    """The first message on ``receiver`` (credit 1), given back ``modified`` with
+    ``outcome`` (failed, undeliverable, annotations) and received again."""
+    (got,) = client.wait_received(receiver, 1)
+    client.settle(got, Disposition.MODIFIED, **outcome)
+    receiver.flow(1)
+    return client.wait_received(receiver, 2)[1].message
 
 
 def test_accepted_removes_the_message(broker: RunningBroker) -> None:
@@ -38,12 +50,9 @@ def test_modified_delivery_failed_increments_the_delivery_count(broker: RunningB
     fill(broker, "mod", 1)
     client = broker.client()
     receiver = client.receiver("mod", credit=1)
-    (got,) = client.wait_received(receiver, 1)
-    client.settle(got, Disposition.MODIFIED, failed=True)
-    receiver.flow(1)
-    again = client.wait_received(receiver, 2)[1]
-    assert again.message.body == 0
-    assert again.message.delivery_count == 1
+    again = modified_and_taken_again(client, receiver, failed=True)
+    assert again.body == 0
+    assert again.delivery_count == 1
 
 
 def test_modified_undeliverable_here_keeps_the_message_from_that_consumer(
@@ -72,11 +81,8 @@ def test_modified_merges_its_message_annotations_into_the_redelivered_message(
     note = {symbol("x-kept"): "as sent", symbol("x-replaced"): "old"}
     client.wait_settled(client.send(sender, Message(body=1, annotations=note), pump=False))
     receiver = client.receiver("annotated", credit=1)
-    (got,) = client.wait_received(receiver, 1)
     given = {symbol("x-replaced"): "new", symbol("x-added"): ulong(7)}
-    client.settle(got, Disposition.MODIFIED, failed=True, annotations=given)
-    receiver.flow(1)
-    again = client.wait_received(receiver, 2)[1].message
+    again = modified_and_taken_again(client, receiver, failed=True, annotations=given)
     assert again.body == 1 and again.delivery_count == 1
     assert {k: v for k, v in again.annotations.items() if k != "x-opt-sequence-number"} == {
         "x-kept": "as sent",

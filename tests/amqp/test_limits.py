@@ -11,6 +11,7 @@ import pytest
 from proton import Disposition, Message, symbol
 
 from proton_broker.config import Config
+from tests.amqp.test_disposition import modified_and_taken_again
 from tests.conftest import RunningBroker
 
 
@@ -184,11 +185,8 @@ def test_annotations_that_would_take_a_message_past_the_size_limit_are_not_merge
     sender = client.sender("grown")
     client.wait_settled(client.send(sender, Message(body=b"x" * 5_000), pump=False))
     receiver = client.receiver("grown", credit=1)
-    (got,) = client.wait_received(receiver, 1)
     big = {symbol("x-big"): "v" * 6_000}
-    client.settle(got, Disposition.MODIFIED, failed=True, annotations=big)
-    receiver.flow(1)
-    again = client.wait_received(receiver, 2)[1].message
+    again = modified_and_taken_again(client, receiver, failed=True, annotations=big)
     assert again.delivery_count == 1  # the outcome itself applies
     assert "x-big" not in again.annotations
     assert "not merged" in caplog.text
