@@ -119,9 +119,13 @@ def test_a_consumer_gets_no_more_of_a_group_than_its_credit(broker: RunningBroke
     assert bodies(c1, r1) == ["A-0", "A-1"]
 
 
-def test_messages_without_a_group_share_the_default_group(broker: RunningBroker) -> None:
+@pytest.mark.parametrize("second", [None, ""])
+def test_messages_without_a_group_share_the_default_group(
+    broker: RunningBroker, second: str | None
+) -> None:
+    """An empty group id too, as qpidd (Broker-J makes "" a group of its own)."""
     producer = declare(broker, "nogroup", SHARED)
-    send(producer, "nogroup", (None, "x-1"), (None, "x-2"))
+    send(producer, "nogroup", (None, "x-1"), (second, "x-2"))
     c1, c2 = broker.client(), broker.client()
     r1 = c1.receiver("nogroup", credit=1)
     c1.wait_received(r1, 1)

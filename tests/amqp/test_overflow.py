@@ -276,6 +276,23 @@ def test_producer_flow_control_shows_as_zero_credit_then_credit_again_once_drain
     assert sender.credit == broker.config.broker.producer_credit
 
 
+def test_producers_resume_at_the_resume_limit_rounded_up_as_broker_j_rounds_it(
+    broker: RunningBroker,
+) -> None:
+    """80% of 7 is 5.6: Broker-J resumes at 6 (ProducerFlowControlOverflowPolicyHandler)."""
+    client = broker.client()
+    options = {"overflowPolicy": "producer_flow_control", "maximumQueueDepthMessages": 7}
+    sender = client.sender("pfc-7", node_properties=options)
+    client.wait(lambda: sender.credit > 0)
+    deliveries = [client.send(sender, Message(body=i), pump=False) for i in range(8)]
+    client.wait(lambda: sender.credit == 0)
+    client.pump(0.2)
+    assert pending(deliveries[7])
+    assert drain_queue(broker, "pfc-7", 2) == [0, 1]  # depth 6: resume
+    client.wait(lambda: sender.credit > 0)
+    assert settled_outcome(client, deliveries[7]) == Disposition.ACCEPTED
+
+
 def test_a_sender_that_ignores_credit_has_its_settlements_held_and_loses_nothing(
     broker: RunningBroker,
 ) -> None:
