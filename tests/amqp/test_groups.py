@@ -108,6 +108,26 @@ def test_releasing_a_1_then_accepting_a_2_lets_another_consumer_take_a_1(
     assert broker.call(lambda: broker.broker.queues["advised"].depth) == 1
 
 
+@pytest.mark.parametrize("mode", [SHARED, STANDARD], ids=["shared", "standard"])
+def test_a_consumer_refusing_a_groups_first_message_takes_nothing_more_of_that_group(
+    broker: RunningBroker, mode: dict[str, object]
+) -> None:
+    # The group's order holds: A-2 waits behind A-1 for a consumer that may take A-1. (Both
+    # Qpid brokers skip only the refused message and would hand c1 A-2 first.)
+    producer = declare(broker, "refused", mode)
+    send(producer, "refused", ("A", "A-1"), ("A", "A-2"), ("B", "B-1"))
+    c1 = broker.client()
+    r1 = c1.receiver("refused", credit=1)
+    (a1,) = c1.wait_received(r1, 1)
+    c1.settle(a1, Disposition.MODIFIED, undeliverable=True)
+    r1.flow(2)
+    assert c1.wait_received(r1, 2)[1].message.body == "B-1"
+    assert bodies(c1, r1) == ["A-1", "B-1"]  # and not A-2
+    c2 = broker.client()
+    r2 = c2.receiver("refused", credit=5)
+    assert [r.message.body for r in c2.wait_received(r2, 2)] == ["A-1", "A-2"]
+
+
 def test_a_consumer_gets_no_more_of_a_group_than_its_credit(broker: RunningBroker) -> None:
     producer = declare(broker, "bounded", SHARED)
     send(producer, "bounded", *[("A", f"A-{i}") for i in range(5)])
