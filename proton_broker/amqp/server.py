@@ -128,6 +128,7 @@ class Server(Handler):
         # Exchanges that live as long as the link that made them (temporary topics).
         self._temporary_exchanges: dict[Any, str] = {}
         self._subscribed: dict[Any, str] = {}  # pn_link_t* -> the subscription it reads
+        self._unsubscribers: set[Any] = set()  # of those, the links whose close unsubscribes
         # Links whose attach (being handled) created its queue: the controlling link of the
         # queue's lifetime policy (proton_broker/lifetime.py).
         self._created: set[Any] = set()
@@ -702,7 +703,7 @@ class Server(Handler):
         if request.echo:
             echo_filters(link.source, request.echo)
         link.source.distribution_mode = Terminus.DIST_MODE_MOVE
-        return self._consume_subscription(link, wanted.name, queue)
+        return self._consume_subscription(link, wanted.name, queue, wanted.kept)
 
     def _look_up_subscription(self, link: Link) -> ConsumerLink:
         """A receiver with a null source: Qpid JMS looking a durable subscription up by
@@ -721,11 +722,16 @@ class Server(Handler):
         link.source.durability = Terminus.DELIVERIES if queue.persistent else Terminus.NONDURABLE
         link.source.expiry_policy = Terminus.EXPIRE_NEVER
         self.broker.subscriptions.hold(name)
-        return self._consume_subscription(link, name, queue)
+        return self._consume_subscription(link, name, queue, True)
 
-    def _consume_subscription(self, link: Link, name: str, queue: Queue) -> ConsumerLink:
-        """The consumer of subscription ``name`` (held by this link until it goes)."""
+    def _consume_subscription(
+        self, link: Link, name: str, queue: Queue, unsubscribes: bool
+    ) -> ConsumerLink:
+        """The consumer of subscription ``name`` (held by this link until it goes;
+        ``unsubscribes``: its close ends a kept subscription, see exchanges/subscriptions.py)."""
         self._subscribed[link._impl] = name
+        if unsubscribes:
+            self._unsubscribers.add(link._impl)
         link.target.copy(link.remote_target)
         consumer = ConsumerLink(
             link, queue, False, self.broker.transactions, self.config.broker.max_message_size
@@ -784,17 +790,22 @@ class Server(Handler):
         close_link(link, name, description, info)
 
     def on_link_remote_close(self, event: Event) -> None:
-        self._forget(event.link, closed=True)
-        if not event.link.state & Endpoint.LOCAL_CLOSED:
+        refused = self._forget(event.link, closed=True)
+        if event.link.state & Endpoint.LOCAL_CLOSED:
+            return
+        if refused is not None:  # an unsubscribe while others consume (Broker-J's answer)
+            close_link(event.link, "amqp:resource-locked", refused)
+        else:
             event.link.close()
 
     def on_link_remote_detach(self, event: Event) -> None:
         self._forget(event.link)
         event.link.detach()
 
-    def _forget(self, link: Link, closed: bool = False) -> None:
+    def _forget(self, link: Link, closed: bool = False) -> str | None:
         """A link went: its state, and what lived as long as it (``closed``: a detach
-        with closed=true, which ends a kept subscription)."""
+        with closed=true, which ends a kept subscription). Why an unsubscribe it asked
+        for was refused, if it was."""
         impl = link._impl
         self._created.discard(impl)
         state = self.links.pop(impl, None)
@@ -805,14 +816,18 @@ class Server(Handler):
         if temporary is not None and temporary in self.broker.queues:
             self.broker.delete_queue(temporary, force=True)
         subscription = self._subscribed.pop(impl, None)
+        refused = None
         if subscription is not None:
-            self.broker.subscriptions.detach(subscription, closed)
+            unsubscribe = closed and impl in self._unsubscribers
+            refused = self.broker.subscriptions.detach(subscription, unsubscribe)
+        self._unsubscribers.discard(impl)
         exchange = self._temporary_exchanges.pop(impl, None)
         if exchange is not None and exchange in self.broker.exchanges:
             self.broker.delete_exchange(exchange)
         queue = getattr(state, "queue", None)
         if queue is not None and not self._stopping:  # last: it may delete the queue now
             self.broker.lifetimes.detached(queue, impl)
+        return refused
 
     def _own_if_dynamic(
         self, link: Link, terminus: Terminus, queue: Queue | None, options: dict[str, Any]
@@ -832,8 +847,9 @@ class Server(Handler):
         stay attached and have their later transfers refused (see ProducerLink)."""
         for impl in self._attached.pop(queue, ()):
             self._temporary.pop(impl, None)
+            self._unsubscribers.discard(impl)
             if self._subscribed.pop(impl, None) is not None:
-                self.broker.subscriptions.detach(queue.name, closed=True)
+                self.broker.subscriptions.detach(queue.name, unsubscribe=True)
             state = self.links.get(impl)
             if isinstance(state, ProducerLink):
                 state.target_deleted()

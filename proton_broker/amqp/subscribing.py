@@ -73,16 +73,16 @@ def read_subscription(
         arguments[SELECTOR_ARGUMENT] = selector.text
     echo.update(selected)
     no_local = _no_local(filters, echo)
-    name = subscription_name(
-        link.connection.remote_container or "", link.name, shared, GLOBAL in capabilities
-    )
+    kept = source.expiry_policy == Terminus.EXPIRE_NEVER
+    container = link.connection.remote_container or ""
+    name = subscription_name(container, link.name, shared, GLOBAL in capabilities, kept)
     subscription = Subscription(
         name,
         exchange.name,
         (Subscription.binding(key, arguments),),
         options,
         durable=source.durability != Terminus.NONDURABLE,
-        kept=source.expiry_policy == Terminus.EXPIRE_NEVER,
+        kept=kept,
         shared=shared,
     )
     return SubscriptionRequest(subscription, no_local, echo)

@@ -7,14 +7,25 @@ durable and shared subscriptions as Broker-J serves them):
   with the keys and arguments the receiver asked for (see ``amqp/subscribing.py``). Its
   name: ``<container-id>_<link-name>`` (qpidd), for a shared subscription the link name
   without Qpid JMS's ``|...`` suffix (so every receiver of one subscription finds one
-  queue), and with the ``global`` capability the same without the container id.
+  queue), and with the ``global`` capability the same without the container id. A shared
+  subscription that is not kept ends in ``|volatile``: JMS keeps durable and non-durable
+  shared subscriptions of one name apart (Broker-J's ``_/nondurable``).
 * Durable (stored, survives a restart) when the terminus is durable (qpidd); kept when its
   last link detaches when the terminus' expiry policy is ``never`` (qpidd's not
-  auto-delete), and then removed only when a link closes it (a detach with ``closed``:
-  how Qpid JMS unsubscribes) with no other link on it; otherwise it goes with its last link.
+  auto-delete), and then removed only when it is unsubscribed: closed (a detach with
+  ``closed``) by a link that asked for it kept or looked it up (how Qpid JMS unsubscribes),
+  with no other link on it. While other links hold it, that close is answered with
+  ``amqp:resource-locked`` and the subscription stays (Broker-J's "There are consumers").
+  Kept or not is the subscription's, fixed when it is made.
+* The queue is marked as a subscription queue, shared or exclusive, and the mark is stored
+  with it. A receiver never takes over a queue that is not a subscription queue: an
+  ordinary queue of that name is used only if it is bound as the receiver asks (qpidd) and
+  is never deleted or rebound; otherwise the attach is refused with
+  ``amqp:resource-locked``.
 * A subscription that is not shared has one link at a time: a second is refused with
   ``amqp:resource-locked`` (Broker-J's "subscription is already in use"). A shared one
-  has any number, which compete for its messages.
+  has any number, which compete for its messages. A shared receiver for an exclusive
+  subscription, or the reverse, is refused the same way, used or not (Broker-J).
 * Asked for again with other bindings (another topic or selector), an unused subscription
   is replaced: deleted with its messages and made anew (JMS's rule for a durable
   subscription whose selector or topic changed); one in use is refused with
@@ -30,16 +41,22 @@ from typing import TYPE_CHECKING, Any
 
 from proton_broker.errors import ResourceLocked
 from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import EXCLUSIVE_SUBSCRIPTION, SHARED_SUBSCRIPTION
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
 
 JMS_SUFFIX = "|"  # Qpid JMS names a shared subscription's links <name>|<n>, <name>|global...
+VOLATILE = "|volatile"  # a shared subscription that is not kept (see the module rules)
 
 
-def subscription_name(container: str, link: str, shared: bool, global_: bool) -> str:
+def subscription_name(
+    container: str, link: str, shared: bool, global_: bool, kept: bool = True
+) -> str:
     """The subscription queue's name (see the module rules)."""
     name = link.split(JMS_SUFFIX, 1)[0] if shared else link
+    if shared and not kept:
+        name += VOLATILE
     return name if shared and global_ else f"{container}_{name}"
 
 
@@ -73,18 +90,11 @@ class Subscriptions:
         bound); see the module rules for sharing and replacing."""
         broker = self.broker
         queue = broker.queues.get(wanted.name)
-        held = self._holders[wanted.name]
-        if queue is not None and held and not wanted.shared:
-            raise ResourceLocked(f"subscription '{wanted.name}' is already in use")
-        if queue is not None and self._bindings(wanted.name) != self._wanted(wanted):
-            if held:
-                raise ResourceLocked(
-                    f"subscription '{wanted.name}' is in use with another topic or selector"
-                )
-            broker.delete_queue(wanted.name, force=True, user=user)
-            queue = None
+        if queue is not None:
+            queue = self._existing(queue, wanted, user)
         if queue is None:
-            options = {**wanted.options, "durable": wanted.durable}
+            mode = SHARED_SUBSCRIPTION if wanted.shared else EXCLUSIVE_SUBSCRIPTION
+            options = {**wanted.options, "durable": wanted.durable, "subscription": mode}
             queue = broker.declare(wanted.name, options, user=user)
             try:
                 for key, arguments in wanted.bindings:
@@ -92,15 +102,40 @@ class Subscriptions:
             except BaseException:
                 broker.delete_queue(wanted.name, force=True)  # nothing half made stays
                 raise
+            self._kept[wanted.name] = wanted.kept
         self._holders[wanted.name] += 1
-        self._kept[wanted.name] = wanted.kept
         return queue
+
+    def _existing(self, queue: Queue, wanted: Subscription, user: str | None) -> Queue | None:
+        """``queue``, named as ``wanted``, if the new link may use it; None once it is
+        deleted to be made anew with other bindings; ResourceLocked if neither."""
+        name = wanted.name
+        held = self._holders[name]
+        mode = queue.settings.subscription
+        same_bindings = self._bindings(name) == self._wanted(wanted)
+        if mode is None:  # an ordinary queue: used as it is, or not at all
+            if not same_bindings:
+                raise ResourceLocked(
+                    f"queue '{name}' exists and is not a subscription to what the link asks for"
+                )
+            return queue
+        if (mode == SHARED_SUBSCRIPTION) != wanted.shared:
+            kind = "a shared" if mode == SHARED_SUBSCRIPTION else "an exclusive"
+            raise ResourceLocked(f"subscription '{name}' is already in use as {kind} subscription")
+        if held and not wanted.shared:
+            raise ResourceLocked(f"subscription '{name}' is already in use")
+        if same_bindings:
+            return queue
+        if held:
+            raise ResourceLocked(f"subscription '{name}' is in use with another topic or selector")
+        self.broker.delete_queue(name, force=True, user=user)
+        return None
 
     def find(self, name: str) -> Queue | None:
         """An existing subscription queue by name (a receiver that looks one up with a
         null source, as Qpid JMS does to unsubscribe), or None."""
         queue = self.broker.queues.get(name)
-        return queue if queue is not None and self.broker.exchanges.bindings_of(name) else None
+        return queue if queue is not None and queue.settings.subscription else None
 
     def in_use(self) -> dict[str, int]:
         """The subscriptions receivers hold now: name -> how many links."""
@@ -110,15 +145,21 @@ class Subscriptions:
         """A link holds ``name`` without asking for it again (the null-source lookup)."""
         self._holders[name] += 1
 
-    def detach(self, name: str, closed: bool) -> None:
-        """A link on subscription ``name`` went (``closed``: closed, not just detached)."""
+    def detach(self, name: str, unsubscribe: bool) -> str | None:
+        """A link on subscription ``name`` went (``unsubscribe``: closed by a link that
+        asked for it kept or looked it up). Why an unsubscribe was refused, or None."""
         self._holders[name] -= 1
+        kept = self._kept.get(name, True)  # a stored subscription, after a restart: kept
         if self._holders[name] > 0:
-            return
+            if unsubscribe and kept:
+                return f"There are active consumers on the subscription '{name}'"
+            return None
         del self._holders[name]
-        kept = self._kept.pop(name, True)
-        if (not kept or closed) and name in self.broker.queues:
-            self.broker.delete_queue(name, force=True)
+        queue = self.broker.queues.get(name)
+        if (not kept or unsubscribe) and queue is not None and queue.settings.subscription:
+            self._kept.pop(name, None)
+            self.broker.delete_queue(name, force=True)  # never an ordinary queue
+        return None
 
     def _bindings(self, name: str) -> set[tuple[str, str, tuple[tuple[str, Any], ...]]]:
         return {

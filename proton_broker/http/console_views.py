@@ -95,6 +95,7 @@ HELP = {
     "lifetime_policy": "when the broker deletes the queue by itself",
     "auto_delete_timeout": "seconds an unused auto-delete queue waits before it goes",
     "exclusive": "one connection only may use the queue",
+    "subscription": "made for receivers on an exchange: a shared or exclusive subscription",
     "alternate": "where rejected, expired and dead messages go",
     "dead_letter_queue": "make a dead-letter queue as the alternate",
     "max_delivery_attempts": "deliveries before a message goes to the alternate (0: no limit)",

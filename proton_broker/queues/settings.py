@@ -128,6 +128,9 @@ class QueueSettings:
     lifetime_policy: str = PERMANENT
     auto_delete_timeout: int | None = None  # seconds
     exclusive: bool = False
+    # made as a subscription queue (exchanges/subscriptions.py): SHARED_SUBSCRIPTION or
+    # EXCLUSIVE_SUBSCRIPTION, stored with the queue so a restart still knows it
+    subscription: str | None = None
     # duplicate detection (queues/duplicates.py): remember the last N message-ids and/or
     # the ids seen in the last T seconds; both None: off
     duplicate_count: int | None = None
@@ -167,6 +170,9 @@ class ParsedOptions:
 
 
 # ---- converters: (option name, value) -> setting value; InvalidField names both --------
+
+SHARED_SUBSCRIPTION, EXCLUSIVE_SUBSCRIPTION = "shared", "exclusive"
+SUBSCRIPTION_MODES = (SHARED_SUBSCRIPTION, EXCLUSIVE_SUBSCRIPTION)
 
 NOTHING = object()  # what a converter returns for a value that asks for nothing (echoed only)
 
@@ -338,6 +344,12 @@ def to_group_type(name: str, value: Any) -> str:
     raise _bad(name, value, "one of NONE, STANDARD, SHARED_GROUPS")
 
 
+def to_subscription(name: str, value: Any) -> str:
+    if value in SUBSCRIPTION_MODES:
+        return str(value)
+    raise _bad(name, value, "one of " + ", ".join(SUBSCRIPTION_MODES))
+
+
 def to_filters(name: str, value: Any) -> Mapping[str, Any]:
     if isinstance(value, str):
         with contextlib.suppress(ValueError):  # as the config file or a tool may give it
@@ -409,6 +421,7 @@ _option(
 _option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
 _option("exclusive", to_bool, "exclusive", "qpid.exclusive")
+_option("subscription", to_subscription, "subscription")
 _option(
     "alternate",
     to_alternate,
@@ -472,6 +485,7 @@ def option_table() -> list[OptionInfo]:
         to_lifetime: tuple(LIFETIME_POLICIES),
         to_expiry_policy: tuple(p.upper() for p in EXPIRY_POLICIES),
         to_group_type: ("NONE", "STANDARD", "SHARED_GROUPS"),
+        to_subscription: SUBSCRIPTION_MODES,
     }
     names: dict[tuple[str, Converter], list[str]] = {}
     for name, (setting, convert) in _OPTIONS.items():

@@ -171,7 +171,7 @@ def test_shared_subscribers_compete_for_the_messages_of_one_queue(broker: Runnin
     client = broker.client(container=CLIENT_ID)
     one = shared_subscriber(client, "prices|volatile1")
     two = shared_subscriber(client, "prices|volatile2")
-    assert queues(broker) == [f"{CLIENT_ID}_prices"]
+    assert queues(broker) == [f"{CLIENT_ID}_prices|volatile"]
     publish(client, *range(10))
     client.pump(0.3)
     got_one, got_two = take(client, one, 0), take(client, two, 0)
@@ -185,7 +185,7 @@ def test_a_global_shared_subscription_is_the_same_across_containers(
     first, second = broker.client(container="a"), broker.client(container="b")
     shared_subscriber(first, "prices|global-volatile1", global_=True)
     shared_subscriber(second, "prices|global-volatile1", global_=True)
-    assert queues(broker) == ["prices"]
+    assert queues(broker) == ["prices|volatile"]
 
 
 def test_a_shared_subscription_ends_with_its_last_receiver(broker: RunningBroker) -> None:
@@ -194,7 +194,7 @@ def test_a_shared_subscription_ends_with_its_last_receiver(broker: RunningBroker
     two = shared_subscriber(client, "prices|volatile2")
     one.close()
     client.pump(0.2)
-    assert queues(broker) == [f"{CLIENT_ID}_prices"]
+    assert queues(broker) == [f"{CLIENT_ID}_prices|volatile"]
     two.close()
     client.pump(0.2)
     assert queues(broker) == []
@@ -223,6 +223,140 @@ def test_a_global_shared_durable_subscription_is_unsubscribed_by_its_global_link
     lookup.close()
     other.pump(0.2)
     assert queues(broker) == []
+
+
+def refused_condition(client: EngineClient, link) -> tuple[str, str]:
+    client.wait_closed(link)
+    return link.remote_condition.name, link.remote_condition.description
+
+
+def test_a_shared_durable_and_a_shared_volatile_subscription_of_one_name_are_apart(
+    broker: RunningBroker,
+) -> None:
+    # JMS keeps the two namespaces apart (Broker-J: _/durable and _/nondurable).
+    client = broker.client(container=CLIENT_ID)
+    durable = client.receiver(
+        "amq.topic",
+        credit=10,
+        name="sub",
+        capabilities=["topic", "shared"],
+        durable=True,
+        expiry_never=True,
+    )
+    volatile = shared_subscriber(client, "sub|volatile1")
+    assert queues(broker) == [f"{CLIENT_ID}_sub", f"{CLIENT_ID}_sub|volatile"]
+    publish(client, "m1", "m2")
+    assert take(client, durable, 2) == ["m1", "m2"]
+    assert take(client, volatile, 2) == ["m1", "m2"]
+    volatile.close()
+    durable.detach()
+    client.pump(0.2)
+    publish(client, "while away")
+    again = client.receiver(
+        "amq.topic",
+        credit=10,
+        name="sub",
+        capabilities=["topic", "shared"],
+        durable=True,
+        expiry_never=True,
+    )
+    assert take(client, again, 1) == ["while away"]
+
+
+def test_a_link_that_did_not_ask_for_a_kept_subscription_does_not_end_it_by_closing(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    durable_subscriber(client, "ds").detach()
+    client.pump(0.2)
+    publish(client, "kept-1")
+    passer_by = client.receiver("amq.topic", credit=10, name="ds")  # same name, not kept
+    assert take(client, passer_by, 1) == ["kept-1"]  # it reads the queue, as in qpidd
+    passer_by.close()
+    client.pump(0.2)
+    publish(client, "kept-2")
+    assert queues(broker) == [f"{CLIENT_ID}_ds"]
+    assert take(client, durable_subscriber(client, "ds"), 1) == ["kept-2"]
+
+
+def test_a_shared_receiver_cannot_join_an_exclusive_subscription_nor_the_reverse(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    durable_subscriber(client, "d1")  # exclusive, in use
+    joining = client.receiver(  # createSharedDurableConsumer with the same name
+        "amq.topic",
+        credit=10,
+        name="d1|2",
+        capabilities=["topic", "shared"],
+        durable=True,
+        expiry_never=True,
+    )
+    name, description = refused_condition(client, joining)
+    assert name == "amqp:resource-locked"
+    assert "in use as an exclusive subscription" in description
+    shared = client.receiver(
+        "amq.topic",
+        credit=10,
+        name="s1",
+        capabilities=["topic", "shared"],
+        durable=True,
+        expiry_never=True,
+    )
+    shared.detach()  # idle now
+    client.pump(0.2)
+    exclusive = durable_subscriber(client, "s1")
+    name, description = refused_condition(client, exclusive)
+    assert name == "amqp:resource-locked"
+    assert "in use as a shared subscription" in description
+
+
+def test_unsubscribing_while_others_consume_is_refused_and_the_subscription_stays(
+    broker: RunningBroker,
+) -> None:
+    consumer = broker.client(container=CLIENT_ID)
+    reading = consumer.receiver(
+        "amq.topic",
+        credit=10,
+        name="ss",
+        capabilities=["topic", "shared"],
+        durable=True,
+        expiry_never=True,
+    )
+    other = broker.client(container=CLIENT_ID)
+    lookup = other.receiver(None, name="ss", null_source=True)
+    other.wait(lambda: lookup.remote_source.address)
+    lookup.close()
+    name, description = refused_condition(other, lookup)
+    assert name == "amqp:resource-locked"
+    assert "active consumers" in description
+    publish(other, "still subscribed")
+    assert take(consumer, reading, 1) == ["still subscribed"]
+
+
+@pytest.mark.parametrize("global_", [True, False], ids=["global", "scoped"])
+def test_a_subscription_never_takes_over_an_ordinary_queue_of_its_name(
+    broker: RunningBroker, global_: bool
+) -> None:
+    client = broker.client(container=CLIENT_ID)
+    name = "orders" if global_ else f"{CLIENT_ID}_orders"
+    sender = client.sender(name)
+    for body in ("order-1", "order-2"):
+        assert client.wait_settled(client.send(sender, Message(body=body), pump=False))
+    capabilities = ["topic", "shared", "global"] if global_ else ["topic", "shared"]
+    link = client.receiver(
+        "amq.topic",
+        credit=10,
+        name="orders|global" if global_ else "orders",
+        capabilities=capabilities,
+        durable=True,
+        expiry_never=True,
+    )
+    condition, description = refused_condition(client, link)
+    assert condition == "amqp:resource-locked"
+    assert f"queue '{name}' exists and is not a subscription" in description
+    assert broker.call(lambda: broker.broker.queues[name].depth) == 2
+    assert broker.call(lambda: broker.broker.exchanges.bindings_of(name)) == []
 
 
 # ---- across a restart --------------------------------------------------------------------
@@ -260,6 +394,13 @@ def test_a_durable_subscription_and_its_persistent_messages_survive_a_restart(
         assert take(client, again, 1) == ["persistent"]
         publish(client, "after the restart")
         assert take(client, again, 1) == ["after the restart"]
+        again.detach()
+        client.pump(0.2)
+        lookup = client.receiver(None, name="sub1", null_source=True)  # still a subscription
+        client.wait(lambda: lookup.remote_source.address)
+        lookup.close()
+        client.pump(0.2)
+        assert queues(broker) == []
     finally:
         broker.stop()
 
