@@ -7,7 +7,8 @@ Rules this module owns: on a queue with hold on publish, a message's valid-from 
 (milliseconds since the epoch, a number or numeric text; anything else means no hold). On
 every queue, a message's delivery time is its ``x-opt-delivery-time`` message annotation
 (ms since the epoch, as Qpid JMS sets it), else its arrival plus its ``x-opt-delivery-delay``
-annotation (ms); other types mean no delay. A message waits for the later of the two. One
+annotation (ms); other types mean no delay, and so do a NaN and an infinity (a time that
+orders against nothing would stall the heap below; Broker-J reads NaN as 0). A message waits for the later of the two. One
 whose time has already come when it arrives is not held; the arrival of a recovered message
 is its first arrival, so a restart does not restart a delay.
 
@@ -20,6 +21,7 @@ is the queue's business; this module only says which entries are held and which 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 
 from proton_broker.message import Message
@@ -94,7 +96,10 @@ def delivery_time(message: Message, arrival: float) -> float | None:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A time or delay a message may carry: an int, or a float that is finite."""
+    if type(value) is float:
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def not_valid_before(message: Message) -> float | None:
@@ -102,11 +107,9 @@ def not_valid_before(message: Message) -> float | None:
     value = message.message_annotation(NOT_VALID_BEFORE)
     if value is None:
         value = message.application_property(NOT_VALID_BEFORE)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
     if isinstance(value, str):
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             return None
-    return None
+    return float(value) if _number(value) else None  # type: ignore[arg-type] # a number

@@ -66,6 +66,17 @@ def test_a_relative_delivery_delay_is_honoured_too(broker: RunningBroker) -> Non
     assert bodies(client, receiver) == ["late"]
 
 
+def test_a_delivery_time_that_is_no_number_goes_at_once_and_stalls_no_other(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    odd = Message(body="nan", annotations={symbol("x-opt-delivery-time"): float("nan")})
+    send(client, "odd", jms_message("soon", delay_ms=300), odd, jms_message("later", 600))
+    receiver = client.receiver("odd", credit=10)
+    client.wait_received(receiver, 3, timeout=5)
+    assert bodies(client, receiver) == ["nan", "soon", "later"]
+
+
 def test_a_browser_does_not_see_a_delayed_message_before_its_time(broker: RunningBroker) -> None:
     client = broker.client()
     send(client, "peek", jms_message("delayed", delay_ms=60_000))

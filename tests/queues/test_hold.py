@@ -192,3 +192,20 @@ def test_on_a_hold_queue_the_later_of_the_two_times_wins() -> None:
     q.enqueue(message, now=NOW)
     assert q.release_held(now=NOW + 10) == 0
     assert q.release_held(now=NOW + 20) == 1
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("annotation", ["x_opt_delivery_time", "x_qpid_not_valid_before"])
+def test_a_time_that_is_not_finite_does_not_hold_nor_stall_the_others(
+    annotation: str, value: float
+) -> None:
+    q = holding()
+    q.enqueue(delayed("soon", x_opt_delivery_time=int((NOW + 1) * 1000)), now=NOW)
+    q.enqueue(delayed("odd", **{annotation: value}), now=NOW)
+    q.enqueue(delayed("later", x_opt_delivery_time=int((NOW + 2) * 1000)), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["odd"]  # not held: NaN orders against nothing in the heap
+    assert q.release_held(now=NOW + 1) == 1
+    assert q.release_held(now=NOW + 2) == 1
+    assert names(consumer) == ["odd", "soon", "later"]
