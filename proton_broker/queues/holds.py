@@ -8,9 +8,10 @@ Rules this module owns: on a queue with hold on publish, a message's valid-from 
 every queue, a message's delivery time is its ``x-opt-delivery-time`` message annotation
 (ms since the epoch, as Qpid JMS sets it), else its arrival plus its ``x-opt-delivery-delay``
 annotation (ms); other types mean no delay, and so do a NaN and an infinity (a time that
-orders against nothing would stall the heap below; Broker-J reads NaN as 0). A message waits for the later of the two. One
-whose time has already come when it arrives is not held; the arrival of a recovered message
-is its first arrival, so a restart does not restart a delay.
+orders against nothing would stall the heap below; Broker-J reads NaN as 0). A message
+waits for the later of the two. One whose time has already come when it arrives is not
+held; the arrival of a recovered message is its first arrival, so a restart does not
+restart a delay.
 
 Held entries wait in a min-heap by time, so holding and releasing cost O(log n) and nothing
 scans the queue; the event loop is asked to wake the queue when the earliest time changes.
@@ -112,4 +113,4 @@ def not_valid_before(message: Message) -> float | None:
             value = float(value)
         except ValueError:
             return None
-    return float(value) if _number(value) else None  # type: ignore[arg-type] # a number
+    return float(value) if _number(value) else None
