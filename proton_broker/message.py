@@ -48,7 +48,7 @@ class Header(NamedTuple):
     priority: int = 4
     ttl: int | None = None  # milliseconds
     first_acquirer: bool = False
-    delivery_count: int = 0  # as the producer sent it (the queue entry counts redeliveries)
+    delivery_count: int = 0  # as the producer sent it (a queue entry counts its own from 0)
 
 
 class Fields(NamedTuple):

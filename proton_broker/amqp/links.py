@@ -40,6 +40,7 @@ import copy
 import itertools
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,7 @@ from proton_broker.errors import (
     ResourceLimitExceeded,
 )
 from proton_broker.exchanges.exchange import ExchangeAddress, routing_key
-from proton_broker.message import Message
+from proton_broker.message import Header, Message
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
 from proton_broker.security.basic import ANONYMOUS
@@ -121,6 +122,20 @@ _TERMINAL = frozenset((PN_ACCEPTED, PN_REJECTED, PN_RELEASED, PN_MODIFIED))
 _U64 = struct.Struct(">Q")
 
 _ids = itertools.count(1)
+
+
+def _header_now(entry: Entry, sent: Header) -> bytes | None:
+    """The header a delivery of ``entry`` carries, where it is not the one its producer
+    sent (None: that one): the entry's own delivery count, and a time to live less the
+    time the message has spent here (as both Qpid brokers send it)."""
+    ttl = sent.ttl
+    if ttl is None and entry.delivery_count == sent.delivery_count:
+        return None
+    if ttl is not None:
+        ttl = max(0, ttl - int((time.time() - entry.arrival) * 1000))
+    return encode_header(
+        sent.durable, sent.priority, ttl, sent.first_acquirer, entry.delivery_count
+    )
 
 
 def close_link(link: Link, name: str, description: str, info: dict[str, Any] | None = None) -> None:
@@ -623,9 +638,11 @@ class ConsumerLink:
         # x-opt-sequence-number: every delivery carries it (a queue numbers every message
         # that joins it, so a delivered message always has one)
         number: int = message.number  # type: ignore[assignment]
+        header_sent = message.header
         if (
             message.annotations_span is None
-            and entry.delivery_count == message.header.delivery_count
+            and entry.delivery_count == header_sent.delivery_count
+            and header_sent.ttl is None
         ):
             # The usual message: the section goes in after the header and any
             # delivery-annotations (with_sequence_number, inlined: this runs per delivery),
@@ -640,16 +657,7 @@ class ConsumerLink:
             )
             data = data[:at] + section + data[at:]
         else:
-            header = None
-            if entry.delivery_count != message.header.delivery_count:
-                header = encode_header(
-                    message.durable,
-                    message.priority,
-                    message.ttl,
-                    message.first_acquirer,
-                    entry.delivery_count,
-                )
-            data = with_sequence_number(message, number, header)
+            data = with_sequence_number(message, number, _header_now(entry, header_sent))
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
         self._sent += 1

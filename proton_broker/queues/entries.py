@@ -29,6 +29,11 @@ Rules owned here:
 * An entry that leaves its queue lets go of its message (:data:`GONE` takes its place), so
   the message's bytes are freed as soon as nothing else holds them (a delivery being
   settled, a history version), not when the arrival log next drops its dead entries.
+* An entry counts its own delivery attempts from 0 (what its deliveries carry as
+  ``header.delivery-count``, and what ``maximumDeliveryAttempts`` reads), whatever count the
+  producer's header held: both Qpid brokers count their own, so a message a client sends on
+  again (a bridge, a shovel, Proton's ``send`` of a received message) is not taken for one
+  delivered before.
 * :meth:`victim` is the *least significant* available entry, the one a ring queue deletes
   first: of the entries the ordering would hand out last (the lowest priority level, the
   highest sort key; on a FIFO every entry ranks the same) the oldest. Broker-J calls it
@@ -92,7 +97,7 @@ class Entry:
         self.message = message
         self.arrival = message.arrival  # kept when the message goes (see GONE)
         self.state = AVAILABLE
-        self.delivery_count = message.header.delivery_count
+        self.delivery_count = 0  # the broker's own count (see the module rules)
         self.expires_at = expires_at
         self.excluded: set[int] | None = None  # consumers that said undeliverable-here
         untrack(self)  # see the module rules (a GroupedEntry does not come this way)
@@ -123,7 +128,7 @@ class KeyedEntry(Entry):
         self.message = message
         self.arrival = message.arrival
         self.state = AVAILABLE
-        self.delivery_count = message.header.delivery_count
+        self.delivery_count = 0  # the broker's own count (see the module rules)
         self.expires_at = expires_at
         self.excluded = None
         self.key = None

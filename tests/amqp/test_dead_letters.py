@@ -126,6 +126,23 @@ def test_a_message_goes_to_the_alternate_after_the_maximum_delivery_attempts(
     assert broker.call(lambda: broker.broker.queues["jobs"].stats.exhausted) == 1
 
 
+def test_a_producers_delivery_count_is_not_a_delivery_attempt(broker: RunningBroker) -> None:
+    # A message sent on again (Proton's send of a received one keeps its header) starts at
+    # 0, as both Qpid brokers count their own deliveries.
+    declare(broker, "dead")
+    declare(broker, "relayed", {**DLQ, "maximumDeliveryAttempts": 3})
+    client = broker.client()
+    send(client, "relayed", Message(body="job", delivery_count=2))
+    link = client.receiver("relayed", credit=10)
+    for attempt in range(1, 4):
+        got = client.wait_received(link, attempt)[-1]
+        assert got.message.delivery_count == attempt - 1
+        client.settle(got, Disposition.MODIFIED, failed=True)
+        if attempt < 3:
+            assert depth(broker, "dead") == 0
+    client.wait(lambda: depth(broker, "dead") == 1)
+
+
 def test_released_is_not_a_delivery_attempt(broker: RunningBroker) -> None:
     declare(broker, "dead")
     declare(broker, "calm", {**DLQ, "maximumDeliveryAttempts": 1})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from proton import Message
+from proton import Disposition, Message
 
 from tests.amqp.test_disposition import depth
 from tests.conftest import RunningBroker
@@ -55,3 +55,21 @@ def test_a_browser_does_not_see_expired_messages(broker: RunningBroker) -> None:
     got = client.wait_received(browser, 1)
     client.pump(0.2)
     assert [r.message.body for r in got] == ["here"]
+
+
+def test_a_delivery_carries_the_time_to_live_left_as_both_qpid_brokers_send_it(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    sender = client.sender("left")
+    client.wait_settled(client.send(sender, Message(body="m", ttl=30.0), pump=False))
+    time.sleep(1.0)
+    receiver = client.receiver("left", credit=5)
+    (first,) = client.wait_received(receiver, 1)
+    assert 27.0 <= first.message.ttl <= 29.1  # about a second spent here (Proton: seconds)
+    assert first.message.delivery_count == 0
+    time.sleep(0.5)
+    client.settle(first, Disposition.MODIFIED, failed=True)
+    again = client.wait_received(receiver, 2)[1]
+    assert again.message.ttl <= first.message.ttl - 0.4
+    assert again.message.delivery_count == 1
