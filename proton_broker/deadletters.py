@@ -14,9 +14,10 @@ Rules this module owns:
   brokers. Broker-J's ``x-qpid-dlq-enabled`` (or the broker's ``queue.dead_letter_queues``
   for every queue made on demand) makes ``<queue>_DLQ`` (suffix
   ``queue.dead_letter_suffix``), durable when its queue is, and uses it.
-* **Through an exchange**, the routing key is the message's subject, else the name of the
-  queue it leaves (the key qpidd's default exchange gave it). Every queue the exchange
-  routes to gets a copy; a queue that refuses it (full, reject policy) is skipped, logged.
+* **Through an exchange**, the routing key is the message's subject, else ``""`` (qpidd's
+  routing key of an AMQP 1.0 message; Broker-J's without its ``routing-key`` property).
+  Every queue the exchange routes to gets a copy; a queue that refuses it (full, reject
+  policy) is skipped, logged.
 * **The copy** keeps every byte of the message but two: its message annotations gain
   ``x-opt-dead-letter-reason`` (``rejected``, ``ring-overflow``,
   ``maximum-delivery-attempts``, ``expired``, ``queue-deleted``), ``x-opt-dead-letter-queue``
@@ -214,7 +215,7 @@ class DeadLetters:
         """The queues the alternate gives ``message``, each of which admits it now."""
         name = queue.alternate
         assert name is not None
-        key = message.subject or queue.name
+        key = message.subject or ""
         found = self.broker.alternate_queues(name, key, message, follow=True)
         admitted = []
         for each in found:

@@ -94,17 +94,20 @@ def test_qpidds_alternate_exchange_routes_a_rejected_message_by_its_subject(
 ) -> None:
     broker.call(lambda: broker.broker.declare_exchange("dlx", "topic"))
     declare(broker, "red")
+    declare(broker, "keyless")
     declare(broker, "by-queue")
     broker.call(lambda: broker.broker.bind("dlx", "red", "colour.red"))
+    broker.call(lambda: broker.broker.bind("dlx", "keyless", ""))
     broker.call(lambda: broker.broker.bind("dlx", "by-queue", "work"))
     client = broker.client()
     link = client.receiver("work", credit=2, node_properties={"alternate-exchange": "dlx"})
     send(client, "work", Message(body=1, subject="colour.red"), Message(body=2))
     for got in client.wait_received(link, 2):
         client.settle(got, Disposition.REJECTED)
-    client.wait(lambda: depth(broker, "red") == 1 and depth(broker, "by-queue") == 1)
+    client.wait(lambda: depth(broker, "red") == 1 and depth(broker, "keyless") == 1)
     assert take_one(client, "red").message.body == 1
-    assert take_one(client, "by-queue").message.body == 2  # no subject: the queue's name
+    assert take_one(client, "keyless").message.body == 2  # no subject: "" (qpidd, Broker-J)
+    assert depth(broker, "by-queue") == 0  # the queue's name is not a key
 
 
 def test_a_message_goes_to_the_alternate_after_the_maximum_delivery_attempts(
