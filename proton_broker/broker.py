@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -91,9 +92,10 @@ class Broker:
         )
         self.deletion_watchers.append(lambda queue: self.exchanges.queue_deleted(queue.name))
         self.subscriptions = Subscriptions(self)
-        # Subscription queues that take nothing their own connection publishes (no-local):
-        # queue name -> that connection (any object the adapter identifies it by).
-        self.no_local: dict[str, object] = {}
+        # Subscription queues that take nothing their receivers' connections publish
+        # (no-local): queue name -> those connections (any object the adapter identifies a
+        # connection by), each counted once for every no-local link it has on the queue.
+        self.no_local: dict[str, Counter[object]] = {}
         self.deletion_watchers.append(lambda queue: self.no_local.pop(queue.name, None))
         # Where the messages a queue gives up on go (deadletters.py); while the broker
         # starts, alternates are checked once everything is declared (they may name
@@ -480,8 +482,19 @@ class Broker:
             routed = self.alternate_queues(exchange.alternate, key, message)
         no_local = self.no_local
         if no_local and origin is not None:
-            routed = [queue for queue in routed if no_local.get(queue.name) != origin]
+            routed = [queue for queue in routed if origin not in no_local.get(queue.name, ())]
         return routed
+
+    def no_local_link(self, name: str, connection: object, attached: bool = True) -> None:
+        """A no-local receiver of subscription queue ``name`` on ``connection`` attached
+        (or, ``attached`` False, went): while it is there, what that connection publishes
+        stays out of the queue (Broker-J: out of reach of every consumer's connection)."""
+        held = self.no_local.setdefault(name, Counter())
+        held[connection] += 1 if attached else -1
+        if held[connection] <= 0:
+            del held[connection]
+        if not held:
+            del self.no_local[name]
 
     def alternate_queues(
         self, name: str, key: str, message: Message, follow: bool = False

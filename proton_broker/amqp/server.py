@@ -129,6 +129,7 @@ class Server(Handler):
         self._temporary_exchanges: dict[Any, str] = {}
         self._subscribed: dict[Any, str] = {}  # pn_link_t* -> the subscription it reads
         self._unsubscribers: set[Any] = set()  # of those, the links whose close unsubscribes
+        self._no_local: dict[Any, tuple[str, Any]] = {}  # no-local ones: (queue, connection)
         # Links whose attach (being handled) created its queue: the controlling link of the
         # queue's lifetime policy (proton_broker/lifetime.py).
         self._created: set[Any] = set()
@@ -698,7 +699,8 @@ class Server(Handler):
         self._authorise(link, wanted.name, existing, dict(wanted.options), False)
         queue = self.broker.subscriptions.attach(wanted, user=user)
         if request.no_local:
-            self.broker.no_local[wanted.name] = link.connection._impl
+            self.broker.no_local_link(wanted.name, link.connection._impl)
+            self._no_local[link._impl] = (wanted.name, link.connection._impl)
         self._echo_exchange(link.source, source, address)
         if request.echo:
             echo_filters(link.source, request.echo)
@@ -821,6 +823,9 @@ class Server(Handler):
             unsubscribe = closed and impl in self._unsubscribers
             refused = self.broker.subscriptions.detach(subscription, unsubscribe)
         self._unsubscribers.discard(impl)
+        no_local = self._no_local.pop(impl, None)
+        if no_local is not None:
+            self.broker.no_local_link(*no_local, attached=False)
         exchange = self._temporary_exchanges.pop(impl, None)
         if exchange is not None and exchange in self.broker.exchanges:
             self.broker.delete_exchange(exchange)

@@ -163,6 +163,29 @@ def test_no_local_keeps_the_subscribers_own_messages_from_it(broker: RunningBrok
     assert bodies(mine, local, 1) == ["someone else's"]
 
 
+def test_no_local_on_a_shared_subscription_keeps_out_what_any_of_its_receivers_publish(
+    broker: RunningBroker,
+) -> None:
+    # As Broker-J's no-local filter: every consumer's connection, not the latest alone.
+    a, b, c = (broker.client(container="app") for _ in range(3))
+    shared = {"name": "snl", "capabilities": ["topic", "shared"]}
+    no_local = {"n": Described(NO_LOCAL, [])}
+    on_a = subscriber(a, "amq.fanout", filters=no_local, **shared)
+    on_b = subscriber(b, "amq.fanout", filters=no_local, **shared)
+    publish(a, "amq.fanout", Message(body="from a"))
+    publish(b, "amq.fanout", Message(body="from b"))
+    publish(c, "amq.fanout", Message(body="from c"))
+    a.pump(0.2)
+    b.pump(0.2)
+    got = [r.message.body for r in a.received(on_a) + b.received(on_b)]
+    assert got == ["from c"]
+    on_b.close()
+    b.pump(0.2)
+    publish(b, "amq.fanout", Message(body="from b, gone"))  # b has no receiver there now
+    # a has both now ("from c" too, had b taken it: what b held came back as it closed)
+    assert sorted(r.message.body for r in a.wait_received(on_a, 2)) == ["from b, gone", "from c"]
+
+
 # ---- routing rules --------------------------------------------------------------------------
 
 
