@@ -26,7 +26,9 @@ Rules this module owns:
   ``x-opt-dead-letter-description``, and its number in its key (``x-opt-sequence``) from a
   queue with a key, as a delivery from there would have carried it; and its header loses
   its time to live, and the broker ignores its absolute expiry time, so a dead letter does
-  not expire where it lands.
+  not expire where it lands. A relative ``x-opt-delivery-delay`` it carries becomes 0: it
+  has waited once, and would otherwise wait again where it lands (an absolute
+  ``x-opt-delivery-time`` has passed anyway).
 * **Nothing is lost or doubled.** A durable message moving to a durable queue is written
   there and removed from where it was in one store transaction; it joins its new queue
   once that is on disk (a durable message always does). When a whole queue is deleted, the
@@ -61,6 +63,7 @@ from proton_broker.codec.encode import (
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError, NotFound, PreconditionFailed
 from proton_broker.message import Message
+from proton_broker.queues.holds import DELIVERY_DELAY
 from proton_broker.queues.queue import Queue
 from proton_broker.store.base import StoredMessage, Unit
 
@@ -195,6 +198,8 @@ class DeadLetters:
         }
         if detail:
             annotations[DESCRIPTION] = encode_value(detail)
+        if message.annotations_span is not None and _delayed(message):
+            annotations[DELIVERY_DELAY] = encode_value(0)  # waited once (see the rules)
         sequence = message.sequence  # its number in its key, not in its bytes unless stored
         if sequence is not None and message.message_annotation(KEY_SEQUENCE) is None:
             annotations[KEY_SEQUENCE] = encode_value(sequence)  # as a delivery would add it
@@ -300,3 +305,9 @@ class DeadLetters:
 
         unit.done = written
         store.commit(unit)
+
+
+def _delayed(message: Message) -> bool:
+    """Whether ``message`` carries a delivery delay that would hold it (queues/holds.py)."""
+    delay = message.message_annotation(DELIVERY_DELAY)
+    return isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay > 0

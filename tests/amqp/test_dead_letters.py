@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Condition, Disposition, Message
+from proton import Condition, Disposition, Message, symbol
 
 from proton_broker.config import Config
 from proton_broker.errors import PreconditionFailed
@@ -144,6 +144,21 @@ def test_a_producers_delivery_count_is_not_a_delivery_attempt(broker: RunningBro
         if attempt < 3:
             assert depth(broker, "dead") == 0
     client.wait(lambda: depth(broker, "dead") == 1)
+
+
+def test_a_delayed_message_does_not_wait_again_where_it_is_dead_lettered(
+    broker: RunningBroker,
+) -> None:
+    declare(broker, "dead")
+    declare(broker, "later", DLQ)
+    client = broker.client()
+    delayed = Message(body="late", annotations={symbol("x-opt-delivery-delay"): 1000})
+    send(client, "later", delayed)
+    got = client.wait_received(client.receiver("later", credit=1), 1, timeout=5)[0]
+    client.settle(got, Disposition.REJECTED)
+    link = client.receiver("dead", credit=1)
+    (dead,) = client.wait_received(link, 1, timeout=0.5)  # at once, not after 1 s more
+    assert annotations(dead)["x-opt-delivery-delay"] == 0
 
 
 def test_released_is_not_a_delivery_attempt(broker: RunningBroker) -> None:
