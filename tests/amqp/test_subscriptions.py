@@ -50,6 +50,19 @@ def shared_subscriber(client: EngineClient, link_name: str, global_: bool = Fals
     return client.receiver("amq.topic", credit=100, name=link_name, capabilities=capabilities)
 
 
+def shared_durable_subscriber(client: EngineClient, link_name: str):
+    """createSharedDurableConsumer(topic, name): capability shared, source durable with
+    expiry policy never; Qpid JMS names the links name, name|2..."""
+    return client.receiver(
+        "amq.topic",
+        credit=10,
+        name=link_name,
+        capabilities=["topic", "shared"],
+        durable=True,
+        expiry_never=True,
+    )
+
+
 def publish(client: EngineClient, *bodies: object, durable: bool = False) -> None:
     sender = client.sender("amq.topic")
     for body in bodies:
@@ -235,14 +248,7 @@ def test_a_shared_durable_and_a_shared_volatile_subscription_of_one_name_are_apa
 ) -> None:
     # JMS keeps the two namespaces apart (Broker-J: _/durable and _/nondurable).
     client = broker.client(container=CLIENT_ID)
-    durable = client.receiver(
-        "amq.topic",
-        credit=10,
-        name="sub",
-        capabilities=["topic", "shared"],
-        durable=True,
-        expiry_never=True,
-    )
+    durable = shared_durable_subscriber(client, "sub")
     volatile = shared_subscriber(client, "sub|volatile1")
     assert queues(broker) == [f"{CLIENT_ID}_sub", f"{CLIENT_ID}_sub|volatile"]
     publish(client, "m1", "m2")
@@ -252,14 +258,7 @@ def test_a_shared_durable_and_a_shared_volatile_subscription_of_one_name_are_apa
     durable.detach()
     client.pump(0.2)
     publish(client, "while away")
-    again = client.receiver(
-        "amq.topic",
-        credit=10,
-        name="sub",
-        capabilities=["topic", "shared"],
-        durable=True,
-        expiry_never=True,
-    )
+    again = shared_durable_subscriber(client, "sub")
     assert take(client, again, 1) == ["while away"]
 
 
@@ -284,25 +283,11 @@ def test_a_shared_receiver_cannot_join_an_exclusive_subscription_nor_the_reverse
 ) -> None:
     client = broker.client(container=CLIENT_ID)
     durable_subscriber(client, "d1")  # exclusive, in use
-    joining = client.receiver(  # createSharedDurableConsumer with the same name
-        "amq.topic",
-        credit=10,
-        name="d1|2",
-        capabilities=["topic", "shared"],
-        durable=True,
-        expiry_never=True,
-    )
+    joining = shared_durable_subscriber(client, "d1|2")
     name, description = refused_condition(client, joining)
     assert name == "amqp:resource-locked"
     assert "in use as an exclusive subscription" in description
-    shared = client.receiver(
-        "amq.topic",
-        credit=10,
-        name="s1",
-        capabilities=["topic", "shared"],
-        durable=True,
-        expiry_never=True,
-    )
+    shared = shared_durable_subscriber(client, "s1")
     shared.detach()  # idle now
     client.pump(0.2)
     exclusive = durable_subscriber(client, "s1")
@@ -315,14 +300,7 @@ def test_unsubscribing_while_others_consume_is_refused_and_the_subscription_stay
     broker: RunningBroker,
 ) -> None:
     consumer = broker.client(container=CLIENT_ID)
-    reading = consumer.receiver(
-        "amq.topic",
-        credit=10,
-        name="ss",
-        capabilities=["topic", "shared"],
-        durable=True,
-        expiry_never=True,
-    )
+    reading = shared_durable_subscriber(consumer, "ss")
     other = broker.client(container=CLIENT_ID)
     lookup = other.receiver(None, name="ss", null_source=True)
     other.wait(lambda: lookup.remote_source.address)
