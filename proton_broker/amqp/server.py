@@ -664,7 +664,14 @@ class Server(Handler):
                 f"exchange '{found.exchange.name}' has type '{found.exchange.kind}', not '{kind}'",
                 EXCHANGE_TYPE,
             )
-        self.broker.access.check(self._user_of(link), "access", "exchange", found.exchange.name)
+        exchange = found.exchange
+        self.broker.access.check(
+            self._user_of(link),
+            "access",
+            "exchange",
+            exchange.name,
+            {"type": exchange.kind, "durable": "true" if exchange.durable else "false"},
+        )
         return found
 
     def _new_exchange(

@@ -25,15 +25,20 @@ Rules this module owns:
   (``queuemaxsizeupperlimit``, ``queuemaxcountlowerlimit``, ... and the old names
   ``maxqueuesize``, ``maxqueuecount``) bound the value asked for: a rule whose bound is
   broken still matches, and then denies. A rule naming a property the request does not
-  carry does not match it (except ``name``, and except for requests made without
-  properties, such as consuming, which only compare the name).
+  carry does not match it (except ``name``). A request made without properties (consuming,
+  browsing, a management method or query) is matched by a rule naming other properties
+  only if the rule denies: qpidd drops such rules as it loads the file ("Broker never
+  checks..."), and this broker fails closed instead, so a rule that can never be checked
+  can deny but never allow.
 * Users: a rule names a user, a group or ``all``. Groups may contain groups defined
   before them. qpidd writes users as ``name@REALM``; this broker's users have no realm, so
   ``alice@QPID`` and ``alice`` both name the user ``alice`` and qpidd files work unchanged.
 * Deciding: the first rule, in file order, that names the user (or one of its groups, or
   ``all``), the action, the object and matching properties decides. When none does, the
-  answer is deny: a broker with an ACL file denies what the file does not allow (qpidd's
-  default; ``acl allow all all`` at the end turns it round).
+  default decides: the last ``acl allow all all`` or ``acl deny all all`` line in the file
+  (with or without ``-log``), wherever it stands, is not a rule but the default, as qpidd
+  reads it (``AclReader::loadDecisionData``); without one the default is deny. Other such
+  lines are rules in their place.
 * Connections are decided apart, by ``create connection`` rules with a ``host`` property
   (``all``, an address, or ``first,last`` a range): the user's own rules first, then the
   rules for everyone, in file order; no matching rule allows (qpidd). ``acl deny all all``
@@ -190,6 +195,8 @@ class Rule:
         ):
             return None
         within = True
+        if properties is None and self.limits and self.allows:
+            return None  # a bound that cannot be checked never allows (see the module rules)
         if properties is not None:
             for limit in self.limits:
                 if limit.requested not in properties:
@@ -210,7 +217,7 @@ class Rule:
                 return True  # qpidd's name for the default exchange, ''
             return _matches(_substitute(pattern, user), name or "")
         if properties is None:
-            return True  # a request without properties is matched on its name alone
+            return not self.allows  # it cannot be checked: it may deny, never allow
         if prop not in properties:
             return False
         if prop == "routingkey":
@@ -260,7 +267,13 @@ class Acl:
         self.groups = groups
         self.connection_quotas = connection_quotas
         self.queue_quotas = queue_quotas
-        self._index = _index(rules)
+        self.default = _default_rule(rules)
+        self._index = _index([rule for rule in rules if rule is not self.default])
+        self._otherwise = (
+            Decision(False, False, None)
+            if self.default is None
+            else Decision(self.default.allows, self.default.logs, self.default)
+        )
 
     # ---- reading --------------------------------------------------------------------
 
@@ -296,7 +309,7 @@ class Acl:
                 return found
             action = "consume"
         found = self._first(user, action, obj, name, properties)
-        return found if found is not None else Decision(False, False, None)
+        return found if found is not None else self._otherwise
 
     def _first(
         self,
@@ -348,6 +361,21 @@ class Acl:
 
 def _quota(quotas: Mapping[str, int], user: str) -> int | None:
     return quotas.get(user, quotas.get(ALL))
+
+
+def _default_rule(rules: list[Rule]) -> Rule | None:
+    """The last ``acl allow|deny all all`` line, which is the default (see the module
+    rules), or None."""
+    for rule in reversed(rules):
+        if (
+            rule.users is None
+            and rule.action is None
+            and rule.object is None
+            and not rule.properties
+            and not rule.limits
+        ):
+            return rule
+    return None
 
 
 def _index(rules: list[Rule]) -> dict[tuple[str, str], dict[str, list[Rule]]]:

@@ -241,10 +241,31 @@ def test_a_rule_naming_a_property_the_request_does_not_carry_does_not_match_it()
     assert not allowed(rules, "alice", "create", "queue", "q", durable="false")
 
 
-def test_a_request_without_properties_is_matched_on_its_name_alone():
+def test_a_rule_with_properties_a_request_never_carries_may_deny_but_never_allow():
+    # qpidd drops such rules at load; allowing on the name alone would widen the rule.
     rules = acl("acl allow alice consume queue name=orders durable=true")
-    assert allowed(rules, "alice", "consume", "queue", "orders")
-    assert not allowed(rules, "alice", "consume", "queue", "stock")
+    assert not allowed(rules, "alice", "consume", "queue", "orders")
+    rules = acl("acl deny alice consume queue durable=true\nacl allow all all")
+    assert not allowed(rules, "alice", "consume", "queue", "orders")
+    assert allowed(rules, "bob", "consume", "queue", "orders")
+    bounded = acl("acl allow alice consume queue queuemaxcountupperlimit=10")
+    assert not allowed(bounded, "alice", "consume", "queue", "orders")
+
+
+def test_the_last_allow_or_deny_all_all_line_is_the_default_wherever_it_stands():
+    # qpidd (AclReader::loadDecisionData): the last "acl X all all" is the default mode.
+    rules = acl("acl allow all all\nacl deny anonymous consume queue name=q")
+    assert not allowed(rules, "anonymous", "consume", "queue", "q")
+    assert allowed(rules, "anonymous", "consume", "queue", "other")
+    rules = acl("acl deny all all\nacl allow anonymous all")
+    assert allowed(rules, "anonymous", "consume", "queue", "q")
+    assert not allowed(rules, "bob", "consume", "queue", "q")
+
+
+def test_an_earlier_all_all_line_is_a_rule_in_its_place():
+    rules = acl("acl allow all all\nacl deny bob consume queue\nacl deny all all")
+    assert allowed(rules, "bob", "consume", "queue", "q")  # the first line matches first
+    assert rules.default is not None and rules.default.line == 3
 
 
 def test_a_broken_queue_limit_turns_an_allow_into_a_deny():
