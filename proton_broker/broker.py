@@ -663,6 +663,11 @@ class Broker:
         on disk the sends join their queues and the outcomes apply, then ``done(None)``. If
         the unit cannot be written the transaction is rolled back and ``done(error)``."""
         txn.discharging = True
+        cannot = txn.cannot_commit(self.is_live)
+        if cannot is not None:  # see the transactions module rules
+            self.rollback(txn)
+            done(BrokerError(cannot))
+            return
         unit = Unit()
         now = time.time()
         if self.store is not None:

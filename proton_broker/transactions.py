@@ -16,6 +16,13 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
   If the unit cannot be written, the transaction is rolled back and the discharge fails.
 * A transaction whose controller goes away (its coordinator link or connection) is rolled
   back.
+* A transaction belongs to the connection that declared it: a transfer or an outcome from
+  another connection that names it is told the transaction is unknown (Broker-J's
+  ``transaction:unknown-id``), so no client can add work to another's transaction.
+* A commit that cannot keep everything the transaction did rolls back instead, and the
+  discharge is refused (``amqp:transaction:rollback``): when a settled transactional send
+  was refused (its producer could not be told; Broker-J marks the transaction rollback-only
+  the same way), or a queue a staged message was sent to has been deleted since.
 """
 
 from __future__ import annotations
@@ -50,9 +57,11 @@ class Acknowledgement:
 class Transaction:
     """The work of one open transaction, in the order it was done."""
 
-    def __init__(self, txn_id: bytes, controller: object) -> None:
+    def __init__(self, txn_id: bytes, controller: object, connection: object = None) -> None:
         self.id = txn_id
         self.controller = controller  # who may discharge it (the coordinator link)
+        self.connection = connection  # whose transfers and outcomes may join it
+        self.refused: str | None = None  # a settled send it could not take: rollback only
         self.sends: list[tuple[Queue, Message]] = []
         self.acks: list[Acknowledgement] = []
         self.discharging = False  # a commit is being written: no more work may join
@@ -65,6 +74,15 @@ class Transaction:
 
     def acknowledge(self, ack: Acknowledgement) -> None:
         self.acks.append(ack)
+
+    def cannot_commit(self, live: Callable[[Queue], bool]) -> str | None:
+        """Why a commit would lose work (see the module rules), or None."""
+        if self.refused is not None:
+            return f"a message sent settled under it was refused: {self.refused}"
+        for queue, _ in self.sends:
+            if not live(queue):
+                return f"queue '{queue.name}', which a message was sent to, has been deleted"
+        return None
 
     def rollback(self) -> None:
         """Forget the staged sends; every acknowledged delivery is unsettled again."""
@@ -81,18 +99,21 @@ class Transactions:
         self._open: dict[bytes, Transaction] = {}
         self._ids = itertools.count(1)
 
-    def declare(self, controller: object) -> Transaction:
-        txn = Transaction(f"txn:{next(self._ids)}".encode(), controller)
+    def declare(self, controller: object, connection: object = None) -> Transaction:
+        txn = Transaction(f"txn:{next(self._ids)}".encode(), controller, connection)
         self._open[txn.id] = txn
         return txn
 
-    def get(self, txn_id: object) -> Transaction:
-        """The open transaction ``txn_id`` names; raises UnknownTransaction otherwise."""
+    def get(self, txn_id: object, connection: object = None) -> Transaction:
+        """The open transaction ``txn_id`` names, declared on ``connection`` when one is
+        given; raises UnknownTransaction otherwise."""
         if isinstance(txn_id, memoryview):
             txn_id = bytes(txn_id)
         txn = self._open.get(txn_id) if isinstance(txn_id, bytes) else None
         if txn is None or txn.discharging:
             raise UnknownTransaction(f"no open transaction {txn_id!r}")
+        if connection is not None and txn.connection != connection:
+            raise UnknownTransaction(f"no open transaction {txn_id!r} on this connection")
         return txn
 
     def end(self, txn: Transaction) -> None:

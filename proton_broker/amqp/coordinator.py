@@ -85,7 +85,7 @@ class CoordinatorLink(ControlLink):
                 raise NotImplementedByBroker(
                     "distributed transactions (a declare with a global-id) are not supported"
                 )
-            txn = self.broker.transactions.declare(self)
+            txn = self.broker.transactions.declare(self, self.link.connection._impl)
             delivery.local.data = [txn.id]
             _settle(delivery, DECLARED)
         elif body.descriptor in DISCHARGE:
@@ -138,8 +138,9 @@ def _settle(delivery: Delivery, state: int) -> None:
 def transaction_of(transactions: Transactions, dlv: Any) -> tuple[Transaction, Any]:
     """The transaction a ``transactional-state`` delivery state names, and its outcome
     (the described outcome, or None); raises UnknownTransaction."""
-    data = Delivery.wrap(dlv).remote.data or []
-    txn = transactions.get(data[0] if data else None)
+    delivery = Delivery.wrap(dlv)
+    data = delivery.remote.data or []
+    txn = transactions.get(data[0] if data else None, delivery.link.connection._impl)
     return txn, data[1] if len(data) > 1 else None
 
 

@@ -42,7 +42,7 @@ import logging
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
@@ -84,7 +84,7 @@ from proton_broker.message import Header, Message
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
 from proton_broker.security.basic import ANONYMOUS
-from proton_broker.transactions import Acknowledgement, Transactions
+from proton_broker.transactions import Acknowledgement, Transaction, Transactions
 
 REJECTED_OUTCOME = "amqp:rejected:list"
 DISCARD_UNROUTABLE = "DISCARD_UNROUTABLE"
@@ -122,6 +122,18 @@ _TERMINAL = frozenset((PN_ACCEPTED, PN_REJECTED, PN_RELEASED, PN_MODIFIED))
 _U64 = struct.Struct(">Q")
 
 _ids = itertools.count(1)
+
+
+def _staged(dlv: Any, txn: Transaction, copies: Iterable[tuple[Message, Queue]]) -> None:
+    """Stage each copy in ``txn``; a refusal of a transfer its producer sent settled, who
+    cannot be told, leaves the transaction able only to roll back (transactions.py)."""
+    try:
+        for message, queue in copies:
+            txn.stage(queue, message)
+    except BrokerError as exc:
+        if _settled(dlv):
+            txn.refused = exc.description
+        raise
 
 
 def _header_now(entry: Entry, sent: Header) -> bytes | None:
@@ -264,7 +276,7 @@ class ProducerLink:
                 self._route(dlv, message, queue)
             elif _remote_state(dlv) == TRANSACTIONAL_STATE:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
-                txn.stage(queue, message)
+                _staged(dlv, txn, ((message, queue),))
                 accepted_in(Delivery.wrap(dlv), txn)
             elif self._pending or (message.header.durable and queue.persistent):
                 self._in_order(dlv, [(message, queue)], single=True)
@@ -306,8 +318,7 @@ class ProducerLink:
         copies = [(message if i == 0 else copy.copy(message), q) for i, q in enumerate(queues)]
         if _remote_state(dlv) == TRANSACTIONAL_STATE:
             txn = transaction_of(self.broker.transactions, dlv)[0]
-            for each, queue in copies:
-                txn.stage(queue, each)
+            _staged(dlv, txn, copies)
             accepted_in(Delivery.wrap(dlv), txn)
             return
         for each, queue in copies:

@@ -214,6 +214,49 @@ def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
     assert depth(broker, "txfull") == 1
 
 
+def test_a_transaction_belongs_to_the_connection_that_declared_it(broker: RunningBroker) -> None:
+    # Broker-J's rule: another connection's transfer naming it hears of no such transaction.
+    owner, intruder = broker.client(), broker.client()
+    coordinator = owner.coordinator()
+    txn = owner.declare(coordinator)
+    sender = intruder.sender("txowned")
+    slipped = intruder.wait_settled(intruder.send(sender, Message(body="in"), txn=txn, pump=False))
+    assert slipped.remote_state == Disposition.REJECTED
+    assert slipped.remote.condition.name == "amqp:transaction:unknown-id"
+    assert owner.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    assert depth(broker, "txowned") == 0
+
+
+def test_a_refused_settled_send_leaves_the_transaction_to_roll_back(broker: RunningBroker) -> None:
+    # The producer sent it settled and cannot be told; a commit would lose it (Broker-J).
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    limits = {"qpid.max_count": 1, "qpid.policy_type": "reject"}
+    sender = client.sender("txlost", node_properties=limits)
+    client.wait_settled(client.send(sender, Message(body="fills it"), pump=False))
+    client.send(sender, Message(body="kept"), txn=txn, pump=False)
+    client.send(sender, Message(body="over"), txn=txn, settled=True)
+    answer = client.discharge(coordinator, txn)
+    assert answer.remote_state == Disposition.REJECTED
+    assert answer.remote.condition.name == "amqp:transaction:rollback"
+    assert "was refused" in answer.remote.condition.description
+    assert depth(broker, "txlost") == 1  # "kept" was rolled back with it
+
+
+def test_a_commit_whose_queue_was_deleted_rolls_back(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("txgone")
+    client.wait_settled(client.send(sender, Message(body="staged"), txn=txn, pump=False))
+    broker.call(lambda: broker.broker.delete_queue("txgone", force=True))
+    answer = client.discharge(coordinator, txn)
+    assert answer.remote_state == Disposition.REJECTED
+    assert answer.remote.condition.name == "amqp:transaction:rollback"
+    assert "has been deleted" in answer.remote.condition.description
+
+
 def test_committed_durable_work_survives_a_restart_and_rolled_back_work_does_not(
     brokers: Restartable,  # noqa: F811 - the fixture
 ) -> None:
