@@ -167,6 +167,8 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     # identity
     "name": lambda q: q.name,
     "id": lambda q: identity_of(q.name),
+    "identity": lambda q: identity_of(q.name),  # Broker-J's name for it in READ and QUERY
+    "object-path": lambda q: q.name,
     "type": lambda q: q.kind,
     "qpid-type": lambda q: KIND_TYPES[q.kind],
     # settings (names Broker-J uses; all accepted back by the settings parser)

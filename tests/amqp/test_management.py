@@ -197,6 +197,13 @@ def test_read_finds_a_queue_by_identity_and_by_object_path(node: Node) -> None:
     assert status(node.ask(entity("READ", "missing")))[0] == 404
 
 
+def test_read_answers_with_the_identity_and_object_path_broker_j_gives(node: Node) -> None:
+    created = node.ask(entity("CREATE", "named")).body
+    assert created["identity"] == created["id"] and created["object-path"] == "named"
+    again = node.ask({"operation": "READ", "type": QUEUE, "identity": created["identity"]})
+    assert again.body["name"] == "named"
+
+
 def test_read_with_another_kind_does_not_find_the_queue(node: Node) -> None:
     node.ask(entity("CREATE", "plain"))
     assert status(node.ask(entity("READ", "plain", kind="org.apache.qpid.SortedQueue")))[0] == 404
