@@ -199,15 +199,24 @@ def test_a_transaction_from_another_connection_cannot_be_discharged(
     assert answer.remote.condition.name == "amqp:transaction:unknown-id"
 
 
-def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
-    broker: RunningBroker,
-) -> None:
+def full_queue_and_a_transaction(
+    broker: RunningBroker, name: str
+) -> tuple[EngineClient, Link, bytes, Link]:
+    """A client with a declared transaction and a sender to ``name``, a reject-policy queue
+    of one message that one message has filled."""
     client = broker.client()
     coordinator = client.coordinator()
     txn = client.declare(coordinator)
     limits = {"qpid.max_count": 1, "qpid.policy_type": "reject"}
-    sender = client.sender("txfull", node_properties=limits)
+    sender = client.sender(name, node_properties=limits)
     client.wait_settled(client.send(sender, Message(body="fills it"), pump=False))
+    return client, coordinator, txn, sender
+
+
+def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
+    broker: RunningBroker,
+) -> None:
+    client, coordinator, txn, sender = full_queue_and_a_transaction(broker, "txfull")
     refused = client.wait_settled(client.send(sender, Message(body="over"), txn=txn, pump=False))
     assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
     assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
@@ -229,12 +238,7 @@ def test_a_transaction_belongs_to_the_connection_that_declared_it(broker: Runnin
 
 def test_a_refused_settled_send_leaves_the_transaction_to_roll_back(broker: RunningBroker) -> None:
     # The producer sent it settled and cannot be told; a commit would lose it (Broker-J).
-    client = broker.client()
-    coordinator = client.coordinator()
-    txn = client.declare(coordinator)
-    limits = {"qpid.max_count": 1, "qpid.policy_type": "reject"}
-    sender = client.sender("txlost", node_properties=limits)
-    client.wait_settled(client.send(sender, Message(body="fills it"), pump=False))
+    client, coordinator, txn, sender = full_queue_and_a_transaction(broker, "txlost")
     client.send(sender, Message(body="kept"), txn=txn, pump=False)
     client.send(sender, Message(body="over"), txn=txn, settled=True)
     answer = client.discharge(coordinator, txn)
