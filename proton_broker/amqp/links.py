@@ -125,12 +125,15 @@ _ids = itertools.count(1)
 
 
 def _staged(dlv: Any, txn: Transaction, copies: Iterable[tuple[Message, Queue]]) -> None:
-    """Stage each copy in ``txn``; a refusal of a transfer its producer sent settled, who
-    cannot be told, leaves the transaction able only to roll back (transactions.py)."""
+    """Stage every copy in ``txn``, or none: a refusal takes back the copies staged before
+    it, and a refused transfer its producer sent settled, who cannot be told, leaves the
+    transaction able only to roll back (transactions.py)."""
+    before = len(txn.sends)
     try:
         for message, queue in copies:
             txn.stage(queue, message)
     except BrokerError as exc:
+        del txn.sends[before:]
         if _settled(dlv):
             txn.refused = exc.description
         raise

@@ -223,6 +223,20 @@ def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
     assert depth(broker, "txfull") == 1
 
 
+def test_a_transactional_send_through_an_exchange_is_staged_for_every_queue_or_none(
+    broker: RunningBroker,
+) -> None:
+    client, coordinator, txn, _ = full_queue_and_a_transaction(broker, "txfan-full")
+    broker.call(lambda: broker.broker.declare("txfan-room"))
+    for queue in ("txfan-full", "txfan-room"):
+        broker.call(lambda q=queue: broker.broker.bind("amq.fanout", q, ""))
+    sender = client.sender("amq.fanout")
+    refused = client.wait_settled(client.send(sender, Message(body="both"), txn=txn, pump=False))
+    assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    assert depth(broker, "txfan-room") == 0  # told rejected: no copy of it anywhere
+
+
 def test_a_transaction_belongs_to_the_connection_that_declared_it(broker: RunningBroker) -> None:
     # Broker-J's rule: another connection's transfer naming it hears of no such transaction.
     owner, intruder = broker.client(), broker.client()
