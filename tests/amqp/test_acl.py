@@ -445,3 +445,19 @@ def test_a_wrong_acl_file_stops_start_up_naming_the_file_and_line(
     output = "".join(process.output)
     assert process.proc is not None and process.proc.returncode == 2
     assert str(acl) in output and says in output
+
+
+def test_an_allow_all_all_line_anywhere_is_the_default_as_qpidd_reads_the_file(
+    tmp_path: Path,
+) -> None:
+    # qpidd takes the last "acl allow|deny all all" as the default, not as a first rule.
+    process = start_secured(tmp_path, "acl allow all all\nacl deny bob consume queue name=kept\n")
+    try:
+        conn = BlockingConnection(url(process, "bob"), timeout=10)
+        try:
+            assert refused(lambda: conn.create_receiver("kept")) == UNAUTHORIZED
+            assert refused(lambda: conn.create_receiver("other")) is None
+        finally:
+            conn.close()
+    finally:
+        process.stop()
