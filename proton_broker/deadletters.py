@@ -63,7 +63,7 @@ from proton_broker.codec.encode import (
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError, NotFound, PreconditionFailed
 from proton_broker.message import Message
-from proton_broker.queues.holds import DELIVERY_DELAY
+from proton_broker.queues.holds import DELIVERY_DELAY, delivery_delay
 from proton_broker.queues.queue import Queue
 from proton_broker.store.base import StoredMessage, Unit
 
@@ -198,7 +198,7 @@ class DeadLetters:
         }
         if detail:
             annotations[DESCRIPTION] = encode_value(detail)
-        if message.annotations_span is not None and _delayed(message):
+        if message.annotations_span is not None and delivery_delay(message) is not None:
             annotations[DELIVERY_DELAY] = encode_value(0)  # waited once (see the rules)
         sequence = message.sequence  # its number in its key, not in its bytes unless stored
         if sequence is not None and message.message_annotation(KEY_SEQUENCE) is None:
@@ -305,9 +305,3 @@ class DeadLetters:
 
         unit.done = written
         store.commit(unit)
-
-
-def _delayed(message: Message) -> bool:
-    """Whether ``message`` carries a delivery delay that would hold it (queues/holds.py)."""
-    delay = message.message_annotation(DELIVERY_DELAY)
-    return isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay > 0

@@ -90,10 +90,15 @@ def delivery_time(message: Message, arrival: float) -> float | None:
     when = message.message_annotation(DELIVERY_TIME)
     if _number(when):
         return float(when)
+    delay = delivery_delay(message)
+    return None if delay is None else arrival * 1000.0 + delay
+
+
+def delivery_delay(message: Message) -> float | None:
+    """``message``'s ``x-opt-delivery-delay`` (ms) if it is one that holds a message (see
+    the module rules); None otherwise."""
     delay = message.message_annotation(DELIVERY_DELAY)
-    if _number(delay) and delay > 0:
-        return arrival * 1000.0 + float(delay)
-    return None
+    return float(delay) if _number(delay) and delay > 0 else None
 
 
 def _number(value: object) -> bool:
