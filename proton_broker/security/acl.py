@@ -190,19 +190,23 @@ class Rule:
         self, user: str, name: str | None, properties: Mapping[str, str] | None
     ) -> Decision | None:
         """This rule's answer for ``user``, or None if it does not match the request."""
+        if properties is None and self.allows and self._needs_properties():
+            return None  # it cannot be checked: it may deny, never allow (the module rules)
         if not all(
             self._matches(prop, value, user, name, properties) for prop, value in self.properties
         ):
             return None
         within = True
-        if properties is None and self.limits and self.allows:
-            return None  # a bound that cannot be checked never allows (see the module rules)
         if properties is not None:
             for limit in self.limits:
                 if limit.requested not in properties:
                     return None
                 within = within and limit.holds(properties[limit.requested])
         return Decision(self.allows and within, self.logs, self)
+
+    def _needs_properties(self) -> bool:
+        """Whether the rule names a property other than ``name``, or a limit."""
+        return bool(self.limits) or any(prop != "name" for prop, _ in self.properties)
 
     def _matches(
         self,
@@ -217,7 +221,7 @@ class Rule:
                 return True  # qpidd's name for the default exchange, ''
             return _matches(_substitute(pattern, user), name or "")
         if properties is None:
-            return not self.allows  # it cannot be checked: it may deny, never allow
+            return True  # a deny rule (see decide): matched on its name alone
         if prop not in properties:
             return False
         if prop == "routingkey":
