@@ -27,7 +27,7 @@ import queue as _queue
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from cproton_ffi import lib
 from proton import (
@@ -112,6 +112,14 @@ HONOURED_CAPABILITIES = {"queue", "create-on-demand"}
 CLOSE_GRACE = 2.0
 
 
+class Subscribed(NamedTuple):
+    """What a receiver holds of the subscription it reads."""
+
+    name: str  # the subscription queue
+    unsubscribes: bool  # its close ends a kept subscription (exchanges/subscriptions.py)
+    no_local: Any = None  # its connection, if it is a no-local receiver
+
+
 class Server(Handler):
     """Accepts connections and turns AMQP endpoints into broker producers and consumers."""
 
@@ -127,9 +135,7 @@ class Server(Handler):
         self._attached: dict[Queue, set[Any]] = {}  # pn_link_t* of the links on each queue
         # Exchanges that live as long as the link that made them (temporary topics).
         self._temporary_exchanges: dict[Any, str] = {}
-        self._subscribed: dict[Any, str] = {}  # pn_link_t* -> the subscription it reads
-        self._unsubscribers: set[Any] = set()  # of those, the links whose close unsubscribes
-        self._no_local: dict[Any, tuple[str, Any]] = {}  # no-local ones: (queue, connection)
+        self._subscribed: dict[Any, Subscribed] = {}  # pn_link_t* -> the subscription it reads
         # Links whose attach (being handled) created its queue: the controlling link of the
         # queue's lifetime policy (proton_broker/lifetime.py).
         self._created: set[Any] = set()
@@ -705,14 +711,16 @@ class Server(Handler):
         existing = self.broker.queues.get(wanted.name)
         self._authorise(link, wanted.name, existing, dict(wanted.options), False)
         queue = self.broker.subscriptions.attach(wanted, user=user)
-        if request.no_local:
-            self.broker.no_local_link(wanted.name, link.connection._impl)
-            self._no_local[link._impl] = (wanted.name, link.connection._impl)
+        no_local = link.connection._impl if request.no_local else None
+        if no_local is not None:
+            self.broker.no_local_link(wanted.name, no_local)
         self._echo_exchange(link.source, source, address)
         if request.echo:
             echo_filters(link.source, request.echo)
         link.source.distribution_mode = Terminus.DIST_MODE_MOVE
-        return self._consume_subscription(link, wanted.name, queue, wanted.kept)
+        return self._consume_subscription(
+            link, Subscribed(wanted.name, wanted.kept, no_local), queue
+        )
 
     def _look_up_subscription(self, link: Link) -> ConsumerLink:
         """A receiver with a null source: Qpid JMS looking a durable subscription up by
@@ -731,16 +739,12 @@ class Server(Handler):
         link.source.durability = Terminus.DELIVERIES if queue.persistent else Terminus.NONDURABLE
         link.source.expiry_policy = Terminus.EXPIRE_NEVER
         self.broker.subscriptions.hold(name)
-        return self._consume_subscription(link, name, queue, True)
+        return self._consume_subscription(link, Subscribed(name, True), queue)
 
-    def _consume_subscription(
-        self, link: Link, name: str, queue: Queue, unsubscribes: bool
-    ) -> ConsumerLink:
-        """The consumer of subscription ``name`` (held by this link until it goes;
-        ``unsubscribes``: its close ends a kept subscription, see exchanges/subscriptions.py)."""
-        self._subscribed[link._impl] = name
-        if unsubscribes:
-            self._unsubscribers.add(link._impl)
+    def _consume_subscription(self, link: Link, held: Subscribed, queue: Queue) -> ConsumerLink:
+        """The consumer of the subscription ``held`` names (held by this link until it
+        goes)."""
+        self._subscribed[link._impl] = held
         link.target.copy(link.remote_target)
         consumer = ConsumerLink(
             link, queue, False, self.broker.transactions, self.config.broker.max_message_size
@@ -824,15 +828,12 @@ class Server(Handler):
         temporary = self._temporary.pop(impl, None)
         if temporary is not None and temporary in self.broker.queues:
             self.broker.delete_queue(temporary, force=True)
-        subscription = self._subscribed.pop(impl, None)
+        held = self._subscribed.pop(impl, None)
         refused = None
-        if subscription is not None:
-            unsubscribe = closed and impl in self._unsubscribers
-            refused = self.broker.subscriptions.detach(subscription, unsubscribe)
-        self._unsubscribers.discard(impl)
-        no_local = self._no_local.pop(impl, None)
-        if no_local is not None:
-            self.broker.no_local_link(*no_local, attached=False)
+        if held is not None:
+            refused = self.broker.subscriptions.detach(held.name, closed and held.unsubscribes)
+            if held.no_local is not None:
+                self.broker.no_local_link(held.name, held.no_local, attached=False)
         exchange = self._temporary_exchanges.pop(impl, None)
         if exchange is not None and exchange in self.broker.exchanges:
             self.broker.delete_exchange(exchange)
@@ -859,8 +860,7 @@ class Server(Handler):
         stay attached and have their later transfers refused (see ProducerLink)."""
         for impl in self._attached.pop(queue, ()):
             self._temporary.pop(impl, None)
-            self._unsubscribers.discard(impl)
-            if self._subscribed.pop(impl, None) is not None:
+            if self._subscribed.pop(impl, None) is not None:  # its no-local went with the queue
                 self.broker.subscriptions.detach(queue.name, unsubscribe=True)
             state = self.links.get(impl)
             if isinstance(state, ProducerLink):
