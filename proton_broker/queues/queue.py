@@ -634,6 +634,9 @@ class Queue:
         # Only a record with a side record can have a page (and the slot is quicker to read).
         has_page = message.extras is not None and message.page_id is not None
         if has_page and self.hooks.pager is not None:
+            if message.paged and message.in_history:  # the history still needs its bytes
+                message.data = self.hooks.pager.page_in(message)
+                message.paged = False
             self.hooks.pager.discard(message)
         self._log.removed()
         if self._limited:

@@ -163,6 +163,20 @@ def test_a_client_that_reconnects_from_its_last_sequence_sees_every_update_once(
     assert got == list(range(1, total + 1))
 
 
+def test_values_a_flow_to_disk_queue_paged_out_are_replayed_whole_after_they_are_replaced(
+    brokers: Restartable,  # noqa: F811 - the fixture (a SQLite store pages)
+) -> None:
+    broker = brokers.start()
+    client = broker.client()
+    paging = {**LVQ, "qpid.policy_type": "flow_to_disk", "qpid.max_count": 2}
+    first = [(f"k{i}", f"v{i}") for i in range(6)]  # all but two paged out
+    send_updates(client, "paged", first, paging)
+    send_updates(client, "paged", [(key, "new") for key, _ in first], paging)  # replaced
+    replay = replay_receiver(client, "paged", "first")
+    client.wait_received(replay, 12)
+    assert [body for body, _ in seen(client, replay)] == [v for _, v in first] + ["new"] * 6
+
+
 def test_numbers_and_consumed_versions_survive_a_restart(
     brokers: Restartable,  # noqa: F811 - the fixture
 ) -> None:
