@@ -36,7 +36,7 @@ from proton_broker.exchanges.registry import Exchanges
 from proton_broker.exchanges.subscriptions import Subscriptions
 from proton_broker.lifetime import Lifetimes
 from proton_broker.message import Message
-from proton_broker.queues.budget import MemoryBudget
+from proton_broker.queues.budget import HistoryBudget, MemoryBudget
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.ports import LoopHooks
@@ -77,7 +77,10 @@ class Broker:
         self.queues: dict[str, Queue] = {}
         # How the event loop drives every queue, present and future (filled in by the
         # server and the store): one object all the queues share.
-        self.loop_hooks = LoopHooks(budget=MemoryBudget(self.config.broker.max_memory))
+        self.loop_hooks = LoopHooks(
+            budget=MemoryBudget(self.config.broker.max_memory),
+            history_budget=HistoryBudget(self.config.broker.max_history_memory),
+        )
         self.store: Store | None = None  # opened by open_store(), once the loop exists
         self.transactions = Transactions()
         # Called with a queue being deleted, before its messages go: the protocol adapter
@@ -302,6 +305,8 @@ class Broker:
                 watcher(queue)
             queue.journal = None  # the store drops the queue's rows at once
             dropped = queue.clear()
+            if queue.history is not None:
+                queue.history.leave()  # what it held is let go with it
         self.dead_letters.unuse(queue.alternate, f"queue '{name}'")
         if queue.persistent and self.store is not None:
             self.store.delete_queue(name, moved.stored)
@@ -587,10 +592,10 @@ class Broker:
         for stored in recovered.messages:
             number, fresh = _recovered_number(stored, recovered, floors, last)
             self._recover(stored, stored.id in recovered.retired, number, fresh)
-        for name, counters in recovered.sequences.items():
-            numbered = self.queues.get(name)
-            if numbered is not None and numbered.history is not None:
-                numbered.history.restore(counters)
+        for name, numbered in self.queues.items():
+            if numbered.history is not None:
+                counters = recovered.sequences.get(name, {})
+                numbered.history.restore(counters, recovered.floors.get(name, 0))
         for queue in self.queues.values():
             if queue.persistent:
                 queue.numbers.restore(floors.get(queue.name, 1))
@@ -828,6 +833,9 @@ class StoreJournal:
 
     def seen(self, queue: Queue, key: str, when: float) -> None:
         self.store.seen(queue.name, key, when)
+
+    def forgot(self, queue: Queue, key: str, floor: int) -> None:
+        self.store.forget(queue.name, key, floor)
 
     def unseen(self, queue: Queue, key: str) -> None:
         self.store.unseen(queue.name, key)

@@ -81,6 +81,9 @@ class BrokerSection:
     # Bytes of queued messages held in memory, all queues together, before every producer
     # is flow-controlled until they fall to 90% (queues/budget.py).
     max_memory: int = _at_least(1073741824, 1)
+    # What sequence histories hold beyond their queues (consumed and replaced versions),
+    # all queues together, before they forget their oldest (queues/history.py).
+    max_history_memory: int = _at_least(1073741824, 1)
     # Seconds a queue made on demand may stay without links and messages before the
     # periodic check deletes it (docs/queue-lifetime.md); 0: never.
     idle_queue_timeout: float = _at_least(0.0, 0)

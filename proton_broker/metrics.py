@@ -127,6 +127,8 @@ class Snapshot:
     connections_opened: int  # accepted since start
     commits: CommitTimes | None  # None: no store opened yet
     exchanges: list[ExchangeFigures] = field(default_factory=list)
+    history_bytes: int = 0  # what sequence histories hold beyond their queues
+    history_keys_forgotten: int = 0
 
 
 def take_snapshot(broker: Broker, connections: int, connections_opened: int) -> Snapshot:
@@ -143,7 +145,10 @@ def take_snapshot(broker: Broker, connections: int, connections_opened: int) -> 
     ]
     store = broker.store
     commits = store.commits.snapshot() if store is not None else None
-    return Snapshot(queues, connections, connections_opened, commits, exchanges)
+    history = broker.loop_hooks.history_budget
+    return Snapshot(
+        queues, connections, connections_opened, commits, exchanges, history.used, history.forgotten
+    )
 
 
 class SnapshotCollector(Collector):
@@ -166,6 +171,17 @@ class SnapshotCollector(Collector):
             PREFIX + "connections_opened",
             "AMQP connections accepted since the broker started.",
             value=snapshot.connections_opened,
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "history_bytes",
+            "What sequence histories hold beyond their queues (consumed and replaced versions, "
+            "their bytes and records), counted against broker.max_history_memory.",
+            value=snapshot.history_bytes,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "history_keys_forgotten",
+            "Keys sequence histories forgot because broker.max_history_memory was full.",
+            value=snapshot.history_keys_forgotten,
         )
         if snapshot.commits is not None:
             yield from _commit_families(snapshot.commits)

@@ -11,13 +11,21 @@ keeps consuming. When the count falls to ``resume`` (90% of the limit) producers
 again. ``observers`` are told of both changes (the protocol adapter).
 
 Counting is O(1) per message; the state changes only when a threshold is crossed.
+
+The sequence histories have a budget of their own (:class:`HistoryBudget`): what a history
+keeps after it has left its queue (a consumed or replaced version) is not a queued message,
+and stopping producers would not bring it down, as consumers do not take it. When it goes
+over its limit the histories *forget* (queues/history.py says what), the one holding the
+most first, until it is at 90%.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 RESUME_PERCENT = 90
+DEFAULT_HISTORY_BUDGET = 1 << 30  # bytes; the broker sets broker.max_history_memory
 
 
 class MemoryBudget:
@@ -46,3 +54,39 @@ class MemoryBudget:
             self.full = False
             for observer in list(self.observers):
                 observer(False)
+
+
+class Forgetting(Protocol):
+    """What :class:`HistoryBudget` needs of a sequence history (queues/history.py)."""
+
+    held: int  # what it counts in the budget now
+
+    def forget(self, needed: int) -> int:
+        """Let go of at least ``needed`` of ``held`` if it can; how much it let go."""
+
+
+class HistoryBudget:
+    """What every sequence history holds beyond its queue (consumed and replaced versions:
+    their bytes and their records), against one limit for the broker."""
+
+    __slots__ = ("limit", "resume", "used", "histories", "forgotten")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.resume = limit * RESUME_PERCENT // 100
+        self.used = 0
+        self.histories: list[Forgetting] = []  # of every queue with a key
+        self.forgotten = 0  # keys forgotten, all histories together (a metric)
+
+    def went_over(self) -> None:
+        """Called by a history once ``used`` exceeds ``limit``: the histories holding the
+        most forget until ``used`` is back at ``resume``. O(histories) a round, and a round
+        frees a tenth of the limit, so the cost per version held stays O(1)."""
+        while self.used > self.resume:
+            largest = max(self.histories, key=_held, default=None)
+            if largest is None or not largest.forget(self.used - self.resume):
+                return  # nothing left that can go (every history is within its queue)
+
+
+def _held(history: Forgetting) -> int:
+    return history.held

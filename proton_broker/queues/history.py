@@ -28,6 +28,16 @@ Rules owned here:
   serves both: a second one cost about 40 bytes a key. Replacing is O(1). A message
   without the key is never replaced and never replaces another (Broker-J and Artemis;
   the C++ broker conflates such messages under ``""``, reported as a bug).
+* Forgetting (the broker's ``broker.max_history_memory``, shared by every history; the
+  budget is in queues/budget.py): what a history holds beyond its queue, its consumed and
+  replaced versions, counts their bytes and :data:`VERSION_COST` each. When that goes over
+  the limit, the history holding the most forgets until the budget is at 90%: first the
+  older versions of its keys, oldest key first, each key keeping its latest; then whole
+  keys, oldest first, whose latest version has left the queue (a key whose latest is on
+  the queue stays: on a last-value queue it is the index). A forgotten key's next number
+  is one more than the highest number the history has forgotten (``floor``), and so is a
+  new key's once anything has been forgotten: a number is never given out twice for a key,
+  however long ago it was forgotten, and nothing of a key is kept once it is forgotten.
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
   ``last`` the latest one (of each key, when replaying all keys). A replay of one key is
@@ -48,6 +58,7 @@ from proton_broker.codec.sections import annotate
 from proton_broker.collector import untrack
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
+from proton_broker.queues.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from proton_broker.queues.entries import Entry
 
 SEQUENCE = KEY_SEQUENCE
@@ -56,6 +67,10 @@ _SEQUENCE_BYTES = SEQUENCE.encode()
 SEQUENCE_KEY = "x-opt-sequence-key"
 FIRST, LAST = "first", "last"
 _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (see History)
+# What a version held beyond its queue costs besides its bytes: its record and what the
+# codec read (spans, header), its place among its key's versions, its key's text and its
+# share of the dictionary. Measured with tracemalloc: 322 bytes a key of one version.
+VERSION_COST = 320
 
 
 class Version(NamedTuple):
@@ -110,16 +125,41 @@ class History:
         # every key sorts the kept versions by their queue numbers.
         self._versions: dict[str, Kept] = {}
         self._small = self.keep is not None and self.keep <= _LIST_KEEP
+        # What it holds beyond its queue, in the broker's budget (see the module rules),
+        # and the highest number it has forgotten: numbers start above it.
+        self.held = 0
+        self.floor = 0
+        self.budget: HistoryBudget = HistoryBudget(DEFAULT_HISTORY_BUDGET)
+        # Called with (key, floor) as a key is forgotten (a durable queue's store).
+        self.forgot: Callable[[str, int], None] | None = None
+
+    def join(self, budget: HistoryBudget) -> None:
+        """Count in the broker's ``budget`` (its queue is made)."""
+        self.budget = budget
+        budget.histories.append(self)
+        budget.used += self.held
+
+    def leave(self) -> None:
+        """Count no more (its queue is deleted)."""
+        budget = self.budget
+        if self in budget.histories:
+            budget.histories.remove(self)
+            budget.used -= self.held
 
     def reserve(self, key: str, seq: int) -> None:
         """``seq`` is given out for ``key`` (its version is recorded when it joins)."""
         if seq > self.current(key):
             self._ahead[key] = seq
 
-    def restore(self, counters: dict[str, int]) -> None:
-        """After a restart: the numbers given out before it, so none is given out again."""
+    def restore(self, counters: dict[str, int], floor: int = 0) -> None:
+        """After a restart: the numbers given out before it, and the highest it forgot, so
+        none is given out again."""
+        self.floor = max(self.floor, floor)
         for key, seq in counters.items():
             self.reserve(key, seq)
+        if floor:  # a stored version whose key was forgotten (its row went): as forgotten
+            for key in self._versions.keys() - counters.keys():
+                self.reserve(key, floor)
 
     def arrived(  # noqa: C901 - runs for every keyed message, measured
         self, key: str, message: Message, order: int, entry: Entry | None = None
@@ -143,7 +183,7 @@ class History:
             self.standing -= 1  # the message does now (below)
         ahead = self._ahead
         if ahead or latest is not None:
-            known: int = 0 if latest is None else latest.sequence  # type: ignore[assignment] # numbered
+            known: int = self.floor if latest is None else latest.sequence  # type: ignore[assignment] # numbered
             current = ahead.get(key, known) if ahead else known
             if seq is None:  # numbered now: the next number (see the module rules)
                 seq = current + 1
@@ -152,7 +192,7 @@ class History:
             elif ahead:  # a number given out ahead of its version may have been this one
                 ahead.pop(key, None)
         elif seq is None:
-            seq = 1  # the key's first
+            seq = self.floor + 1  # the key's first (1 unless keys were forgotten)
         message.number, message.sequence = order, seq
         message.in_history = True
         version: Message | Entry = message
@@ -184,20 +224,97 @@ class History:
         return displaced
 
     def left(self, entry: Entry) -> None:
-        """On a last-value queue: ``entry`` leaves the queue; if it stood for its key's
-        latest version, its message does again."""
-        key: str = entry.key  # type: ignore[assignment] # a keyed entry
-        versions = self._versions.get(key)
-        kind = type(versions)  # (runs as every entry of a last-value queue leaves)
-        if kind is list or kind is deque:
-            if versions[-1] is not entry:  # type: ignore[index] # a list or deque
+        """``entry``, a keyed entry, leaves the queue (runs as each does). If the history
+        keeps its message, the history alone holds it from now on (:meth:`held_alone`). On
+        a last-value queue, if the entry stood for its key's latest version, its message
+        does again."""
+        message = entry.message
+        if self.indexes:
+            key: str = entry.key  # type: ignore[assignment] # a keyed entry
+            versions = self._versions.get(key)
+            kind = type(versions)
+            if kind is list or kind is deque:
+                if versions[-1] is entry:  # type: ignore[index] # a list or deque
+                    versions[-1] = message  # type: ignore[index]
+                    self.standing -= 1
+            elif versions is entry:
+                self._versions[key] = message
+                self.standing -= 1
+        if message.in_history:
+            self.held_alone(message)
+
+    def held_alone(self, message: Message) -> None:
+        """``message``, a kept version, is held by the history alone from now on (it has
+        left its queue, or came back from the store as history only): it counts in the
+        budget (see the module rules)."""
+        cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
+        self.held += cost
+        budget = self.budget
+        budget.used += cost
+        if budget.used > budget.limit:
+            budget.went_over()
+
+    def forget(self, needed: int) -> int:
+        """Let go of at least ``needed`` of what it holds beyond its queue, if it holds
+        that much: older versions first, then whole keys (see the module rules). How much
+        it let go. O(keys) at most; the budget asks for a tenth of its limit at a time."""
+        held = self.held
+        self._trim(needed)
+        if held - self.held < needed:
+            self._forget_keys(needed - (held - self.held))
+        return held - self.held
+
+    def _trim(self, needed: int) -> None:
+        """Older versions that left the queue go, oldest key first, until ``needed`` is let
+        go; each key keeps its latest version (and those still on the queue)."""
+        goal = self.held - needed
+        versions = self._versions
+        for key, kept in versions.items():
+            if not isinstance(kept, _MANY):
+                continue
+            *before, latest = kept
+            older = [each for each in before if _held_alone(each)]
+            if not older:
+                continue
+            for message in older:
+                self._drop(message)  # type: ignore[arg-type] # held alone: a message
+            stay = [each for each in before if not _held_alone(each)] + [latest]
+            versions[key] = _kept_as(stay, self._small)  # the same key: no resize
+            if self.held <= goal:
                 return
-            versions[-1] = entry.message  # type: ignore[index]
-        elif versions is entry:
-            self._versions[key] = entry.message
-        else:
-            return
-        self.standing -= 1
+
+    def _forget_keys(self, needed: int) -> None:
+        """Whole keys go, oldest first, whose latest version has left the queue, until
+        ``needed`` is let go."""
+        victims: list[str] = []
+        freed = 0
+        for key, kept in self._versions.items():
+            many: list[Message | Entry] | deque[Message | Entry] = (
+                kept if isinstance(kept, _MANY) else [kept]
+            )
+            if not _held_alone(many[-1]):
+                continue  # on the queue: it stays
+            victims.append(key)
+            for each in many:
+                if _held_alone(each):
+                    freed += _cost(each)  # type: ignore[arg-type] # held alone: a message
+            if freed >= needed:
+                break
+        for key in victims:
+            self._forget(key)
+
+    def _forget(self, key: str) -> None:
+        """``key`` and every version of it go; its numbers are never given out again."""
+        current = self.current(key)
+        versions = self._versions.pop(key)
+        for each in versions if isinstance(versions, _MANY) else (versions,):
+            self._drop(each)  # type: ignore[arg-type] # its latest has left: all messages
+        self._ahead.pop(key, None)
+        if current > self.floor:
+            self.floor = current
+        self.budget.forgotten += 1
+        if self.forgot is not None:
+            self.forgot(key, self.floor)
 
     def _versions_of(self, key: str) -> list[Version]:
         """``key``'s kept versions, oldest first."""
@@ -211,6 +328,10 @@ class History:
         """A key has more versions than it keeps: its oldest, ``message``, goes, bytes and
         all (unless its entry is still on the queue)."""
         message.in_history = False
+        if not message.on_queue:  # it was held alone (see held_alone)
+            cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
+            self.held -= cost
+            self.budget.used -= cost
         if message.store_id is not None and self.dropped is not None:
             self.dropped(message)
 
@@ -266,12 +387,15 @@ class History:
         key = self.numbered(message)
         if key is None:
             return None
-        return self.arrived(key, message, message.number or 0)
+        displaced = self.arrived(key, message, message.number or 0)
+        if message.in_history:  # not dropped at once (a later version came back first)
+            self.held_alone(message)
+        return displaced
 
     def current(self, key: str) -> int:
         """The latest number given out for ``key`` (0: none yet)."""
         versions = self._versions.get(key)
-        seq: int = 0 if versions is None else _message_of(_latest(versions)).sequence  # type: ignore[assignment] # numbered
+        seq: int = self.floor if versions is None else _message_of(_latest(versions)).sequence  # type: ignore[assignment] # numbered
         return self._ahead.get(key, seq) if self._ahead else seq
 
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
@@ -314,6 +438,25 @@ def _custom_sequence(key: str, custom: object, current: int) -> int:
             SEQUENCE,
         )
     return custom
+
+
+def _held_alone(version: Message | Entry) -> bool:
+    """Whether a kept version is held by its history alone (it has left the queue)."""
+    return type(version) is Message and not version.on_queue
+
+
+def _cost(message: Message) -> int:
+    """What a version held beyond its queue counts in the history budget."""
+    return message.size + VERSION_COST
+
+
+def _kept_as(versions: list[Message | Entry], small: bool) -> Kept:
+    """``versions`` as a key keeps them: one alone, or a list or a deque (see History)."""
+    if len(versions) == 1:
+        return versions[0]
+    kept: Kept = versions if small else deque(versions)
+    untrack(kept)
+    return kept
 
 
 def _latest(versions: Kept) -> Message | Entry:

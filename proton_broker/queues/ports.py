@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from proton_broker.message import Message
-from proton_broker.queues.budget import MemoryBudget
+from proton_broker.queues.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget, MemoryBudget
 
 DEFAULT_BUDGET = 1 << 30  # bytes; the broker sets broker.max_memory
 
@@ -81,6 +81,10 @@ class Journal(Protocol):
     def unseen(self, queue: Queue, key: str) -> None:
         """``key`` left ``queue``'s duplicate-detection window."""
 
+    def forgot(self, queue: Queue, key: str, floor: int) -> None:
+        """``queue``'s sequence history forgot ``key``; no number up to ``floor`` is given
+        out again."""
+
 
 class Pager(Protocol):
     """Where a flow-to-disk queue keeps the bytes of messages paged out (the store)."""
@@ -115,7 +119,8 @@ class LoopHooks:
     ``defer(queue)`` dispatches a queue later in the loop's pass, so messages that arrive
     together go out together; ``wake_at(when, queue)`` runs ``queue.release_held()`` at
     ``when`` (seconds since the epoch); ``pager`` keeps the bytes of paged-out messages;
-    ``budget`` counts the bytes of queued messages in memory against the broker's limit;
+    ``budget`` counts the bytes of queued messages in memory against the broker's limit,
+    ``history_budget`` what sequence histories hold beyond their queues against another;
     ``dead_letters`` takes the messages a queue gives up on."""
 
     defer: Callable[[Queue], object] | None = None
@@ -123,6 +128,11 @@ class LoopHooks:
     pager: Pager | None = None
     # The broker-wide memory budget (queues/budget.py); the broker sets its limit.
     budget: MemoryBudget = field(default_factory=lambda: MemoryBudget(DEFAULT_BUDGET))
+    # What the sequence histories hold beyond their queues, against broker.max_history_memory
+    # (queues/budget.py); each queue with a key joins it.
+    history_budget: HistoryBudget = field(
+        default_factory=lambda: HistoryBudget(DEFAULT_HISTORY_BUDGET)
+    )
     # Dead-lettering (the broker's): where messages go that a queue with an alternate
     # gives up on; None: discarded.
     dead_letters: DeadLetterSink | None = None

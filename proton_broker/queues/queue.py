@@ -159,6 +159,9 @@ class Queue:
         # Set by make_durable on a durable queue (with a store): where its changes are
         # written; its durable messages are accepted only once written.
         self.journal: Journal | None = None
+        if self.history is not None:
+            self.history.join(self.hooks.history_budget)
+            self.history.forgot = self._key_forgotten
         self.persistent = False
         self._assemble_dispatch()
         # Whether messages need an expiry time even without a TTL of their own.
@@ -361,6 +364,11 @@ class Queue:
         if not message.on_queue and message.store_id is not None and self.journal is not None:
             self.journal.removed(self, message.store_id)
             message.store_id = None
+
+    def _key_forgotten(self, key: str, floor: int) -> None:
+        """The history forgot ``key``: a durable queue's store lets go of its number."""
+        if self.journal is not None:
+            self.journal.forgot(self, key, floor)
 
     def recover_version(self, message: Message) -> None:
         """At start-up: a stored version that had left the queue but was kept in history.
@@ -642,8 +650,7 @@ class Queue:
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
         if entry.key is not None:
-            if self._lvq:
-                self.history.left(entry)  # type: ignore[union-attr] # last value: a history
+            self.history.left(entry)  # type: ignore[union-attr] # keyed: a history
             entry.key = None  # type: ignore[misc] # its key goes: the log may keep it a while
         entry.message = GONE  # its bytes go now, unless something else still holds them
 

@@ -70,6 +70,8 @@ class Recovered:
     exchanges: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     # bindings to durable queues: (exchange, queue, binding key, arguments)
     bindings: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    # queue -> the highest sequence number its history forgot (numbers start above it)
+    floors: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,6 +83,9 @@ class Unit:
     pages: list[tuple[int, bytes]] = field(default_factory=list)  # flow to disk: (id, bytes)
     unpages: list[int] = field(default_factory=list)
     sequences: list[tuple[str, str, int]] = field(default_factory=list)  # (queue, key, seq)
+    # Keys a history forgot: (queue, key, the highest number it has forgotten): the key's
+    # number row goes if its number is not above that (a later number of the key is).
+    forgets: list[tuple[str, str, int]] = field(default_factory=list)
     retires: list[int] = field(default_factory=list)  # messages now kept as history only
     numbers: list[tuple[int, int]] = field(default_factory=list)  # (message id, number)
     marks: list[tuple[str, int]] = field(default_factory=list)  # (queue, reserved below)
@@ -245,6 +250,11 @@ class Store(abc.ABC):
         """The stored message ``message_id`` has the queue sequence number ``number``;
         ``done`` once that is on disk."""
         self.commit(Unit(numbers=[(message_id, number)], done=done))
+
+    def forget(self, queue: str, key: str, floor: int) -> None:
+        """``queue``'s history forgot ``key``: its number row goes, and no number up to
+        ``floor`` is given out again for any key."""
+        self.commit(Unit(forgets=[(queue, key, floor)]))
 
     def mark(self, queue: str, upto: int) -> None:
         """No queue sequence number below ``upto`` may be given out on ``queue`` again."""

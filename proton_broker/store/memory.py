@@ -16,6 +16,7 @@ class MemoryStore(Store):
         self.queues: dict[str, dict[str, Any]] = {}
         self.messages: dict[int, StoredMessage] = {}
         self.sequences: dict[str, dict[str, int]] = {}
+        self.floors: dict[str, int] = {}
         self.retired: set[int] = set()
         self.numbers: dict[int, int] = {}
         self.marks: dict[str, int] = {}
@@ -37,6 +38,7 @@ class MemoryStore(Store):
             {queue: sorted(keys.items(), key=_by_time) for queue, keys in self.seen_ids.items()},
             {name: (kind, dict(arguments)) for name, (kind, arguments) in self.exchanges.items()},
             [(*names, dict(arguments)) for names, arguments in self.bindings.items()],
+            dict(self.floors),
         )
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
@@ -47,6 +49,7 @@ class MemoryStore(Store):
             self.messages[message.id] = message
         self.queues.pop(name, None)
         self.sequences.pop(name, None)
+        self.floors.pop(name, None)
         self.marks.pop(name, None)
         self.seen_ids.pop(name, None)
         for names in [names for names in self.bindings if names[1] == name]:
@@ -84,6 +87,7 @@ class MemoryStore(Store):
             self.numbers.pop(message_id, None)
         for queue, key, seq in unit.sequences:
             self.sequences.setdefault(queue, {})[key] = seq
+        self._forget(unit.forgets)
         for queue, upto in unit.marks:
             self.marks[queue] = max(upto, self.marks.get(queue, 0))
         for queue, key, when in unit.seen:
@@ -92,6 +96,15 @@ class MemoryStore(Store):
             self.seen_ids.get(queue, {}).pop(key, None)
         if unit.done is not None:
             unit.done(None)
+
+    def _forget(self, forgets: list[tuple[str, str, int]]) -> None:
+        """Keys a history forgot, after the unit's numbers (as the SQLite store writes
+        them): a key's row goes unless its number is above the floor."""
+        for queue, key, floor in forgets:
+            keys = self.sequences.get(queue, {})
+            if keys.get(key, floor + 1) <= floor:
+                del keys[key]
+            self.floors[queue] = max(floor, self.floors.get(queue, 0))
 
     def close(self) -> None:
         pass

@@ -85,6 +85,7 @@ CREATE TABLE IF NOT EXISTS sequences (
     seq INTEGER NOT NULL,
     PRIMARY KEY (queue, key)
 );
+CREATE TABLE IF NOT EXISTS floors (queue TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS numbers (id INTEGER PRIMARY KEY, number INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS marks (queue TEXT PRIMARY KEY, upto INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS seen (
@@ -251,6 +252,7 @@ class SqliteStore(Store):
         ]
         for queue, key, seq in db.execute("SELECT queue, key, seq FROM sequences"):
             recovered.sequences.setdefault(queue, {})[key] = seq
+        recovered.floors = dict(db.execute("SELECT queue, seq FROM floors"))
         recovered.retired = {row[0] for row in db.execute("SELECT id FROM retired")}
         # A number whose message is gone (it cannot be written after the message's
         # removal, but a store from before numbers may hold neither) is dropped here.
@@ -294,6 +296,7 @@ class SqliteStore(Store):
             "DELETE FROM messages WHERE queue = ?",
             "DELETE FROM queues WHERE name = ?",
             "DELETE FROM sequences WHERE queue = ?",
+            "DELETE FROM floors WHERE queue = ?",
             "DELETE FROM marks WHERE queue = ?",
             "DELETE FROM seen WHERE queue = ?",
             "DELETE FROM bindings WHERE queue = ?",
@@ -401,6 +404,11 @@ class SqliteStore(Store):
         unit.numbers.append((message_id, number))
         if done is not None:
             unit.dones.append(done)
+        if not self.batching:
+            self.flush()
+
+    def forget(self, queue: str, key: str, floor: int) -> None:
+        self._shared_unit().forgets.append((queue, key, floor))
         if not self.batching:
             self.flush()
 
@@ -525,6 +533,7 @@ class SqliteStore(Store):
         pages = [page for unit in group for page in unit.pages]
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
+        forgets = [row for unit in group for row in unit.forgets]
         retires = [(message_id,) for unit in group for message_id in unit.retires]
         numbers = [row for unit in group for row in unit.numbers]
         marks = [row for unit in group for row in unit.marks]
@@ -560,6 +569,15 @@ class SqliteStore(Store):
                 _delete(db, "retired", gone)
             if sequences:  # in order: a key's later number replaces its earlier one
                 _rows(db, "INSERT OR REPLACE INTO sequences", 3, sequences)
+            if forgets:  # a number given out after the forgetting is above its floor
+                db.executemany(
+                    "DELETE FROM sequences WHERE queue = ? AND key = ? AND seq <= ?", forgets
+                )
+                db.executemany(
+                    "INSERT INTO floors VALUES (?, ?) ON CONFLICT (queue) DO "
+                    "UPDATE SET seq = max(seq, excluded.seq)",
+                    [(queue, floor) for queue, _key, floor in forgets],
+                )
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")

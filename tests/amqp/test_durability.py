@@ -5,7 +5,7 @@ answers accepted; a message a consumer accepted does not come back."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,13 +20,16 @@ DURABLE = {"durable": True}
 class Restartable:
     """Brokers run one after another on the same data directory."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, configure: Callable[[Config], object] | None = None) -> None:
         self.data_dir = data_dir
+        self.configure = configure  # changes every broker's config from the defaults
         self.current: RunningBroker | None = None
 
     def start(self) -> RunningBroker:
         config = Config()
         config.broker.data_dir = str(self.data_dir)
+        if self.configure is not None:
+            self.configure(config)
         self.current = RunningBroker(config)
         return self.current
 

@@ -208,6 +208,26 @@ def test_each_exchange_reports_its_bindings_and_what_it_routed_and_dropped(
     assert queue_figures(samples, "test_news")["queue_enqueued_total"] == 1  # subscription
 
 
+def test_history_memory_and_forgotten_keys_are_reported(
+    start_gateway: Callable[[Config], Http],
+) -> None:
+    http = start_gateway(http_config(max_history_memory=4000))
+    client = http.running.client()
+    lvq = {"qpid.last_value_queue_key": "id"}
+    sender = client.sender("prices", node_properties=lvq)
+    for i in range(20):
+        accepted(client, sender, Message(body="x" * 100, properties={"id": f"k{i}"}))
+    _, samples = scrape(http.base + "/metrics")
+    assert broker_figure(samples, "history_bytes") == 0  # every value is on its queue
+    receiver = client.receiver("prices", credit=20, node_properties=lvq)
+    client.settle_all(client.wait_received(receiver, 20))
+    client.wait(lambda: http.running.call(lambda: http.running.broker.queues["prices"].depth) == 0)
+    _, samples = scrape(http.base + "/metrics")
+    held = broker_figure(samples, "history_bytes")
+    assert 0 < held <= 4000
+    assert broker_figure(samples, "history_keys_forgotten_total") > 0
+
+
 def test_a_memory_store_reports_no_commits(start_gateway: Callable[[Config], Http]) -> None:
     http = start_gateway(http_config())
     client = http.running.client()

@@ -110,6 +110,23 @@ def test_the_last_sequence_number_of_each_key_is_recovered(backend: Backend) -> 
     assert backend.reopen().sequences == {}
 
 
+def test_a_forgotten_key_loses_its_number_row_and_the_highest_floor_is_recovered(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    backend.commit(Unit(sequences=[("q", "a", 3), ("q", "b", 7), ("q", "c", 2)]))
+    # a forgotten at 3; c numbered 9 after it was forgotten (floor 8) in the same unit
+    backend.commit(
+        Unit(sequences=[("q", "c", 9)], forgets=[("q", "a", 3), ("q", "b", 8), ("q", "c", 8)])
+    )
+    recovered = backend.reopen()
+    assert recovered.sequences == {"q": {"c": 9}}
+    assert recovered.floors == {"q": 8}
+    backend.store.delete_queue("q")
+    assert backend.reopen().floors == {}
+
+
 def test_queue_sequence_numbers_are_recovered_and_leave_with_their_message(
     backend: Backend,
 ) -> None:

@@ -1,0 +1,132 @@
+"""What sequence histories hold beyond their queues, against broker.max_history_memory, and
+what they forget when it is full (queues/history.py, queues/budget.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proton_broker.queues.budget import HistoryBudget
+from proton_broker.queues.factory import build_queue
+from proton_broker.queues.history import VERSION_COST, History
+from proton_broker.queues.ports import LoopHooks
+from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import parse_settings
+from tests.queues.consumers import Taker
+from tests.queues.test_history import KEYED, LVQ, msg, sequence_of
+
+BODY = "x" * 100
+
+
+def queue(options: dict[str, Any], budget: HistoryBudget, name: str = "q") -> Queue:
+    return build_queue(name, parse_settings(options), hooks=LoopHooks(history_budget=budget))
+
+
+def history_of(q: Queue) -> History:
+    assert q.history is not None
+    return q.history
+
+
+def consume_all(q: Queue) -> list[int]:
+    """Take and settle everything on ``q``; the sequence each delivery carried."""
+    taker = Taker(credit=q.depth)
+    q.subscribe(taker)
+    numbers = [sequence_of(message) for message in taker.messages]
+    for entry in taker.got:
+        q.settle(entry)
+    q.unsubscribe(taker)
+    return numbers
+
+
+def cost(key: str = "k0000") -> int:
+    """What one consumed version of ``msg(key, BODY)`` counts in the budget."""
+    return len(msg(key, BODY).data) + VERSION_COST
+
+
+def test_a_history_counts_what_it_holds_once_its_versions_leave_the_queue() -> None:
+    budget = HistoryBudget(10**9)
+    q = queue(KEYED, budget)
+    for key in ("a", "b", "a"):
+        q.enqueue(msg(key, BODY))
+    assert budget.used == 0  # all on the queue: the memory budget counts them
+    consume_all(q)
+    assert budget.used == history_of(q).held == 2 * cost("a") + cost("b")
+
+
+def test_new_keys_under_a_consumer_that_keeps_up_stay_within_the_budget() -> None:
+    budget = HistoryBudget(50 * cost())
+    q = queue(LVQ, budget)
+    for i in range(1000):
+        q.enqueue(msg(f"k{i:04}", BODY))
+        consume_all(q)
+        assert budget.used <= budget.limit
+    assert budget.forgotten > 900  # the oldest keys went
+    kept = [version.key for version in history_of(q).replay("first")]
+    assert kept and kept[-1] == "k0999"  # the newest are still there to replay
+    assert len(kept) <= 50
+
+
+def test_older_versions_go_before_any_key_is_forgotten() -> None:
+    budget = HistoryBudget(30 * cost())
+    q = queue({**KEYED, "max_key_updates": 10}, budget)
+    for _round in range(4):  # 10 keys, 4 versions each, all consumed: 40 held
+        for i in range(10):
+            q.enqueue(msg(f"k{i}", BODY))
+        consume_all(q)
+    history = history_of(q)
+    assert budget.forgotten == 0
+    assert budget.used <= budget.limit
+    assert {v.key for v in history.replay("last")} == {f"k{i}" for i in range(10)}
+    q.enqueue(msg("k0", BODY))
+    assert consume_all(q) == [5]  # each key's numbers go on where they were
+
+
+def test_a_forgotten_key_and_every_new_key_start_above_the_highest_number_forgotten() -> None:
+    budget = HistoryBudget(5 * cost())
+    q = queue(KEYED, budget)
+    for _ in range(7):
+        q.enqueue(msg("old", BODY))  # numbers 1 to 7
+    consume_all(q)
+    for i in range(5):
+        q.enqueue(msg(f"new{i}", BODY))
+    consume_all(q)
+    history = history_of(q)
+    assert history.current("old") == history.floor >= 7  # forgotten: above all it had
+    q.enqueue(msg("old", BODY))
+    q.enqueue(msg("brand-new", BODY))
+    assert consume_all(q) == [history.floor + 1, history.floor + 1]
+
+
+def test_a_key_whose_latest_value_is_on_a_last_value_queue_is_never_forgotten() -> None:
+    budget = HistoryBudget(5 * cost())
+    q = queue(LVQ, budget)
+    for _ in range(20):  # nobody consumes: each value replaces the one before
+        for key in ("a", "b"):
+            q.enqueue(msg(key, BODY))
+    assert budget.used <= budget.limit  # the replaced values were let go
+    assert budget.forgotten == 0
+    q.enqueue(msg("a", BODY))
+    assert q.depth == 2  # a's value still replaces: its key is the queue's index
+    assert sorted(consume_all(q)) == [20, 21]
+
+
+def test_the_history_holding_the_most_forgets_first() -> None:
+    budget = HistoryBudget(20 * cost())
+    small, large = queue(KEYED, budget, "small"), queue(KEYED, budget, "large")
+    for i in range(3):
+        small.enqueue(msg(f"s{i}", BODY))
+    consume_all(small)
+    for i in range(30):
+        large.enqueue(msg(f"l{i}", BODY))
+        consume_all(large)
+    assert len(history_of(small).replay("first")) == 3
+    assert history_of(large).floor > 0 and budget.used <= budget.limit
+
+
+def test_a_history_that_leaves_gives_back_what_it_held() -> None:
+    budget = HistoryBudget(10**9)
+    q = queue(KEYED, budget)
+    q.enqueue(msg("a", BODY))
+    consume_all(q)
+    assert budget.used > 0
+    history_of(q).leave()
+    assert budget.used == 0 and budget.histories == []
