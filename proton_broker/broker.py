@@ -82,7 +82,9 @@ class Broker:
             history_budget=HistoryBudget(self.config.broker.max_history_memory),
         )
         self.store: Store | None = None  # opened by open_store(), once the loop exists
-        self.transactions = Transactions()
+        self.transactions = Transactions(
+            self.loop_hooks.budget, self.config.broker.max_transactions_per_connection
+        )
         # Called with a queue being deleted, before its messages go: the protocol adapter
         # detaches the links attached to it (see delete_queue).
         self.deletion_watchers: list[Callable[[Queue], object]] = []

@@ -78,9 +78,11 @@ class BrokerSection:
     max_exchanges: int = _at_least(10000, 1)
     max_bindings: int = _at_least(1000000, 1)
     max_message_size: int = _at_least(104857600, 512)
-    # Bytes of queued messages held in memory, all queues together, before every producer
-    # is flow-controlled until they fall to 90% (queues/budget.py).
+    # Bytes of queued (and transaction-staged) messages held in memory, all queues together,
+    # before every producer is flow-controlled until they fall to 90% (queues/budget.py).
     max_memory: int = _at_least(1073741824, 1)
+    # Transactions one connection may have open at once (docs/durability.md).
+    max_transactions_per_connection: int = _at_least(1000, 1)
     # What sequence histories hold beyond their queues (consumed and replaced versions),
     # all queues together, before they forget their oldest (queues/history.py).
     max_history_memory: int = _at_least(1073741824, 1)

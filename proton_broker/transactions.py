@@ -23,18 +23,31 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
   discharge is refused (``amqp:transaction:rollback``): when a settled transactional send
   was refused (its producer could not be told; Broker-J marks the transaction rollback-only
   the same way), or a queue a staged message was sent to has been deleted since.
+* Limits: staged messages are messages the broker holds in memory, so their bytes count in
+  the broker's memory budget (``broker.max_memory``, queues/budget.py) from the moment they
+  are staged until the transaction ends (a commit's messages then count on their queues).
+  A full budget stops producers, transactional ones too, but never a coordinator: a client
+  can always commit or roll back, which is what brings the budget down. A connection may
+  have ``broker.max_transactions_per_connection`` transactions open at once; a declare
+  beyond that is refused (``amqp:resource-limit-exceeded``). qpidd allows one a session;
+  Broker-J has no count limit, and flows a connection's uncommitted messages to disk past
+  ``connection.maxUncommittedInMemorySize`` (10 MiB).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from proton_broker.errors import UnknownTransaction
+from proton_broker.errors import BrokerError, ResourceLimitExceeded, UnknownTransaction
 from proton_broker.message import Message
+from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
+
+DEFAULT_PER_CONNECTION = 1000  # the broker sets broker.max_transactions_per_connection
 
 
 @dataclass
@@ -57,7 +70,13 @@ class Acknowledgement:
 class Transaction:
     """The work of one open transaction, in the order it was done."""
 
-    def __init__(self, txn_id: bytes, controller: object, connection: object = None) -> None:
+    def __init__(
+        self,
+        txn_id: bytes,
+        controller: object,
+        connection: object = None,
+        budget: MemoryBudget | None = None,
+    ) -> None:
         self.id = txn_id
         self.controller = controller  # who may discharge it (the coordinator link)
         self.connection = connection  # whose transfers and outcomes may join it
@@ -65,12 +84,36 @@ class Transaction:
         self.sends: list[tuple[Queue, Message]] = []
         self.acks: list[Acknowledgement] = []
         self.discharging = False  # a commit is being written: no more work may join
+        # The broker's memory budget, where the staged bytes count (see the module rules).
+        self.budget = budget if budget is not None else MemoryBudget(1 << 30)
+        self.staged_bytes = 0
 
-    def stage(self, queue: Queue, message: Message) -> None:
-        """Hold ``message`` for ``queue`` until commit (refused now if the queue would)."""
-        queue.check_admission(message)
-        queue.number(message)  # a sequence number now, and a bad custom one refused now
-        self.sends.append((queue, message))
+    def stage(self, copies: Iterable[tuple[Queue, Message]]) -> None:
+        """Hold each message for its queue until commit: all of them, or (one refused now,
+        as its queue would refuse it) none."""
+        before = len(self.sends)
+        try:
+            for queue, message in copies:
+                queue.check_admission(message)
+                queue.number(message)  # a sequence number now, and a bad custom one refused
+                self.sends.append((queue, message))
+        except BrokerError:
+            del self.sends[before:]
+            raise
+        added = sum(len(message.data) for _, message in self.sends[before:])
+        self.staged_bytes += added
+        budget = self.budget
+        budget.used += added
+        if budget.used > budget.limit:
+            budget.went_over()
+
+    def unstage(self) -> None:
+        """The transaction has ended: its staged bytes no longer count here."""
+        budget = self.budget
+        budget.used -= self.staged_bytes
+        self.staged_bytes = 0
+        if budget.full and budget.used <= budget.resume:
+            budget.came_back()
 
     def acknowledge(self, ack: Acknowledgement) -> None:
         self.acks.append(ack)
@@ -86,6 +129,7 @@ class Transaction:
 
     def rollback(self) -> None:
         """Forget the staged sends; every acknowledged delivery is unsettled again."""
+        self.unstage()
         self.sends.clear()
         acks, self.acks = self.acks, []
         for ack in acks:
@@ -95,13 +139,26 @@ class Transaction:
 class Transactions:
     """The open transactions of a broker, by id."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, budget: MemoryBudget | None = None, per_connection: int = DEFAULT_PER_CONNECTION
+    ) -> None:
         self._open: dict[bytes, Transaction] = {}
         self._ids = itertools.count(1)
+        self.budget = budget if budget is not None else MemoryBudget(1 << 30)
+        self.per_connection = per_connection
+        self._of_connection: Counter[object] = Counter()  # open transactions of each
 
     def declare(self, controller: object, connection: object = None) -> Transaction:
-        txn = Transaction(f"txn:{next(self._ids)}".encode(), controller, connection)
+        """A new transaction of ``connection``; ResourceLimitExceeded if it has as many
+        open as it may (see the module rules)."""
+        if self._of_connection[connection] >= self.per_connection:
+            raise ResourceLimitExceeded(
+                f"this connection has {self.per_connection} transactions open, as many as "
+                "it may (broker.max_transactions_per_connection)"
+            )
+        txn = Transaction(f"txn:{next(self._ids)}".encode(), controller, connection, self.budget)
         self._open[txn.id] = txn
+        self._of_connection[connection] += 1
         return txn
 
     def get(self, txn_id: object, connection: object = None) -> Transaction:
@@ -117,7 +174,13 @@ class Transactions:
         return txn
 
     def end(self, txn: Transaction) -> None:
-        self._open.pop(txn.id, None)
+        """``txn`` is discharged or abandoned: no longer open (its staged messages join
+        their queues, or go, after this)."""
+        if self._open.pop(txn.id, None) is not None:
+            txn.unstage()
+            self._of_connection[txn.connection] -= 1
+            if not self._of_connection[txn.connection]:
+                del self._of_connection[txn.connection]
 
     def controlled_by(self, controller: object) -> list[Transaction]:
         return [txn for txn in self._open.values() if txn.controller is controller]

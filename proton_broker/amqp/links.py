@@ -128,12 +128,9 @@ def _staged(dlv: Any, txn: Transaction, copies: Iterable[tuple[Message, Queue]])
     """Stage every copy in ``txn``, or none: a refusal takes back the copies staged before
     it, and a refused transfer its producer sent settled, who cannot be told, leaves the
     transaction able only to roll back (transactions.py)."""
-    before = len(txn.sends)
     try:
-        for message, queue in copies:
-            txn.stage(queue, message)
+        txn.stage((queue, message) for message, queue in copies)
     except BrokerError as exc:
-        del txn.sends[before:]
         if _settled(dlv):
             txn.refused = exc.description
         raise

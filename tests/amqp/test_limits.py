@@ -26,6 +26,7 @@ def broker_config() -> Config:
     config.broker.max_queues_per_connection = 2
     config.broker.max_message_size = 10_000
     config.broker.max_memory = 100_000
+    config.broker.max_transactions_per_connection = 2
     return config
 
 
@@ -39,6 +40,8 @@ def test_the_defaults_are_on() -> None:
     assert defaults.max_queues_per_connection == 1_000
     assert defaults.max_message_size == 100 * 1024 * 1024
     assert defaults.max_memory == 1024 * 1024 * 1024
+    assert defaults.max_history_memory == 1024 * 1024 * 1024
+    assert defaults.max_transactions_per_connection == 1_000
 
 
 # ---- connections ----------------------------------------------------------------------------
@@ -223,3 +226,47 @@ def test_a_full_memory_budget_stops_every_producer_until_consumers_make_room(
         item.delivery.settle()
     client.wait(lambda: first.credit > 0 and second.credit > 0)  # room again: both go on
     client.wait_settled(client.send(second, Message(body="after"), pump=False))
+
+
+def test_messages_staged_in_a_transaction_fill_the_memory_budget_and_a_rollback_empties_it(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    staging, other = client.sender("txn-mem"), client.sender("txn-other")
+    client.wait(lambda: staging.credit > 0 and other.credit > 0)
+    sent = 0
+    while staging.credit > 0 and sent < 100:  # 5 KB each: the 100 KB budget fills at 21
+        client.send(staging, Message(body=b"t" * 5_000), txn=txn)
+        sent += 1
+        client.pump(0.01)
+    client.wait(lambda: staging.credit == 0 and other.credit == 0)  # every producer stops
+    assert broker.call(lambda: broker.broker.loop_hooks.budget.used) > 100_000
+    assert broker.call(lambda: broker.broker.queues["txn-mem"].depth) == 0  # only staged
+    # the coordinator is no producer: the client can still end its transaction
+    assert client.discharge(coordinator, txn, fail=True).remote_state == Disposition.ACCEPTED
+    client.wait(lambda: staging.credit > 0 and other.credit > 0)
+    assert broker.call(lambda: broker.broker.loop_hooks.budget.used) == 0
+    txn = client.declare(coordinator)  # a commit: the bytes count on the queue instead
+    sends = [client.send(staging, Message(body=b"c" * 5_000), txn=txn) for _ in range(2)]
+    client.wait(lambda: all(each.remote_state for each in sends))
+    staged = broker.call(lambda: broker.broker.loop_hooks.budget.used)
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    queued = broker.call(lambda: broker.broker.queues["txn-mem"].bytes)
+    assert staged == queued > 10_000
+    assert broker.call(lambda: broker.broker.loop_hooks.budget.used) == queued
+
+
+def test_a_connection_may_have_only_so_many_transactions_open(broker: RunningBroker) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    first, _second = client.declare(coordinator), client.declare(coordinator)
+    third = client.control(coordinator, 0x31, [])
+    assert third.remote_state == Disposition.REJECTED
+    assert third.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert "broker.max_transactions_per_connection" in third.remote.condition.description
+    other = broker.client()  # another connection has its own
+    assert other.declare(other.coordinator())
+    assert client.discharge(coordinator, first).remote_state == Disposition.ACCEPTED
+    assert client.declare(coordinator)  # one ended: room for one more
