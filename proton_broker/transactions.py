@@ -27,7 +27,8 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
   the broker's memory budget (``broker.max_memory``, queues/budget.py) from the moment they
   are staged until the transaction ends (a commit's messages then count on their queues).
   A full budget stops producers, transactional ones too, but never a coordinator: a client
-  can always commit or roll back, which is what brings the budget down. A connection may
+  can always commit or roll back. A rollback brings the budget down at once; a commit moves
+  the bytes onto their queues, whose consumers bring it down. A connection may
   have ``broker.max_transactions_per_connection`` transactions open at once; a declare
   beyond that is refused (``amqp:resource-limit-exceeded``). qpidd allows one a session;
   Broker-J has no count limit, and flows a connection's uncommitted messages to disk past

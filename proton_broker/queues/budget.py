@@ -4,9 +4,10 @@ queues together.
 Rules this module owns: every message's bytes count from the moment it joins a queue until
 it leaves (a message paged out to the store by a flow-to-disk queue stops counting until it
 is read back), and a message staged in a transaction's from when it is sent until the
-transaction ends (transactions.py). When the count goes over ``limit`` the budget is *full*: the broker stops
-every producer, as a queue's producer flow control does (credit withdrawn, then none granted:
-RabbitMQ's memory alarm works the same way), rather than let its memory grow without bound.
+transaction ends (transactions.py). When the count goes over ``limit`` the budget is
+*full*: the broker stops every producer, as a queue's producer flow control does (credit
+withdrawn, then none granted: RabbitMQ's memory alarm works the same way), rather than let
+its memory grow without bound.
 Nothing is refused or dropped: messages already in flight still arrive, and every consumer
 keeps consuming. When the count falls to ``resume`` (90% of the limit) producers get credit
 again. ``observers`` are told of both changes (the protocol adapter).

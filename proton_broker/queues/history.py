@@ -8,10 +8,11 @@ Rules owned here:
   whole (``1`` and ``10`` are different keys).
 * A producer may choose the number (``x-opt-sequence``, as a message annotation or an
   application property). It must be an integer (a long) greater than the key's current
-  number, so history stays ordered; anything else is refused before the message joins the
-  queue. The number is the record's ``sequence``; the message is delivered with it as the
-  annotation ``x-opt-sequence``, added as it leaves, and a message written to the store
-  carries it in its bytes (codec/encode.py).
+  number, so history stays ordered, and at most 2^62 (:data:`CUSTOM_MAX`); anything else
+  is refused before the message joins the queue. The number is the record's
+  ``sequence``; the message is delivered with it as the annotation ``x-opt-sequence``,
+  added as it leaves, and a message written to the store carries it in its bytes
+  (codec/encode.py).
 * History: ``max_key_updates`` newest versions of each key are kept (``None``: all of
   them; ``0``: the current version only, like ``1``). Older versions are dropped as new
   ones arrive, O(1) each.
@@ -29,15 +30,22 @@ Rules owned here:
   without the key is never replaced and never replaces another (Broker-J and Artemis;
   the C++ broker conflates such messages under ``""``, reported as a bug).
 * Forgetting (the broker's ``broker.max_history_memory``, shared by every history; the
-  budget is in queues/budget.py): what a history holds beyond its queue, its consumed and
-  replaced versions, counts their bytes and :data:`VERSION_COST` each. When that goes over
-  the limit, the history holding the most forgets until the budget is at 90%: first the
-  older versions of its keys, oldest key first, each key keeping its latest; then whole
-  keys, oldest first, whose latest version has left the queue (a key whose latest is on
-  the queue stays: on a last-value queue it is the index). A forgotten key's next number
-  is one more than the highest number the history has forgotten (``floor``), and so is a
-  new key's once anything has been forgotten: a number is never given out twice for a key,
-  however long ago it was forgotten, and nothing of a key is kept once it is forgotten.
+  budget is in queues/budget.py): what a history holds alone, its versions that have left
+  the queue (consumed, or replaced), counts their bytes and :data:`VERSION_COST` each.
+  When that goes over the limit, the history holding the most forgets until the budget is
+  at 90%, taking its versions in the order they left the queue, least recent first (their
+  *turns*): the turn of a key's older version lets go of the key's older versions held
+  alone (it keeps its latest); the turn of its latest version, which comes only if the key
+  has had nothing newer leave since, forgets the key. A key whose latest version is on the
+  queue is never forgotten (on a last-value queue it is the index). Each turn is taken
+  once, so forgetting is O(1) for each version held, however many keys there are.
+* A forgotten key's next number is one more than the highest number the history has
+  forgotten (``floor``), and so is a new key's once anything has been forgotten (and, after
+  a restart, every key's that is not above it: no key can tell it was never forgotten). A
+  number is never given out twice for a key, however long ago it was forgotten, and
+  nothing of a key is kept once it is forgotten. Numbers given out for keys that never got
+  a version (a transaction rolled back) are kept for 10,000 such keys at most; past that
+  those keys are forgotten too.
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
   ``last`` the latest one (of each key, when replaying all keys). A replay of one key is
@@ -63,6 +71,10 @@ from proton_broker.queues.entries import Entry
 
 SEQUENCE = KEY_SEQUENCE
 _LONG_MAX = 2**63 - 1  # x-opt-sequence is a long
+# A producer's number at most: half a long's range, so that numbers given out above it (a
+# key's next ones, and every key's once the key is forgotten: see the module rules) never
+# run out of the long.
+CUSTOM_MAX = 2**62
 _SEQUENCE_BYTES = SEQUENCE.encode()
 SEQUENCE_KEY = "x-opt-sequence-key"
 FIRST, LAST = "first", "last"
@@ -71,6 +83,8 @@ _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (se
 # codec read (spans, header), its place among its key's versions, its key's text and its
 # share of the dictionary. Measured with tracemalloc: 322 bytes a key of one version.
 VERSION_COST = 320
+_ORDER_SLACK = 1024  # turns in the order of forgetting before it is first compacted
+_AHEAD_FOLD = 10_000  # numbers ahead of their versions kept before keys without one go
 
 
 class Version(NamedTuple):
@@ -128,6 +142,13 @@ class History:
         # What it holds beyond its queue, in the broker's budget (see the module rules),
         # and the highest number it has forgotten: numbers start above it.
         self.held = 0
+        self._held_count = 0  # versions held alone
+        # The turns of forgetting: each version held alone, in the order they came to be,
+        # as its key and its queue number (two deques: no tuple for each). Some turns are
+        # stale (their version is gone); see forget.
+        self._turn_keys: deque[str] = deque()
+        self._turn_numbers: deque[int] = deque()
+        self._ahead_limit = _AHEAD_FOLD  # numbers ahead at which keys without versions go
         self.floor = 0
         self.budget: HistoryBudget = HistoryBudget(DEFAULT_HISTORY_BUDGET)
         # Called with (key, floor) as a key is forgotten (a durable queue's store).
@@ -150,6 +171,8 @@ class History:
         """``seq`` is given out for ``key`` (its version is recorded when it joins)."""
         if seq > self.current(key):
             self._ahead[key] = seq
+            if len(self._ahead) > self._ahead_limit:
+                self._fold_ahead()
 
     def restore(self, counters: dict[str, int], floor: int = 0) -> None:
         """After a restart: the numbers given out before it, and the highest it forgot, so
@@ -157,8 +180,8 @@ class History:
         self.floor = max(self.floor, floor)
         for key, seq in counters.items():
             self.reserve(key, seq)
-        if floor:  # a stored version whose key was forgotten (its row went): as forgotten
-            for key in self._versions.keys() - counters.keys():
+        if floor:  # no key can tell it was never forgotten: every key goes on above it
+            for key in [*self._versions, *counters]:
                 self.reserve(key, floor)
 
     def arrived(  # noqa: C901 - runs for every keyed message, measured
@@ -182,7 +205,7 @@ class History:
             displaced, latest = latest, latest.message  # type: ignore[assignment,union-attr]
             self.standing -= 1  # the message does now (below)
         ahead = self._ahead
-        if ahead or latest is not None:
+        if ahead or latest is not None or self.floor:
             known: int = self.floor if latest is None else latest.sequence  # type: ignore[assignment] # numbered
             current = ahead.get(key, known) if ahead else known
             if seq is None:  # numbered now: the next number (see the module rules)
@@ -192,7 +215,7 @@ class History:
             elif ahead:  # a number given out ahead of its version may have been this one
                 ahead.pop(key, None)
         elif seq is None:
-            seq = self.floor + 1  # the key's first (1 unless keys were forgotten)
+            seq = 1  # the key's first (nothing forgotten yet: see above)
         message.number, message.sequence = order, seq
         message.in_history = True
         version: Message | Entry = message
@@ -229,8 +252,8 @@ class History:
         a last-value queue, if the entry stood for its key's latest version, its message
         does again."""
         message = entry.message
+        key: str = entry.key  # type: ignore[assignment] # a keyed entry
         if self.indexes:
-            key: str = entry.key  # type: ignore[assignment] # a keyed entry
             versions = self._versions.get(key)
             kind = type(versions)
             if kind is list or kind is deque:
@@ -241,80 +264,108 @@ class History:
                 self._versions[key] = message
                 self.standing -= 1
         if message.in_history:
-            self.held_alone(message)
+            self.held_alone(key, message)
 
-    def held_alone(self, message: Message) -> None:
-        """``message``, a kept version, is held by the history alone from now on (it has
-        left its queue, or came back from the store as history only): it counts in the
-        budget (see the module rules)."""
+    def held_alone(self, key: str, message: Message) -> None:
+        """``message``, a kept version of ``key``, is held by the history alone from now
+        on (it has left its queue, or came back from the store as history only): it counts
+        in the budget, and ``key`` takes its turn in the order of forgetting (see the
+        module rules)."""
         cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
         self.held += cost
+        self._held_count += 1
+        keys = self._turn_keys
+        keys.append(key)
+        self._turn_numbers.append(message.number)  # type: ignore[arg-type] # it joined
+        if len(keys) > 2 * self._held_count + _ORDER_SLACK:  # over half of them stale
+            self._compact_turns()
         budget = self.budget
         budget.used += cost
         if budget.used > budget.limit:
             budget.went_over()
 
+    def _compact_turns(self) -> None:
+        """Over half the turns are stale: keep those of versions still held alone. O(the
+        turns, and the versions they name), so O(1) for each turn that went stale."""
+        held: dict[str, set[int]] = {}  # each key's numbers held alone, as they are found
+        keys: deque[str] = deque()
+        numbers: deque[int] = deque()
+        for key, number in zip(self._turn_keys, self._turn_numbers, strict=True):
+            live = held.get(key)
+            if live is None:
+                live = held[key] = self._numbers_held_alone(key)
+            if number in live:
+                keys.append(key)
+                numbers.append(number)
+        self._turn_keys, self._turn_numbers = keys, numbers
+
+    def _numbers_held_alone(self, key: str) -> set[int]:
+        """The numbers of ``key``'s versions held alone: those at the front (versions
+        mostly leave the queue in order) and its latest. O(those)."""
+        versions = self._versions.get(key)
+        if versions is None:
+            return set()
+        many = versions if isinstance(versions, _MANY) else (versions,)
+        numbers: set[int] = set()
+        for each in many:
+            if not _held_alone(each):
+                break
+            numbers.add(each.number)  # type: ignore[arg-type,union-attr] # held alone: a message
+        if _held_alone(many[-1]):
+            numbers.add(many[-1].number)  # type: ignore[arg-type,union-attr]
+        return numbers
+
     def forget(self, needed: int) -> int:
-        """Let go of at least ``needed`` of what it holds beyond its queue, if it holds
-        that much: older versions first, then whole keys (see the module rules). How much
-        it let go. O(keys) at most; the budget asks for a tenth of its limit at a time."""
+        """Let go of at least ``needed`` of what it holds alone, if it holds that much, in
+        the order its versions came to be held alone (see the module rules): a turn of an
+        older version of a key lets go of the key's older versions, the turn of its latest
+        the whole key. How much it let go. Each turn is taken once: O(1) a version held."""
         held = self.held
-        self._trim(needed)
-        if held - self.held < needed:
-            self._forget_keys(needed - (held - self.held))
+        keys, numbers = self._turn_keys, self._turn_numbers
+        while held - self.held < needed and keys:
+            key, number = keys.popleft(), numbers.popleft()
+            versions = self._versions.get(key)
+            if versions is None:
+                continue  # forgotten already
+            latest = _latest(versions)
+            if _message_of(latest).number != number or not _held_alone(latest):
+                if isinstance(versions, _MANY):  # a newer version has left the queue since
+                    self._trim(key, versions)
+            else:  # the latest's own turn: the key has had nothing newer since
+                self._forget(key)
         return held - self.held
 
-    def _trim(self, needed: int) -> None:
-        """Older versions that left the queue go, oldest key first, until ``needed`` is let
-        go; each key keeps its latest version (and those still on the queue)."""
-        goal = self.held - needed
-        versions = self._versions
-        for key, kept in versions.items():
-            if not isinstance(kept, _MANY):
-                continue
-            *before, latest = kept
-            older = [each for each in before if _held_alone(each)]
-            if not older:
-                continue
-            for message in older:
-                self._drop(message)  # type: ignore[arg-type] # held alone: a message
-            stay = [each for each in before if not _held_alone(each)] + [latest]
-            versions[key] = _kept_as(stay, self._small)  # the same key: no resize
-            if self.held <= goal:
-                return
-
-    def _forget_keys(self, needed: int) -> None:
-        """Whole keys go, oldest first, whose latest version has left the queue, until
-        ``needed`` is let go."""
-        victims: list[str] = []
-        freed = 0
-        for key, kept in self._versions.items():
-            many: list[Message | Entry] | deque[Message | Entry] = (
-                kept if isinstance(kept, _MANY) else [kept]
-            )
-            if not _held_alone(many[-1]):
-                continue  # on the queue: it stays
-            victims.append(key)
-            for each in many:
-                if _held_alone(each):
-                    freed += _cost(each)  # type: ignore[arg-type] # held alone: a message
-            if freed >= needed:
-                break
-        for key in victims:
-            self._forget(key)
+    def _trim(self, key: str, versions: list[Message | Entry] | deque[Message | Entry]) -> None:
+        """Let go of ``key``'s older versions held alone, from the oldest (the front, as
+        versions mostly leave their queue in order) up to its latest or one still on the
+        queue."""
+        while len(versions) > 1 and _held_alone(versions[0]):
+            oldest = versions.pop(0) if type(versions) is list else versions.popleft()  # type: ignore[union-attr]
+            self._drop(oldest)  # type: ignore[arg-type] # held alone: a message
+        if len(versions) == 1:
+            self._versions[key] = versions[0]  # alone (see __init__)
 
     def _forget(self, key: str) -> None:
         """``key`` and every version of it go; its numbers are never given out again."""
         current = self.current(key)
-        versions = self._versions.pop(key)
-        for each in versions if isinstance(versions, _MANY) else (versions,):
-            self._drop(each)  # type: ignore[arg-type] # its latest has left: all messages
+        versions = self._versions.pop(key, None)
+        if versions is not None:
+            for each in versions if isinstance(versions, _MANY) else (versions,):
+                self._drop(each)  # type: ignore[arg-type] # none is on the queue's index
         self._ahead.pop(key, None)
         if current > self.floor:
             self.floor = current
         self.budget.forgotten += 1
         if self.forgot is not None:
             self.forgot(key, self.floor)
+
+    def _fold_ahead(self) -> None:
+        """Numbers given out for keys that have no version (a transaction rolled back, a
+        transfer refused after it was numbered) are kept only up to a point: past it those
+        keys are forgotten (O(1) for each number given out)."""
+        for key in [key for key in self._ahead if key not in self._versions]:
+            self._forget(key)
+        self._ahead_limit = max(_AHEAD_FOLD, 2 * len(self._ahead))
 
     def _versions_of(self, key: str) -> list[Version]:
         """``key``'s kept versions, oldest first."""
@@ -331,6 +382,7 @@ class History:
         if not message.on_queue:  # it was held alone (see held_alone)
             cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
             self.held -= cost
+            self._held_count -= 1
             self.budget.used -= cost
         if message.store_id is not None and self.dropped is not None:
             self.dropped(message)
@@ -389,7 +441,7 @@ class History:
             return None
         displaced = self.arrived(key, message, message.number or 0)
         if message.in_history:  # not dropped at once (a later version came back first)
-            self.held_alone(message)
+            self.held_alone(key, message)
         return displaced
 
     def current(self, key: str) -> int:
@@ -431,6 +483,12 @@ def _custom_sequence(key: str, custom: object, current: int) -> int:
             custom = None
     if not isinstance(custom, int) or isinstance(custom, bool) or custom > _LONG_MAX:
         raise InvalidField(f"{SEQUENCE} must be an integer (a long), got {custom!r}", SEQUENCE)
+    if custom > CUSTOM_MAX:
+        raise InvalidField(
+            f"{SEQUENCE} {custom} is too large: at most {CUSTOM_MAX} (2^62), so that every "
+            "key's numbers can go on above it",
+            SEQUENCE,
+        )
     if custom <= current:
         raise InvalidField(
             f"{SEQUENCE} {custom} for key {key!r} is not greater than its "
@@ -443,11 +501,6 @@ def _custom_sequence(key: str, custom: object, current: int) -> int:
 def _held_alone(version: Message | Entry) -> bool:
     """Whether a kept version is held by its history alone (it has left the queue)."""
     return type(version) is Message and not version.on_queue
-
-
-def _cost(message: Message) -> int:
-    """What a version held beyond its queue counts in the history budget."""
-    return message.size + VERSION_COST
 
 
 def _kept_as(versions: list[Message | Entry], small: bool) -> Kept:

@@ -85,8 +85,9 @@ class MemoryStore(Store):
             self.messages.pop(message_id, None)
             self.retired.discard(message_id)
             self.numbers.pop(message_id, None)
-        for queue, key, seq in unit.sequences:
-            self.sequences.setdefault(queue, {})[key] = seq
+        for queue, key, seq in unit.sequences:  # the greatest, as the SQLite store keeps
+            keys = self.sequences.setdefault(queue, {})
+            keys[key] = max(seq, keys.get(key, seq))
         self._forget(unit.forgets)
         for queue, upto in unit.marks:
             self.marks[queue] = max(upto, self.marks.get(queue, 0))

@@ -105,6 +105,7 @@ CREATE TABLE IF NOT EXISTS messages (
 """
 # A message row's columns as written (the blob last: see _insert); schema 1 had no number.
 _MESSAGE_ROW = "INSERT INTO messages (id, queue, arrival, crc, number, data)"
+_GREATEST_SEQUENCE = " ON CONFLICT (queue, key) DO UPDATE SET seq = max(seq, excluded.seq)"
 _MAX_GROUP = 4096  # units written in one transaction at most
 GROUP_STREAM = 32  # messages written or removed in one pass that make a stream
 GROUP_WINDOW = 0.006  # seconds a stream's group stays open for more units
@@ -567,8 +568,9 @@ class SqliteStore(Store):
                 _rows(db, "INSERT OR IGNORE INTO retired", 1, retires)
             if gone and self._retired_rows:  # only queues with history retire messages
                 _delete(db, "retired", gone)
-            if sequences:  # in order: a key's later number replaces its earlier one
-                _rows(db, "INSERT OR REPLACE INTO sequences", 3, sequences)
+            if sequences:  # a key's row keeps the greatest number given out, whatever the order
+                # (a transaction's numbers are written at commit, after later ones)
+                _rows(db, "INSERT INTO sequences", 3, sequences, _GREATEST_SEQUENCE)
             if forgets:  # a number given out after the forgetting is above its floor
                 db.executemany(
                     "DELETE FROM sequences WHERE queue = ? AND key = ? AND seq <= ?", forgets
@@ -644,12 +646,14 @@ def _insert(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) ->
         _insert_chunk(db, insert, row, chunk)
 
 
-def _insert_chunk(db: sqlite3.Connection, insert: str, row: str, chunk: list[Any]) -> None:
+def _insert_chunk(
+    db: sqlite3.Connection, insert: str, row: str, chunk: list[Any], then: str = ""
+) -> None:
     values = [value for item in chunk for value in item]
-    db.execute(f"{insert} VALUES " + ", ".join([row] * len(chunk)), values)
+    db.execute(f"{insert} VALUES " + ", ".join([row] * len(chunk)) + then, values)
 
 
-def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> None:
+def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any], then: str = "") -> None:
     """``insert`` (``INSERT ... INTO table``) of every row, up to _CHUNK rows a statement, in
     order (a later row replaces an earlier one with its key). One statement for many rows,
     not ``executemany``: that steps once a row, giving up and taking back the interpreter's
@@ -657,7 +661,7 @@ def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any]) -> N
     durable stream cost the writer 18% of the broker's samples one row at a time)."""
     row = "(" + ", ".join("?" * width) + ")"
     for start in range(0, len(rows), _CHUNK):
-        _insert_chunk(db, insert, row, rows[start : start + _CHUNK])
+        _insert_chunk(db, insert, row, rows[start : start + _CHUNK], then)
 
 
 def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:

@@ -89,8 +89,8 @@ def test_new_keys_on_a_last_value_queue_are_forgotten_oldest_first_within_the_li
     replay = replay_receiver(client, "prices", "first", credit=1000)
     client.pump(0.3)
     kept = [each.message.properties["id"] for each in client.received(replay)]
-    assert 0 < len(kept) <= 80
-    assert kept == keys[-len(kept) :]  # the newest, in arrival order
+    assert 60 < len(kept) <= 80
+    assert set(kept) <= set(keys[-100:])  # what left the queue last: the last batch's
     forgotten = floor(broker, "prices")
     assert forgotten >= 1
     # k0000 was forgotten: its next value is numbered above every number forgotten

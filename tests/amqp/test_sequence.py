@@ -295,3 +295,30 @@ def test_a_version_acknowledged_in_a_transaction_stays_in_the_history_after_a_re
     replay = replay_receiver(client, "txseq", "first", key="k")
     client.wait_received(replay, 1)
     assert seen(client, replay) == [("v1", 1)]  # but still a kept version
+
+
+def test_a_number_staged_in_a_transaction_and_committed_later_is_never_given_out_again(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    keyed = {"sequenceKey": "id", "max_key_updates": 1, **DURABLE}
+    broker = brokers.start()
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("txnum", node_properties=keyed)
+    staged = Message(body="staged", durable=True, properties={"id": "K"})
+    client.wait_settled(client.send(sender, staged, txn=txn, pump=False))  # numbered 1 now
+    direct = Message(body="direct", durable=True, properties={"id": "K"})
+    client.wait_settled(client.send(sender, direct, pump=False))  # 2, written at once
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED  # 1 written
+    receiver = client.receiver("txnum", credit=10, node_properties=keyed)
+    client.settle_all(client.wait_received(receiver, 2))
+    client.pump(0.2)
+    broker = brokers.restart()
+    client = broker.client()
+    sender = client.sender("txnum", node_properties=keyed)
+    after = Message(body="after", durable=True, properties={"id": "K"})
+    client.wait_settled(client.send(sender, after, pump=False))
+    receiver = client.receiver("txnum", credit=10, node_properties=keyed)
+    client.wait_received(receiver, 1)
+    assert seen(client, receiver) == [("after", 3)]  # not 2 again

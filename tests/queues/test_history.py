@@ -88,12 +88,15 @@ def test_a_message_written_to_the_store_carries_its_sequence_in_its_bytes() -> N
     assert durable.message_annotation(SEQUENCE) == 1  # so its row reads back with it
 
 
-def test_a_custom_sequence_must_fit_in_a_long() -> None:
+def test_a_custom_sequence_must_fit_in_a_long_and_leave_half_of_it_to_go_on() -> None:
     q = queue(KEYED)
     with pytest.raises(InvalidField, match="must be an integer"):
         q.enqueue(msg("k", **{SEQUENCE: proton.ulong(2**63)}))
-    q.enqueue(msg("k", **{SEQUENCE: 2**63 - 1}))
-    assert sequence_of(list(q.entries())[-1]) == 2**63 - 1
+    with pytest.raises(InvalidField, match="at most 4611686018427387904"):
+        q.enqueue(msg("k", **{SEQUENCE: 2**63 - 1}))
+    q.enqueue(msg("k", **{SEQUENCE: 2**62}))
+    q.enqueue(msg("k"))
+    assert [sequence_of(e) for e in q.entries()] == [2**62, 2**62 + 1]
 
 
 def test_a_custom_sequence_must_be_greater_than_the_current_one() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from proton_broker.queues.budget import HistoryBudget
 from proton_broker.queues.factory import build_queue
-from proton_broker.queues.history import VERSION_COST, History
+from proton_broker.queues.history import CUSTOM_MAX, SEQUENCE, VERSION_COST, History
 from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -130,3 +130,41 @@ def test_a_history_that_leaves_gives_back_what_it_held() -> None:
     assert budget.used > 0
     history_of(q).leave()
     assert budget.used == 0 and budget.histories == []
+
+
+def test_a_forgotten_key_with_the_largest_custom_number_leaves_every_key_room_to_go_on() -> None:
+    budget = HistoryBudget(3 * cost())
+    q = queue(KEYED, budget)
+    q.enqueue(msg("big", BODY, **{SEQUENCE: CUSTOM_MAX}))
+    consume_all(q)
+    history = history_of(q)
+    while history.floor == 0:  # new keys, consumed at once, until "big" is forgotten
+        q.enqueue(msg(f"k{history.held}", BODY))
+        consume_all(q)
+    assert history.floor == CUSTOM_MAX
+    q.enqueue(msg("after", BODY))
+    q.enqueue(msg("big", BODY))
+    assert consume_all(q) == [CUSTOM_MAX + 1, CUSTOM_MAX + 1]  # delivered: still a long
+
+
+def test_keys_are_forgotten_in_the_order_their_versions_left_the_queue() -> None:
+    budget = HistoryBudget(8 * cost() + cost() // 2)  # eight versions fit, not nine
+    q = queue({**LVQ, "max_key_updates": 1}, budget)
+    for key in ["hot", *(f"idle{i}" for i in range(7)), "hot"]:
+        q.enqueue(msg(key, BODY))
+        consume_all(q)
+    q.enqueue(msg("trigger", BODY))  # over the limit: what left the queue longest ago goes
+    consume_all(q)
+    kept = {version.key for version in history_of(q).replay("first")}
+    assert "hot" in kept and "idle0" not in kept
+
+
+def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_far() -> None:
+    q = queue(KEYED, HistoryBudget(10**9))
+    history = history_of(q)
+    for i in range(30_000):  # numbered, as a transaction numbers what it stages, then dropped
+        floor = history.floor
+        assert q.number(msg(f"rolled-back-{i}")) == (f"rolled-back-{i}", floor + 1)
+    assert len(history._ahead) <= 20_000  # forgotten past 10,000: their numbers stay taken
+    q.enqueue(msg("rolled-back-0"))
+    assert consume_all(q)[0] > 1

@@ -379,3 +379,12 @@ def test_bindings_go_with_their_binding_their_exchange_or_their_queue(backend: B
     recovered = backend.reopen()
     assert list(recovered.exchanges) == ["x"]
     assert recovered.bindings == [("x", "a", "k", {})]
+
+
+def test_a_key_keeps_the_greatest_number_written_for_it_whatever_the_order(
+    backend: Backend,
+) -> None:
+    backend.store.save_queue("q", {})
+    backend.commit(Unit(sequences=[("q", "a", 5)]))
+    backend.commit(Unit(sequences=[("q", "a", 3), ("q", "b", 2)]))  # a commit's older number
+    assert backend.reopen().sequences == {"q": {"a": 5, "b": 2}}
