@@ -18,9 +18,13 @@ Rules this module owns:
   (:func:`proton_broker.queues.settings.parse_options`), so a name the attach refuses is
   refused here too: a bad attribute is a 400 naming it, and nothing is created. A queue
   that exists already is a 409, as in Broker-J.
-* Read-only attributes (``id``, ``type``, statistics) may be sent back on UPDATE unchanged,
-  so READ, edit, UPDATE works; a different value is a 400. Only :data:`LIVE_SETTINGS`
-  can change on a live queue; anything else is a 400 naming the attribute.
+* Answers name a queue's kind as Broker-J's do: ``type`` is the AMQP name of its type class
+  (``org.apache.qpid.LastValueQueue``), ``qpid-type`` the kind (``lvq``). Requests may give
+  either attribute as either name.
+* Read-only attributes (``id``, ``type``, ``qpid-type``, statistics) may be sent back on
+  UPDATE unchanged, so READ, edit, UPDATE works; a different value is a 400. Only
+  :data:`LIVE_SETTINGS` can change on a live queue; anything else is a 400 naming the
+  attribute.
 * DELETE refuses a queue holding messages (409) unless ``force`` is true (an application
   property or a body entry), as ``qpid-config del queue --force`` has it.
 * Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
@@ -169,8 +173,8 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "id": lambda q: identity_of(q.name),
     "identity": lambda q: identity_of(q.name),  # Broker-J's name for it in READ and QUERY
     "object-path": lambda q: q.name,
-    "type": lambda q: q.kind,
-    "qpid-type": lambda q: KIND_TYPES[q.kind],
+    "type": lambda q: KIND_TYPES[q.kind],  # as Broker-J: the type class's AMQP name
+    "qpid-type": lambda q: q.kind,  # and the kind (standard, lvq, priority, sorted)
     # settings (names Broker-J uses; all accepted back by the settings parser)
     "durable": lambda q: q.settings.durable,
     "lifetimePolicy": lambda q: q.settings.lifetime_policy,
@@ -230,6 +234,8 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
 # queue option (identity, statistics, anything added to the table later).
 # ("type" is also an x-declare option the parser understands and ignores.)
 READ_ONLY = frozenset(QUEUE_ATTRIBUTES) - frozenset(option_names()) | {"type"}
+# The attributes that name the queue's kind; a request may give the kind or the class name.
+KIND_ATTRIBUTES = ("type", "qpid-type")
 # QUERY without attribute names lists these (not the per-group lists: they can be long).
 QUERY_DEFAULT = [name for name in QUEUE_ATTRIBUTES if name != "messageGroups"]
 
@@ -348,7 +354,12 @@ class Management:
                 if str(value).rsplit("/", 1)[-1] != queue.name:
                     raise ManagementError(BAD_REQUEST, f"cannot change the value of '{key}'")
             elif key in READ_ONLY:
-                if not _same(value, current[key]):
+                allowed = (
+                    (queue.kind, KIND_TYPES[queue.kind])
+                    if key in KIND_ATTRIBUTES
+                    else (current[key],)
+                )
+                if not any(_same(value, v) for v in allowed):
                     raise ManagementError(
                         BAD_REQUEST,
                         f"attribute '{key}' is read-only "
@@ -570,7 +581,7 @@ def _check_kind(kind: str, attributes: Mapping[str, Any], parsed: ParsedOptions)
         raise ManagementError(
             BAD_REQUEST, f"type {kind} needs {needs}; these attributes make a {made} queue"
         )
-    for key in ("type", "qpid-type"):
+    for key in KIND_ATTRIBUTES:
         given = attributes.get(key)
         if given is not None and given not in (made, KIND_TYPES[made]):
             raise ManagementError(

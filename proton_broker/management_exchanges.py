@@ -4,11 +4,14 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
 
 * Exchanges: the category ``org.apache.qpid.Exchange`` and Broker-J's kinds
   ``org.apache.qpid.DirectExchange``, ``TopicExchange``, ``FanoutExchange`` and
-  ``HeadersExchange``. CREATE takes ``type`` (``direct``, ``topic``, ``fanout``,
-  ``headers``; a kind implies it), ``durable`` and ``arguments``; one that exists is a 409.
-  READ and QUERY give ``name``, ``id``, ``type``, ``durable``, ``arguments``,
-  ``bindingCount``, ``messagesRouted`` and ``messagesDropped``. DELETE removes the exchange
-  and its bindings (the queues stay); the four default exchanges cannot be deleted (409).
+  ``HeadersExchange``. CREATE takes ``type`` or ``qpid-type`` (``direct``, ``topic``,
+  ``fanout``, ``headers``, or the kind's class name; a kind in the request implies it; all
+  given must agree), ``durable`` and ``arguments``; one that exists is a 409.
+  READ and QUERY give ``name``, ``id``, ``type`` (as Broker-J: the class name,
+  ``org.apache.qpid.TopicExchange``), ``qpid-type`` (the kind, ``topic``), ``durable``,
+  ``arguments``, ``alternateBinding``, ``bindingCount``, ``messagesRouted`` and
+  ``messagesDropped``. DELETE removes the exchange and its bindings (the queues stay); the
+  four default exchanges cannot be deleted (409).
   Nothing of an exchange can be changed: UPDATE is a 400.
 * Bindings: ``org.apache.qpid.Binding``, named by ``exchange``, ``queue`` and the binding
   key ``name`` (Broker-J 6's names; ``bindingKey`` and ``destination`` are taken too).
@@ -41,6 +44,8 @@ EXCHANGE_KINDS = {
     "org.apache.qpid.FanoutExchange": "fanout",
     "org.apache.qpid.HeadersExchange": "headers",
 }
+KIND_TYPES = {kind: name for name, kind in EXCHANGE_KINDS.items()}
+KIND_ATTRIBUTES = ("type", "qpid-type")  # either names the kind, by itself or its class
 BINDING_TYPE = "org.apache.qpid.Binding"
 EXCHANGE_ENTITY_TYPES = (EXCHANGE_TYPE, *EXCHANGE_KINDS)
 ENTITY_TYPES = (*EXCHANGE_ENTITY_TYPES, BINDING_TYPE)
@@ -53,7 +58,8 @@ TYPE_HIERARCHY = {
 EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "name": lambda e: e.name,
     "id": lambda e: _identity("exchange", e.name),
-    "type": lambda e: e.kind,
+    "type": lambda e: KIND_TYPES[e.kind],  # as Broker-J: the type class's AMQP name
+    "qpid-type": lambda e: e.kind,  # and the kind (direct, topic, fanout, headers)
     "durable": lambda e: e.durable,
     "arguments": lambda e: dict(e.arguments),
     "alternateBinding": lambda e: {"destination": e.alternate} if e.alternate else None,
@@ -126,15 +132,7 @@ class ExchangeEntities:
     ) -> tuple[int, str, Any]:
         if not name:
             raise InvalidField("CREATE needs a 'name'")
-        exchange_type = attributes.get("type", EXCHANGE_KINDS.get(kind))
-        implied = EXCHANGE_KINDS.get(kind)
-        if exchange_type not in EXCHANGE_TYPES:
-            raise InvalidField(
-                f"an exchange needs a 'type', one of {', '.join(EXCHANGE_TYPES)}, "
-                f"not {exchange_type!r}",
-            )
-        if implied is not None and implied != exchange_type:
-            raise InvalidField(f"type {kind} is a {implied} exchange, not {exchange_type}")
+        exchange_type = _exchange_type(kind, attributes)
         known = {"name", "type", "durable", "arguments", "qpid-type", *ALTERNATE_ARGUMENTS}
         unknown = sorted(set(attributes) - known)
         if unknown:
@@ -224,6 +222,31 @@ class ExchangeEntities:
             for e in sorted(self.broker.exchanges, key=lambda e: e.name)
             if implied in (None, e.kind)
         ]
+
+
+def _exchange_type(kind: str, attributes: Mapping[str, Any]) -> str:
+    """The type (``topic``...) a CREATE asks for: the body's ``type`` and ``qpid-type``
+    (each the type or its class name), else the one the request's kind implies."""
+    given = {
+        key: EXCHANGE_KINDS.get(value, value) if isinstance(value, str) else value
+        for key in KIND_ATTRIBUTES
+        if (value := attributes.get(key)) is not None
+    }
+    implied = EXCHANGE_KINDS.get(kind)
+    exchange_type = next(iter(given.values()), implied)
+    if exchange_type not in EXCHANGE_TYPES:
+        raise InvalidField(
+            f"an exchange needs a 'type', one of {', '.join(EXCHANGE_TYPES)}, "
+            f"not {exchange_type!r}",
+        )
+    for key, value in given.items():
+        if implied is not None and value != implied:
+            raise InvalidField(f"type {kind} is a {implied} exchange, not {value}")
+        if value != exchange_type:
+            raise InvalidField(
+                f"attribute '{key}' is {attributes[key]!r} but 'type' is {attributes['type']!r}"
+            )
+    return exchange_type
 
 
 def exchange_attributes(exchange: Exchange) -> dict[str, Any]:

@@ -62,7 +62,8 @@ QUEUE_TYPE = "org.apache.qpid.Queue"
 LIMIT_POLICIES = ("none", "ring", "reject", "flow-to-disk", "producer-flow-control")
 TABLE_ATTRIBUTES = [
     "name",
-    "type",
+    "type",  # the kind's class name (org.apache.qpid.LastValueQueue), as Broker-J answers
+    "qpid-type",  # the kind (lvq): the table's Type column
     "durable",
     "queueDepthMessages",
     "queueDepthBytes",
@@ -377,7 +378,7 @@ def _snapshot(client: ManagementClient) -> dict[str, dict[str, Any]]:
 
 COLUMNS = [
     ("Queue", "name"),
-    ("Type", "type"),
+    ("Type", "qpid-type"),
     ("Dur", "durable"),
     ("Msgs", "queueDepthMessages"),
     ("Bytes", "queueDepthBytes"),

@@ -30,7 +30,7 @@ MATCH_MODES = ("all", "any")
 ALTERNATE = "alternate-exchange"  # qpidd's name, for queues and exchanges alike
 EXCHANGE_COLUMNS = [
     ("Exchange", "name"),
-    ("Type", "type"),
+    ("Type", "qpid-type"),  # the kind (topic); "type" is its class name, as Broker-J's
     ("Dur", "durable"),
     ("Bindings", "bindingCount"),
     ("Routed", "messagesRouted"),

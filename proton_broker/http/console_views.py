@@ -190,7 +190,7 @@ def queue_list(
         shown.append(
             {
                 "name": name,
-                "type": row["type"],
+                "type": row["qpid-type"],  # the kind (management's "type": its class)
                 "groups": row["messageGroupType"] not in (None, "NONE"),
                 "durable": row["durable"],
                 "depth": row["queueDepthMessages"],
@@ -206,8 +206,8 @@ def queue_list(
 
 
 # The attributes the queue table shows.
-QUEUE_COLUMNS = ["type", "messageGroupType", "durable", "queueDepthMessages", "queueDepthBytes"]
-QUEUE_COLUMNS += ["consumerCount", "overflowPolicy", "alternateBinding"]
+QUEUE_COLUMNS = ["qpid-type", "messageGroupType", "durable", "queueDepthMessages"]
+QUEUE_COLUMNS += ["queueDepthBytes", "consumerCount", "overflowPolicy", "alternateBinding"]
 
 
 def queue_page(
@@ -392,7 +392,7 @@ def _preview(body: Any, content_type: Any) -> tuple[str, int, str]:
 # The console's names for management's exchange and binding attributes.
 EXCHANGE_COLUMNS = {
     "name": "name",
-    "type": "type",
+    "type": "qpid-type",  # the kind (management's "type" is its class name)
     "durable": "durable",
     "bindings": "bindingCount",
     "routed": "messagesRouted",

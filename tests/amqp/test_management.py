@@ -75,7 +75,7 @@ def test_create_makes_a_queue_whose_settings_an_attach_then_sees(
     reply = node.ask(entity("CREATE", "prices"), {"lvqKey": "ticker"})
     assert status(reply) == (201, "Created")
     assert reply.correlation_id == "c1"
-    assert reply.body["type"] == "lvq" and reply.body["lvqKey"] == "ticker"
+    assert reply.body["qpid-type"] == "lvq" and reply.body["lvqKey"] == "ticker"
     client = broker.client()
     send_all(
         broker,
@@ -204,6 +204,42 @@ def test_read_answers_with_the_identity_and_object_path_broker_j_gives(node: Nod
     assert again.body["name"] == "named"
 
 
+def test_read_and_query_give_the_type_class_as_type_and_the_kind_as_qpid_type(
+    node: Node,
+) -> None:
+    """As Broker-J answers: ``type`` is the AMQP name of the queue's type class,
+    ``qpid-type`` its kind."""
+    node.ask(entity("CREATE", "last"), {"lvqKey": "k"})
+    read = node.ask(entity("READ", "last")).body
+    assert (read["type"], read["qpid-type"]) == ("org.apache.qpid.LastValueQueue", "lvq")
+    asked = node.ask(
+        {"operation": "QUERY", **NODE, "entityType": QUEUE},
+        {"attributeNames": ["name", "type", "qpid-type"]},
+    )
+    assert ["last", "org.apache.qpid.LastValueQueue", "lvq"] in asked.body["results"]
+    every = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE}, {}).body
+    rows = [dict(zip(every["attributeNames"], row, strict=True)) for row in every["results"]]
+    last = next(row for row in rows if row["name"] == "last")
+    assert (last["type"], last["qpid-type"]) == ("org.apache.qpid.LastValueQueue", "lvq")
+
+
+def test_create_and_update_take_type_and_qpid_type_as_the_kind_or_the_class(
+    broker: RunningBroker, node: Node
+) -> None:
+    lvq = "org.apache.qpid.LastValueQueue"
+    given = [{"type": "lvq"}, {"type": lvq}, {"qpid-type": "lvq"}, {"qpid-type": lvq}]
+    for n, body in enumerate(given):
+        reply = node.ask(entity("CREATE", f"lv{n}"), {"lvqKey": "k", **body})
+        assert status(reply)[0] == 201, status(reply)
+        for sent in given:  # either name, under either attribute, is the queue's own
+            assert status(node.ask(entity("UPDATE", f"lv{n}"), sent))[0] == 200
+    wrong = node.ask(entity("CREATE", "no"), {"lvqKey": "k", "qpid-type": "sorted"})
+    assert status(wrong)[0] == 400 and "qpid-type" in status(wrong)[1]
+    changed = node.ask(entity("UPDATE", "lv0"), {"qpid-type": "org.apache.qpid.SortedQueue"})
+    assert status(changed)[0] == 400 and "qpid-type" in status(changed)[1]
+    assert "no" not in queues(broker)
+
+
 def test_read_with_another_kind_does_not_find_the_queue(node: Node) -> None:
     node.ask(entity("CREATE", "plain"))
     assert status(node.ask(entity("READ", "plain", kind="org.apache.qpid.SortedQueue")))[0] == 404
@@ -253,11 +289,12 @@ def test_query_lists_queues_with_the_attributes_asked_for(node: Node) -> None:
     for name, attributes in (("b", {"lvqKey": "k"}), ("a", {}), ("c", {"sortKey": "s"})):
         node.ask(entity("CREATE", name), attributes)
     reply = node.ask(
-        {"operation": "QUERY", **NODE, "entityType": QUEUE}, {"attributeNames": ["name", "type"]}
+        {"operation": "QUERY", **NODE, "entityType": QUEUE},
+        {"attributeNames": ["name", "qpid-type"]},
     )
     assert status(reply)[0] == 200
     rows = [row for row in reply.body["results"] if not row[0].startswith("Temp")]
-    assert reply.body["attributeNames"] == ["name", "type"]
+    assert reply.body["attributeNames"] == ["name", "qpid-type"]
     assert rows == [["a", "standard"], ["b", "lvq"], ["c", "sorted"]]
     kind = node.ask(
         {"operation": "QUERY", **NODE, "entityType": "org.apache.qpid.LastValueQueue"},
@@ -321,7 +358,8 @@ def test_update_accepts_a_read_map_sent_back_with_one_change(node: Node) -> None
     attributes["ensureNondestructiveConsumers"] = True
     reply = node.ask(entity("UPDATE", "roundtrip"), attributes)
     assert status(reply)[0] == 200 and reply.body["ensureNondestructiveConsumers"] is True
-    for read_only, value in (("queueDepthMessages", 7), ("type", "lvq")):
+    read_only_changes = (("queueDepthMessages", 7), ("type", "lvq"), ("qpid-type", "lvq"))
+    for read_only, value in read_only_changes:
         changed = {**attributes, read_only: value}
         assert status(node.ask(entity("UPDATE", "roundtrip"), changed))[0] == 400
 

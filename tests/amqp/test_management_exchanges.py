@@ -10,6 +10,7 @@ from tests.conftest import RunningBroker
 
 EXCHANGE = "org.apache.qpid.Exchange"
 TOPIC_EXCHANGE = "org.apache.qpid.TopicExchange"
+FANOUT_EXCHANGE = "org.apache.qpid.FanoutExchange"
 BINDING = "org.apache.qpid.Binding"
 NODE = {"type": "org.amqp.management", "name": "self"}
 
@@ -18,7 +19,7 @@ def test_an_exchange_is_created_read_and_deleted(broker: RunningBroker) -> None:
     node = Node(broker.client())
     made = node.ask(entity("CREATE", "news", EXCHANGE), {"type": "topic", "durable": True})
     assert status(made) == (201, "Created")
-    assert made.body["type"] == "topic" and made.body["durable"] is True
+    assert made.body["qpid-type"] == "topic" and made.body["durable"] is True
     read = node.ask(entity("READ", "news", EXCHANGE))
     assert read.body["name"] == "news" and read.body["bindingCount"] == 0
     assert status(node.ask(entity("DELETE", "news", EXCHANGE)))[0] == 204
@@ -27,7 +28,7 @@ def test_an_exchange_is_created_read_and_deleted(broker: RunningBroker) -> None:
 
 def test_a_kind_names_the_type_and_must_agree_with_it(broker: RunningBroker) -> None:
     node = Node(broker.client())
-    assert node.ask(entity("CREATE", "t", TOPIC_EXCHANGE)).body["type"] == "topic"
+    assert node.ask(entity("CREATE", "t", TOPIC_EXCHANGE)).body["qpid-type"] == "topic"
     clash = node.ask(entity("CREATE", "f", TOPIC_EXCHANGE), {"type": "fanout"})
     assert status(clash) == (
         400,
@@ -99,7 +100,7 @@ def test_query_lists_exchanges_with_their_counters(broker: RunningBroker) -> Non
     node = Node(broker.client())
     listed = node.ask(
         {**NODE, "operation": "QUERY", "entityType": EXCHANGE},
-        {"attributeNames": ["name", "type", "messagesDropped"]},
+        {"attributeNames": ["name", "qpid-type", "messagesDropped"]},
     )
     assert listed.body["results"] == [
         ["amq.direct", "direct", 0],
@@ -107,6 +108,43 @@ def test_query_lists_exchanges_with_their_counters(broker: RunningBroker) -> Non
         ["amq.match", "headers", 0],
         ["amq.topic", "topic", 0],
     ]
+
+
+def test_read_and_query_give_the_type_class_as_type_and_the_kind_as_qpid_type(
+    broker: RunningBroker,
+) -> None:
+    """As Broker-J answers: ``type`` is the AMQP name of the exchange's type class,
+    ``qpid-type`` its kind."""
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "news", EXCHANGE), {"type": "topic"})
+    read = node.ask(entity("READ", "news", EXCHANGE)).body
+    assert (read["type"], read["qpid-type"]) == (TOPIC_EXCHANGE, "topic")
+    listed = node.ask(
+        {**NODE, "operation": "QUERY", "entityType": EXCHANGE},
+        {"attributeNames": ["name", "type", "qpid-type"]},
+    )
+    assert ["news", TOPIC_EXCHANGE, "topic"] in listed.body["results"]
+    assert ["amq.match", "org.apache.qpid.HeadersExchange", "headers"] in listed.body["results"]
+    every = node.ask({**NODE, "operation": "QUERY", "entityType": EXCHANGE}, {}).body
+    rows = [dict(zip(every["attributeNames"], row, strict=True)) for row in every["results"]]
+    news = next(row for row in rows if row["name"] == "news")
+    assert (news["type"], news["qpid-type"]) == (TOPIC_EXCHANGE, "topic")
+
+
+def test_create_takes_type_and_qpid_type_as_the_kind_or_the_class(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    given = [{"type": "fanout"}, {"qpid-type": "fanout"}, {"type": FANOUT_EXCHANGE}]
+    given += [{"qpid-type": FANOUT_EXCHANGE, "type": "fanout"}]
+    for n, body in enumerate(given):
+        made = node.ask(entity("CREATE", f"f{n}", EXCHANGE), body)
+        assert status(made)[0] == 201, status(made)
+        assert made.body["qpid-type"] == "fanout"
+    read = node.ask(entity("READ", "f0", EXCHANGE)).body
+    again = {k: read[k] for k in ("type", "qpid-type", "durable", "arguments")}
+    assert status(node.ask(entity("CREATE", "copy", EXCHANGE), again))[0] == 201
+    clash = node.ask(entity("CREATE", "x", EXCHANGE), {"type": "topic", "qpid-type": "fanout"})
+    assert status(clash)[0] == 400 and "qpid-type" in status(clash)[1]
+    assert status(node.ask(entity("READ", "x", EXCHANGE)))[0] == 404
 
 
 def test_the_types_include_exchanges_and_bindings(broker: RunningBroker) -> None:

@@ -252,6 +252,10 @@ def test_queues_json_lists_every_queue_with_its_rates(broker: RunningBroker) -> 
     done = tool(broker, "queues", "--json", "--interval", "0.1")
     listed = json.loads(done.stdout)
     assert [q["name"] for q in listed] == ["one", "two"]
+    assert (listed[0]["type"], listed[0]["qpid-type"]) == (
+        "org.apache.qpid.StandardQueue",
+        "standard",
+    )
     assert {"queueDepthMessages", "consumerCount", "enqueueRate", "dequeueRate"} <= set(listed[0])
     no_rates = json.loads(tool(broker, "queues", "--json", "--interval", "0").stdout)
     assert "enqueueRate" not in no_rates[0]

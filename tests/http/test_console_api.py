@@ -164,7 +164,8 @@ def test_creating_a_queue_takes_every_option_the_attach_takes(console: ConsoleCl
         "POST", "/console/api/queues", {"name": "ranked", "options": {"priorities": 5}}
     )
     assert status == 201 and body["attributes"]["priorities"] == 5
-    assert body["attributes"]["type"] == "priority"
+    assert body["attributes"]["qpid-type"] == "priority"
+    assert body["attributes"]["type"] == "org.apache.qpid.PriorityQueue"
     assert console.change("POST", "/console/api/queues", {"name": "ranked"})[0] == 409
 
 

@@ -489,7 +489,7 @@ function drawQueue(q, summary, attributes, extra) {
   const a = q.attributes || {};
   summary.replaceChildren(
     figures([
-      ["type", a.type, "q-type"],
+      ["type", a["qpid-type"], "q-type"],
       ["durable", a.durable ? "yes" : "no", "q-durable"],
       ["depth", fmtNumber(a.queueDepthMessages), "q-depth"],
       ["bytes", fmtBytes(a.queueDepthBytes), "q-bytes"],
