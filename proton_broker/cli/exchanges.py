@@ -91,7 +91,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 
 def add_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
     kind, name = args.command[2], args.command[3]
-    body: dict[str, Any] = {"name": name, "type": kind}
+    # Broker-J takes the kind from `qpid-type` only (a body `type` alone is a 400 there).
+    body: dict[str, Any] = {"name": name, "type": kind, "qpid-type": kind}
     if args.durable:
         body["durable"] = True
     arguments = _pairs(args.argument)
