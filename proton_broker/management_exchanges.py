@@ -58,6 +58,8 @@ TYPE_HIERARCHY = {
 EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "name": lambda e: e.name,
     "id": lambda e: _identity("exchange", e.name),
+    "identity": lambda e: _identity("exchange", e.name),  # Broker-J's name for it
+    "object-path": lambda e: e.name,
     "type": lambda e: KIND_TYPES[e.kind],  # as Broker-J: the type class's AMQP name
     "qpid-type": lambda e: e.kind,  # and the kind (direct, topic, fanout, headers)
     "durable": lambda e: e.durable,

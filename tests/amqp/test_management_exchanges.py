@@ -153,3 +153,13 @@ def test_the_types_include_exchanges_and_bindings(broker: RunningBroker) -> None
     assert types[TOPIC_EXCHANGE] == [EXCHANGE] and types[BINDING] == []
     attributes = node.ask({**NODE, "operation": "GET-ATTRIBUTES", "entityType": BINDING}).body
     assert attributes[BINDING] == ["name", "id", "exchange", "queue", "bindingKey", "arguments"]
+
+
+def test_an_exchange_answers_with_the_identity_and_object_path_broker_j_gives(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    created = node.ask(entity("CREATE", "named", EXCHANGE), {"type": "fanout"}).body
+    assert created["identity"] == created["id"] and created["object-path"] == "named"
+    again = node.ask({"operation": "READ", "type": EXCHANGE, "identity": created["identity"]})
+    assert again.body["name"] == "named"
