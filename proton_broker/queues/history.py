@@ -33,12 +33,14 @@ Rules owned here:
   budget is in queues/budget.py): what a history holds alone, its versions that have left
   the queue (consumed, or replaced), counts their bytes and :data:`VERSION_COST` each.
   When that goes over the limit, the history holding the most forgets until the budget is
-  at 90%, taking its versions in the order they left the queue, least recent first (their
-  *turns*): the turn of a key's older version lets go of the key's older versions held
-  alone (it keeps its latest); the turn of its latest version, which comes only if the key
-  has had nothing newer leave since, forgets the key. A key whose latest version is on the
-  queue is never forgotten (on a last-value queue it is the index). Each turn is taken
-  once, so forgetting is O(1) for each version held, however many keys there are.
+  at 90%. A clock hand goes round its keys (in the order they were first seen), on from
+  where it stopped: each key it passes lets go of its older versions held alone (it keeps
+  its latest), and a key whose latest version has left the queue and has had no new
+  version since the hand's last full round is forgotten. So keys updated all along stay
+  and the ones left idle go (CLOCK, the usual approximation of least recently used). A
+  key whose latest version is on the queue is never forgotten (on a last-value queue it is
+  the index). Nothing is recorded for this per message beyond the newest number: a round
+  costs O(the keys it passes), and the hand moves on, so each key is passed once a round.
 * A forgotten key's next number is one more than the highest number the history has
   forgotten (``floor``), and so is a new key's once anything has been forgotten (and, after
   a restart, every key's that is not above it: no key can tell it was never forgotten). A
@@ -83,7 +85,7 @@ _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (se
 # codec read (spans, header), its place among its key's versions, its key's text and its
 # share of the dictionary. Measured with tracemalloc: 322 bytes a key of one version.
 VERSION_COST = 320
-_ORDER_SLACK = 1024  # turns in the order of forgetting before it is first compacted
+_KEYS_SLACK = 1024  # forgotten keys' places in the hand's round before they are compacted
 _AHEAD_FOLD = 10_000  # numbers ahead of their versions kept before keys without one go
 
 
@@ -142,12 +144,16 @@ class History:
         # What it holds beyond its queue, in the broker's budget (see the module rules),
         # and the highest number it has forgotten: numbers start above it.
         self.held = 0
-        self._held_count = 0  # versions held alone
-        # The turns of forgetting: each version held alone, in the order they came to be,
-        # as its key and its queue number (two deques: no tuple for each). Some turns are
-        # stale (their version is gone); see forget.
-        self._turn_keys: deque[str] = deque()
-        self._turn_numbers: deque[int] = deque()
+        # Forgetting's clock: every key in the order it was first seen (None where one was
+        # forgotten), the hand's place in it, the newest queue number seen, and the newest
+        # when the hand began its last two rounds (a key whose latest version is newer than
+        # ``_mark`` was updated within the hand's last full round). See forget.
+        self._keys: list[str | None] = []
+        self._hand = 0
+        self._holes = 0
+        self._newest = 0
+        self._round_start = 0
+        self._mark = 0
         self._ahead_limit = _AHEAD_FOLD  # numbers ahead at which keys without versions go
         self.floor = 0
         self.budget: HistoryBudget = HistoryBudget(DEFAULT_HISTORY_BUDGET)
@@ -218,12 +224,14 @@ class History:
             seq = 1  # the key's first (nothing forgotten yet: see above)
         message.number, message.sequence = order, seq
         message.in_history = True
+        self._newest = order
         version: Message | Entry = message
         if entry is not None:
             version = entry
             self.standing += 1
         if versions is None:
             self._versions[key] = version  # alone (see __init__)
+            self._keys.append(key)
         elif kind is list or kind is deque:
             many: list[Message | Entry] = versions  # type: ignore[assignment] # or a deque
             if displaced is not None:
@@ -264,75 +272,53 @@ class History:
                 self._versions[key] = message
                 self.standing -= 1
         if message.in_history:
-            self.held_alone(key, message)
+            self.held_alone(message)
 
-    def held_alone(self, key: str, message: Message) -> None:
+    def held_alone(self, message: Message) -> None:
         """``message``, a kept version of ``key``, is held by the history alone from now
         on (it has left its queue, or came back from the store as history only): it counts
         in the budget, and ``key`` takes its turn in the order of forgetting (see the
         module rules)."""
         cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
         self.held += cost
-        self._held_count += 1
-        keys = self._turn_keys
-        keys.append(key)
-        self._turn_numbers.append(message.number)  # type: ignore[arg-type] # it joined
-        if len(keys) > 2 * self._held_count + _ORDER_SLACK:  # over half of them stale
-            self._compact_turns()
         budget = self.budget
         budget.used += cost
         if budget.used > budget.limit:
             budget.went_over()
 
-    def _compact_turns(self) -> None:
-        """Over half the turns are stale: keep those of versions still held alone. O(the
-        turns, and the versions they name), so O(1) for each turn that went stale."""
-        held: dict[str, set[int]] = {}  # each key's numbers held alone, as they are found
-        keys: deque[str] = deque()
-        numbers: deque[int] = deque()
-        for key, number in zip(self._turn_keys, self._turn_numbers, strict=True):
-            live = held.get(key)
-            if live is None:
-                live = held[key] = self._numbers_held_alone(key)
-            if number in live:
-                keys.append(key)
-                numbers.append(number)
-        self._turn_keys, self._turn_numbers = keys, numbers
-
-    def _numbers_held_alone(self, key: str) -> set[int]:
-        """The numbers of ``key``'s versions held alone: those at the front (versions
-        mostly leave the queue in order) and its latest. O(those)."""
-        versions = self._versions.get(key)
-        if versions is None:
-            return set()
-        many = versions if isinstance(versions, _MANY) else (versions,)
-        numbers: set[int] = set()
-        for each in many:
-            if not _held_alone(each):
-                break
-            numbers.add(each.number)  # type: ignore[arg-type,union-attr] # held alone: a message
-        if _held_alone(many[-1]):
-            numbers.add(many[-1].number)  # type: ignore[arg-type,union-attr]
-        return numbers
-
     def forget(self, needed: int) -> int:
-        """Let go of at least ``needed`` of what it holds alone, if it holds that much, in
-        the order its versions came to be held alone (see the module rules): a turn of an
-        older version of a key lets go of the key's older versions, the turn of its latest
-        the whole key. How much it let go. Each turn is taken once: O(1) a version held."""
+        """Let go of at least ``needed`` of what it holds alone, if it holds that much: a
+        clock hand goes round the keys, on from where it stopped last (see the module
+        rules). How much it let go. O(the keys it passes): at most three rounds."""
         held = self.held
-        keys, numbers = self._turn_keys, self._turn_numbers
-        while held - self.held < needed and keys:
-            key, number = keys.popleft(), numbers.popleft()
-            versions = self._versions.get(key)
+        keys = self._keys
+        visits = 3 * len(keys)
+        while held - self.held < needed and visits:
+            visits -= 1
+            if self._hand >= len(keys):  # a new round: what was updated since the last is new
+                self._hand = 0
+                self._mark, self._round_start = self._round_start, self._newest
+            place = self._hand
+            self._hand += 1
+            key = keys[place]
+            versions = None if key is None else self._versions.get(key)
             if versions is None:
-                continue  # forgotten already
+                if key is not None:
+                    keys[place] = None
+                    self._holes += 1
+                continue
+            if isinstance(versions, _MANY):
+                self._trim(key, versions)  # type: ignore[arg-type] # a key in _versions
+                versions = self._versions[key]  # type: ignore[index]
             latest = _latest(versions)
-            if _message_of(latest).number != number or not _held_alone(latest):
-                if isinstance(versions, _MANY):  # a newer version has left the queue since
-                    self._trim(key, versions)
-            else:  # the latest's own turn: the key has had nothing newer since
-                self._forget(key)
+            if _held_alone(latest) and latest.number <= self._mark:  # type: ignore[union-attr,operator]
+                keys[place] = None
+                self._holes += 1
+                self._forget(key)  # type: ignore[arg-type]
+        if self._holes > len(keys) // 2 + _KEYS_SLACK:
+            self._hand = sum(1 for key in keys[: self._hand] if key is not None)
+            self._keys = [key for key in keys if key is not None]
+            self._holes = 0
         return held - self.held
 
     def _trim(self, key: str, versions: list[Message | Entry] | deque[Message | Entry]) -> None:
@@ -382,7 +368,6 @@ class History:
         if not message.on_queue:  # it was held alone (see held_alone)
             cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
             self.held -= cost
-            self._held_count -= 1
             self.budget.used -= cost
         if message.store_id is not None and self.dropped is not None:
             self.dropped(message)
@@ -441,7 +426,7 @@ class History:
             return None
         displaced = self.arrived(key, message, message.number or 0)
         if message.in_history:  # not dropped at once (a later version came back first)
-            self.held_alone(key, message)
+            self.held_alone(message)
         return displaced
 
     def current(self, key: str) -> int:

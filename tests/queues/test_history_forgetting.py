@@ -147,16 +147,17 @@ def test_a_forgotten_key_with_the_largest_custom_number_leaves_every_key_room_to
     assert consume_all(q) == [CUSTOM_MAX + 1, CUSTOM_MAX + 1]  # delivered: still a long
 
 
-def test_keys_are_forgotten_in_the_order_their_versions_left_the_queue() -> None:
-    budget = HistoryBudget(8 * cost() + cost() // 2)  # eight versions fit, not nine
+def test_a_key_updated_all_along_outlives_keys_that_are_not() -> None:
+    budget = HistoryBudget(8 * cost())  # eight versions, of nine and more keys
     q = queue({**LVQ, "max_key_updates": 1}, budget)
-    for key in ["hot", *(f"idle{i}" for i in range(7)), "hot"]:
-        q.enqueue(msg(key, BODY))
-        consume_all(q)
-    q.enqueue(msg("trigger", BODY))  # over the limit: what left the queue longest ago goes
-    consume_all(q)
+    for i in range(200):  # "hot" is updated as often as new keys come
+        for key in ("hot", f"cold{i}"):
+            q.enqueue(msg(key, BODY))
+            consume_all(q)
     kept = {version.key for version in history_of(q).replay("first")}
-    assert "hot" in kept and "idle0" not in kept
+    assert "hot" in kept and "cold0" not in kept and budget.forgotten > 150
+    q.enqueue(msg("hot", BODY))
+    assert consume_all(q) == [201]  # never forgotten: its numbers went on
 
 
 def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_far() -> None:
