@@ -82,8 +82,9 @@ class HistoryBudget:
 
     def went_over(self) -> None:
         """Called by a history once ``used`` exceeds ``limit``: the histories holding the
-        most forget until ``used`` is back at ``resume``. O(histories) a round, and a round
-        frees a tenth of the limit, so the cost per version held stays O(1)."""
+        most forget until ``used`` is back at ``resume``. Each round picks the largest in
+        O(histories), and frees a tenth of the limit or all the largest can give (what a
+        history's forgetting costs is its own: queues/history.py)."""
         while self.used > self.resume:
             largest = max(self.histories, key=_held, default=None)
             if largest is None or not largest.forget(self.used - self.resume):

@@ -275,10 +275,9 @@ class History:
             self.held_alone(message)
 
     def held_alone(self, message: Message) -> None:
-        """``message``, a kept version of ``key``, is held by the history alone from now
-        on (it has left its queue, or came back from the store as history only): it counts
-        in the budget, and ``key`` takes its turn in the order of forgetting (see the
-        module rules)."""
+        """``message``, a kept version, is held by the history alone from now on (it has
+        left its queue, or came back from the store as history only): it counts in the
+        budget, which may make the histories forget (see the module rules)."""
         cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
         self.held += cost
         budget = self.budget
