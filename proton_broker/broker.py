@@ -307,8 +307,6 @@ class Broker:
                 watcher(queue)
             queue.journal = None  # the store drops the queue's rows at once
             dropped = queue.clear()
-            if queue.history is not None:
-                queue.history.leave()  # what it held is let go with it
         self.dead_letters.unuse(queue.alternate, f"queue '{name}'")
         if queue.persistent and self.store is not None:
             self.store.delete_queue(name, moved.stored)

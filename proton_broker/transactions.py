@@ -48,8 +48,6 @@ from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.queue import Queue
 
-DEFAULT_PER_CONNECTION = 1000  # the broker sets broker.max_transactions_per_connection
-
 
 @dataclass
 class Acknowledgement:
@@ -75,8 +73,8 @@ class Transaction:
         self,
         txn_id: bytes,
         controller: object,
-        connection: object = None,
-        budget: MemoryBudget | None = None,
+        connection: object,
+        budget: MemoryBudget,
     ) -> None:
         self.id = txn_id
         self.controller = controller  # who may discharge it (the coordinator link)
@@ -86,7 +84,7 @@ class Transaction:
         self.acks: list[Acknowledgement] = []
         self.discharging = False  # a commit is being written: no more work may join
         # The broker's memory budget, where the staged bytes count (see the module rules).
-        self.budget = budget if budget is not None else MemoryBudget(1 << 30)
+        self.budget = budget
         self.staged_bytes = 0
 
     def stage(self, copies: Iterable[tuple[Queue, Message]]) -> None:
@@ -140,12 +138,12 @@ class Transaction:
 class Transactions:
     """The open transactions of a broker, by id."""
 
-    def __init__(
-        self, budget: MemoryBudget | None = None, per_connection: int = DEFAULT_PER_CONNECTION
-    ) -> None:
+    def __init__(self, budget: MemoryBudget, per_connection: int) -> None:
+        """``budget``: the broker's memory budget, where staged bytes count;
+        ``per_connection``: broker.max_transactions_per_connection."""
         self._open: dict[bytes, Transaction] = {}
         self._ids = itertools.count(1)
-        self.budget = budget if budget is not None else MemoryBudget(1 << 30)
+        self.budget = budget
         self.per_connection = per_connection
         self._of_connection: Counter[object] = Counter()  # open transactions of each
 

@@ -487,15 +487,6 @@ def _held_alone(version: Message | Entry) -> bool:
     return type(version) is Message and not version.on_queue
 
 
-def _kept_as(versions: list[Message | Entry], small: bool) -> Kept:
-    """``versions`` as a key keeps them: one alone, or a list or a deque (see History)."""
-    if len(versions) == 1:
-        return versions[0]
-    kept: Kept = versions if small else deque(versions)
-    untrack(kept)
-    return kept
-
-
 def _latest(versions: Kept) -> Message | Entry:
     """A key's latest kept version."""
     return versions[-1] if isinstance(versions, _MANY) else versions

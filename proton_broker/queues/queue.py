@@ -657,7 +657,8 @@ class Queue:
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its
         consumers are gone and nothing may come back), each to the alternate if the queue
-        has one; O(n). Returns how many."""
+        has one, and its history leaves the broker's history budget; O(n). Returns how
+        many."""
         dropped = 0
         for entry in list(self._log):
             if entry.state != DEAD:
@@ -666,6 +667,8 @@ class Queue:
                 dropped += 1
         self._held.clear()
         self._expiry.clear()
+        if self.history is not None:
+            self.history.leave()  # what it held beyond the queue is let go with it
         return dropped
 
     def purge(self) -> int:
