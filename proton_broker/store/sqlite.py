@@ -106,6 +106,7 @@ CREATE TABLE IF NOT EXISTS messages (
 # A message row's columns as written (the blob last: see _insert); schema 1 had no number.
 _MESSAGE_ROW = "INSERT INTO messages (id, queue, arrival, crc, number, data)"
 _GREATEST_SEQUENCE = " ON CONFLICT (queue, key) DO UPDATE SET seq = max(seq, excluded.seq)"
+_GREATEST_FLOOR = " ON CONFLICT (queue) DO UPDATE SET seq = max(seq, excluded.seq)"
 _MAX_GROUP = 4096  # units written in one transaction at most
 GROUP_STREAM = 32  # messages written or removed in one pass that make a stream
 GROUP_WINDOW = 0.006  # seconds a stream's group stays open for more units
@@ -575,11 +576,7 @@ class SqliteStore(Store):
                 db.executemany(
                     "DELETE FROM sequences WHERE queue = ? AND key = ? AND seq <= ?", forgets
                 )
-                db.executemany(
-                    "INSERT INTO floors VALUES (?, ?) ON CONFLICT (queue) DO "
-                    "UPDATE SET seq = max(seq, excluded.seq)",
-                    [(queue, floor) for queue, _key, floor in forgets],
-                )
+                _rows(db, "INSERT INTO floors", 2, _highest_floors(forgets), _GREATEST_FLOOR)
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")
@@ -662,6 +659,15 @@ def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any], then
     row = "(" + ", ".join("?" * width) + ")"
     for start in range(0, len(rows), _CHUNK):
         _insert_chunk(db, insert, row, rows[start : start + _CHUNK], then)
+
+
+def _highest_floors(forgets: list[tuple[str, str, int]]) -> list[tuple[str, int]]:
+    """Each queue's highest floor among ``forgets`` (queue, key, floor): one floors row a
+    queue, however many keys a group forgot."""
+    highest: dict[str, int] = {}
+    for queue, _key, floor in forgets:
+        highest[queue] = max(floor, highest.get(queue, floor))
+    return list(highest.items())
 
 
 def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:
