@@ -2,7 +2,9 @@
 """The codec's two walks over an application-properties map, compiled: the quick check
 (what :func:`proton_broker.codec.values.skip_simple_map_python` does) and the lookup of one
 key (what :func:`proton_broker.codec.values.find_in_map_python` does), without the
-interpreter.
+interpreter; and a search within a message's bytes (what
+:func:`proton_broker.codec.values.contains_python` does) without ``bytes.find``'s argument
+parsing.
 
 Rules owned here:
 
@@ -25,6 +27,11 @@ Rules owned here:
   takes the table the Python walk uses (``values._PROPERTY_STEP``) when ``values`` is
   imported, so the two read one table. A walk asked before ``values`` has handed over its
   table and its lookup raises RuntimeError, naming the call that was missed.
+* A search for some bytes within a range of a message (:func:`contains`) answers what
+  ``data.find(needle, start, stop) >= 0`` answers, without the argument parsing of
+  ``bytes.find``, which cost about 400 of its 1,000 instructions; offsets below zero,
+  which ``find`` counts from the end, it hands to ``find``. A queue with a key looks for
+  a custom ``x-opt-sequence`` in every keyed message this way.
 * It is optional: where it was not built (no C compiler when the package was installed),
   ``values`` uses the Python walks.
 
@@ -37,6 +44,10 @@ message, about 5,400 instructions more (docs/performance.md).
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcmp
+
+
+cdef extern from "string.h":  # a GNU extension: Python.h asks for them (_GNU_SOURCE)
+    void* memmem(const void* haystack, size_t size, const void* needle, size_t length) nogil
 
 
 cdef extern from "Python.h":
@@ -184,3 +195,18 @@ def find_in_map(data, Py_ssize_t start, Py_ssize_t stop, key):
     if _find_python is None:
         raise RuntimeError("use_find was not called")
     return _find_python(data, start, stop, key)
+
+
+def contains(bytes data, bytes needle, Py_ssize_t start, Py_ssize_t stop):
+    """Whether ``needle`` occurs in ``data`` within ``start:stop`` (see the module rules)."""
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t length = PyBytes_GET_SIZE(needle)
+    if start < 0 or stop < 0:
+        return data.find(needle, start, stop) >= 0
+    if stop > end:
+        stop = end
+    if stop - start < length:
+        return False
+    return memmem(
+        PyBytes_AS_STRING(data) + start, stop - start, PyBytes_AS_STRING(needle), length
+    ) != NULL

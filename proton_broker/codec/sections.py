@@ -114,7 +114,8 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
                 pos = skip_simple_map(data, at)
                 if pos < 0:  # not the usual map: walked again, to say what is wrong
                     pos = _application_properties(data, at)
-                message.app_properties_span = _span(at, pos)
+                span = (at, pos)  # _span's usual case, written out: a keyed message's
+                message.app_properties_span = _SPANS.get(span) or _span(at, pos)
             else:
                 pos = skip_section_value(data, at)
                 if code == MESSAGE_ANNOTATIONS:

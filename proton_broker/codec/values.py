@@ -526,6 +526,13 @@ def _is_text(data: bytes, code: int, start: int, stop: int) -> bool:
     return True
 
 
+def contains_python(data: bytes, needle: bytes, start: int, stop: int) -> bool:
+    """Whether ``needle`` occurs in ``data`` within ``start:stop``. The reference for its
+    compiled copy (see :data:`contains`), which does without ``bytes.find``'s argument
+    parsing: a queue with a key looks for a custom number in every keyed message."""
+    return data.find(needle, start, stop) >= 0
+
+
 def _compiled() -> ModuleType | None:
     """The compiled copies of :func:`skip_simple_map_python` and :func:`find_in_map_python`
     (the module ``codec/_simple_map.pyx``), given this module's step table and Python
@@ -549,6 +556,9 @@ skip_simple_map: Callable[[bytes, int], int] = (
 )
 find_in_map: Callable[[bytes, int, int, str], Any] = (
     find_in_map_python if COMPILED is None else COMPILED.find_in_map
+)
+contains: Callable[[bytes, bytes, int, int], bool] = (
+    contains_python if COMPILED is None else COMPILED.contains
 )
 
 

@@ -58,6 +58,7 @@ Rules owned here:
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import deque
 from collections.abc import Callable
 from operator import attrgetter
@@ -65,6 +66,7 @@ from typing import NamedTuple
 
 from proton_broker.codec.encode import KEY_SEQUENCE
 from proton_broker.codec.sections import annotate
+from proton_broker.codec.values import contains, find_in_map
 from proton_broker.collector import untrack
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
@@ -119,6 +121,7 @@ class History:
         indexes: bool = False,
     ) -> None:
         self.keep = None if max_updates is None else max(1, max_updates)
+        self._bound = sys.maxsize if self.keep is None else self.keep  # keep, as a number
         self.key_property = key_property
         self.indexes = indexes  # a last-value queue's: the index of newest entries too
         self.standing = 0  # keys whose latest version's entry stands for it (on the queue)
@@ -237,9 +240,8 @@ class History:
             if displaced is not None:
                 many[-1] = latest  # type: ignore[assignment] # a message
             many.append(version)
-            if self.keep is not None and len(many) > self.keep:
-                oldest = many.pop(0) if kind is list else versions.popleft()  # type: ignore[union-attr]
-                self._drop(oldest if type(oldest) is Message else oldest.message)  # type: ignore[union-attr]
+            if len(many) > self._bound:  # only the latest can be an entry: this is a message
+                self._drop(many.pop(0) if kind is list else versions.popleft())  # type: ignore[arg-type,union-attr]
         elif self.keep == 1:
             self._versions[key] = version
             self._drop(latest)  # type: ignore[arg-type] # a message
@@ -260,8 +262,8 @@ class History:
         a last-value queue, if the entry stood for its key's latest version, its message
         does again."""
         message = entry.message
-        key: str = entry.key  # type: ignore[assignment] # a keyed entry
         if self.indexes:
+            key: str = entry.key  # type: ignore[assignment] # a keyed entry
             versions = self._versions.get(key)
             kind = type(versions)
             if kind is list or kind is deque:
@@ -392,7 +394,11 @@ class History:
         queue asks before anything changes, so a bad one refuses the message), and a
         stored message's, which its bytes carry. Otherwise :meth:`arrived` numbers it, as
         it reads the key's latest version anyway. Nothing is reserved (see :meth:`number`)."""
-        value = message.application_property(self.key_property)
+        props = message.app_properties_span
+        if props is not None and message.extras is None:  # Message.application_property,
+            value = find_in_map(message.data, props[0], props[1], self.key_property)  # inlined
+        else:
+            value = message.application_property(self.key_property)
         key = value if type(value) is str else property_text(value)  # mostly a str already
         if key is None:
             return None
@@ -401,9 +407,12 @@ class History:
             # A custom number is a message annotation or an application property: it is
             # looked for only if its bytes are in those sections (one C-speed search from
             # the annotations to the end of the properties, never the body).
-            notes, props = message.annotations_span, message.app_properties_span
-            first, last = notes or props, props or notes
-            if first is not None and message.data.find(_SEQUENCE_BYTES, first[0], last[1]) >= 0:  # type: ignore[index]
+            notes = message.annotations_span
+            if notes is None:
+                first = last = props
+            else:
+                first, last = notes, props or notes
+            if first is not None and contains(message.data, _SEQUENCE_BYTES, first[0], last[1]):  # type: ignore[index]
                 custom = message.message_annotation(SEQUENCE)
                 if custom is None:
                     custom = message.application_property(SEQUENCE)

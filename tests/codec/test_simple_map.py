@@ -14,7 +14,11 @@ from proton import Message
 
 from proton_broker.codec import values
 from proton_broker.codec.sections import parse_message
-from proton_broker.codec.values import find_in_map_python, skip_simple_map_python
+from proton_broker.codec.values import (
+    contains_python,
+    find_in_map_python,
+    skip_simple_map_python,
+)
 
 compiled = pytest.importorskip("proton_broker.codec._simple_map")  # scripts/test builds it
 
@@ -108,6 +112,7 @@ def test_an_empty_map_is_passed_and_an_offset_outside_the_data_is_not_a_map(
 def test_the_codec_uses_the_compiled_walks_where_they_were_built() -> None:
     assert values.skip_simple_map is compiled.skip_simple_map
     assert values.find_in_map is compiled.find_in_map
+    assert values.contains is compiled.contains
 
 
 def python_lookup(data: bytes, start: int, stop: int, key: str) -> object:
@@ -181,6 +186,23 @@ def test_a_key_of_proton_encoded_properties_reads_the_same_compiled(
         assert compiled.find_in_map(data, start, stop, each) == find_in_map_python(
             data, start, stop, each
         )
+
+
+@given(
+    data=st.binary(max_size=40),
+    needle=st.one_of(st.binary(max_size=4), st.just(b"x-opt-sequence")),
+    start=st.integers(-50, 50),
+    stop=st.integers(-50, 50),
+    planted=st.booleans(),
+)
+def test_the_compiled_search_answers_as_bytes_find_in_any_range(
+    data: bytes, needle: bytes, start: int, stop: int, planted: bool
+) -> None:
+    if planted:  # the needle somewhere in the data, so that ranges find it or cut it
+        data = data[: len(data) // 2] + needle + data[len(data) // 2 :]
+    assert compiled.contains(data, needle, start, stop) is contains_python(
+        data, needle, start, stop
+    )
 
 
 def test_the_step_table_must_name_every_constructor() -> None:
