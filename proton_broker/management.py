@@ -48,7 +48,9 @@ from typing import TYPE_CHECKING, Any
 from proton_broker import errors
 from proton_broker.broker import MANAGEMENT_NODE
 from proton_broker.management_exchanges import (
+    BINDING_TYPE,
     ENTITY_TYPES,
+    EXCHANGE_TYPE,
     TYPE_HIERARCHY,
     ExchangeEntities,
     attribute_names,
@@ -439,8 +441,8 @@ class Management:
             raise ManagementError(BAD_REQUEST, f"unknown entityType {entity_type!r}")
         if user is not None and operation in NODE_OPERATIONS:
             if operation == "QUERY":
-                what = _query_object(entity_type)
-                self.broker.access.check(user, "access", "query", what, None, f"query {what}s")
+                for what in _query_objects(entity_type):
+                    self.broker.access.check(user, "access", "query", what, None, f"query {what}s")
             else:
                 method = RELOAD_ACL_METHOD if operation == "RELOAD-ACL" else operation.lower()
                 self.broker.access.check(user, "access", "method", method, None, operation)
@@ -470,11 +472,15 @@ class Management:
     def query(self, entity_type: str | None, properties: Mapping[str, Any], body: Any) -> Response:
         """Broker-J's QUERY: body ``{attributeNames: [...]}`` (empty: the defaults),
         application properties ``offset`` and ``count`` (negative: from the end); the
-        answer ``{attributeNames, results: [[...], ...]}``, queues sorted by name."""
+        answer ``{attributeNames, results: [[...], ...]}``, queues sorted by name. Without
+        ``entityType``, every entity, as Broker-J lists them: bindings, exchanges, then
+        queues (its categories by name), with every kind's attributes."""
         request = _attribute_map(body if body is not None else {}, "QUERY")
         names = request.get("attributeNames") or []
         if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
             raise ManagementError(BAD_REQUEST, "'attributeNames' must be a list of strings")
+        if entity_type is None:
+            return self._query_every_entity(list(names) or _EVERY_ATTRIBUTE, properties)
         if entity_type in ENTITY_TYPES:
             rows = self.exchanges.rows(entity_type, properties)
             names = list(names) or attribute_names(entity_type)
@@ -489,6 +495,23 @@ class Management:
             queues = []
         queues = _window(queues, _integer(properties, "offset"), _integer(properties, "count"))
         results = [list(queue_attributes(q, names).values()) for q in queues]
+        return Response(OK, "OK", {"attributeNames": names, "results": results})
+
+    def _query_every_entity(self, names: list[str], properties: Mapping[str, Any]) -> Response:
+        """QUERY without ``entityType``: ``offset`` and ``count`` over the whole list, and
+        only the queues in its window read."""
+        rows: list[dict[str, Any] | Queue] = [
+            *self.exchanges.rows(BINDING_TYPE, properties),
+            *self.exchanges.rows(EXCHANGE_TYPE, properties),
+            *sorted(self.broker.queues.values(), key=lambda q: q.name),
+        ]
+        rows = _window(rows, _integer(properties, "offset"), _integer(properties, "count"))
+        results = [
+            list(queue_attributes(row, names).values())
+            if isinstance(row, Queue)
+            else [row.get(n) for n in names]
+            for row in rows
+        ]
         return Response(OK, "OK", {"attributeNames": names, "results": results})
 
 
@@ -519,11 +542,31 @@ def _attribute_names(entity_type: str) -> list[str]:
     return list(QUEUE_ATTRIBUTES)
 
 
-def _query_object(entity_type: str | None) -> str:
-    """What a QUERY lists, as the ACL's ``access query name=`` names it."""
+def _query_objects(entity_type: str | None) -> tuple[str, ...]:
+    """What a QUERY lists, as the ACL's ``access query name=`` names each: every kind
+    without ``entityType`` (each must be allowed)."""
+    if entity_type is None:
+        return ("binding", "exchange", "queue")
     if entity_type in ENTITY_TYPES:
-        return "binding" if entity_type == "org.apache.qpid.Binding" else "exchange"
-    return "queue"
+        return ("binding",) if entity_type == BINDING_TYPE else ("exchange",)
+    return ("queue",)
+
+
+# QUERY without entityType or attribute names: Broker-J's four naming attributes first, then
+# every kind's defaults (a binding's and an exchange's that a queue has not), in one list.
+_EVERY_ATTRIBUTE = list(
+    dict.fromkeys(
+        [
+            "identity",
+            "type",
+            "qpid-type",
+            "object-path",
+            *QUERY_DEFAULT,
+            *attribute_names(EXCHANGE_TYPE),
+            *attribute_names(BINDING_TYPE),
+        ]
+    )
+)
 
 
 def _operations(entity_type: str) -> dict[str, list[str]]:

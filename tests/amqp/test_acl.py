@@ -49,6 +49,7 @@ acl allow carol create queue name=app.carol.* durable=false queuemaxcountupperli
 acl allow carol consume queue name=app.carol.*
 acl allow carol publish exchange routingkey=app.carol.#
 acl allow carol access method name=get-types
+acl allow carol access query name=queue
 acl allow bob access broker
 quota connections 2 carol
 quota queues 2 carol
@@ -296,6 +297,9 @@ def test_management_operations_are_checked_and_a_denied_one_changes_nothing(
     with manage(secured, "carol") as carol:
         assert carol.node("GET-TYPES").ok
         assert carol.node("GET-ATTRIBUTES").status == 403
+        assert carol.node("QUERY", {}, entityType=QUEUE).ok
+        every = carol.node("QUERY", {})  # every kind of entity: bindings are asked first
+        assert every.status == 403 and "query bindings" in every.description
     with manage(secured, "alice") as alice:
         assert alice.node("QUERY", {}).ok
         assert alice.request("READ", QUEUE, "app.out").ok

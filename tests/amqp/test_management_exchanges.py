@@ -163,3 +163,34 @@ def test_an_exchange_answers_with_the_identity_and_object_path_broker_j_gives(
     assert created["identity"] == created["id"] and created["object-path"] == "named"
     again = node.ask({"operation": "READ", "type": EXCHANGE, "identity": created["identity"]})
     assert again.body["name"] == "named"
+
+
+def test_query_without_an_entity_type_lists_every_entity_as_broker_j_does(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's QUERY without ``entityType``: bindings, exchanges, then queues (its
+    categories by name), with every kind's attributes, ``offset`` and ``count`` over them
+    all."""
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "orders"))
+    node.ask(entity("CREATE", "orders.#", BINDING, exchange="amq.topic", queue="orders"))
+    every = node.ask({**NODE, "operation": "QUERY"}, {}).body
+    names = every["attributeNames"]
+    assert names[:4] == ["identity", "type", "qpid-type", "object-path"]
+    assert {"queueDepthMessages", "messagesDropped", "bindingKey"} <= set(names)
+    rows = [dict(zip(names, row, strict=True)) for row in every["results"]]
+    listed = [(row["type"], row["name"]) for row in rows if not row["name"].startswith("Temp")]
+    assert listed == [
+        (None, "orders.#"),  # a binding (Broker-J's Binding has no type class)
+        ("org.apache.qpid.DirectExchange", "amq.direct"),
+        ("org.apache.qpid.FanoutExchange", "amq.fanout"),
+        ("org.apache.qpid.HeadersExchange", "amq.match"),
+        (TOPIC_EXCHANGE, "amq.topic"),
+        ("org.apache.qpid.StandardQueue", "orders"),
+    ]
+    assert rows[0]["bindingKey"] == "orders.#" and rows[-1]["queueDepthMessages"] == 0
+    window = node.ask({**NODE, "operation": "QUERY", "offset": 1, "count": 2}, {})
+    at = names.index("name")
+    assert [row[at] for row in window.body["results"]] == ["amq.direct", "amq.fanout"]
+    named = node.ask({**NODE, "operation": "QUERY", "count": 1}, {"attributeNames": ["name"]})
+    assert named.body == {"attributeNames": ["name"], "results": [["orders.#"]]}
