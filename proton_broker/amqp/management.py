@@ -8,7 +8,9 @@ messages, the way Qpid Broker-J's ``ManagementNode`` does:
   (a map) are handed to :class:`~proton_broker.management.Management`.
 * The reply goes to the request's ``reply-to`` with ``correlation-id`` set to the request's
   correlation-id, or else its message-id, and the application properties ``statusCode``
-  (an int) and ``statusDescription``. ``reply-to`` may be:
+  (an int) and ``statusDescription``. A failure's reply (a status of 400 or more) also
+  carries the request's application properties, as Broker-J's does, so a client sending
+  many requests sees which one failed. ``reply-to`` may be:
 
   - the address of a queue, typically a dynamic node the client made with a receiver whose
     source is ``dynamic`` (qpid-proton clients, the Qpid Dispatch tools, our CLI); a name
@@ -104,7 +106,9 @@ class ManagementNode:
         response = self.management.handle(properties, request.body, user)
         correlation = request.correlation_id if request.correlation_id is not None else request.id
         try:
-            target.enqueue(parse_message(_reply(response, request.reply_to, correlation)))
+            echoed = properties if response.status >= FAILURE else {}
+            reply = _reply(response, request.reply_to, correlation, echoed)
+            target.enqueue(parse_message(reply))
         except BrokerError as exc:  # e.g. a full reject-policy reply queue
             exc.description = (
                 f"the request was performed ({response.status} "
@@ -122,11 +126,15 @@ class ManagementNode:
         )
 
 
-def _reply(response: Response, address: str, correlation: Any) -> bytes:
+FAILURE = 400  # the first status whose reply carries the request's properties too
+
+
+def _reply(response: Response, address: str, correlation: Any, echoed: dict[str, Any]) -> bytes:
     reply = Message(
         address=address,
         correlation_id=correlation,
         properties={
+            **echoed,
             **response.properties,
             "statusCode": int32(response.status),
             "statusDescription": response.description,

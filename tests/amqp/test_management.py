@@ -240,6 +240,19 @@ def test_create_and_update_take_type_and_qpid_type_as_the_kind_or_the_class(
     assert "no" not in queues(broker)
 
 
+def test_a_failure_answers_with_the_request_properties_as_broker_j_does(node: Node) -> None:
+    """Broker-J copies a failed request's application properties into its answer, so a
+    client sending many requests can tell which one failed; a success answers without."""
+    node.ask(entity("CREATE", "present"))
+    failed = node.ask(entity("READ", "absent", requestId="r-7"))
+    assert status(failed)[0] == 404
+    assert {"operation": "READ", "type": QUEUE, "name": "absent", "requestId": "r-7"}.items() <= (
+        failed.properties.items()
+    )
+    read = node.ask(entity("READ", "present", requestId="r-8"))
+    assert status(read)[0] == 200 and "requestId" not in read.properties
+
+
 def test_read_with_another_kind_does_not_find_the_queue(node: Node) -> None:
     node.ask(entity("CREATE", "plain"))
     assert status(node.ask(entity("READ", "plain", kind="org.apache.qpid.SortedQueue")))[0] == 404
