@@ -101,9 +101,24 @@ def test_create_takes_the_name_from_the_body_and_the_kind_from_the_type(
 def test_create_with_a_kind_its_attributes_do_not_make_is_a_400_and_creates_nothing(
     broker: RunningBroker, node: Node
 ) -> None:
-    reply = node.ask(entity("CREATE", "q", kind="org.apache.qpid.LastValueQueue"), {})
-    assert status(reply)[0] == 400 and "lvqKey" in status(reply)[1]
-    assert "q" not in queues(broker)
+    reply = node.ask(entity("CREATE", "q", kind="org.apache.qpid.SortedQueue"), {})
+    assert status(reply)[0] == 400 and "sortKey" in status(reply)[1]
+    other = node.ask(entity("CREATE", "r", kind="org.apache.qpid.LastValueQueue"), {"sortKey": "s"})
+    assert status(other)[0] == 400 and "sorted queue" in status(other)[1]
+    assert not {"q", "r"} & queues(broker)
+
+
+def test_create_of_a_kind_by_name_alone_takes_broker_j_defaults(
+    broker: RunningBroker, node: Node
+) -> None:
+    """Broker-J's LastValueQueue keys on ``qpid.LVQ_key`` and its PriorityQueue has 10
+    levels unless told otherwise (its context defaults queue.lvqKey, queue.priorities)."""
+    last = node.ask(entity("CREATE", "last", kind="org.apache.qpid.LastValueQueue"), {})
+    assert status(last)[0] == 201 and last.body["lvqKey"] == "qpid.LVQ_key"
+    urgent = node.ask(entity("CREATE", "urgent"), {"qpid-type": "priority"})
+    assert status(urgent)[0] == 201 and urgent.body["priorities"] == 10
+    settings = broker.call(lambda: broker.broker.queues["urgent"].settings)
+    assert (settings.kind, settings.priorities) == ("priority", 10)
 
 
 def test_create_of_an_existing_queue_is_a_409(node: Node) -> None:
