@@ -33,14 +33,19 @@ Rules owned here:
   budget is in queues/budget.py): what a history holds alone, its versions that have left
   the queue (consumed, or replaced), counts their bytes and :data:`VERSION_COST` each.
   When that goes over the limit, the history holding the most forgets until the budget is
-  at 90%. A clock hand goes round its keys (in the order they were first seen), on from
-  where it stopped: each key it passes lets go of its older versions held alone (it keeps
-  its latest), and a key whose latest version has left the queue and has had no new
-  version since the hand's last full round is forgotten. So keys updated all along stay
-  and the ones left idle go (CLOCK, the usual approximation of least recently used). A
-  key whose latest version is on the queue is never forgotten (on a last-value queue it is
-  the index). Nothing is recorded for this per message beyond the newest number: a round
-  costs O(the keys it passes), and the hand moves on, so each key is passed once a round.
+  at 90%. A hand goes round its keys (in the order they were first seen), on from where
+  it stopped: each key it passes lets go of its older versions held alone (it keeps its
+  latest); a key with none to let go of, whose latest version has left the queue, is
+  forgotten if that version is among the oldest: at or below the cut, the queue number
+  under which an eighth or so of the keys that may be forgotten had their latest version,
+  as :data:`_SAMPLE` keys evenly spaced in the hand's list say (taken as forgetting starts
+  and as each round starts). So keys updated recently stay and the ones left idle go, from
+  the first time the budget is full (a sampled approximation of least recently used: a
+  key's latest queue number is its last update). A round that let go of nothing makes the
+  next one forget any key it may. A key whose latest version is on the queue is never
+  forgotten (on a last-value queue it is the index). Nothing is recorded for this per
+  message: a round costs O(the keys it passes), and the hand moves on, so each key is
+  passed once a round.
 * A forgotten key's next number is one more than the highest number the history has
   forgotten (``floor``), and so is a new key's once anything has been forgotten (and, after
   a restart, every key's that is not above it: no key can tell it was never forgotten). A
@@ -89,6 +94,8 @@ _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (se
 VERSION_COST = 320
 _KEYS_SLACK = 1024  # forgotten keys' places in the hand's round before they are compacted
 _AHEAD_FOLD = 10_000  # numbers ahead of their versions kept before keys without one go
+_SAMPLE = 32  # keys whose latest updates choose a forgetting round's cut (see forget)
+_EVERY = 2**63  # a cut above every queue number
 
 
 class Version(NamedTuple):
@@ -147,16 +154,13 @@ class History:
         # What it holds beyond its queue, in the broker's budget (see the module rules),
         # and the highest number it has forgotten: numbers start above it.
         self.held = 0
-        # Forgetting's clock: every key in the order it was first seen (None where one was
-        # forgotten), the hand's place in it, the newest queue number seen, and the newest
-        # when the hand began its last two rounds (a key whose latest version is newer than
-        # ``_mark`` was updated within the hand's last full round). See forget.
+        # Forgetting's hand: every key in the order it was first seen (None where one was
+        # forgotten), the hand's place in it, and whether its round has let go of
+        # anything yet. See forget.
         self._keys: list[str | None] = []
         self._hand = 0
         self._holes = 0
-        self._newest = 0
-        self._round_start = 0
-        self._mark = 0
+        self._round_freed = False
         self._ahead_limit = _AHEAD_FOLD  # numbers ahead at which keys without versions go
         self.floor = 0
         self.budget: HistoryBudget = HistoryBudget(DEFAULT_HISTORY_BUDGET)
@@ -227,7 +231,6 @@ class History:
             seq = 1  # the key's first (nothing forgotten yet: see above)
         message.number, message.sequence = order, seq
         message.in_history = True
-        self._newest = order
         version: Message | Entry = message
         if entry is not None:
             version = entry
@@ -289,16 +292,18 @@ class History:
 
     def forget(self, needed: int) -> int:
         """Let go of at least ``needed`` of what it holds alone, if it holds that much: a
-        clock hand goes round the keys, on from where it stopped last (see the module
-        rules). How much it let go. O(the keys it passes): at most three rounds."""
+        hand goes round the keys, on from where it stopped last (see the module rules).
+        How much it let go. O(the keys it passes): at most three rounds."""
         held = self.held
         keys = self._keys
         visits = 3 * len(keys)
+        cut = self._cut()
         while held - self.held < needed and visits:
             visits -= 1
-            if self._hand >= len(keys):  # a new round: what was updated since the last is new
-                self._hand = 0
-                self._mark, self._round_start = self._round_start, self._newest
+            if self._hand >= len(keys):  # a new round: every key held alone, if the last
+                self._hand = 0  # let go of nothing; else a new sample's cut
+                cut = self._cut() if self._round_freed else _EVERY
+                self._round_freed = False
             place = self._hand
             self._hand += 1
             key = keys[place]
@@ -309,18 +314,40 @@ class History:
                     self._holes += 1
                 continue
             if isinstance(versions, _MANY):
+                before = self.held
                 self._trim(key, versions)  # type: ignore[arg-type] # a key in _versions
+                if self.held != before:  # it let go of older versions: it stays this round
+                    self._round_freed = True
+                    continue
                 versions = self._versions[key]  # type: ignore[index]
             latest = _latest(versions)
-            if _held_alone(latest) and latest.number <= self._mark:  # type: ignore[union-attr,operator]
-                keys[place] = None
+            if _held_alone(latest) and latest.number <= cut:  # type: ignore[union-attr,operator]
+                keys[place] = None  # nothing older to let go of, and among the oldest
                 self._holes += 1
                 self._forget(key)  # type: ignore[arg-type]
+                self._round_freed = True
         if self._holes > len(keys) // 2 + _KEYS_SLACK:
             self._hand = sum(1 for key in keys[: self._hand] if key is not None)
             self._keys = [key for key in keys if key is not None]
             self._holes = 0
         return held - self.held
+
+    def _cut(self) -> int:
+        """The queue number at or below which an eighth or so of the keys that may be
+        forgotten had their latest version: of :data:`_SAMPLE` keys or so, evenly spaced in
+        the hand's list (O(_SAMPLE)); above every number if none of them may be."""
+        keys = self._keys
+        latest_numbers = []
+        for key in keys[:: max(1, len(keys) // _SAMPLE)]:
+            versions = None if key is None else self._versions.get(key)
+            if versions is not None:
+                latest = _latest(versions)
+                if _held_alone(latest):
+                    latest_numbers.append(latest.number)  # type: ignore[union-attr] # a message
+        if not latest_numbers:
+            return _EVERY
+        latest_numbers.sort()
+        return latest_numbers[len(latest_numbers) // 8]  # type: ignore[return-value] # numbered
 
     def _trim(self, key: str, versions: list[Message | Entry] | deque[Message | Entry]) -> None:
         """Let go of ``key``'s older versions held alone, from the oldest (the front, as

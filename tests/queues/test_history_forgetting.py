@@ -160,6 +160,42 @@ def test_a_key_updated_all_along_outlives_keys_that_are_not() -> None:
     assert consume_all(q) == [201]  # never forgotten: its numbers went on
 
 
+def test_a_key_updated_all_along_is_kept_from_the_first_forgetting_on() -> None:
+    """Recency counts from the first time the budget is full: "hot", the first key seen and
+    updated as often as new keys come, is never forgotten, even before the hand has gone
+    round once (it went first when keys were forgotten in the order they were first seen)."""
+    budget = HistoryBudget(8 * cost())
+    q = queue({**LVQ, "max_key_updates": 1}, budget)
+    history = history_of(q)
+    for i in range(40):
+        for key in ("hot", f"cold{i}"):
+            q.enqueue(msg(key, BODY))
+            consume_all(q)
+        assert history.replay("last", key="hot"), f"hot forgotten at cold{i}"
+    assert budget.forgotten > 25 and budget.used <= budget.limit
+
+
+def test_forgetting_goes_on_when_the_oldest_keys_are_still_on_the_queue() -> None:
+    """The cut is taken from keys that may be forgotten, and a round that lets go of
+    nothing opens it to every such key, so a history over budget always gets back under."""
+    budget = HistoryBudget(6 * cost())
+    q = queue(LVQ, budget)
+    for i in range(10):  # ten values that stay on the queue: the index, never forgotten
+        q.enqueue(msg(f"queued{i}", BODY))
+    for i in range(30):
+        q.enqueue(msg(f"passing{i}", BODY))
+        taker = Taker(credit=q.depth)
+        q.subscribe(taker)
+        for entry in taker.got:
+            if entry.message.application_property("id") == f"passing{i}":
+                q.settle(entry)
+            else:
+                q.release(entry)
+        q.unsubscribe(taker)
+        assert budget.used <= budget.limit
+    assert q.depth == 10 and budget.forgotten > 20
+
+
 def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_far() -> None:
     q = queue(KEYED, HistoryBudget(10**9))
     history = history_of(q)
