@@ -33,19 +33,19 @@ Rules owned here:
   budget is in queues/budget.py): what a history holds alone, its versions that have left
   the queue (consumed, or replaced), counts their bytes and :data:`VERSION_COST` each.
   When that goes over the limit, the history holding the most forgets until the budget is
-  at 90%. A hand goes round its keys (in the order they were first seen), on from where
-  it stopped: each key it passes lets go of its older versions held alone (it keeps its
+  at 90%. A hand goes round its keys (in the order they were first seen), on from where it
+  stopped: each key it passes lets go of its older versions held alone (it keeps its
   latest); a key with none to let go of, whose latest version has left the queue, is
   forgotten if that version is among the oldest: at or below the cut, the queue number
   under which an eighth or so of the keys that may be forgotten had their latest version,
   as :data:`_SAMPLE` keys evenly spaced in the hand's list say (taken as forgetting starts
-  and as each round starts). So keys updated recently stay and the ones left idle go, from
-  the first time the budget is full (a sampled approximation of least recently used: a
-  key's latest queue number is its last update). A round that let go of nothing makes the
-  next one forget any key it may. A key whose latest version is on the queue is never
-  forgotten (on a last-value queue it is the index). Nothing is recorded for this per
-  message: a round costs O(the keys it passes), and the hand moves on, so each key is
-  passed once a round.
+  and as each round starts; every key that may be forgotten, if none of those may). So
+  keys updated recently stay and the ones left idle go, from the first time the budget is
+  full (a sampled approximation of least recently used: a key's latest queue number is its
+  last update). A round that let go of nothing makes the next one forget any key it may. A
+  key whose latest version is on the queue is never forgotten (on a last-value queue it is
+  the index). Nothing is recorded for this per message: a round costs O(the keys it
+  passes), and the hand moves on, so each key is passed once a round.
 * A forgotten key's next number is one more than the highest number the history has
   forgotten (``floor``), and so is a new key's once anything has been forgotten (and, after
   a restart, every key's that is not above it: no key can tell it was never forgotten). A
