@@ -487,40 +487,38 @@ class Management:
         names = request.get("attributeNames") or []
         if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
             raise ManagementError(BAD_REQUEST, "'attributeNames' must be a list of strings")
-        if entity_type is None:
-            return self._query_every_entity(list(names) or _EVERY_ATTRIBUTE, properties)
-        if entity_type in ENTITY_TYPES:
-            rows = self.exchanges.rows(entity_type, properties)
+        rows: list[dict[str, Any]] | list[Queue] | list[dict[str, Any] | Queue]
+        if entity_type is None:  # bindings, exchanges, then queues: Broker-J's order
+            names = list(names) or _EVERY_ATTRIBUTE
+            rows = [
+                *self.exchanges.rows(BINDING_TYPE, properties),
+                *self.exchanges.rows(EXCHANGE_TYPE, properties),
+                *self._queues_of(QUEUE_TYPE),
+            ]
+        elif entity_type in ENTITY_TYPES:
             names = list(names) or attribute_names(entity_type)
-            rows = _window(rows, _integer(properties, "offset"), _integer(properties, "count"))
-            results = [[row.get(n) for n in names] for row in rows]
-            return Response(OK, "OK", {"attributeNames": names, "results": results})
-        names = list(names) or QUERY_DEFAULT
-        queues = sorted(self.broker.queues.values(), key=lambda q: q.name)
-        if entity_type in QUEUE_KINDS:
-            queues = [q for q in queues if q.kind == QUEUE_KINDS[entity_type]]
-        elif entity_type == MANAGEMENT_TYPE:
-            queues = []
-        queues = _window(queues, _integer(properties, "offset"), _integer(properties, "count"))
-        results = [list(queue_attributes(q, names).values()) for q in queues]
+            rows = self.exchanges.rows(entity_type, properties)
+        else:
+            names = list(names) or QUERY_DEFAULT
+            rows = self._queues_of(entity_type)
+        rows = _window(rows, _integer(properties, "offset"), _integer(properties, "count"))
+        results = [_query_row(row, names) for row in rows]  # a queue is read in the window only
         return Response(OK, "OK", {"attributeNames": names, "results": results})
 
-    def _query_every_entity(self, names: list[str], properties: Mapping[str, Any]) -> Response:
-        """QUERY without ``entityType``: ``offset`` and ``count`` over the whole list, and
-        only the queues in its window read."""
-        rows: list[dict[str, Any] | Queue] = [
-            *self.exchanges.rows(BINDING_TYPE, properties),
-            *self.exchanges.rows(EXCHANGE_TYPE, properties),
-            *sorted(self.broker.queues.values(), key=lambda q: q.name),
-        ]
-        rows = _window(rows, _integer(properties, "offset"), _integer(properties, "count"))
-        results = [
-            list(queue_attributes(row, names).values())
-            if isinstance(row, Queue)
-            else [row.get(n) for n in names]
-            for row in rows
-        ]
-        return Response(OK, "OK", {"attributeNames": names, "results": results})
+    def _queues_of(self, entity_type: str) -> list[Queue]:
+        """The queues a QUERY of ``entity_type`` (a queue type) lists, sorted by name."""
+        queues = sorted(self.broker.queues.values(), key=lambda q: q.name)
+        if entity_type in QUEUE_KINDS:
+            return [q for q in queues if q.kind == QUEUE_KINDS[entity_type]]
+        return [] if entity_type == MANAGEMENT_TYPE else queues
+
+
+def _query_row(row: dict[str, Any] | Queue, names: list[str]) -> list[Any]:
+    """One QUERY result: a queue's attributes, or an exchange's or a binding's map, in the
+    order of ``names`` (null for a name it does not have)."""
+    if isinstance(row, Queue):
+        return list(queue_attributes(row, names).values())
+    return [row.get(n) for n in names]
 
 
 def _is_node(properties: Mapping[str, Any], kind: Any) -> bool:
