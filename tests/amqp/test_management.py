@@ -212,11 +212,18 @@ def test_read_finds_a_queue_by_identity_and_by_object_path(node: Node) -> None:
     assert status(node.ask(entity("READ", "missing")))[0] == 404
 
 
+def assert_named_as_broker_j_names_it(node: Node, kind: str, created: dict[str, Any]) -> None:
+    """``created`` (a CREATE's answer) has Broker-J's ``identity`` (our ``id``) and
+    ``object-path`` (its name), and a READ by that identity finds it."""
+    assert created["identity"] == created["id"] and created["object-path"] == created["name"]
+    again = node.ask({"operation": "READ", "type": kind, "identity": created["identity"]})
+    assert again.body["name"] == created["name"]
+
+
 def test_read_answers_with_the_identity_and_object_path_broker_j_gives(node: Node) -> None:
     created = node.ask(entity("CREATE", "named")).body
-    assert created["identity"] == created["id"] and created["object-path"] == "named"
-    again = node.ask({"operation": "READ", "type": QUEUE, "identity": created["identity"]})
-    assert again.body["name"] == "named"
+    assert created["name"] == "named"
+    assert_named_as_broker_j_names_it(node, QUEUE, created)
 
 
 def test_read_and_query_give_the_type_class_as_type_and_the_kind_as_qpid_type(
