@@ -343,13 +343,9 @@ class Management:
         parsed = parse_options(options)
         if parsed.unknown:
             raise unknown_options_error(name, parsed.unknown)
-        default = (
-            _KIND_DEFAULTS.get(_wanted_kind(kind, attributes))
-            if parsed.settings.kind == "standard"
-            else None
-        )
-        if default is not None:  # a kind asked for by name alone: Broker-J's default for it
-            options.update(default)
+        default = _KIND_DEFAULTS.get(_wanted_kind(kind, attributes))
+        if default is not None and parsed.settings.kind == "standard":  # a kind by name alone
+            options.update(default)  # gets Broker-J's default for it
             parsed = parse_options(options)
         _check_kind(kind, attributes, parsed)
         queue = self.broker.declare(name, options, user=user)
@@ -620,21 +616,22 @@ def _options_of(attributes: Mapping[str, Any]) -> dict[str, Any]:
 # What Broker-J gives a queue created as a kind without the attribute that makes it one: its
 # LastValueQueue's lvqKey and its PriorityQueue's priorities default (context variables
 # queue.lvqKey and queue.priorities). A SortedQueue's sortKey is mandatory there too.
-_KIND_DEFAULTS: dict[str | None, dict[str, Any]] = {
+_KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "lvq": {"lvqKey": "qpid.LVQ_key"},
     "priority": {"priorities": 10},
 }
 
 
-def _wanted_kind(kind: str, attributes: Mapping[str, Any]) -> str | None:
+def _wanted_kind(kind: str, attributes: Mapping[str, Any]) -> str:
     """The queue kind a CREATE names: its type (a kind's class), else a body's ``type`` or
-    ``qpid-type`` (a kind or its class)."""
-    wanted = QUEUE_KINDS.get(kind)
+    ``qpid-type`` (a kind or its class); "" when it names none."""
+    if kind in QUEUE_KINDS:
+        return QUEUE_KINDS[kind]
     for key in KIND_ATTRIBUTES:
         given = attributes.get(key)
-        if wanted is None and isinstance(given, str):
-            wanted = QUEUE_KINDS.get(given, given if given in KIND_TYPES else None)
-    return wanted
+        if isinstance(given, str) and (given in KIND_TYPES or given in QUEUE_KINDS):
+            return QUEUE_KINDS.get(given, given)
+    return ""
 
 
 def _check_kind(kind: str, attributes: Mapping[str, Any], parsed: ParsedOptions) -> None:
