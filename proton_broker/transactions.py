@@ -101,18 +101,12 @@ class Transaction:
             raise
         added = sum(len(message.data) for _, message in self.sends[before:])
         self.staged_bytes += added
-        budget = self.budget
-        budget.used += added
-        if budget.used > budget.limit:
-            budget.went_over()
+        self.budget.add(added)
 
     def unstage(self) -> None:
         """The transaction has ended: its staged bytes no longer count here."""
-        budget = self.budget
-        budget.used -= self.staged_bytes
+        self.budget.remove(self.staged_bytes)
         self.staged_bytes = 0
-        if budget.full and budget.used <= budget.resume:
-            budget.came_back()
 
     def acknowledge(self, ack: Acknowledgement) -> None:
         self.acks.append(ack)

@@ -43,6 +43,19 @@ class MemoryBudget:
         # Called with True when the budget fills, False when producers may go on.
         self.observers: list[Callable[[bool], object]] = []
 
+    def add(self, size: int) -> None:
+        """``size`` more bytes in memory (a queue's enqueue writes this out: it runs for
+        every message)."""
+        self.used += size
+        if self.used > self.limit:
+            self.went_over()
+
+    def remove(self, size: int) -> None:
+        """``size`` bytes fewer in memory (a queue's removal writes this out)."""
+        self.used -= size
+        if self.full and self.used <= self.resume:
+            self.came_back()
+
     def went_over(self) -> None:
         """Called by a queue once ``used`` exceeds ``limit``."""
         if not self.full:

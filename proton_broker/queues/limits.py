@@ -124,10 +124,7 @@ class Limits:
             message.paged = True
             message.data = b""
             self.owner.stats.paged_out += 1
-            budget = self.owner.hooks.budget
-            budget.used -= message.paged_size  # in the store now, not in memory
-            if budget.full and budget.used <= budget.resume:
-                budget.came_back()
+            self.owner.hooks.budget.remove(message.paged_size)  # in the store now
 
 
 def page_in(hooks: LoopHooks, message: Message) -> None:
