@@ -285,12 +285,14 @@ class Queue:
             packed.unpack_all()  # it may not be packed: what arrived before goes first
         entry = self._entry(seq, message, expires)
         if key is not None:  # a queue with a key has keyed entries
-            entry.key = key  # type: ignore[misc]
             # On a last-value queue its entry stands for its key's latest version, and the
             # entry that stood for the one before is superseded (see history.py).
             history: History = self.history  # type: ignore[assignment] # keyed: a history
             older = history.arrived(key, message, seq, entry if self._lvq else None)
-            if older is not None:
+            if older is None:
+                entry.key = key  # type: ignore[misc]
+            else:  # its key's text as the one it replaces has it, most often the history's
+                entry.key = older.key  # type: ignore[misc] # own: not a copy for every value
                 self._supersede(older)
         message.on_queue = True
         message.number = seq
