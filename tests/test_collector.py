@@ -57,7 +57,6 @@ ENTRY_VALUE_SLOTS = {
     "excluded",
     "rank",
     "key",
-    "superseded",
 }
 
 

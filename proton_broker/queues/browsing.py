@@ -61,10 +61,15 @@ class Browsers:
     for the time of a ``with`` block."""
 
     def __init__(
-        self, log: ArrivalLog, read_back: Callable[[Message], AbstractContextManager[None]]
+        self,
+        log: ArrivalLog,
+        read_back: Callable[[Message], AbstractContextManager[None]],
+        superseded: Callable[[Entry], bool] | None = None,
     ) -> None:
         self._log = log
         self._read_back = read_back
+        # A last-value queue's: whether an entry's key has a newer value (it is not shown).
+        self._superseded = superseded
         self.cursors: dict[int, Cursor] = {}
         self.replays: dict[int, Replay] = {}
         # The history's watchers (a queue with a key): this browser set is one of them only
@@ -116,16 +121,18 @@ class Browsers:
                 self._show(consumer, pending.popleft(), replay.selector)
             return
         cursor = self.cursors[consumer.id]
-        late = cursor.late
+        late, superseded = cursor.late, self._superseded
         while late and consumer.credit > 0:
             valid = late.popleft()
-            if valid.state != DEAD and valid.state != HELD and not valid.superseded:
+            if valid.state == DEAD or valid.state == HELD:
+                continue
+            if superseded is None or not superseded(valid):
                 self._show(consumer, valid, cursor.selector)
         self._walk(consumer, cursor)
 
     def _walk(self, consumer: Consumer, cursor: Cursor) -> None:
         """Show the browser the log from its cursor on (see the module rules)."""
-        log, selector = self._log, cursor.selector
+        log, selector, superseded = self._log, cursor.selector, self._superseded
         seq, index = cursor.seq, cursor.index
         if cursor.generation != log.generation:
             index = log.index_of(seq)
@@ -140,8 +147,10 @@ class Browsers:
             if entry.seq < seq:
                 continue  # before a start that was beyond the end (a future number)
             seq = entry.seq + 1
-            if entry.state == DEAD or entry.state == HELD or entry.superseded:
+            if entry.state == DEAD or entry.state == HELD:
                 continue  # a held entry comes through ``late`` once it is valid
+            if superseded is not None and superseded(entry):
+                continue  # a newer value for its key is on the queue
             if entry.expires_at is not None:
                 now = now or time.time()
                 if entry.expires_at <= now:

@@ -33,19 +33,21 @@ Rules owned here:
   budget is in queues/budget.py): what a history holds alone, its versions that have left
   the queue (consumed, or replaced), counts their bytes and :data:`VERSION_COST` each.
   When that goes over the limit, the history holding the most forgets until the budget is
-  at 90%. A hand goes round its keys (in the order they were first seen), on from where it
-  stopped: each key it passes lets go of its older versions held alone (it keeps its
-  latest); a key with none to let go of, whose latest version has left the queue, is
-  forgotten if that version is among the oldest: at or below the cut, the queue number
-  under which an eighth or so of the keys that may be forgotten had their latest version,
-  as :data:`_SAMPLE` keys evenly spaced in the hand's list say (taken as forgetting starts
-  and as each round starts; every key that may be forgotten, if none of those may). So
-  keys updated recently stay and the ones left idle go, from the first time the budget is
-  full (a sampled approximation of least recently used: a key's latest queue number is its
-  last update). A round that let go of nothing makes the next one forget any key it may. A
-  key whose latest version is on the queue is never forgotten (on a last-value queue it is
-  the index). Nothing is recorded for this per message: a round costs O(the keys it
-  passes), and the hand moves on, so each key is passed once a round.
+  at 90%. A hand goes round its keys (in the order they were first seen, listed as each
+  round starts), on from where it stopped: each key it passes lets go of its older
+  versions held alone (it keeps its latest); a key with none to let go of, whose latest
+  version has left the queue, is forgotten if that version is among the oldest: at or
+  below the cut, the queue number under which an eighth or so of the keys that may be
+  forgotten had their latest version, as :data:`_SAMPLE` keys evenly spaced in the hand's
+  list say (taken as forgetting starts and as each round starts; every key that may be
+  forgotten, if none of those may). So keys updated recently stay and the ones left idle
+  go, from the first time the budget is full (a sampled approximation of least recently
+  used: a key's latest queue number is its last update). A round that let go of nothing
+  makes the next one forget any key it may. A key whose latest version is on the queue is
+  never forgotten (on a last-value queue it is the index). Nothing is recorded for this
+  per message, and no list of keys is kept between rounds: a round costs O(its keys)
+  (listing them is one C-speed copy of the dictionary's keys), and the hand moves on, so
+  each key is passed once a round.
 * A forgotten key's next number is one more than the highest number the history has
   forgotten (``floor``), and so is a new key's once anything has been forgotten (and, after
   a restart, every key's that is not above it: no key can tell it was never forgotten). A
@@ -92,7 +94,6 @@ _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (se
 # codec read (spans, header), its place among its key's versions, its key's text and its
 # share of the dictionary. Measured with tracemalloc: 322 bytes a key of one version.
 VERSION_COST = 320
-_KEYS_SLACK = 1024  # forgotten keys' places in the hand's round before they are compacted
 _AHEAD_FOLD = 10_000  # numbers ahead of their versions kept before keys without one go
 _SAMPLE = 32  # keys whose latest updates choose a forgetting round's cut (see forget)
 _EVERY = 2**63  # a cut above every queue number
@@ -154,13 +155,13 @@ class History:
         # What it holds beyond its queue, in the broker's budget (see the module rules),
         # and the highest number it has forgotten: numbers start above it.
         self.held = 0
-        # Forgetting's hand: every key in the order it was first seen (None where one was
-        # forgotten), the hand's place in it, and whether its round has let go of
-        # anything yet. See forget.
+        # Forgetting's hand: its round's keys, in the order first seen (listed as the round
+        # starts, None where one was forgotten; no list between rounds: 8 bytes a key kept
+        # otherwise), its place in them, and whether its round has let go of anything yet
+        # (or there was no round yet). See forget.
         self._keys: list[str | None] = []
         self._hand = 0
-        self._holes = 0
-        self._round_freed = False
+        self._round_freed = True
         self._ahead_limit = _AHEAD_FOLD  # numbers ahead at which keys without versions go
         self.floor = 0
         self.budget: HistoryBudget = HistoryBudget(DEFAULT_HISTORY_BUDGET)
@@ -237,7 +238,6 @@ class History:
             self.standing += 1
         if versions is None:
             self._versions[key] = version  # alone (see __init__)
-            self._keys.append(key)
         elif kind is list or kind is deque:
             many: list[Message | Entry] = versions  # type: ignore[assignment] # or a deque
             if displaced is not None:
@@ -279,6 +279,16 @@ class History:
         if message.in_history:
             self.held_alone(message)
 
+    def superseded(self, entry: Entry) -> bool:
+        """Whether a newer version of ``entry``'s key has arrived while ``entry``, a live
+        entry of a last-value queue, is on it (out with a consumer, or held): it no longer
+        stands for its key's latest version (or the key was forgotten since). O(1)."""
+        key = entry.key
+        if not self.indexes or key is None:
+            return False
+        versions = self._versions.get(key)
+        return versions is None or _latest(versions) is not entry
+
     def held_alone(self, message: Message) -> None:
         """``message``, a kept version, is held by the history alone from now on (it has
         left its queue, or came back from the store as history only): it counts in the
@@ -295,23 +305,20 @@ class History:
         hand goes round the keys, on from where it stopped last (see the module rules).
         How much it let go. O(the keys it passes): at most three rounds."""
         held = self.held
-        keys = self._keys
-        visits = 3 * len(keys)
-        cut = self._cut()
+        visits = 3 * len(self._versions)
+        cut = self._next_round() if self._hand >= len(self._keys) else self._cut()
         while held - self.held < needed and visits:
             visits -= 1
-            if self._hand >= len(keys):  # a new round: every key held alone, if the last
-                self._hand = 0  # let go of nothing; else a new sample's cut
-                cut = self._cut() if self._round_freed else _EVERY
-                self._round_freed = False
+            if self._hand >= len(self._keys):
+                cut = self._next_round()
+                if not self._keys:
+                    break  # every key is gone
+            keys = self._keys
             place = self._hand
             self._hand += 1
             key = keys[place]
             versions = None if key is None else self._versions.get(key)
-            if versions is None:
-                if key is not None:
-                    keys[place] = None
-                    self._holes += 1
+            if versions is None:  # forgotten since the round started
                 continue
             if isinstance(versions, _MANY):
                 before = self.held
@@ -323,14 +330,20 @@ class History:
             latest = _latest(versions)
             if _held_alone(latest) and latest.number <= cut:  # type: ignore[union-attr,operator]
                 keys[place] = None  # nothing older to let go of, and among the oldest
-                self._holes += 1
                 self._forget(key)  # type: ignore[arg-type]
                 self._round_freed = True
-        if self._holes > len(keys) // 2 + _KEYS_SLACK:
-            self._hand = sum(1 for key in keys[: self._hand] if key is not None)
-            self._keys = [key for key in keys if key is not None]
-            self._holes = 0
+        if self._hand >= len(self._keys):
+            self._keys = []  # the round is over: its list goes (the next lists the keys anew)
         return held - self.held
+
+    def _next_round(self) -> int:
+        """The hand starts a round: over every key, in the order first seen (a key first
+        seen from now on waits for the next round). Its cut: every key held alone if the
+        last round let go of nothing, else a new sample's (see :meth:`_cut`)."""
+        self._keys, self._hand = list(self._versions), 0
+        cut = self._cut() if self._round_freed else _EVERY
+        self._round_freed = False
+        return cut
 
     def _cut(self) -> int:
         """The queue number at or below which an eighth or so of the keys that may be

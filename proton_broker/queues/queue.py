@@ -140,7 +140,11 @@ class Queue:
         # the number, so the arrival log is ordered by it.
         self.numbers = Numbering(self, self.settings, self._numbers_written)
         self._expiry = Expiries()  # queues/expiry.py
-        self._browsers = Browsers(self._log, self._read_back)  # queues/browsing.py
+        self._browsers = Browsers(  # queues/browsing.py
+            self._log,
+            self._read_back,
+            self.history.superseded if self._lvq else None,  # type: ignore[union-attr]
+        )
         # Its dicts, read on the hot paths to see whether anyone browses (the truth test of
         # a dict costs no call).
         self._browse_cursors = self._browsers.cursors
@@ -389,7 +393,7 @@ class Queue:
         now = time.time() if now is None else now
         released = 0
         for entry in self._held.due(now):
-            if entry.superseded:
+            if self._superseded(entry):
                 self._remove(entry)
                 self.stats.replaced += 1
                 continue
@@ -477,10 +481,14 @@ class Queue:
         """A newer value arrived for ``older``'s key (see the module rules)."""
         if older is None or older.state == DEAD:
             return
-        older.superseded = True  # type: ignore[misc] # a last-value queue's entries are keyed
-        if older.state == AVAILABLE:
+        if older.state == AVAILABLE:  # else superseded, it goes when it comes back
             self._remove(older)
             self.stats.replaced += 1
+
+    def _superseded(self, entry: Entry) -> bool:
+        """Whether a newer value for ``entry``'s key has arrived (a last-value queue's: see
+        the module rules)."""
+        return self._lvq and self.history.superseded(entry)  # type: ignore[union-attr]
 
     # ---- consumers -------------------------------------------------------------------
 
@@ -545,7 +553,7 @@ class Queue:
         """
         if entry.state != ACQUIRED:
             return
-        if entry.superseded:  # a newer value for its key is on the queue
+        if self._superseded(entry):  # a newer value for its key is on the queue
             self._remove(entry)
             self.stats.replaced += 1
             return

@@ -209,3 +209,18 @@ def test_a_time_that_is_not_finite_does_not_hold_nor_stall_the_others(
     assert q.release_held(now=NOW + 1) == 1
     assert q.release_held(now=NOW + 2) == 1
     assert names(consumer) == ["odd", "soon", "later"]
+
+
+def test_a_held_value_replaced_before_it_is_valid_is_dropped_when_due() -> None:
+    """On a last-value queue the newer value of a key replaces a held one: the held one is
+    not delivered when its time comes, it goes as replaced."""
+    q = holding(lvqKey="name")
+    q.enqueue(msg("A", valid_from=NOW + 60, subject="older"), now=NOW)
+    q.enqueue(msg("A", subject="newer"), now=NOW)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    subjects = [m.properties_field(3) for m in consumer.messages]  # field 3: subject
+    assert subjects == ["newer"]
+    assert q.release_held(now=NOW + 60) == 0
+    assert [m.properties_field(3) for m in consumer.messages] == ["newer"]
+    assert q.stats.replaced == 1
