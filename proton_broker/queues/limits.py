@@ -133,7 +133,7 @@ def page_in(hooks: LoopHooks, message: Message) -> None:
     assert hooks.pager is not None
     message.data = hooks.pager.page_in(message)
     message.paged = False
-    hooks.budget.used += len(message.data)
+    hooks.budget.add(len(message.data))  # over the limit: producers stop now
 
 
 @contextmanager

@@ -133,6 +133,21 @@ def test_a_consumer_gets_paged_out_messages_back_whole_and_in_order(pager: Store
     assert pager.store._db.execute("SELECT count(*) FROM pages").fetchone()[0] == 0  # type: ignore[attr-defined]
 
 
+def test_a_message_read_back_over_the_memory_budget_stops_producers_at_once(
+    pager: StorePager,
+) -> None:
+    """A paged-out message a consumer takes counts in the broker's memory budget again as
+    it is read back: if that takes the budget over its limit, producers are told then, not
+    when the next message arrives."""
+    q = paging_queue(pager)
+    budget = q.hooks.budget
+    told: list[bool] = []
+    budget.observers.append(told.append)
+    budget.limit, budget.resume = budget.used + 500, budget.used
+    take(q, 3)  # the third was paged out: reading its 1,000 bytes back goes over
+    assert budget.full and told == [True]
+
+
 def test_a_browser_reads_paged_out_messages_and_they_stay_paged(pager: StorePager) -> None:
     q = paging_queue(pager)
     browser = Taker(credit=10, browse=True)
