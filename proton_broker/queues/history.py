@@ -260,13 +260,15 @@ class History:
         return displaced
 
     def left(self, entry: Entry) -> None:
-        """``entry``, a keyed entry, leaves the queue (runs as each does). If the history
-        keeps its message, the history alone holds it from now on (:meth:`held_alone`). On
-        a last-value queue, if the entry stood for its key's latest version, its message
-        does again."""
+        """``entry``, whose message is a kept version (``in_history``), leaves the queue
+        (runs as each does): the history alone holds the message from now on
+        (:meth:`held_alone`). On a last-value queue, if the entry stood for its key's latest
+        version, its message does again, and the entry lets go of its key's text (the
+        queue's log may keep the entry a while)."""
         message = entry.message
         if self.indexes:
-            key: str = entry.key  # type: ignore[assignment] # a keyed entry
+            key: str = entry.key  # type: ignore[assignment] # a last-value queue's entry
+            entry.key = None  # type: ignore[misc]
             versions = self._versions.get(key)
             kind = type(versions)
             if kind is list or kind is deque:
@@ -276,8 +278,7 @@ class History:
             elif versions is entry:
                 self._versions[key] = message
                 self.standing -= 1
-        if message.in_history:
-            self.held_alone(message)
+        self.held_alone(message)
 
     def superseded(self, entry: Entry) -> bool:
         """Whether a newer version of ``entry``'s key has arrived while ``entry``, a live

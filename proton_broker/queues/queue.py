@@ -288,16 +288,20 @@ class Queue:
                 return True
             packed.unpack_all()  # it may not be packed: what arrived before goes first
         entry = self._entry(seq, message, expires)
-        if key is not None:  # a queue with a key has keyed entries
-            # On a last-value queue its entry stands for its key's latest version, and the
-            # entry that stood for the one before is superseded (see history.py).
+        if key is not None:
             history: History = self.history  # type: ignore[assignment] # keyed: a history
-            older = history.arrived(key, message, seq, entry if self._lvq else None)
-            if older is None:
-                entry.key = key  # type: ignore[misc]
-            else:  # its key's text as the one it replaces has it, most often the history's
-                entry.key = older.key  # type: ignore[misc] # own: not a copy for every value
-                self._supersede(older)
+            if self._lvq:
+                # Its entry stands for its key's latest version, and the entry that stood
+                # for the one before is superseded (see history.py). The entry keeps its
+                # key's text for the history (as it leaves, or is asked whether it was
+                # superseded): the text of the entry it replaces, most often the history's
+                # own, not a copy for every value.
+                older = history.arrived(key, message, seq, entry)
+                entry.key = key if older is None else older.key  # type: ignore[misc]
+                if older is not None:
+                    self._supersede(older)
+            else:
+                history.arrived(key, message, seq)
         message.on_queue = True
         message.number = seq
         if self.persistent and message.store_id is not None and number is None:
@@ -659,9 +663,8 @@ class Queue:
         self._log.removed()
         if self._limited:
             self.limits.left()  # type: ignore[union-attr]
-        if entry.key is not None:
-            self.history.left(entry)  # type: ignore[union-attr] # keyed: a history
-            entry.key = None  # type: ignore[misc] # its key goes: the log may keep it a while
+        if message.in_history:  # a kept version: the history alone holds it from now on
+            self.history.left(entry)  # type: ignore[union-attr] # kept: a history
         entry.message = GONE  # its bytes go now, unless something else still holds them
 
     def clear(self) -> int:
