@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
 from typing import Any
 
 import proton
@@ -18,6 +16,7 @@ from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues.consumers import Taker
+from tests.queues.memory import traced_bytes_per_message
 
 LVQ = {"qpid.last_value_queue_key": "id"}
 KEYED = {"sequenceKey": "id"}
@@ -267,17 +266,8 @@ def test_a_queued_message_of_a_sequenced_queue_keeps_no_copy_of_its_keys_text() 
     does not keep its key's text (the history does, once a key): 100 keys over 20,000
     queued messages cost 476 bytes a message of Python objects, 533 when every entry held
     a copy of the text read from its message."""
-    count = 20_000
     template = proton.Message(body=b"x" * 100, properties={"k": "K0000000"}).encode()
-    tracemalloc.start()
-    try:
-        q = build_queue("q", parse_settings({"sequenceKey": "k", "max_key_updates": 1}))
-        before = tracemalloc.get_traced_memory()[0]
-        for n in range(count):
-            q.enqueue(parse_message(template.replace(b"K0000000", b"K%07d" % (n % 100))))
-        gc.collect()
-        per_message = (tracemalloc.get_traced_memory()[0] - before) / count
-    finally:
-        tracemalloc.stop()
-    assert q.depth == count
+    q = build_queue("q", parse_settings({"sequenceKey": "k", "max_key_updates": 1}))
+    messages = (template.replace(b"K0000000", b"K%07d" % (n % 100)) for n in range(20_000))
+    per_message = traced_bytes_per_message(q, messages)
     assert per_message < 500, per_message

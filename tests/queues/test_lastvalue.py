@@ -20,6 +20,7 @@ from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues import consumers
+from tests.queues.memory import traced_bytes_per_message
 
 _MISSING = object()
 
@@ -308,19 +309,10 @@ def test_a_last_value_key_costs_under_562_bytes_of_python_objects() -> None:
     history's dictionary (about 30) and in the queue's log and ordering (16). It was 570
     with a ``superseded`` slot in every entry and a list of every key kept for the
     forgetting hand between its rounds (the issue's target is 600 bytes of RSS)."""
-    keys = 20_000
     template = proton.Message(body=b"x" * 100, properties={"k": "K0000000"}).encode()
-    tracemalloc.start()
-    try:
-        q = build_queue("q", parse_settings({"lvqKey": "k"}))
-        before = tracemalloc.get_traced_memory()[0]
-        for key in range(keys):
-            q.enqueue(parse_message(template.replace(b"K0000000", b"K%07d" % key)))
-        gc.collect()
-        per_key = (tracemalloc.get_traced_memory()[0] - before) / keys
-    finally:
-        tracemalloc.stop()
-    assert q.depth == keys
+    q = build_queue("q", parse_settings({"lvqKey": "k"}))
+    values = (template.replace(b"K0000000", b"K%07d" % key) for key in range(20_000))
+    per_key = traced_bytes_per_message(q, values)
     assert per_key < 562, per_key
 
 

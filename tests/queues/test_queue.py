@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import tracemalloc
 from itertools import pairwise
 
 import proton
 
-from proton_broker.codec.sections import parse_message
 from proton_broker.message import Header, Message
 from proton_broker.queues.factory import build_queue
 from tests.queues.consumers import Taker
+from tests.queues.memory import traced_bytes_per_message
 
 
 def msg(n: int, ttl: int | None = None) -> Message:
@@ -145,19 +144,8 @@ def test_unsubscribed_consumers_get_nothing_more() -> None:
 
 
 def queued_bytes_per_message(encoded: bytes, count: int = 20_000) -> float:
-    """Python memory a standard queue holds per message of ``encoded``, by tracemalloc
-    (object sizes, so exact, not timing); each message its own bytes, as off the wire."""
-    q = build_queue("q")
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(count):
-            q.enqueue(parse_message(encoded[:1] + encoded[1:]))
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert q.depth == count
-    return grown / count
+    """Python memory a standard queue holds per message of ``encoded``."""
+    return traced_bytes_per_message(build_queue("q"), [encoded] * count)
 
 
 def test_a_queued_plain_message_costs_under_500_bytes_of_python_objects() -> None:
