@@ -88,7 +88,7 @@ class Entry:
     __slots__ = ("seq", "message", "arrival", "state", "delivery_count", "expires_at", "excluded")
 
     rank: Any = None  # the ordering's sort position (priority level, sort key, group)
-    key: str | None = None  # the message's key, on a queue with one
+    key: str | None = None  # the message's key, on a last-value queue (see KeyedEntry)
     parked: bool = False  # grouped queues: waiting in its group (see queues/groups.py)
 
     def __init__(self, seq: int, message: Message, expires_at: float | None) -> None:
@@ -116,7 +116,9 @@ class RankedEntry(Entry):
 
 
 class KeyedEntry(Entry):
-    """An entry on a queue with a key (last-value, sequence history) and no other ordering."""
+    """An entry on a last-value queue with no other ordering. It keeps its key's text for
+    the history, which looks its key up as it leaves and when asked whether it was
+    superseded; a queue that only numbers its keys' messages needs no such slot."""
 
     # Whether a newer value for its key has arrived is the history's to say (the entry of
     # a key's latest value stands in it: History.superseded), not a slot: with one more,
@@ -139,7 +141,7 @@ class KeyedEntry(Entry):
 
 
 class GroupedEntry(KeyedEntry):
-    """An entry on a grouped queue, or on a queue with a key and a priority or sort order:
+    """An entry on a grouped queue, or on a last-value queue with a priority or sort order:
     every slot an entry may use."""
 
     __slots__ = ("rank", "parked")

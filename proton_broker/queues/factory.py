@@ -143,7 +143,7 @@ def _packs(settings: QueueSettings, limit: object, pack_after: int) -> bool:
 def entry_kind(settings: QueueSettings) -> type[Entry]:
     """The entry class a queue with ``settings`` needs (see entries.Entry)."""
     ranked = settings.priorities is not None or settings.sort_key is not None
-    keyed = settings.lvq_key or settings.sequence_key
+    keyed = settings.lvq_key  # only a last-value queue's entries keep their key
     if settings.grouped or (keyed and ranked):
         return GroupedEntry
     if keyed:
