@@ -481,11 +481,11 @@ class Queue:
         if self.hooks.wake_at is not None:
             self.hooks.wake_at(when, self)
 
-    def _supersede(self, older: Entry | None) -> None:
-        """A newer value arrived for ``older``'s key (see the module rules)."""
-        if older is None or older.state == DEAD:
-            return
-        if older.state == AVAILABLE:  # else superseded, it goes when it comes back
+    def _supersede(self, older: Entry) -> None:
+        """A newer value arrived for ``older``'s key (see the module rules): an available
+        entry goes now; one out with a consumer, or held, goes when it comes back (see
+        :meth:`_superseded`), and a dead one is gone already."""
+        if older.state == AVAILABLE:
             self._remove(older)
             self.stats.replaced += 1
 
