@@ -34,6 +34,12 @@ Rules owned here:
   ``bytes.find``, which cost about 400 of its 1,000 instructions; offsets below zero,
   which ``find`` counts from the end, it hands to ``find``. A queue with a key looks for
   a custom ``x-opt-sequence`` in every keyed message this way.
+* :func:`find_unmarked` is the two in one call, as a queue with a key makes them for every
+  keyed message (the key's value, and whether a custom ``x-opt-sequence`` may be among
+  the message's annotations or properties): the key's value as :func:`find_in_map` answers,
+  unless the marker's bytes occur in the range searched, where it answers the marker
+  itself (the very object, which no value read from the bytes is), as
+  :func:`proton_broker.codec.values.find_unmarked_python` does.
 * It is optional: where it was not built (no C compiler when the package was installed),
   ``values`` uses the Python walks.
 
@@ -171,6 +177,10 @@ def find_in_map(data, Py_ssize_t start, Py_ssize_t stop, key):
     answers: here when the key is the map's first, as a short string, with a short string
     value (a last-value or group key is mostly a message's only property); otherwise the
     Python lookup answers (see the module rules)."""
+    return _find(data, start, stop, key)
+
+
+cdef object _find(data, Py_ssize_t start, Py_ssize_t stop, key):
     cdef const unsigned char* p
     cdef const char* wanted
     cdef Py_ssize_t end, at, size, n
@@ -199,8 +209,23 @@ def find_in_map(data, Py_ssize_t start, Py_ssize_t stop, key):
     return _find_python(data, start, stop, key)
 
 
-def contains(bytes data, bytes needle, Py_ssize_t start, Py_ssize_t stop):
+def contains(bytes data not None, bytes needle not None, Py_ssize_t start, Py_ssize_t stop):
     """Whether ``needle`` occurs in ``data`` within ``start:stop`` (see the module rules)."""
+    return _contains(data, needle, start, stop)
+
+
+def find_unmarked(
+    bytes data not None, Py_ssize_t start, Py_ssize_t stop, key, Py_ssize_t since,
+    bytes marker not None,
+):
+    """:func:`find_in_map`'s answer, unless ``marker`` occurs in ``data`` within
+    ``since:stop``: then ``marker`` itself (see the module rules)."""
+    if _contains(data, marker, since, stop):
+        return marker
+    return _find(data, start, stop, key)
+
+
+cdef bint _contains(bytes data, bytes needle, Py_ssize_t start, Py_ssize_t stop) except -1:
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t length = PyBytes_GET_SIZE(needle)
     if start < 0 or stop < 0:

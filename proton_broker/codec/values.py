@@ -533,6 +533,20 @@ def contains_python(data: bytes, needle: bytes, start: int, stop: int) -> bool:
     return data.find(needle, start, stop) >= 0
 
 
+def find_unmarked_python(
+    data: bytes, start: int, stop: int, key: str, since: int, marker: bytes
+) -> Any:
+    """The value under ``key`` in the map at ``start`` (as :func:`find_in_map_python`),
+    unless ``marker`` occurs in ``data`` within ``since:stop``: then ``marker`` itself, the
+    very object, which no value read from the bytes is. A queue with a key reads every
+    keyed message's key this way, and in the same call learns whether a custom
+    ``x-opt-sequence`` may be in its annotations or properties (the marker: the caller then
+    reads them). The reference for its compiled copy (see :data:`find_unmarked`)."""
+    if contains_python(data, marker, since, stop):
+        return marker
+    return find_in_map_python(data, start, stop, key)
+
+
 def _compiled() -> ModuleType | None:
     """The compiled copies of :func:`skip_simple_map_python` and :func:`find_in_map_python`
     (the module ``codec/_simple_map.pyx``), given this module's step table and Python
@@ -559,6 +573,9 @@ find_in_map: Callable[[bytes, int, int, str], Any] = (
 )
 contains: Callable[[bytes, bytes, int, int], bool] = (
     contains_python if COMPILED is None else COMPILED.contains
+)
+find_unmarked: Callable[[bytes, int, int, str, int, bytes], Any] = (
+    find_unmarked_python if COMPILED is None else COMPILED.find_unmarked
 )
 
 

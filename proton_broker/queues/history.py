@@ -73,7 +73,7 @@ from typing import NamedTuple
 
 from proton_broker.codec.encode import KEY_SEQUENCE
 from proton_broker.codec.sections import annotate
-from proton_broker.codec.values import contains, find_in_map
+from proton_broker.codec.values import contains, find_in_map, find_unmarked
 from proton_broker.collector import untrack
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message, property_text
@@ -218,21 +218,20 @@ class History:
         if latest is not None and type(latest) is not Message:  # its entry stood for it
             displaced, latest = latest, latest.message  # type: ignore[assignment,union-attr]
             self.standing -= 1  # the message does now (below)
-        ahead = self._ahead
-        if ahead or latest is not None or self.floor:
-            known: int = self.floor if latest is None else latest.sequence  # type: ignore[assignment] # numbered
-            current = ahead.get(key, known) if ahead else known
+        if self._ahead:  # numbers were given out ahead of their versions
+            seq = self._numbered_ahead(key, latest, seq)
+        else:
+            # The key's current number: its latest version's, or for a key of none (new, or
+            # forgotten) the highest forgotten (see the module rules).
+            current: int = self.floor if latest is None else latest.sequence  # type: ignore[assignment] # numbered
             if seq is None:  # numbered now: the next number (see the module rules)
                 seq = current + 1
-            if current > seq:  # recorded behind a greater number: that stays the current one
-                ahead[key] = current
-            elif ahead:  # a number given out ahead of its version may have been this one
-                ahead.pop(key, None)
-        elif seq is None:
-            seq = 1  # the key's first (nothing forgotten yet: see above)
+            elif current > seq:  # recorded behind a greater number: that stays the current one
+                self._ahead[key] = current
         message.number, message.sequence = order, seq
         message.in_history = True
         version: Message | Entry = message
+        oldest: Message | None = None  # the version dropped for this one, if any
         if entry is not None:
             version = entry
             self.standing += 1
@@ -244,20 +243,43 @@ class History:
                 many[-1] = latest  # type: ignore[assignment] # a message
             many.append(version)
             if len(many) > self._bound:  # only the latest can be an entry: this is a message
-                self._drop(many.pop(0) if kind is list else versions.popleft())  # type: ignore[arg-type,union-attr]
+                oldest = many.pop(0) if kind is list else versions.popleft()  # type: ignore[assignment,union-attr] # a message
         elif self.keep == 1:
             self._versions[key] = version
-            self._drop(latest)  # type: ignore[arg-type] # a message
+            oldest = latest  # a message
         else:
             pair: Kept = [latest, version]  # type: ignore[list-item]
             if not self._small:
                 pair = deque(pair)  # type: ignore[arg-type]
             untrack(pair)  # only the dictionary holds it: no cycle passes through it
             self._versions[key] = pair
+        if oldest is not None:  # _drop, written out: at its bound a key drops one a message
+            oldest.in_history = False
+            if not oldest.on_queue:  # it was held alone (see held_alone)
+                cost = (len(oldest.data) if not oldest.paged else oldest.size) + VERSION_COST
+                self.held -= cost
+                self.budget.used -= cost
+            if oldest.store_id is not None and self.dropped is not None:
+                self.dropped(oldest)
         if self.watchers:
             for watch in self.watchers:
                 watch(key, seq, message)
         return displaced
+
+    def _numbered_ahead(self, key: str, latest: Message | None, seq: int | None) -> int:
+        """:meth:`arrived`'s number for a version of ``key`` (``seq``: its own, if it has
+        one) whose latest version is ``latest``, while some numbers were given out ahead of
+        their versions (``_ahead``): one of them may be this key's."""
+        ahead = self._ahead
+        known: int = self.floor if latest is None else latest.sequence  # type: ignore[assignment] # numbered
+        current = ahead.get(key, known)
+        if seq is None:  # numbered now: the next number (see the module rules)
+            seq = current + 1
+        if current > seq:  # recorded behind a greater number: that stays the current one
+            ahead[key] = current
+        else:  # a number given out ahead of its version may have been this one
+            ahead.pop(key, None)
+        return seq
 
     def left(self, entry: Entry) -> None:
         """``entry``, whose message is a kept version (``in_history``), leaves the queue
@@ -278,7 +300,13 @@ class History:
             elif versions is entry:
                 self._versions[key] = message
                 self.standing -= 1
-        self.held_alone(message)
+        # held_alone, written out (this runs as every kept version leaves its queue)
+        cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
+        self.held += cost
+        budget = self.budget
+        budget.used += cost
+        if budget.used > budget.limit:
+            budget.went_over()
 
     def superseded(self, entry: Entry) -> bool:
         """Whether a newer version of ``entry``'s key has arrived while ``entry``, a live
@@ -306,34 +334,38 @@ class History:
         hand goes round the keys, on from where it stopped last (see the module rules).
         How much it let go. O(the keys it passes): at most three rounds."""
         held = self.held
-        visits = 3 * len(self._versions)
+        every = self._versions
+        visits = 3 * len(every)
         cut = self._next_round() if self._hand >= len(self._keys) else self._cut()
+        keys, hand = self._keys, self._hand  # the hand, as locals: it passes many keys
         while held - self.held < needed and visits:
             visits -= 1
-            if self._hand >= len(self._keys):
+            if hand >= len(keys):
                 cut = self._next_round()
-                if not self._keys:
+                keys, hand = self._keys, self._hand
+                if not keys:
                     break  # every key is gone
-            keys = self._keys
-            place = self._hand
-            self._hand += 1
-            key = keys[place]
-            versions = None if key is None else self._versions.get(key)
+            key = keys[hand]
+            hand += 1
+            versions = None if key is None else every.get(key)
             if versions is None:  # forgotten since the round started
                 continue
-            if isinstance(versions, _MANY):
-                before = self.held
-                self._trim(key, versions)  # type: ignore[arg-type] # a key in _versions
-                if self.held != before:  # it let go of older versions: it stays this round
-                    self._round_freed = True
+            kind = type(versions)
+            if kind is list or kind is deque:  # two versions at least (see _trim)
+                oldest = versions[0]  # type: ignore[index]
+                if type(oldest) is Message and not oldest.on_queue:  # held alone (_held_alone)
+                    self._trim(key, versions)  # type: ignore[arg-type] # it lets go of some:
+                    self._round_freed = True  # the key stays this round
                     continue
-                versions = self._versions[key]  # type: ignore[index]
-            latest = _latest(versions)
-            if _held_alone(latest) and latest.number <= cut:  # type: ignore[union-attr,operator]
-                keys[place] = None  # nothing older to let go of, and among the oldest
+                latest = versions[-1]  # type: ignore[index]
+            else:
+                latest = versions
+            if type(latest) is Message and not latest.on_queue and latest.number <= cut:  # type: ignore[operator] # numbered
+                keys[hand - 1] = None  # nothing older to let go of, and among the oldest
                 self._forget(key)  # type: ignore[arg-type]
                 self._round_freed = True
-        if self._hand >= len(self._keys):
+        self._hand = hand
+        if hand >= len(keys):
             self._keys = []  # the round is over: its list goes (the next lists the keys anew)
         return held - self.held
 
@@ -366,10 +398,17 @@ class History:
     def _trim(self, key: str, versions: list[Message | Entry] | deque[Message | Entry]) -> None:
         """Let go of ``key``'s older versions held alone, from the oldest (the front, as
         versions mostly leave their queue in order) up to its latest or one still on the
-        queue."""
-        while len(versions) > 1 and _held_alone(versions[0]):
-            oldest = versions.pop(0) if type(versions) is list else versions.popleft()  # type: ignore[union-attr]
-            self._drop(oldest)  # type: ignore[arg-type] # held alone: a message
+        queue. A key's list (or deque) holds two versions at least: one left alone is kept
+        alone (see __init__)."""
+        while len(versions) > 1:
+            oldest = versions[0]
+            if type(oldest) is not Message or oldest.on_queue:  # not held alone (_held_alone)
+                break
+            if type(versions) is list:
+                versions.pop(0)
+            else:
+                versions.popleft()  # type: ignore[union-attr] # a deque
+            self._drop(oldest)
         if len(versions) == 1:
             self._versions[key] = versions[0]  # alone (see __init__)
 
@@ -434,7 +473,28 @@ class History:
         must be known before it is recorded: a producer's own, which is checked now (the
         queue asks before anything changes, so a bad one refuses the message), and a
         stored message's, which its bytes carry. Otherwise :meth:`arrived` numbers it, as
-        it reads the key's latest version anyway. Nothing is reserved (see :meth:`number`)."""
+        it reads the key's latest version anyway. Nothing is reserved (see :meth:`number`).
+        The usual keyed message (its properties not decoded, not stored, no custom number)
+        takes one compiled call: the key's value, unless the bytes of ``x-opt-sequence``
+        occur from its annotations to the end of its properties (never the body)."""
+        props = message.app_properties_span
+        if props is not None and message.extras is None and message.store_id is None:
+            notes = message.annotations_span
+            value = find_unmarked(
+                message.data,
+                props[0],
+                props[1],
+                self.key_property,
+                props[0] if notes is None else notes[0],
+                _SEQUENCE_BYTES,
+            )
+            if value is not _SEQUENCE_BYTES:  # no custom number: nothing more to do
+                return value if type(value) is str else property_text(value)
+        return self._numbered_further(message)
+
+    def _numbered_further(self, message: Message) -> str | None:
+        """:meth:`numbered` for a message that may have a custom number, was stored, or has
+        its properties decoded already."""
         props = message.app_properties_span
         if props is not None and message.extras is None:  # Message.application_property,
             value = find_in_map(message.data, props[0], props[1], self.key_property)  # inlined

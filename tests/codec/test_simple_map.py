@@ -17,6 +17,7 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import (
     contains_python,
     find_in_map_python,
+    find_unmarked_python,
     skip_simple_map_python,
 )
 
@@ -113,6 +114,7 @@ def test_the_codec_uses_the_compiled_walks_where_they_were_built() -> None:
     assert values.skip_simple_map is compiled.skip_simple_map
     assert values.find_in_map is compiled.find_in_map
     assert values.contains is compiled.contains
+    assert values.find_unmarked is compiled.find_unmarked
 
 
 def python_lookup(data: bytes, start: int, stop: int, key: str) -> object:
@@ -203,6 +205,47 @@ def test_the_compiled_search_answers_as_bytes_find_in_any_range(
     assert compiled.contains(data, needle, start, stop) is contains_python(
         data, needle, start, stop
     )
+
+
+MARKER = b"x-opt-sequence"
+
+
+@given(
+    pairs=st.lists(st.tuples(KEY, VALUE), max_size=3),
+    key=KEYS,
+    before=st.binary(max_size=6),
+    planted=st.sampled_from(["no", "before", "in the map", "after"]),
+    since=st.integers(0, 30),
+)
+@settings(max_examples=2000, deadline=None)
+def test_the_compiled_lookup_with_a_marker_answers_as_the_python_one(
+    pairs: list[tuple[bytes, bytes]], key: str, before: bytes, planted: str, since: int
+) -> None:
+    """The marker's bytes anywhere (before the map, as a key or value in it, after it) or
+    nowhere; the search starting anywhere up to the map's end."""
+    if planted == "before":
+        before += MARKER
+    elif planted == "in the map":
+        pairs = [(text(0xA1, MARKER), text(0xA1, b"v")), *pairs]
+    elif planted == "after":
+        pairs = [*pairs, (text(0xA1, b"n"), text(0xA1, MARKER))]
+    start = len(before)
+    data = before + encoded_map(pairs, False, 0)
+    stop = len(data)
+    data += b"\x40" + MARKER  # what follows the map is never searched
+    since = min(since, stop)
+
+    def answer(find: object) -> object:
+        try:
+            return find(data, start, stop, key, since, MARKER)  # type: ignore[operator]
+        except Exception as exc:  # the compiled lookup must raise the same
+            return type(exc)
+
+    compiled_answer, python_answer = answer(compiled.find_unmarked), answer(find_unmarked_python)
+    assert same_value(compiled_answer, python_answer), data.hex()
+    assert (compiled_answer is MARKER) is (MARKER in data[since:stop])
+    if compiled_answer is not MARKER:
+        assert same_value(compiled_answer, python_lookup(data, start, stop, key))
 
 
 def test_the_step_table_must_name_every_constructor() -> None:

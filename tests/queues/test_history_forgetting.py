@@ -37,6 +37,18 @@ def consume_all(q: Queue) -> list[int]:
     return numbers
 
 
+def settle_only(q: Queue, key: str) -> None:
+    """Take everything on ``q`` and settle the messages of ``key``; the rest go back."""
+    taker = Taker(credit=q.depth)
+    q.subscribe(taker)
+    for entry in taker.got:
+        if entry.message.application_property("id") == key:
+            q.settle(entry)
+        else:
+            q.release(entry)
+    q.unsubscribe(taker)
+
+
 def cost(key: str = "k0000") -> int:
     """What one consumed version of ``msg(key, BODY)`` counts in the budget."""
     return len(msg(key, BODY).data) + VERSION_COST
@@ -184,16 +196,23 @@ def test_forgetting_goes_on_when_the_oldest_keys_are_still_on_the_queue() -> Non
         q.enqueue(msg(f"queued{i}", BODY))
     for i in range(30):
         q.enqueue(msg(f"passing{i}", BODY))
-        taker = Taker(credit=q.depth)
-        q.subscribe(taker)
-        for entry in taker.got:
-            if entry.message.application_property("id") == f"passing{i}":
-                q.settle(entry)
-            else:
-                q.release(entry)
-        q.unsubscribe(taker)
+        settle_only(q, f"passing{i}")
         assert budget.used <= budget.limit
     assert q.depth == 10 and budget.forgotten > 20
+
+
+def test_forgetting_lets_go_of_older_versions_only_up_to_the_first_still_on_the_queue() -> None:
+    budget = HistoryBudget(4 * cost())
+    q = queue(KEYED, budget)
+    q.enqueue(msg("a", BODY))
+    consume_all(q)  # a's first version: held by the history alone, so it may go
+    q.enqueue(msg("a", BODY))
+    q.enqueue(msg("a", BODY))  # its second and third wait on the queue
+    for i in range(8):  # other keys, each consumed as it comes: the budget fills
+        q.enqueue(msg(f"k{i}", BODY))
+        settle_only(q, f"k{i}")
+    assert budget.used <= budget.limit
+    assert [version.seq for version in history_of(q).replay("first", "a")] == [2, 3]
 
 
 def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_far() -> None:
