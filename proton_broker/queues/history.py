@@ -37,14 +37,18 @@ Rules owned here:
   round starts), on from where it stopped: each key it passes lets go of its older
   versions held alone (it keeps its latest); a key with none to let go of, whose latest
   version has left the queue, is forgotten if that version is among the oldest: at or
-  below the cut, the queue number under which an eighth or so of the keys that may be
-  forgotten had their latest version, as :data:`_SAMPLE` keys evenly spaced in the hand's
-  list say (taken as forgetting starts and as each round starts; every key that may be
-  forgotten, if none of those may). So keys updated recently stay and the ones left idle
-  go, from the first time the budget is full (a sampled approximation of least recently
-  used: a key's latest queue number is its last update). A round that let go of nothing
-  makes the next one forget any key it may. A key whose latest version is on the queue is
-  never forgotten (on a last-value queue it is the index). Nothing is recorded for this
+  below the cut, the queue number under which a share of the keys that may be forgotten
+  had their latest version, as :data:`_SAMPLE` keys evenly spaced in the hand's list say
+  (taken as forgetting starts and as each round starts; every key that may be forgotten,
+  if none of those may). The share is what the budget needs the history to let go of
+  over what it holds alone, an eighth at least: so a history that must give up a fifth
+  of what it holds forgets its oldest fifth in one round, not an eighth a round with a
+  new sample each time (the hand passed about eight keys for every key it forgot). So
+  keys updated recently stay and the ones left idle go, from the first time the budget is
+  full (a sampled approximation of least recently used: a key's latest queue number is
+  its last update). A round that let go of nothing makes the next one forget any key it
+  may. A key whose latest version is on the queue is never forgotten (on a last-value
+  queue it is the index). Nothing is recorded for this
   per message, and no list of keys is kept between rounds: a round costs O(its keys)
   (listing them is one C-speed copy of the dictionary's keys), and the hand moves on, so
   each key is passed once a round.
@@ -96,6 +100,7 @@ _LIST_KEEP = 1024  # up to this many versions a key, its versions are a list (se
 VERSION_COST = 320
 _AHEAD_FOLD = 10_000  # numbers ahead of their versions kept before keys without one go
 _SAMPLE = 32  # keys whose latest updates choose a forgetting round's cut (see forget)
+_SHARE_LEAST = 1 / 8  # of the keys that may be forgotten, what a cut lets go of at least
 _EVERY = 2**63  # a cut above every queue number
 
 
@@ -336,12 +341,13 @@ class History:
         held = self.held
         every = self._versions
         visits = 3 * len(every)
-        cut = self._next_round() if self._hand >= len(self._keys) else self._cut()
+        share = self._share(needed)
+        cut = self._next_round(share) if self._hand >= len(self._keys) else self._cut(share)
         keys, hand = self._keys, self._hand  # the hand, as locals: it passes many keys
         while held - self.held < needed and visits:
             visits -= 1
             if hand >= len(keys):
-                cut = self._next_round()
+                cut = self._next_round(self._share(needed - (held - self.held)))
                 keys, hand = self._keys, self._hand
                 if not keys:
                     break  # every key is gone
@@ -369,17 +375,23 @@ class History:
             self._keys = []  # the round is over: its list goes (the next lists the keys anew)
         return held - self.held
 
-    def _next_round(self) -> int:
+    def _share(self, needed: int) -> float:
+        """The share of its keys that may be forgotten the history lets go of to free
+        ``needed``: ``needed`` over what it holds alone, an eighth at least (see the module
+        rules)."""
+        return 1.0 if needed >= self.held else max(_SHARE_LEAST, needed / self.held)
+
+    def _next_round(self, share: float) -> int:
         """The hand starts a round: over every key, in the order first seen (a key first
         seen from now on waits for the next round). Its cut: every key held alone if the
         last round let go of nothing, else a new sample's (see :meth:`_cut`)."""
         self._keys, self._hand = list(self._versions), 0
-        cut = self._cut() if self._round_freed else _EVERY
+        cut = self._cut(share) if self._round_freed else _EVERY
         self._round_freed = False
         return cut
 
-    def _cut(self) -> int:
-        """The queue number at or below which an eighth or so of the keys that may be
+    def _cut(self, share: float) -> int:
+        """The queue number at or below which ``share`` or so of the keys that may be
         forgotten had their latest version: of :data:`_SAMPLE` keys or so, evenly spaced in
         the hand's list (O(_SAMPLE)); above every number if none of them may be."""
         keys = self._keys
@@ -393,7 +405,8 @@ class History:
         if not latest_numbers:
             return _EVERY
         latest_numbers.sort()
-        return latest_numbers[len(latest_numbers) // 8]  # type: ignore[return-value] # numbered
+        at = min(len(latest_numbers) - 1, int(len(latest_numbers) * share))
+        return latest_numbers[at]  # type: ignore[return-value] # numbered
 
     def _trim(self, key: str, versions: list[Message | Entry] | deque[Message | Entry]) -> None:
         """Let go of ``key``'s older versions held alone, from the oldest (the front, as
@@ -413,13 +426,17 @@ class History:
             self._versions[key] = versions[0]  # alone (see __init__)
 
     def _forget(self, key: str) -> None:
-        """``key`` and every version of it go; its numbers are never given out again."""
-        current = self.current(key)
+        """``key`` and every version of it go; its numbers are never given out again (its
+        current number, as :meth:`current` reads it, read as it goes)."""
         versions = self._versions.pop(key, None)
+        current: int = self.floor
         if versions is not None:
-            for each in versions if isinstance(versions, _MANY) else (versions,):
+            many = isinstance(versions, _MANY)
+            current = _message_of(versions[-1] if many else versions).sequence  # type: ignore[arg-type,assignment,index] # numbered
+            for each in versions if many else (versions,):  # type: ignore[union-attr]
                 self._drop(each)  # type: ignore[arg-type] # none is on the queue's index
-        self._ahead.pop(key, None)
+        if self._ahead:
+            current = self._ahead.pop(key, current)
         if current > self.floor:
             self.floor = current
         self.budget.forgotten += 1

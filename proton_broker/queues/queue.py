@@ -165,7 +165,6 @@ class Queue:
         self.journal: Journal | None = None
         if self.history is not None:
             self.history.join(self.hooks.history_budget)
-            self.history.forgot = self._key_forgotten
         self.persistent = False
         self._assemble_dispatch()
         # Whether messages need an expiry time even without a TTL of their own.
@@ -357,6 +356,8 @@ class Queue:
         self.journal = journal
         self.persistent = True
         self.numbers.keep(journal)
+        if self.history is not None:  # only a store keeps what a history forgets
+            self.history.forgot = self._key_forgotten
 
     def _numbers_written(self) -> None:
         if self._browse_cursors:
