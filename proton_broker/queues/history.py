@@ -48,10 +48,9 @@ Rules owned here:
   full (a sampled approximation of least recently used: a key's latest queue number is
   its last update). A round that let go of nothing makes the next one forget any key it
   may. A key whose latest version is on the queue is never forgotten (on a last-value
-  queue it is the index). Nothing is recorded for this
-  per message, and no list of keys is kept between rounds: a round costs O(its keys)
-  (listing them is one C-speed copy of the dictionary's keys), and the hand moves on, so
-  each key is passed once a round.
+  queue it is the index). Nothing is recorded for this per message, and no list of keys
+  is kept between rounds: a round costs O(its keys) (listing them is one C-speed copy of
+  the dictionary's keys), and the hand moves on, so each key is passed once a round.
 * A forgotten key's next number is one more than the highest number the history has
   forgotten (``floor``), and so is a new key's once anything has been forgotten (and, after
   a restart, every key's that is not above it: no key can tell it was never forgotten). A
@@ -376,7 +375,7 @@ class History:
         return held - self.held
 
     def _share(self, needed: int) -> float:
-        """The share of its keys that may be forgotten the history lets go of to free
+        """What share of its keys that may be forgotten the history lets go of, to free
         ``needed``: ``needed`` over what it holds alone, an eighth at least (see the module
         rules)."""
         return 1.0 if needed >= self.held else max(_SHARE_LEAST, needed / self.held)
