@@ -235,7 +235,6 @@ class History:
         message.number, message.sequence = order, seq
         message.in_history = True
         version: Message | Entry = message
-        oldest: Message | None = None  # the version dropped for this one, if any
         if entry is not None:
             version = entry
             self.standing += 1
@@ -247,24 +246,16 @@ class History:
                 many[-1] = latest  # type: ignore[assignment] # a message
             many.append(version)
             if len(many) > self._bound:  # only the latest can be an entry: this is a message
-                oldest = many.pop(0) if kind is list else versions.popleft()  # type: ignore[assignment,union-attr] # a message
+                self._drop(many.pop(0) if kind is list else versions.popleft())  # type: ignore[arg-type,union-attr]
         elif self.keep == 1:
             self._versions[key] = version
-            oldest = latest  # a message
+            self._drop(latest)  # type: ignore[arg-type] # a message
         else:
             pair: Kept = [latest, version]  # type: ignore[list-item]
             if not self._small:
                 pair = deque(pair)  # type: ignore[arg-type]
             untrack(pair)  # only the dictionary holds it: no cycle passes through it
             self._versions[key] = pair
-        if oldest is not None:  # _drop, written out: at its bound a key drops one a message
-            oldest.in_history = False
-            if not oldest.on_queue:  # it was held alone (see held_alone)
-                cost = (len(oldest.data) if not oldest.paged else oldest.size) + VERSION_COST
-                self.held -= cost
-                self.budget.used -= cost
-            if oldest.store_id is not None and self.dropped is not None:
-                self.dropped(oldest)
         if self.watchers:
             for watch in self.watchers:
                 watch(key, seq, message)
@@ -304,13 +295,7 @@ class History:
             elif versions is entry:
                 self._versions[key] = message
                 self.standing -= 1
-        # held_alone, written out (this runs as every kept version leaves its queue)
-        cost = (len(message.data) if not message.paged else message.size) + VERSION_COST
-        self.held += cost
-        budget = self.budget
-        budget.used += cost
-        if budget.used > budget.limit:
-            budget.went_over()
+        self.held_alone(message)
 
     def superseded(self, entry: Entry) -> bool:
         """Whether a newer version of ``entry``'s key has arrived while ``entry``, a live
