@@ -12,7 +12,8 @@ to a consumer that keeps up (one credit) and settled: the queue path of ``bench/
   so at 10^6 keys the second queue's messages run with the budget full (its history lets
   go of older versions) and the third's with fewer keys held than arrive (whole keys are
   forgotten). Printed per queue: user and system CPU a message, and the part of it spent
-  forgetting (``History.forget``), with the keys forgotten so far.
+  forgetting (``History.forget``), with the keys forgotten so far. The cyclic collector
+  runs with the broker's thresholds (``proton_broker.collector``).
 * ``--bytecodes N`` counts instead the interpreter's instructions (bytecodes) of N
   messages after the warm-up, by function: the size of the path, exactly, where CPU
   figures drift by several percent from run to run. (``--plain`` gives the same for a
@@ -36,6 +37,7 @@ from typing import Any
 import proton
 from queue_ops import Taker  # bench/ is the script's directory
 
+from proton_broker import collector
 from proton_broker.codec.sections import parse_message
 from proton_broker.queues.budget import HistoryBudget
 from proton_broker.queues.factory import build_queue
@@ -93,6 +95,7 @@ def forgetting_timed() -> list[float]:
 
 def queues_in_turn(args: argparse.Namespace) -> None:
     messages = encoded(args.keys, plain=False)
+    collector.configure()  # the broker's thresholds: its collections, not Python's default
     budget = HistoryBudget(args.budget)
     spent = forgetting_timed()
     settings = parse_settings({"qpid.last_value_queue_key": "k"})
