@@ -14,6 +14,9 @@ to a consumer that keeps up (one credit) and settled: the queue path of ``bench/
   forgotten). Printed per queue: user and system CPU a message, and the part of it spent
   forgetting (``History.forget``), with the keys forgotten so far. The cyclic collector
   runs with the broker's thresholds (``proton_broker.collector``).
+* ``--standing N`` has each queue hold N values of keys of their own first, taken by a
+  consumer that never settles them: keys the forgetting hand passes but may not forget
+  (with a small ``--budget``, the case where forgetting costs most a version).
 * ``--bytecodes N`` counts instead the interpreter's instructions (bytecodes) of N
   messages after the warm-up, by function: the size of the path, exactly, where CPU
   figures drift by several percent from run to run. (``--plain`` gives the same for a
@@ -59,6 +62,16 @@ def encoded(keys: int, plain: bool) -> list[bytes]:
     ]
 
 
+def hold(queue: Queue, standing: int) -> None:
+    """``standing`` values of keys of their own, taken by a consumer that never settles
+    them: on the queue, so their keys are never forgotten, and the forgetting hand passes
+    them all the same."""
+    for i in range(standing):
+        data = proton.Message(body=b"x" * 100, properties={"k": f"held-{i:07}"}).encode()
+        queue.enqueue(parse_message(bytes(data)))
+    queue.subscribe(Taker(standing))
+
+
 def cycle(queue: Queue, messages: list[bytes]) -> Callable[[int, int], None]:
     """Messages ``start`` to ``start + n`` (keys in order, round and round) through
     ``queue``: parsed, enqueued, taken and settled."""
@@ -101,6 +114,7 @@ def queues_in_turn(args: argparse.Namespace) -> None:
     settings = parse_settings({"qpid.last_value_queue_key": "k"})
     for number in range(1, args.queues + 1):
         queue = build_queue(f"q{number}", settings, hooks=LoopHooks(history_budget=budget))
+        hold(queue, args.standing)
         run = cycle(queue, messages)
         spent[0] = 0.0
         before = os.times()
@@ -146,6 +160,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=2_000_000, help="messages a queue")
     parser.add_argument("--queues", type=int, default=3, help="queues in turn, one budget")
     parser.add_argument("--budget", type=int, default=1 << 30, help="history budget, bytes")
+    parser.add_argument(
+        "--standing", type=int, default=0, help="values a queue holds unsettled first"
+    )
     parser.add_argument(
         "--bytecodes", type=int, default=0, help="count bytecodes of this many messages"
     )

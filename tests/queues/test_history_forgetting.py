@@ -215,6 +215,67 @@ def test_forgetting_lets_go_of_older_versions_only_up_to_the_first_still_on_the_
     assert [version.seq for version in history_of(q).replay("first", "a")] == [2, 3]
 
 
+def two_versions_each(q: Queue, keys: list[str]) -> None:
+    """Every key of ``keys`` gets two versions, all consumed: first versions, then second."""
+    for _round in range(2):
+        for key in keys:
+            q.enqueue(msg(key, BODY))
+        consume_all(q)
+
+
+def versions_kept(q: Queue, key: str) -> int:
+    return len(history_of(q).replay("first", key))
+
+
+def test_the_hand_goes_on_from_where_it_stopped_when_keys_came_in_between() -> None:
+    """Between two forgettings a new key joins the history's dictionary, which the hand
+    walks: it goes on from its place, not from the first key again (which, holding one
+    version now and among the oldest, it would forget)."""
+    keys = [f"k{i:04}" for i in range(20)]  # as long as cost()'s
+    q = queue(KEYED, HistoryBudget(10**9))
+    two_versions_each(q, keys)
+    history = history_of(q)
+    assert history.forget(3 * cost()) >= 3 * cost()
+    assert [versions_kept(q, key) for key in keys[:4]] == [1, 1, 1, 2]
+    q.enqueue(msg("new", BODY))
+    consume_all(q)
+    history.forget(3 * cost())
+    assert [versions_kept(q, key) for key in keys[:7]] == [1, 1, 1, 1, 1, 1, 2]
+    assert history.budget.forgotten == 0
+
+
+def test_the_hand_counts_the_keys_it_forgot_out_of_its_place() -> None:
+    """Keys forgotten behind the hand leave the dictionary once it stops: its place, from
+    which it goes on, counts only the keys still there."""
+    old = [f"a{i:04}" for i in range(5)]
+    keys = [f"b{i:04}" for i in range(10)]
+    q = queue(KEYED, HistoryBudget(10**9))
+    for key in old:  # one version each, the oldest numbers
+        q.enqueue(msg(key, BODY))
+    consume_all(q)
+    two_versions_each(q, keys)
+    history = history_of(q)
+    history.forget(7 * cost())  # the old keys are forgotten, b0000 and b0001 trimmed
+    assert history.budget.forgotten == 5
+    assert [versions_kept(q, key) for key in keys[:3]] == [1, 1, 2]
+    q.enqueue(msg("n0000", BODY))
+    consume_all(q)
+    history.forget(cost())
+    assert [versions_kept(q, key) for key in keys] == [1, 1, 1] + [2] * 7
+
+
+def test_a_key_first_seen_during_a_round_is_passed_in_that_round() -> None:
+    keys = [f"k{i:04}" for i in range(5)]
+    q = queue(KEYED, HistoryBudget(10**9))
+    two_versions_each(q, keys)
+    history = history_of(q)
+    history.forget(2 * cost())  # the hand stops after k0000 and k0001
+    two_versions_each(q, ["later"])
+    history.forget(4 * cost())  # k0002 to k0004, then later: the round's last key
+    assert [versions_kept(q, key) for key in [*keys, "later"]] == [1] * 6
+    assert history.budget.forgotten == 0
+
+
 def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_far() -> None:
     q = queue(KEYED, HistoryBudget(10**9))
     history = history_of(q)
