@@ -50,16 +50,17 @@ from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 
 
+def keyed(key: str | None) -> bytes:
+    """A message with a 100-byte body and ``key`` as application property ``k`` (None: no
+    properties)."""
+    return bytes(
+        proton.Message(body=b"x" * 100, properties=None if key is None else {"k": key}).encode()
+    )
+
+
 def encoded(keys: int, plain: bool) -> list[bytes]:
-    """One message a key: a 100-byte body and the key as application property ``k``."""
-    return [
-        bytes(
-            proton.Message(
-                body=b"x" * 100, properties=None if plain else {"k": f"key-{i:07}"}
-            ).encode()
-        )
-        for i in range(keys)
-    ]
+    """One message a key (see :func:`keyed`)."""
+    return [keyed(None if plain else f"key-{i:07}") for i in range(keys)]
 
 
 def hold(queue: Queue, standing: int) -> None:
@@ -67,8 +68,7 @@ def hold(queue: Queue, standing: int) -> None:
     them: on the queue, so their keys are never forgotten, and the forgetting hand passes
     them all the same."""
     for i in range(standing):
-        data = proton.Message(body=b"x" * 100, properties={"k": f"held-{i:07}"}).encode()
-        queue.enqueue(parse_message(bytes(data)))
+        queue.enqueue(parse_message(keyed(f"held-{i:07}")))
     queue.subscribe(Taker(standing))
 
 

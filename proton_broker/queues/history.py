@@ -274,8 +274,7 @@ class History:
         one) whose latest version is ``latest``, while some numbers were given out ahead of
         their versions (``_ahead``): one of them may be this key's."""
         ahead = self._ahead
-        known: int = self.floor if latest is None else latest.sequence  # type: ignore[assignment] # numbered
-        current = ahead.get(key, known)
+        current = ahead.get(key, self._kept_number(latest))
         if seq is None:  # numbered now: the next number (see the module rules)
             seq = current + 1
         if current > seq:  # recorded behind a greater number: that stays the current one
@@ -441,11 +440,9 @@ class History:
         """``key``'s ``versions`` (None: it has none) go, and its numbers are never given
         out again (its current number, as :meth:`current` reads it, read as they go). The
         caller takes the key out of the dictionary."""
-        current: int = self.floor
+        current = self._kept_number(versions)
         if versions is not None:
-            many = isinstance(versions, _MANY)
-            current = _message_of(versions[-1] if many else versions).sequence  # type: ignore[arg-type,assignment,index] # numbered
-            for each in versions if many else (versions,):  # type: ignore[union-attr]
+            for each in versions if isinstance(versions, _MANY) else (versions,):
                 self._drop(each)  # type: ignore[arg-type] # none is on the queue's index
         if self._ahead:
             current = self._ahead.pop(key, current)
@@ -569,9 +566,15 @@ class History:
 
     def current(self, key: str) -> int:
         """The latest number given out for ``key`` (0: none yet)."""
-        versions = self._versions.get(key)
-        seq: int = self.floor if versions is None else _message_of(_latest(versions)).sequence  # type: ignore[assignment] # numbered
+        seq = self._kept_number(self._versions.get(key))
         return self._ahead.get(key, seq) if self._ahead else seq
+
+    def _kept_number(self, versions: Kept | None) -> int:
+        """The number of a key's latest kept version (``versions``; None: it has none, and
+        its numbers go on above the highest forgotten, see the module rules)."""
+        if versions is None:
+            return self.floor
+        return _message_of(_latest(versions)).sequence  # type: ignore[return-value] # numbered
 
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
         """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""
