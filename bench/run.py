@@ -11,7 +11,9 @@ on its own connection; the window is per producer, the credit per consumer.
 By default it starts our broker (``python -m proton_broker --port 0``) as a subprocess; with
 ``--url`` it measures any AMQP 1.0 broker (give ``--pid`` to get that broker's CPU time).
 In the same invocation it runs the same scenarios against the generator's trivial fast peer
-(``loadgen peer``), the generator's ceiling, and prints our figures as ratios of it.
+(``loadgen peer``), the generator's ceiling, and prints our figures as ratios of it; with
+``--vs-example-broker`` also against Proton's own C example broker (``examples/c/broker.c``,
+built by ``bench/build.sh example-broker``), the reference the plain path is held to.
 
 Broker CPU is read from /proc/PID/stat (utime + stime) before and after each run; on a
 2-core machine where the generator competes for the CPU it is the fairer figure.
@@ -27,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FANOUT_EXCHANGE = "amq.fanout"
+EXAMPLE_BROKER = "Proton's C example broker"
 
 
 @dataclass
@@ -387,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
         "in the same invocation and print our figures as ratios of it",
     )
     parser.add_argument(
+        "--vs-example-broker",
+        action="store_true",
+        help="also run the same scenarios against Proton's C example broker (plain queues "
+        "only), interleaved, and print our figures as ratios of it",
+    )
+    parser.add_argument(
         "--broker-arg",
         action="append",
         default=[],
@@ -417,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.producers < 1 or args.consumers < 1:
         parser.error("--producers and --consumers take a number of at least 1")
+    if args.vs_example_broker and (features or args.url):
+        parser.error(
+            "--vs-example-broker runs plain queues against our broker: Proton's example broker "
+            "has no last-value queues, groups, durable queues or exchanges"
+        )
     args.user = args.password = None
     args.ungrouped = False
 
@@ -462,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.baseline:
             targets.append(start_broker("baseline", Path(args.baseline).resolve(), args, processes))
+        if args.vs_example_broker:
+            targets.append(start_example_broker(processes))
         if not args.no_ceiling:
             peer, peer_addr = start_peer(loadgen)
             processes.append(peer)
@@ -534,6 +551,30 @@ def start_broker(
     broker = BrokerProcess(*extra, env=env).start()
     processes.append(broker)
     return Target(label, f"{broker.host}:{broker.port}", broker.pid)
+
+
+def start_example_broker(processes: list[Any]) -> Target:
+    """Start Proton's C example broker on a free port. It runs from its examples directory,
+    where it finds the test certificates it loads (it serves plain AMQP all the same)."""
+    out = subprocess.run(
+        [str(HERE / "build.sh"), "example-broker"], check=True, capture_output=True, text=True
+    )
+    binary = out.stdout.strip().splitlines()[-1]
+    examples = Path("/usr/share/proton/examples/c")
+    broker = subprocess.Popen(
+        [binary, "127.0.0.1", "0"],
+        cwd=examples if examples.is_dir() else None,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    processes.append(broker)
+    assert broker.stdout is not None
+    for line in broker.stdout:  # a line about certificates may come first
+        if line.startswith("listening on "):
+            # Whatever it prints from now on is read and dropped, so that it never blocks.
+            threading.Thread(target=broker.stdout.read, daemon=True).start()
+            return Target(EXAMPLE_BROKER, f"127.0.0.1:{line.split()[-1]}", broker.pid)
+    raise SystemExit("Proton's example broker did not start")
 
 
 def cpu_model() -> str:
