@@ -18,7 +18,10 @@ The sequence histories have a budget of their own (:class:`HistoryBudget`): what
 keeps after it has left its queue (a consumed or replaced version) is not a queued message,
 and stopping producers would not bring it down, as consumers do not take it. When it goes
 over its limit the histories *forget* (queues/history.py says what), the one holding the
-most first, until it is at 90%.
+most first, until it is at 90%. A history may hold versions it cannot let go of yet (older
+versions still on its queue come before them); when the one holding the most can give
+nothing, every other history that holds anything is asked in turn, the largest first, so
+the budget is not left over its limit while another history could give.
 """
 
 from __future__ import annotations
@@ -97,11 +100,26 @@ class HistoryBudget:
         """Called by a history once ``used`` exceeds ``limit``: the histories holding the
         most forget until ``used`` is back at ``resume``. Each round picks the largest in
         O(histories), and frees a tenth of the limit or all the largest can give (what a
-        history's forgetting costs is its own: queues/history.py)."""
+        history's forgetting costs is its own: queues/history.py). When the largest can
+        give nothing, the others are asked, largest first (O(histories log histories),
+        only then)."""
         while self.used > self.resume:
             largest = max(self.histories, key=_held, default=None)
-            if largest is None or not largest.forget(self.used - self.resume):
-                return  # nothing left that can go (every history is within its queue)
+            if largest is None:
+                return
+            if not largest.forget(self.used - self.resume):
+                self._ask_the_others(largest)
+                return
+
+    def _ask_the_others(self, stuck: Forgetting) -> None:
+        """``stuck``, the history holding the most, could give nothing: each other history
+        that holds anything forgets, the largest first, until ``used`` is back at
+        ``resume`` or none can give more."""
+        others = sorted((h for h in self.histories if h is not stuck and h.held), key=_held)
+        while others and self.used > self.resume:
+            history = others[-1]
+            if not history.forget(self.used - self.resume):
+                others.pop()
 
 
 def _held(history: Forgetting) -> int:

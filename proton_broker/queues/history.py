@@ -33,8 +33,9 @@ Rules owned here:
   budget is in queues/budget.py): what a history holds alone, its versions that have left
   the queue (consumed, or replaced), counts their bytes and :data:`VERSION_COST` each.
   When that goes over the limit, the history holding the most forgets until the budget is
-  at 90%. A hand walks its keys in the dictionary's order (the order they were first seen;
-  a key first seen during a round is passed at the round's end), on from where it stopped:
+  at 90% (the others in turn if it can give nothing: queues/budget.py). A hand walks its
+  keys in the dictionary's order (the order they were first seen; a key first seen during
+  a round is passed at the round's end), on from where it stopped:
   each key it passes lets go of its older versions held alone (it keeps its latest); a key
   with none to let go of, whose latest version has left the queue, is forgotten if that
   version is among the oldest: at or below the cut, the queue number under which a share

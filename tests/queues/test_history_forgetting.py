@@ -3,11 +3,20 @@ what they forget when it is full (queues/history.py, queues/budget.py)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from proton_broker.errors import InvalidField
+from proton_broker.message import Message
 from proton_broker.queues.budget import HistoryBudget
+from proton_broker.queues.entries import Entry
 from proton_broker.queues.factory import build_queue
-from proton_broker.queues.history import CUSTOM_MAX, SEQUENCE, VERSION_COST, History
+from proton_broker.queues.history import CUSTOM_MAX, FIRST, SEQUENCE, VERSION_COST, History
 from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -276,6 +285,48 @@ def test_a_key_first_seen_during_a_round_is_passed_in_that_round() -> None:
     assert history.budget.forgotten == 0
 
 
+def test_when_the_history_holding_the_most_can_give_nothing_the_others_forget() -> None:
+    budget = HistoryBudget(3 * cost())
+    stuck = queue(LVQ, budget, "stuck")
+    taker = Taker()
+    stuck.subscribe(taker)
+    stuck.enqueue(msg("a", BODY))
+    taker.grant(stuck, 1)  # a consumer holds the first value
+    stuck.enqueue(msg("a", "y" * 1000))  # replaces nothing: the first is out with it
+    stuck.enqueue(msg("a", BODY))  # replaces the second, which the history holds alone
+    assert history_of(stuck).held > 2 * cost()  # but behind the first: it cannot go yet
+    other = queue(KEYED, budget, "other")
+    for key in ("b", "c"):
+        other.enqueue(msg(key, BODY))
+    consume_all(other)  # over the limit now
+    assert budget.used <= budget.limit
+    assert history_of(other).replay("first") == []  # the other history gave what it held
+    assert history_of(stuck).held > 2 * cost()
+
+
+def test_a_forgotten_key_lets_go_of_its_older_versions_still_out_with_a_consumer() -> None:
+    budget = HistoryBudget(cost())
+    q = queue(KEYED, budget)
+    taker = Taker()
+    q.subscribe(taker)
+    older, latest = msg("a", BODY), msg("a", BODY)
+    q.enqueue(older)
+    q.enqueue(latest)
+    taker.grant(q, 1)  # the older one, held
+    held = taker.got[-1]
+    taker.grant(q, 1)
+    q.settle(taker.got[-1])  # the latest has left the queue: the key may be forgotten
+    for key in ("b", "c"):
+        q.enqueue(msg(key, BODY))
+        taker.grant(q, 1)
+        q.settle(taker.got[-1])
+    assert history_of(q).replay("first", "a") == []  # nothing of the key is kept
+    assert older.on_queue and not older.in_history
+    used = budget.used
+    q.settle(held)  # it was never held alone: the budget does not change
+    assert budget.used == used == history_of(q).held
+
+
 def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_far() -> None:
     q = queue(KEYED, HistoryBudget(10**9))
     history = history_of(q)
@@ -285,3 +336,135 @@ def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_fa
     assert len(history._ahead) <= 20_000  # forgotten past 10,000: their numbers stay taken
     q.enqueue(msg("rolled-back-0"))
     assert consume_all(q)[0] > 1
+
+
+# ---- against the rules, at random ----------------------------------------------------------
+
+
+class ForgettingModel(RuleBasedStateMachine):
+    """Random sends over a few keys (some with a producer's own number, some refused), takes,
+    accepts and releases on a last-value queue and on a queue that numbers its keys, both in
+    one budget small enough that they forget all along; after every step what forgetting
+    must keep true (see the module rules of queues/history.py) holds."""
+
+    @initialize(keep=st.sampled_from([1, 2, 5, None]), room=st.integers(1, 4))
+    def start(self, keep: int | None, room: int) -> None:
+        self.budget = HistoryBudget(room * cost())
+        kept = {} if keep is None else {"max_key_updates": keep}
+        self.queues = [
+            queue({**LVQ, **kept}, self.budget, "last-value"),
+            queue({**KEYED, **kept}, self.budget, "numbered"),
+        ]
+        self.takers = [Taker() for _ in self.queues]
+        for q, taker in zip(self.queues, self.takers, strict=True):
+            q.subscribe(taker)
+        # The versions each queue may keep of a key: a last-value queue 100 unless told.
+        self.bounds = [keep or 100, keep or 10**9]
+        self.given: list[dict[str, int]] = [{}, {}]  # the highest number given a key
+        self.sent: list[dict[str, list[Message]]] = [{}, {}]  # each key's messages, in order
+        self.kept: list[dict[str, list[Message]]] = [{}, {}]  # as the last step left them
+        self.held: list[list[Entry]] = [[], []]  # taken, not yet settled
+
+    @rule(
+        which=st.integers(0, 1),
+        key=st.sampled_from(["a", "b", "c", "d", "e", "f"]),
+        custom=st.none() | st.integers(-2, 50),
+    )
+    def send(self, which: int, key: str, custom: int | None) -> None:
+        q, history = self.queues[which], history_of(self.queues[which])
+        current = history.current(key)
+        properties = {} if custom is None else {SEQUENCE: current + custom}
+        message = msg(key, BODY, **properties)
+        if custom is not None and custom <= 0:  # not above the key's current number
+            with pytest.raises(InvalidField):
+                q.enqueue(message)
+            return
+        q.enqueue(message)
+        number = message.sequence
+        assert number == (current + 1 if custom is None else current + custom)
+        assert number > self.given[which].get(key, 0)  # never given out twice for a key
+        self.given[which][key] = number
+        self.sent[which].setdefault(key, []).append(message)
+
+    @rule(which=st.integers(0, 1))
+    def take(self, which: int) -> None:
+        q, taker = self.queues[which], self.takers[which]
+        before = len(taker.got)
+        taker.grant(q, 1)
+        self.held[which].extend(taker.got[before:])
+
+    @rule(which=st.integers(0, 1), many=st.integers(1, 4))
+    def consume(self, which: int, many: int) -> None:
+        q, taker = self.queues[which], self.takers[which]
+        before = len(taker.got)
+        taker.grant(q, many)
+        for entry in taker.got[before:]:
+            q.settle(entry)
+
+    @rule(which=st.integers(0, 1), data=st.data(), accept=st.booleans())
+    def settle(self, which: int, data: st.DataObject, accept: bool) -> None:
+        if self.held[which]:
+            entry = data.draw(st.sampled_from(self.held[which]))
+            self.held[which].remove(entry)
+            if accept:
+                self.queues[which].settle(entry)
+            else:
+                self.queues[which].release(entry)
+
+    @invariant()
+    def the_budget_counts_what_the_histories_hold_alone(self) -> None:
+        histories = [history_of(q) for q in self.queues]
+        assert self.budget.used == sum(history.held for history in histories)
+        for history in histories:
+            alone = [v.message for v in history.replay(FIRST) if not v.message.on_queue]
+            assert history.held == sum(len(m.data) + VERSION_COST for m in alone)
+
+    @invariant()
+    def the_budget_is_kept_unless_nothing_more_may_go(self) -> None:
+        if self.budget.used > self.budget.limit:
+            assert sum(may_go(history_of(q)) for q in self.queues) == 0
+
+    @invariant()
+    def a_version_on_its_queue_goes_past_its_keys_bound_or_with_its_whole_key(self) -> None:
+        for q, sent, bound, before in zip(
+            self.queues, self.sent, self.bounds, self.kept, strict=True
+        ):
+            for key, messages in sent.items():
+                kept = [version.message for version in history_of(q).replay(FIRST, key)]
+                if messages[-1].on_queue:  # its latest stays (a last-value queue's index)
+                    assert kept[-1] is messages[-1]
+                lost = [m for m in before.get(key, []) if not any(m is k for k in kept)]
+                if any(m.on_queue and any(m is s for s in messages[-bound:]) for m in lost):
+                    # only forgetting the key lets go of a version on the queue, and it
+                    # lets go of every version the key had
+                    assert not any(m is k for m in before[key] for k in kept)
+                before[key] = kept
+
+    @invariant()
+    def a_keys_kept_versions_are_in_order_up_to_its_current_number(self) -> None:
+        for q, given in zip(self.queues, self.given, strict=True):
+            history = history_of(q)
+            for key, highest in given.items():
+                numbers = [version.seq for version in history.replay(FIRST, key)]
+                assert numbers == sorted(set(numbers))
+                assert history.current(key) >= highest
+                if numbers:
+                    assert numbers[-1] == history.current(key) == highest
+
+
+def may_go(history: History) -> int:
+    """What forgetting could still let go of in ``history``: a key's versions held alone
+    before its first one on the queue, or every version of a key none of whose versions is."""
+    total = 0
+    for key in {version.key for version in history.replay(FIRST)}:
+        versions = [version.message for version in history.replay(FIRST, key)]
+        if any(message.on_queue for message in versions):
+            versions = list(itertools.takewhile(lambda m: not m.on_queue, versions))
+        total += sum(len(message.data) + VERSION_COST for message in versions)
+    return total
+
+
+ForgettingModel.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=60, deadline=None, suppress_health_check=list(HealthCheck)
+)
+test_forgetting_keeps_its_rules_at_random = ForgettingModel.TestCase
