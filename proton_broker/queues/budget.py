@@ -21,7 +21,12 @@ over its limit the histories *forget* (queues/history.py says what), the one hol
 most first, until it is at 90%. A history may hold versions it cannot let go of yet (older
 versions still on its queue come before them); when the one holding the most can give
 nothing, every other history that holds anything is asked in turn, the largest first, so
-the budget is not left over its limit while another history could give.
+the budget is not left over its limit while another history could give. When none can
+give enough, the histories are asked again only once another sixteenth of the limit has
+come in, or the total has fallen below where it stood (``stuck_at``): a history that cannot
+give is walked whole each time it is asked, and asking on every version that leaves a queue
+would cost O(its keys) a message. So the total may stay over the limit by what cannot go
+yet, plus a sixteenth at most.
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ class HistoryBudget:
     """What every sequence history holds beyond its queue (consumed and replaced versions:
     their bytes and their records), against one limit for the broker."""
 
-    __slots__ = ("limit", "resume", "used", "histories", "forgotten")
+    __slots__ = ("limit", "resume", "used", "histories", "forgotten", "stuck_at")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -95,6 +100,7 @@ class HistoryBudget:
         self.used = 0
         self.histories: list[Forgetting] = []  # of every queue with a key
         self.forgotten = 0  # keys forgotten, all histories together (a metric)
+        self.stuck_at: int | None = None  # ``used`` when none could give enough (see above)
 
     def went_over(self) -> None:
         """Called by a history once ``used`` exceeds ``limit``: the histories holding the
@@ -102,13 +108,20 @@ class HistoryBudget:
         O(histories), and frees a tenth of the limit or all the largest can give (what a
         history's forgetting costs is its own: queues/history.py). When the largest can
         give nothing, the others are asked, largest first (O(histories log histories),
-        only then)."""
+        only then). When none can give enough, they are asked again once another sixteenth
+        of the limit has come in (or less is used than then)."""
+        stuck_at = self.stuck_at
+        if stuck_at is not None and stuck_at <= self.used < stuck_at + self.limit // 16:
+            return
+        self.stuck_at = None
         while self.used > self.resume:
             largest = max(self.histories, key=_held, default=None)
             if largest is None:
                 return
             if not largest.forget(self.used - self.resume):
                 self._ask_the_others(largest)
+                if self.used > self.resume:  # what is left cannot go yet
+                    self.stuck_at = self.used
                 return
 
     def _ask_the_others(self, stuck: Forgetting) -> None:
