@@ -188,11 +188,14 @@ class History:
         budget.used += self.held
 
     def leave(self) -> None:
-        """Count no more (its queue is deleted)."""
+        """Count no more (its queue is being deleted). What its queue lets go of from now on
+        counts in a budget of its own, without limit: it must not make other histories
+        forget."""
         budget = self.budget
         if self in budget.histories:
             budget.histories.remove(self)
             budget.used -= self.held
+        self.budget = HistoryBudget(sys.maxsize)
 
     def reserve(self, key: str, seq: int) -> None:
         """``seq`` is given out for ``key`` (its version is recorded when it joins)."""

@@ -673,6 +673,8 @@ class Queue:
         consumers are gone and nothing may come back), each to the alternate if the queue
         has one, and its history leaves the broker's history budget; O(n). Returns how
         many."""
+        if self.history is not None:  # first: what its messages leave behind counts no more
+            self.history.leave()  # and what it held beyond the queue is let go with it
         dropped = 0
         for entry in list(self._log):
             if entry.state != DEAD:
@@ -681,8 +683,6 @@ class Queue:
                 dropped += 1
         self._held.clear()
         self._expiry.clear()
-        if self.history is not None:
-            self.history.leave()  # what it held beyond the queue is let go with it
         return dropped
 
     def purge(self) -> int:

@@ -332,6 +332,19 @@ def test_histories_that_can_give_nothing_are_asked_again_a_sixteenth_of_the_limi
     assert asked <= 96 // 4 + 1
 
 
+def test_a_queue_being_deleted_makes_no_other_history_forget() -> None:
+    budget = HistoryBudget(2 * cost("a") + 100)
+    other = queue(KEYED, budget, "other")
+    for key in ("a", "b"):
+        other.enqueue(msg(key, BODY))
+    consume_all(other)  # its history holds two versions, within the limit
+    deleted = queue(LVQ, budget, "deleted")
+    deleted.enqueue(msg("a"))  # on its queue: it counts in no history budget
+    deleted.clear()  # its value leaves the queue as the queue goes, and counts nowhere
+    assert len(history_of(other).replay("first")) == 2
+    assert budget.used == history_of(other).held == 2 * cost("a")
+
+
 def test_a_forgotten_key_lets_go_of_its_older_versions_still_out_with_a_consumer() -> None:
     budget = HistoryBudget(cost())
     q = queue(KEYED, budget)
@@ -378,20 +391,38 @@ class ForgettingModel(RuleBasedStateMachine):
     @initialize(keep=st.sampled_from([1, 2, 5, None]), room=st.integers(1, 4))
     def start(self, keep: int | None, room: int) -> None:
         self.budget = HistoryBudget(room * cost())
-        kept = {} if keep is None else {"max_key_updates": keep}
-        self.queues = [
-            queue({**LVQ, **kept}, self.budget, "last-value"),
-            queue({**KEYED, **kept}, self.budget, "numbered"),
-        ]
-        self.takers = [Taker() for _ in self.queues]
-        for q, taker in zip(self.queues, self.takers, strict=True):
-            q.subscribe(taker)
+        self.options = [{**LVQ}, {**KEYED}]
+        if keep is not None:
+            for options in self.options:
+                options["max_key_updates"] = keep
         # The versions each queue may keep of a key: a last-value queue 100 unless told.
         self.bounds = [keep or 100, keep or 10**9]
-        self.given: list[dict[str, int]] = [{}, {}]  # the highest number given a key
-        self.sent: list[dict[str, list[Message]]] = [{}, {}]  # each key's messages, in order
-        self.kept: list[dict[str, list[Message]]] = [{}, {}]  # as the last step left them
-        self.held: list[list[Entry]] = [[], []]  # taken, not yet settled
+        self.queues: list[Queue] = []
+        self.takers: list[Taker] = []
+        self.given: list[dict[str, int]] = []  # the highest number given a key
+        self.sent: list[dict[str, list[Message]]] = []  # each key's messages, in order
+        self.kept: list[dict[str, list[Message]]] = []  # as the last step left them
+        self.held: list[list[Entry]] = []  # taken, not yet settled
+        for which in (0, 1):
+            self.make(which)
+
+    def make(self, which: int) -> None:
+        """The queue ``which`` made anew (first, or after the one before was deleted)."""
+        q = queue(self.options[which], self.budget, f"q{which}")
+        taker = Taker()
+        q.subscribe(taker)
+        for kind, fresh in (
+            (self.queues, q),
+            (self.takers, taker),
+            (self.given, {}),
+            (self.sent, {}),
+            (self.kept, {}),
+            (self.held, []),
+        ):
+            if len(kind) > which:
+                kind[which] = fresh  # type: ignore[index]
+            else:
+                kind.append(fresh)  # type: ignore[attr-defined]
 
     @rule(
         which=st.integers(0, 1),
@@ -428,6 +459,19 @@ class ForgettingModel(RuleBasedStateMachine):
         taker.grant(q, many)
         for entry in taker.got[before:]:
             q.settle(entry)
+
+    @rule(which=st.integers(0, 1))
+    def purge(self, which: int) -> None:
+        self.queues[which].purge()
+
+    @rule(which=st.integers(0, 1))
+    def delete(self, which: int) -> None:
+        other = history_of(self.queues[1 - which])
+        kept = [version.message for version in other.replay(FIRST)]
+        self.queues[which].clear()
+        # what the deleted queue let go of made no other history forget
+        assert [version.message for version in other.replay(FIRST)] == kept
+        self.make(which)
 
     @rule(which=st.integers(0, 1), data=st.data(), accept=st.booleans())
     def settle(self, which: int, data: st.DataObject, accept: bool) -> None:
