@@ -4,13 +4,17 @@ what they forget when it is full (queues/history.py, queues/budget.py)."""
 from __future__ import annotations
 
 import itertools
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
+import proton
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
 from proton_broker.message import Message
 from proton_broker.queues.budget import HistoryBudget
@@ -382,110 +386,129 @@ def test_numbers_given_out_for_keys_that_never_get_a_version_are_kept_only_so_fa
 # ---- against the rules, at random ----------------------------------------------------------
 
 
+@dataclass
+class Watched:
+    """A queue of the model and what the model knows of it."""
+
+    queue: Queue
+    taker: Taker
+    bound: int  # the versions of a key it may keep
+    given: dict[str, int] = field(default_factory=dict)  # the highest number given a key
+    sent: dict[str, list[Message]] = field(default_factory=dict)  # a key's messages, in order
+    kept: dict[str, list[Message]] = field(default_factory=dict)  # as the last step left them
+    held: list[Entry] = field(default_factory=list)  # taken, not yet settled
+
+
+WHICH = st.integers(0, 2)
+
+
 class ForgettingModel(RuleBasedStateMachine):
-    """Random sends over a few keys (some with a producer's own number, some refused), takes,
-    accepts and releases on a last-value queue and on a queue that numbers its keys, both in
-    one budget small enough that they forget all along; after every step what forgetting
-    must keep true (see the module rules of queues/history.py) holds."""
+    """Random sends over a few keys (some with a producer's own number, some refused, some
+    with a time to live or a priority), takes, accepts, releases, expiries, purges and
+    deletions on a last-value queue, a queue that numbers its keys, and one that numbers
+    them with priorities (so versions leave it out of order), all in one budget small enough
+    that they forget all along; after every step what forgetting must keep true (see the
+    module rules of queues/history.py) holds."""
 
     @initialize(keep=st.sampled_from([1, 2, 5, None]), room=st.integers(1, 4))
     def start(self, keep: int | None, room: int) -> None:
         self.budget = HistoryBudget(room * cost())
-        self.options = [{**LVQ}, {**KEYED}]
-        if keep is not None:
-            for options in self.options:
-                options["max_key_updates"] = keep
-        # The versions each queue may keep of a key: a last-value queue 100 unless told.
-        self.bounds = [keep or 100, keep or 10**9]
-        self.queues: list[Queue] = []
-        self.takers: list[Taker] = []
-        self.given: list[dict[str, int]] = []  # the highest number given a key
-        self.sent: list[dict[str, list[Message]]] = []  # each key's messages, in order
-        self.kept: list[dict[str, list[Message]]] = []  # as the last step left them
-        self.held: list[list[Entry]] = []  # taken, not yet settled
-        for which in (0, 1):
-            self.make(which)
+        kept = {} if keep is None else {"max_key_updates": keep}
+        # A last-value queue keeps 100 versions of a key unless told, a numbered one all.
+        self.kinds = [
+            ({**LVQ, **kept}, keep or 100),
+            ({**KEYED, **kept}, keep or 10**9),
+            ({**KEYED, **kept, "qpid.priorities": 10}, keep or 10**9),
+        ]
+        self.now = time.time()
+        self.watched: list[Watched] = []
+        for which in range(len(self.kinds)):
+            self.watched.append(self.made(which))
 
-    def make(self, which: int) -> None:
-        """The queue ``which`` made anew (first, or after the one before was deleted)."""
-        q = queue(self.options[which], self.budget, f"q{which}")
+    def made(self, which: int) -> Watched:
+        """The queue ``which``, made anew (first, or after the one before was deleted)."""
+        options, bound = self.kinds[which]
+        q = queue(options, self.budget, f"q{which}")
         taker = Taker()
         q.subscribe(taker)
-        for kind, fresh in (
-            (self.queues, q),
-            (self.takers, taker),
-            (self.given, {}),
-            (self.sent, {}),
-            (self.kept, {}),
-            (self.held, []),
-        ):
-            if len(kind) > which:
-                kind[which] = fresh  # type: ignore[index]
-            else:
-                kind.append(fresh)  # type: ignore[attr-defined]
+        return Watched(q, taker, bound)
 
     @rule(
-        which=st.integers(0, 1),
+        which=WHICH,
         key=st.sampled_from(["a", "b", "c", "d", "e", "f"]),
         custom=st.none() | st.integers(-2, 50),
+        ttl=st.none() | st.sampled_from([1, 5]),
+        priority=st.integers(0, 9),
     )
-    def send(self, which: int, key: str, custom: int | None) -> None:
-        q, history = self.queues[which], history_of(self.queues[which])
-        current = history.current(key)
-        properties = {} if custom is None else {SEQUENCE: current + custom}
-        message = msg(key, BODY, **properties)
+    def send(
+        self, which: int, key: str, custom: int | None, ttl: int | None, priority: int
+    ) -> None:
+        watched = self.watched[which]
+        current = history_of(watched.queue).current(key)
+        properties = {"id": key} | ({} if custom is None else {SEQUENCE: current + custom})
+        sent = proton.Message(body=BODY, properties=properties, priority=priority)
+        if ttl is not None:
+            sent.ttl = ttl
+        message = parse_message(sent.encode())
         if custom is not None and custom <= 0:  # not above the key's current number
             with pytest.raises(InvalidField):
-                q.enqueue(message)
+                watched.queue.enqueue(message, now=self.now)
             return
-        q.enqueue(message)
+        watched.queue.enqueue(message, now=self.now)
         number = message.sequence
         assert number == (current + 1 if custom is None else current + custom)
-        assert number > self.given[which].get(key, 0)  # never given out twice for a key
-        self.given[which][key] = number
-        self.sent[which].setdefault(key, []).append(message)
+        assert number > watched.given.get(key, 0)  # never given out twice for a key
+        watched.given[key] = number
+        watched.sent.setdefault(key, []).append(message)
 
-    @rule(which=st.integers(0, 1))
+    @rule(which=WHICH)
     def take(self, which: int) -> None:
-        q, taker = self.queues[which], self.takers[which]
-        before = len(taker.got)
-        taker.grant(q, 1)
-        self.held[which].extend(taker.got[before:])
+        watched = self.watched[which]
+        before = len(watched.taker.got)
+        watched.taker.grant(watched.queue, 1)
+        watched.held.extend(watched.taker.got[before:])
 
-    @rule(which=st.integers(0, 1), many=st.integers(1, 4))
+    @rule(which=WHICH, many=st.integers(1, 4))
     def consume(self, which: int, many: int) -> None:
-        q, taker = self.queues[which], self.takers[which]
-        before = len(taker.got)
-        taker.grant(q, many)
-        for entry in taker.got[before:]:
-            q.settle(entry)
+        watched = self.watched[which]
+        before = len(watched.taker.got)
+        watched.taker.grant(watched.queue, many)
+        for entry in watched.taker.got[before:]:
+            watched.queue.settle(entry)
 
-    @rule(which=st.integers(0, 1))
-    def purge(self, which: int) -> None:
-        self.queues[which].purge()
-
-    @rule(which=st.integers(0, 1))
-    def delete(self, which: int) -> None:
-        other = history_of(self.queues[1 - which])
-        kept = [version.message for version in other.replay(FIRST)]
-        self.queues[which].clear()
-        # what the deleted queue let go of made no other history forget
-        assert [version.message for version in other.replay(FIRST)] == kept
-        self.make(which)
-
-    @rule(which=st.integers(0, 1), data=st.data(), accept=st.booleans())
+    @rule(which=WHICH, data=st.data(), accept=st.booleans())
     def settle(self, which: int, data: st.DataObject, accept: bool) -> None:
-        if self.held[which]:
-            entry = data.draw(st.sampled_from(self.held[which]))
-            self.held[which].remove(entry)
+        watched = self.watched[which]
+        if watched.held:
+            entry = data.draw(st.sampled_from(watched.held))
+            watched.held.remove(entry)
             if accept:
-                self.queues[which].settle(entry)
+                watched.queue.settle(entry)
             else:
-                self.queues[which].release(entry)
+                watched.queue.release(entry)
+
+    @rule(seconds=st.sampled_from([1, 3, 10]))
+    def time_passes(self, seconds: int) -> None:
+        self.now += seconds
+        for watched in self.watched:
+            watched.queue.purge_expired(now=self.now)
+
+    @rule(which=WHICH)
+    def purge(self, which: int) -> None:
+        self.watched[which].queue.purge()
+
+    @rule(which=WHICH)
+    def delete(self, which: int) -> None:
+        others = [history_of(w.queue) for w in self.watched if w is not self.watched[which]]
+        before = [[version.message for version in h.replay(FIRST)] for h in others]
+        self.watched[which].queue.clear()
+        # what the deleted queue let go of made no other history forget
+        assert [[version.message for version in h.replay(FIRST)] for h in others] == before
+        self.watched[which] = self.made(which)
 
     @invariant()
     def the_budget_counts_what_the_histories_hold_alone(self) -> None:
-        histories = [history_of(q) for q in self.queues]
+        histories = [history_of(watched.queue) for watched in self.watched]
         assert self.budget.used == sum(history.held for history in histories)
         for history in histories:
             alone = [v.message for v in history.replay(FIRST) if not v.message.on_queue]
@@ -496,29 +519,29 @@ class ForgettingModel(RuleBasedStateMachine):
         budget = self.budget
         waiting = budget.stuck_at is not None and budget.used < budget.stuck_at + budget.limit // 16
         if budget.used > budget.limit and not waiting:  # asked again a sixteenth later
-            assert sum(may_go(history_of(q)) for q in self.queues) == 0
+            assert sum(may_go(history_of(watched.queue)) for watched in self.watched) == 0
 
     @invariant()
     def a_version_on_its_queue_goes_past_its_keys_bound_or_with_its_whole_key(self) -> None:
-        for q, sent, bound, before in zip(
-            self.queues, self.sent, self.bounds, self.kept, strict=True
-        ):
-            for key, messages in sent.items():
-                kept = [version.message for version in history_of(q).replay(FIRST, key)]
+        for watched in self.watched:
+            for key, messages in watched.sent.items():
+                kept = [v.message for v in history_of(watched.queue).replay(FIRST, key)]
                 if messages[-1].on_queue:  # its latest stays (a last-value queue's index)
                     assert kept[-1] is messages[-1]
-                lost = [m for m in before.get(key, []) if not any(m is k for k in kept)]
-                if any(m.on_queue and any(m is s for s in messages[-bound:]) for m in lost):
+                lost = [m for m in watched.kept.get(key, []) if not any(m is k for k in kept)]
+                if any(
+                    m.on_queue and any(m is s for s in messages[-watched.bound :]) for m in lost
+                ):
                     # only forgetting the key lets go of a version on the queue, and it
                     # lets go of every version the key had
-                    assert not any(m is k for m in before[key] for k in kept)
-                before[key] = kept
+                    assert not any(m is k for m in watched.kept[key] for k in kept)
+                watched.kept[key] = kept
 
     @invariant()
     def a_keys_kept_versions_are_in_order_up_to_its_current_number(self) -> None:
-        for q, given in zip(self.queues, self.given, strict=True):
-            history = history_of(q)
-            for key, highest in given.items():
+        for watched in self.watched:
+            history = history_of(watched.queue)
+            for key, highest in watched.given.items():
                 numbers = [version.seq for version in history.replay(FIRST, key)]
                 assert numbers == sorted(set(numbers))
                 assert history.current(key) >= highest
