@@ -112,8 +112,6 @@ class Limits:
                 return  # only acquired entries are left: they leave when settled
             owner.evict(victim)
             ring.dropped += 1
-            if victim is newest:
-                return
 
     def _paged_out(self, entry: Entry) -> None:
         """The entry's bytes are in the store: drop them from memory, unless a consumer

@@ -7,17 +7,22 @@ its flow observers, and what it logs (logger ``proton_broker.queues``).
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import proton
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from proton_broker.broker import StorePager
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import ResourceLimitExceeded
 from proton_broker.message import Header, Message
+from proton_broker.queues.entries import AVAILABLE, Entry, priority_level
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.overflow import make_flow_control
 from proton_broker.queues.queue import Queue
@@ -253,6 +258,18 @@ def test_a_priority_ring_drops_a_new_message_less_important_than_all_others() ->
     q.enqueue(msg(2, priority=0))
     assert bodies(q) == [0, 1]
     assert q.stats.evicted == 1 and q.stats.enqueued == 3
+
+
+def test_a_priority_ring_a_release_took_over_its_limit_fits_again_at_the_next_arrival() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=2, priorities=10)
+    taker = take(q, 2)
+    q.enqueue(msg(0, priority=9))
+    q.enqueue(msg(1, priority=9))  # both taken
+    q.enqueue(msg(2, priority=8))  # over, but the only one available: it stays
+    q.release(taker.got[0])  # 0 is back: over its limit with two available
+    assert bodies(q) == [0, 1, 2]
+    q.enqueue(msg(3, priority=0))  # the least significant goes, then 2, and the ring fits
+    assert bodies(q) == [0, 1] and q.stats.evicted == 2
 
 
 def test_a_priority_ring_shares_levels_as_the_priority_mapping_does() -> None:
@@ -577,3 +594,160 @@ def test_producers_resume_at_broker_js_resume_limit_rounded_up(
         "q", parse_settings({"overflowPolicy": "producer_flow_control", **options})
     )
     assert flow is not None and flow.resume.count == resume
+
+
+# ---- against the rules, at random ----------------------------------------------------------
+
+
+class OverflowModel(RuleBasedStateMachine):
+    """Random sends (sizes, priorities), takes, accepts and releases on a queue with a
+    message and/or byte limit and a ring, reject or flow-to-disk policy, against the rules
+    of queues/overflow.py and queues/limits.py: nothing is lost (each message is consumed,
+    refused, deleted by the ring, or still on the queue, its bytes whole), a reject queue
+    refuses exactly what would take it over, a ring deletes the least significant available
+    messages and stays within its limits while it has any to delete, and the memory budget
+    counts what is in memory."""
+
+    @initialize(
+        policy=st.sampled_from(["ring", "reject", "flow_to_disk"]),
+        count=st.none() | st.integers(1, 5),
+        size=st.none() | st.integers(150, 900),
+        priorities=st.booleans(),
+    )
+    def start(self, policy: str, count: int | None, size: int | None, priorities: bool) -> None:
+        if count is None and size is None:
+            count = 3
+        options: dict[str, Any] = {"overflowPolicy": policy}
+        if count is not None:
+            options["maximumQueueDepthMessages"] = count
+        if size is not None:
+            options["maximumQueueDepthBytes"] = size
+        if priorities:
+            options["x-qpid-priorities"] = 10
+        self.policy, self.count, self.size = policy, count, size
+        self.levels = 10 if priorities else 1
+        self.q = queue(**options)
+        self.store: SqliteStore | None = None
+        if policy == "flow_to_disk":
+            self.directory = tempfile.TemporaryDirectory()
+            self.posted: list[Any] = []
+            self.store = SqliteStore(Path(self.directory.name), self.posted.append)
+            self.store.open()
+            self.q.hooks.pager = StorePager(self.store)
+        self.taker = Taker()
+        self.q.subscribe(self.taker)
+        self.sent: dict[int, bytes] = {}  # every message sent and kept: its bytes
+        self.priority: dict[int, int] = {}
+        self.here: set[int] = set()  # on the queue (available or taken)
+        self.held: list[Entry] = []  # taken, not yet settled
+        self.seen = 0  # deliveries checked
+
+    def teardown(self) -> None:
+        if self.store is not None:
+            self.settle_store()
+            self.store.close()
+            self.directory.cleanup()
+
+    def settle_store(self) -> None:
+        """Wait until what was written is committed, then run the completions (paging)."""
+        assert self.store is not None
+        marker: list[bool] = []
+        self.store.commit(Unit(done=lambda error: marker.append(True)))
+        deadline = time.monotonic() + 10
+        while not marker or self.posted:
+            assert time.monotonic() < deadline, "the store did not complete"
+            while self.posted:
+                self.posted.pop(0)()
+            time.sleep(0.001)
+
+    def significance(self, n: int) -> tuple[int, int]:
+        """What a ring deletes first is least: the lowest priority level, then the oldest."""
+        return (priority_level(self.priority[n], self.levels), n)
+
+    def check_deliveries(self) -> None:
+        for entry, message in zip(
+            self.taker.got[self.seen :], self.taker.messages[self.seen :], strict=True
+        ):
+            n = int(message.data.rstrip(b"."))
+            assert n in self.here and message.data == self.sent[n]  # whole, if paged too
+            self.held.append(entry)
+        self.seen = len(self.taker.got)
+
+    @rule(size=st.sampled_from([0, 50, 200]), priority=st.integers(0, 9))
+    def send(self, size: int, priority: int) -> None:
+        n = len(self.sent) + 1
+        message = msg(n, size, priority)
+        data = message.data
+        depth, nbytes = self.q.depth, self.q.bytes
+        over = (self.count is not None and depth + 1 > self.count) or (
+            self.size is not None and nbytes + len(data) > self.size
+        )
+        available = {self.number_of(e) for e in self.q.entries() if e.state == AVAILABLE}
+        if self.policy == "reject" and over:
+            with pytest.raises(ResourceLimitExceeded):
+                self.q.enqueue(message)
+            assert (self.q.depth, self.q.bytes) == (depth, nbytes)  # nothing changed
+            return
+        self.q.enqueue(message)
+        self.sent[n], self.priority[n] = data, priority
+        self.here.add(n)
+        self.check_deliveries()
+        if self.policy == "ring":
+            now = {self.number_of(e) for e in self.q.entries()}
+            deleted = self.here - now
+            survivors = (available | {n}) & now
+            if deleted and survivors:  # the least significant went first
+                assert max(map(self.significance, deleted)) < min(map(self.significance, survivors))
+            self.here = now
+            # within its limits, unless it has nothing left to delete (a consumer holds the
+            # rest: they leave when settled; a release puts one back without deleting, as
+            # both Qpid brokers check a ring as messages arrive)
+            assert not self.over() or self.q.available_count() <= 1
+        elif self.store is not None:
+            self.settle_store()
+
+    @rule(credit=st.integers(1, 3))
+    def take(self, credit: int) -> None:
+        self.taker.grant(self.q, credit)
+        self.check_deliveries()
+
+    @rule(data=st.data(), accept=st.booleans())
+    def settle(self, data: st.DataObject, accept: bool) -> None:
+        if self.held:
+            entry = data.draw(st.sampled_from(self.held))
+            self.held.remove(entry)
+            n = self.number_of(entry)
+            if accept:
+                self.q.settle(entry)
+                self.here.discard(n)
+            else:
+                self.q.release(entry)
+            self.check_deliveries()
+
+    def number_of(self, entry: Entry) -> int:
+        return int((entry.message.data or self.sent_data(entry)).rstrip(b"."))
+
+    def sent_data(self, entry: Entry) -> bytes:
+        """A paged-out entry's bytes are in the store: its number is read from the store."""
+        assert self.store is not None and self.q.hooks.pager is not None
+        return self.q.hooks.pager.page_in(entry.message)
+
+    @invariant()
+    def nothing_is_lost_and_the_counts_add_up(self) -> None:
+        entries = list(self.q.entries())
+        assert {self.number_of(e) for e in entries} == self.here
+        assert self.q.depth == len(entries)
+        assert self.q.bytes == sum(len(self.sent[self.number_of(e)]) for e in entries)
+        in_memory = sum(len(e.message.data) for e in entries)
+        assert self.q.hooks.budget.used == in_memory
+
+    def over(self) -> bool:
+        return (self.count is not None and self.q.depth > self.count) or (
+            self.size is not None and self.q.bytes > self.size
+        )
+
+
+OverflowModel.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
+)
+test_overflow_keeps_its_rules_at_random = OverflowModel.TestCase
