@@ -175,7 +175,14 @@ class Ordering(Protocol):
 
 
 class FifoOrder:
-    """Arrival order; released entries go back ahead of everything that arrived later."""
+    """Arrival order; released entries go back ahead of everything that arrived later.
+
+    Entries never handed out wait in a deque (``_tail``), in arrival order; entries that
+    come back (released, or valid after being held) in a min-heap by position (``_back``).
+    The next entry is the earlier of the two heads: an entry that comes back is not always
+    older than every entry in the tail (a consumer with a selector takes entries out of
+    arrival order, and a held one becomes valid behind older ones), and comparing the heads
+    costs nothing while nothing has come back."""
 
     __slots__ = ("_tail", "_back", "_stale")
 
@@ -195,14 +202,12 @@ class FifoOrder:
         self._tail.append(entry)
 
     def requeue(self, entry: Entry) -> None:
-        # Every released entry was handed out before any entry still in _tail, so the
-        # heap of released positions is always served first.
         heapq.heappush(self._back, (entry.seq, entry))
 
     def pop(self) -> Entry | None:
         back, tail = self._back, self._tail
         while True:
-            if back:
+            if back and (not tail or back[0][0] < tail[0].seq):
                 entry = heapq.heappop(back)[1]
             elif tail:
                 entry = tail.popleft()
@@ -220,18 +225,17 @@ class FifoOrder:
         while back and back[0][1].state != AVAILABLE:
             heapq.heappop(back)
             self._stale -= 1
-        if back:
-            return back[0][1]
         while tail and tail[0].state != AVAILABLE:
             tail.popleft()
             self._stale -= 1
+        if back and (not tail or back[0][0] < tail[0].seq):
+            return back[0][1]
         if not tail and (packed := self.packed) is not None and packed.size and packed.unpack():
             return self.peek()
         return tail[0] if tail else None
 
     def victim(self) -> Entry | None:
-        """The oldest available entry: released entries were all handed out before the
-        tail's first one, so the front of :meth:`pop` is also the oldest."""
+        """The oldest available entry: the front of :meth:`pop`."""
         return self.peek()
 
     def discard(self, entry: Entry) -> None:

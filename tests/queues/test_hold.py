@@ -68,6 +68,17 @@ def test_a_released_message_takes_its_normal_position() -> None:
     assert names(consumer) == ["first", "second"]
 
 
+def test_a_message_valid_only_now_does_not_jump_ahead_of_older_ones_nobody_took() -> None:
+    q = holding()
+    q.enqueue(msg("older"), now=NOW)
+    q.enqueue(msg("held", valid_from=NOW + 10), now=NOW)
+    q.enqueue(msg("newer"), now=NOW)
+    q.release_held(now=NOW + 10)
+    consumer = Taker(credit=10)
+    q.subscribe(consumer)
+    assert names(consumer) == ["older", "held", "newer"]
+
+
 def test_without_hold_on_publish_the_annotation_is_ignored() -> None:
     q = build_queue("plain")
     q.enqueue(msg("later", valid_from=NOW + 60), now=NOW)

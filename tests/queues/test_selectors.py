@@ -8,10 +8,14 @@ from typing import Any
 
 import proton
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import NotImplementedByBroker
 from proton_broker.message import Message
+from proton_broker.queues.entries import Entry
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -132,6 +136,19 @@ def test_a_selecting_consumer_with_a_replay_period_starts_where_the_period_does(
     assert numbers(red) == [1]
 
 
+def test_a_message_a_selector_took_and_released_goes_back_behind_older_ones() -> None:
+    q = queue()
+    blue, anyone = Taker(), Taker()
+    q.subscribe(blue, selector=parse_selector("color = 'blue'"))
+    q.subscribe(anyone)
+    q.enqueue(msg("red", 0))
+    blue.grant(q, 1)
+    q.enqueue(msg("blue", 1))  # taken out of arrival order: 0 is still there
+    q.release(blue.got[0])
+    anyone.grant(q, 2)
+    assert numbers(anyone) == [0, 1]
+
+
 def test_a_browser_with_a_selector_sees_only_matching_messages_and_takes_none() -> None:
     q = queue()
     for n, color in enumerate(["red", "blue", "red"]):
@@ -176,3 +193,111 @@ def test_a_consumer_that_leaves_takes_its_selector_with_it() -> None:
     assert not q._picky.cursors
     q.enqueue(msg("red", 0))
     assert red.got == []
+
+
+# ---- against the rules, at random ----------------------------------------------------------
+
+
+class Told(Taker):
+    """A consumer that writes each delivery into a journal the consumers share, so the order
+    of deliveries across consumers is known."""
+
+    def __init__(self, journal: list[tuple[Told, Entry]]) -> None:
+        super().__init__()
+        self.journal = journal
+
+    def deliver(self, entry: Entry) -> None:
+        super().deliver(entry)
+        self.journal.append((self, entry))
+
+
+SELECTORS = {"red": "color = 'red'", "blue": "color IN ('blue', 'green')", "any": None}
+
+
+class SelectingModel(RuleBasedStateMachine):
+    """Random sends (colours, priorities), credit, accepts and releases by consumers with
+    selectors and one without, on a FIFO or a priority queue, against the rules: a consumer
+    gets only what its selector matches, a consumer with a selector the earliest arrival it
+    matches, one without the message its queue's order puts first (so a selector never
+    keeps a message from anyone else), and no consumer with credit is left waiting while a
+    message it may take is available."""
+
+    @initialize(priorities=st.booleans())
+    def start(self, priorities: bool) -> None:
+        self.priorities = priorities
+        self.q = queue(**({"x-qpid-priorities": 10} if priorities else {}))
+        self.journal: list[tuple[Told, Entry]] = []
+        self.consumers: dict[str, Told] = {}
+        for name, text in SELECTORS.items():
+            consumer = Told(self.journal)
+            self.consumers[name] = consumer
+            self.q.subscribe(consumer, selector=None if text is None else parse_selector(text))
+        self.color: dict[int, str] = {}
+        self.priority: dict[int, int] = {}
+        self.available: set[int] = set()  # by the number each message carries
+        self.held: dict[str, list[Entry]] = {name: [] for name in SELECTORS}
+
+    def may_take(self, name: str, n: int) -> bool:
+        wanted = {"red": ("red",), "blue": ("blue", "green")}.get(name)
+        return wanted is None or self.color[n] in wanted
+
+    def first_for(self, name: str, candidates: set[int]) -> int:
+        if name != "any" or not self.priorities:  # arrival order
+            return min(candidates)
+        return min(candidates, key=lambda n: (-self.priority[n], n))
+
+    def deliveries(self) -> None:
+        """Each delivery since the last step, in the order they happened."""
+        names = {id(consumer): name for name, consumer in self.consumers.items()}
+        for consumer, entry in self.journal:
+            name = names[id(consumer)]
+            n = entry.message.application_property("n")
+            assert n in self.available and self.may_take(name, n)
+            mine = {m for m in self.available if self.may_take(name, m)}
+            assert n == self.first_for(name, mine)
+            self.available.discard(n)
+            self.held[name].append(entry)
+        self.journal.clear()
+
+    @rule(color=st.sampled_from(["red", "blue", "green", "grey"]), priority=st.integers(0, 9))
+    def send(self, color: str, priority: int) -> None:
+        n = len(self.color)
+        self.color[n], self.priority[n] = color, priority
+        self.available.add(n)
+        self.q.enqueue(msg(color, n, priority=priority))
+        self.deliveries()
+
+    @rule(name=st.sampled_from(list(SELECTORS)), credit=st.integers(1, 3))
+    def grant(self, name: str, credit: int) -> None:
+        self.consumers[name].grant(self.q, credit)
+        self.deliveries()
+
+    @rule(name=st.sampled_from(list(SELECTORS)), data=st.data(), accept=st.booleans())
+    def settle(self, name: str, data: st.DataObject, accept: bool) -> None:
+        if self.held[name]:
+            entry = data.draw(st.sampled_from(self.held[name]))
+            self.held[name].remove(entry)
+            n = entry.message.application_property("n")
+            if accept:
+                self.q.settle(entry)
+            else:
+                self.available.add(n)
+                self.q.release(entry)
+            self.deliveries()
+
+    @invariant()
+    def no_consumer_with_credit_waits_for_a_message_it_may_take(self) -> None:
+        for name, consumer in self.consumers.items():
+            if consumer.credit:
+                assert not any(self.may_take(name, n) for n in self.available)
+
+    @invariant()
+    def the_queue_holds_what_is_available_or_held(self) -> None:
+        held = sum(len(entries) for entries in self.held.values())
+        assert self.q.depth == len(self.available) + held
+
+
+SelectingModel.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
+)
+test_selecting_keeps_its_rules_at_random = SelectingModel.TestCase
