@@ -9,6 +9,9 @@ Rules this module owns:
 * Expiry is lazy where it is free (dispatch and browsers skip an expired entry when they
   reach it) and a min-heap of expiry times lets a sweep drop the rest without scanning the
   queue: O(k log n) for k expiries. Messages with no expiry time cost nothing.
+* A message a consumer holds when its time comes stays in the heap: released, it is
+  available and expired, and the next sweep drops it (each sweep looks at such messages
+  again, as many as consumers hold).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import heapq
 from collections.abc import Iterator
 
 from proton_broker.message import Message
-from proton_broker.queues.entries import AVAILABLE, Entry
+from proton_broker.queues.entries import ACQUIRED, AVAILABLE, Entry
 from proton_broker.queues.settings import QueueSettings
 
 
@@ -54,12 +57,19 @@ class Expiries:
         heapq.heappush(self._heap, (entry.expires_at, entry.seq, entry))
 
     def due(self, now: float) -> Iterator[Entry]:
-        """Take out the entries whose time has passed and are still available."""
+        """Take out the entries whose time has passed and are still available; those a
+        consumer holds stay, for when they come back."""
         heap = self._heap
+        held = []
         while heap and heap[0][0] <= now:
-            entry = heapq.heappop(heap)[2]
+            item = heapq.heappop(heap)
+            entry = item[2]
             if entry.state == AVAILABLE:
                 yield entry
+            elif entry.state == ACQUIRED:
+                held.append(item)
+        for item in held:
+            heapq.heappush(heap, item)
 
     def clear(self) -> None:
         self._heap.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from itertools import pairwise
 
 import proton
@@ -123,6 +124,19 @@ def test_expired_entries_are_dropped_by_the_sweep_without_consumers() -> None:
     assert q.purge_expired(now=100.5) == 0
     assert q.purge_expired(now=101.5) == 1
     assert q.depth == 1 and q.stats.expired == 1
+
+
+def test_an_entry_a_consumer_held_past_its_time_is_dropped_by_the_sweep_once_released() -> None:
+    now = time.time()  # the wall clock: a release looks at it
+    q = build_queue("q")
+    q.enqueue(msg(0, ttl=2000), now=now)
+    t = Taker(credit=1)
+    q.subscribe(t)
+    assert q.purge_expired(now=now + 3) == 0  # its time has come, but a consumer holds it
+    t.credit = 0
+    q.release(t.got[0])
+    assert q.purge_expired(now=now + 4) == 1
+    assert q.depth == 0 and q.stats.expired == 1
 
 
 def test_an_expired_entry_is_skipped_at_dispatch() -> None:

@@ -215,8 +215,9 @@ SELECTORS = {"red": "color = 'red'", "blue": "color IN ('blue', 'green')", "any"
 
 
 class SelectingModel(RuleBasedStateMachine):
-    """Random sends (colours, priorities), credit, accepts and releases by consumers with
-    selectors and one without, on a FIFO or a priority queue, against the rules: a consumer
+    """Random sends (colours, priorities, some with a time to live or a delivery time),
+    credit, accepts, releases, and time passing, by consumers with selectors and one
+    without, on a FIFO or a priority queue, against the rules: a consumer
     gets only what its selector matches, a consumer with a selector the earliest arrival it
     matches, one without the message its queue's order puts first (so a selector never
     keeps a message from anyone else), and no consumer with credit is left waiting while a
@@ -235,6 +236,9 @@ class SelectingModel(RuleBasedStateMachine):
         self.color: dict[int, str] = {}
         self.priority: dict[int, int] = {}
         self.available: set[int] = set()  # by the number each message carries
+        self.expires: dict[int, float] = {}
+        self.due: dict[int, float] = {}  # held until then (a delivery time)
+        self.now = time.time()
         self.held: dict[str, list[Entry]] = {name: [] for name in SELECTORS}
 
     def may_take(self, name: str, n: int) -> bool:
@@ -259,12 +263,41 @@ class SelectingModel(RuleBasedStateMachine):
             self.held[name].append(entry)
         self.journal.clear()
 
-    @rule(color=st.sampled_from(["red", "blue", "green", "grey"]), priority=st.integers(0, 9))
-    def send(self, color: str, priority: int) -> None:
+    @rule(
+        color=st.sampled_from(["red", "blue", "green", "grey"]),
+        priority=st.integers(0, 9),
+        ttl=st.none() | st.sampled_from([2, 6]),
+        delay=st.none() | st.sampled_from([1, 4]),
+    )
+    def send(self, color: str, priority: int, ttl: int | None, delay: int | None) -> None:
         n = len(self.color)
         self.color[n], self.priority[n] = color, priority
-        self.available.add(n)
-        self.q.enqueue(msg(color, n, priority=priority))
+        fields: dict[str, Any] = {"priority": priority}
+        if ttl is not None:
+            fields["ttl"] = ttl
+            self.expires[n] = self.now + ttl
+        if delay is not None:
+            when = self.now + delay
+            fields["annotations"] = {proton.symbol("x-opt-delivery-time"): int(when * 1000)}
+            self.due[n] = when
+        else:
+            self.available.add(n)
+        self.q.enqueue(msg(color, n, **fields), now=self.now)
+        self.deliveries()
+
+    @rule(seconds=st.sampled_from([1, 3]))
+    def time_passes(self, seconds: int) -> None:
+        self.now += seconds
+        for n, when in list(self.due.items()):
+            if when <= self.now:  # valid now, unless its time to live ran out meanwhile
+                del self.due[n]
+                if self.expires.get(n, self.now + 1) > self.now:
+                    self.available.add(n)
+        self.q.release_held(now=self.now)
+        self.deliveries()
+        gone = {n for n in self.available if self.expires.get(n, self.now + 1) <= self.now}
+        self.q.purge_expired(now=self.now)
+        self.available -= gone
         self.deliveries()
 
     @rule(name=st.sampled_from(list(SELECTORS)), credit=st.integers(1, 3))
@@ -292,9 +325,9 @@ class SelectingModel(RuleBasedStateMachine):
                 assert not any(self.may_take(name, n) for n in self.available)
 
     @invariant()
-    def the_queue_holds_what_is_available_or_held(self) -> None:
+    def the_queue_holds_what_is_available_taken_or_not_yet_due(self) -> None:
         held = sum(len(entries) for entries in self.held.values())
-        assert self.q.depth == len(self.available) + held
+        assert self.q.depth == len(self.available) + held + len(self.due)
 
 
 SelectingModel.TestCase.settings = settings(
