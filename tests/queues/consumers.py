@@ -42,3 +42,16 @@ class Taker:
     def property_values(self, name: str) -> list[Any]:
         """The application property ``name`` of each message got (None where absent)."""
         return [m.application_properties.get(name) for m in self.messages]
+
+
+class Told(Taker):
+    """A consumer that writes each delivery into a journal the consumers share, so the order
+    of deliveries across consumers is known."""
+
+    def __init__(self, journal: list[tuple[Told, Entry]], browse: bool = False) -> None:
+        super().__init__(browse=browse)
+        self.journal = journal
+
+    def deliver(self, entry: Entry) -> None:
+        super().deliver(entry)
+        self.journal.append((self, entry))

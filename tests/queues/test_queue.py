@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import time
 from itertools import pairwise
+from typing import Any
 
 import proton
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from proton_broker.codec.sections import parse_message
 from proton_broker.message import Header, Message
+from proton_broker.queues import entries as entries_module
+from proton_broker.queues.entries import Entry
 from proton_broker.queues.factory import build_queue
-from tests.queues.consumers import Taker
+from proton_broker.queues.settings import parse_settings
+from proton_broker.selector import parse_selector
+from tests.queues.consumers import Taker, Told
 from tests.queues.memory import traced_bytes_per_message
+
+COMPACT_MIN = entries_module._COMPACT_MIN  # restored after each random run below
 
 
 def msg(n: int, ttl: int | None = None) -> Message:
@@ -175,3 +186,140 @@ def test_a_message_id_costs_a_queued_message_nothing_until_it_is_read() -> None:
     (671 bytes a message when the record kept it decoded)."""
     per_message = queued_bytes_per_message(proton.Message(id="ID:1", body=b"x" * 100).encode())
     assert per_message < 500, per_message
+
+
+# ---- browsers, against the rules, at random ------------------------------------------------
+
+
+def sent(n: int, color: str, ttl: int | None, due: float | None) -> Message:
+    """Message ``n`` (application property ``n``) of ``color``, with a time to live and a
+    delivery time (seconds since the epoch) where given."""
+    fields: dict[str, Any] = {} if ttl is None else {"ttl": ttl}
+    if due is not None:
+        fields["annotations"] = {proton.symbol("x-opt-delivery-time"): int(due * 1000)}
+    return parse_message(
+        proton.Message(body=n, properties={"n": n, "color": color}, **fields).encode()
+    )
+
+
+class BrowsingModel(RuleBasedStateMachine):
+    """Random sends (some with a time to live or a delivery time), a consumer taking,
+    accepting and releasing, two browsers (one with a selector) and time passing, on a queue
+    whose arrival log is compacted after a few dead entries, against the browsers' rules
+    (queues/browsing.py): a browser sees each live entry once, acquired or not, never one
+    not yet valid, only what its selector matches, and while it has credit it has seen
+    every live, valid entry it matches."""
+
+    @initialize(priorities=st.booleans())
+    def start(self, priorities: bool) -> None:
+        entries_module._COMPACT_MIN = 4  # compaction, and the cursors finding their place
+        self.q = build_queue("q", parse_settings({"x-qpid-priorities": 10} if priorities else {}))
+        self.journal: list[tuple[Told, Entry]] = []
+        self.consumer = Told(self.journal)
+        self.browsers = {
+            "all": Told(self.journal, browse=True),
+            "red": Told(self.journal, browse=True),
+        }
+        self.q.subscribe(self.consumer)
+        self.q.subscribe(self.browsers["all"])
+        self.q.subscribe(self.browsers["red"], selector=parse_selector("color = 'red'"))
+        self.now = time.time()
+        self.color: dict[int, str] = {}
+        self.live: set[int] = set()
+        self.due: dict[int, float] = {}  # not valid yet
+        self.expires: dict[int, float] = {}
+        self.taken: dict[int, Entry] = {}
+        self.seen: dict[str, set[int]] = {name: set() for name in self.browsers}
+
+    def teardown(self) -> None:
+        entries_module._COMPACT_MIN = COMPACT_MIN
+
+    def matches(self, name: str, n: int) -> bool:
+        return name == "all" or self.color[n] == "red"
+
+    def deliveries(self) -> None:
+        for told, entry in self.journal:
+            n = entry.message.application_property("n")
+            assert n in self.live and n not in self.due
+            if told is self.consumer:
+                assert n not in self.taken
+                self.taken[n] = entry
+                continue
+            (name,) = [name for name, browser in self.browsers.items() if browser is told]
+            assert self.matches(name, n) and n not in self.seen[name]
+            self.seen[name].add(n)
+        self.journal.clear()
+
+    @rule(
+        color=st.sampled_from(["red", "blue"]),
+        ttl=st.none() | st.sampled_from([2, 6]),
+        delay=st.none() | st.sampled_from([1, 4]),
+        priority=st.integers(0, 9),
+    )
+    def send(self, color: str, ttl: int | None, delay: int | None, priority: int) -> None:
+        n = len(self.color)
+        self.color[n] = color
+        self.live.add(n)
+        if ttl is not None:
+            self.expires[n] = self.now + ttl
+        due = None if delay is None else self.now + delay
+        if due is not None:
+            self.due[n] = due
+        message = sent(n, color, ttl, due)
+        message.header = message.header._replace(priority=priority)
+        self.q.enqueue(message, now=self.now)
+        self.deliveries()
+
+    @rule(who=st.sampled_from(["consumer", "all", "red"]), credit=st.integers(1, 4))
+    def grant(self, who: str, credit: int) -> None:
+        (self.consumer if who == "consumer" else self.browsers[who]).grant(self.q, credit)
+        self.deliveries()
+
+    @rule(data=st.data(), accept=st.booleans())
+    def settle(self, data: st.DataObject, accept: bool) -> None:
+        if self.taken:
+            n = data.draw(st.sampled_from(sorted(self.taken)))
+            entry = self.taken.pop(n)
+            if accept:
+                self.live.discard(n)
+                self.q.settle(entry)
+            else:
+                self.q.release(entry)
+            self.deliveries()
+
+    @rule(seconds=st.sampled_from([1, 3]))
+    def time_passes(self, seconds: int) -> None:
+        self.now += seconds
+        for n, when in list(self.due.items()):
+            if when <= self.now:
+                del self.due[n]
+                if self.expires.get(n, self.now + 1) <= self.now:
+                    self.live.discard(n)  # it expired before it was valid
+        self.q.release_held(now=self.now)
+        self.deliveries()
+        self.q.purge_expired(now=self.now)
+        self.live -= {
+            n
+            for n in self.live
+            if n not in self.taken
+            and n not in self.due  # a held one goes when it is due (above)
+            and self.expires.get(n, self.now + 1) <= self.now
+        }
+        self.deliveries()
+
+    @invariant()
+    def a_browser_with_credit_has_seen_every_live_valid_entry_it_matches(self) -> None:
+        for name, browser in self.browsers.items():
+            if browser.credit:
+                valid = {n for n in self.live if n not in self.due and self.matches(name, n)}
+                assert valid <= self.seen[name]
+
+    @invariant()
+    def the_queue_holds_what_is_live(self) -> None:
+        assert self.q.depth == len(self.live)
+
+
+BrowsingModel.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=list(HealthCheck)
+)
+test_browsers_keep_their_rules_at_random = BrowsingModel.TestCase

@@ -20,7 +20,7 @@ from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import Selector, parse_selector
-from tests.queues.consumers import Taker
+from tests.queues.consumers import Taker, Told
 
 
 def msg(color: str, n: int, **fields: Any) -> Message:
@@ -196,19 +196,6 @@ def test_a_consumer_that_leaves_takes_its_selector_with_it() -> None:
 
 
 # ---- against the rules, at random ----------------------------------------------------------
-
-
-class Told(Taker):
-    """A consumer that writes each delivery into a journal the consumers share, so the order
-    of deliveries across consumers is known."""
-
-    def __init__(self, journal: list[tuple[Told, Entry]]) -> None:
-        super().__init__()
-        self.journal = journal
-
-    def deliver(self, entry: Entry) -> None:
-        super().deliver(entry)
-        self.journal.append((self, entry))
 
 
 SELECTORS = {"red": "color = 'red'", "blue": "color IN ('blue', 'green')", "any": None}
