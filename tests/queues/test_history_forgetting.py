@@ -24,6 +24,7 @@ from proton_broker.queues.history import CUSTOM_MAX, FIRST, SEQUENCE, VERSION_CO
 from proton_broker.queues.ports import LoopHooks
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from tests.queues.compaction import compact_as_usual, compact_early
 from tests.queues.consumers import Taker
 from tests.queues.test_history import KEYED, LVQ, msg, sequence_of
 
@@ -412,6 +413,7 @@ class ForgettingModel(RuleBasedStateMachine):
 
     @initialize(keep=st.sampled_from([1, 2, 5, None]), room=st.integers(1, 4))
     def start(self, keep: int | None, room: int) -> None:
+        compact_early()
         self.budget = HistoryBudget(room * cost())
         kept = {} if keep is None else {"max_key_updates": keep}
         # A last-value queue keeps 100 versions of a key unless told, a numbered one all.
@@ -424,6 +426,9 @@ class ForgettingModel(RuleBasedStateMachine):
         self.watched: list[Watched] = []
         for which in range(len(self.kinds)):
             self.watched.append(self.made(which))
+
+    def teardown(self) -> None:
+        compact_as_usual()
 
     def made(self, which: int) -> Watched:
         """The queue ``which``, made anew (first, or after the one before was deleted)."""

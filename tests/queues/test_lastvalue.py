@@ -20,6 +20,7 @@ from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues import consumers
+from tests.queues.compaction import compact_as_usual, compact_early
 from tests.queues.memory import traced_bytes_per_message
 
 _MISSING = object()
@@ -377,6 +378,7 @@ class LastValueModel(RuleBasedStateMachine):
 
     @initialize(keep=st.sampled_from([1, 3]))
     def start(self, keep: int) -> None:
+        compact_early()
         options = {"qpid.last_value_queue_key": "ticker", "max_key_updates": keep}
         self.q = build_queue("prices", parse_settings(options))
         self.taker = Taker()
@@ -384,6 +386,9 @@ class LastValueModel(RuleBasedStateMachine):
         self.sent = 0
         self.live: list[list[Any]] = []  # [value, key, held, superseded], arrival order
         self.held: list[Entry] = []
+
+    def teardown(self) -> None:
+        compact_as_usual()
 
     @rule(key=st.sampled_from(["A", "B", "C"]))
     def send(self, key: str) -> None:

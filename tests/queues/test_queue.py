@@ -13,15 +13,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.message import Header, Message
-from proton_broker.queues import entries as entries_module
 from proton_broker.queues.entries import Entry
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import parse_selector
+from tests.queues.compaction import compact_as_usual, compact_early
 from tests.queues.consumers import Taker, Told
 from tests.queues.memory import traced_bytes_per_message
-
-COMPACT_MIN = entries_module._COMPACT_MIN  # restored after each random run below
 
 
 def msg(n: int, ttl: int | None = None) -> Message:
@@ -212,7 +210,7 @@ class BrowsingModel(RuleBasedStateMachine):
 
     @initialize(priorities=st.booleans())
     def start(self, priorities: bool) -> None:
-        entries_module._COMPACT_MIN = 4  # compaction, and the cursors finding their place
+        compact_early()
         self.q = build_queue("q", parse_settings({"x-qpid-priorities": 10} if priorities else {}))
         self.journal: list[tuple[Told, Entry]] = []
         self.consumer = Told(self.journal)
@@ -232,7 +230,7 @@ class BrowsingModel(RuleBasedStateMachine):
         self.seen: dict[str, set[int]] = {name: set() for name in self.browsers}
 
     def teardown(self) -> None:
-        entries_module._COMPACT_MIN = COMPACT_MIN
+        compact_as_usual()
 
     def matches(self, name: str, n: int) -> bool:
         return name == "all" or self.color[n] == "red"

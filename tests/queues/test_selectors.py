@@ -20,6 +20,7 @@ from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import Selector, parse_selector
+from tests.queues.compaction import compact_as_usual, compact_early
 from tests.queues.consumers import Taker, Told
 
 
@@ -212,6 +213,7 @@ class SelectingModel(RuleBasedStateMachine):
 
     @initialize(priorities=st.booleans())
     def start(self, priorities: bool) -> None:
+        compact_early()
         self.priorities = priorities
         self.q = queue(**({"x-qpid-priorities": 10} if priorities else {}))
         self.journal: list[tuple[Told, Entry]] = []
@@ -227,6 +229,9 @@ class SelectingModel(RuleBasedStateMachine):
         self.due: dict[int, float] = {}  # held until then (a delivery time)
         self.now = time.time()
         self.held: dict[str, list[Entry]] = {name: [] for name in SELECTORS}
+
+    def teardown(self) -> None:
+        compact_as_usual()
 
     def may_take(self, name: str, n: int) -> bool:
         wanted = {"red": ("red",), "blue": ("blue", "green")}.get(name)
