@@ -204,18 +204,24 @@ SELECTORS = {"red": "color = 'red'", "blue": "color IN ('blue', 'green')", "any"
 
 class SelectingModel(RuleBasedStateMachine):
     """Random sends (colours, priorities, some with a time to live or a delivery time),
-    credit, accepts, releases, and time passing, by consumers with selectors and one
-    without, on a FIFO or a priority queue, against the rules: a consumer
+    credit, accepts, releases, failed deliveries (two at most a message), and time passing,
+    by consumers with selectors and one without, on a FIFO, a priority or a sorted queue
+    (by colour), against the rules: a consumer
     gets only what its selector matches, a consumer with a selector the earliest arrival it
     matches, one without the message its queue's order puts first (so a selector never
     keeps a message from anyone else), and no consumer with credit is left waiting while a
     message it may take is available."""
 
-    @initialize(priorities=st.booleans())
-    def start(self, priorities: bool) -> None:
+    @initialize(order=st.sampled_from(["fifo", "priority", "sorted"]))
+    def start(self, order: str) -> None:
         compact_early()
-        self.priorities = priorities
-        self.q = queue(**({"x-qpid-priorities": 10} if priorities else {}))
+        self.order = order
+        options = {
+            "priority": {"x-qpid-priorities": 10},
+            "sorted": {"qpid.queue_sort_key": "color"},
+        }
+        self.q = queue(**options.get(order, {}))
+        self.q.max_delivery_attempts = 2
         self.journal: list[tuple[Told, Entry]] = []
         self.consumers: dict[str, Told] = {}
         for name, text in SELECTORS.items():
@@ -229,6 +235,7 @@ class SelectingModel(RuleBasedStateMachine):
         self.due: dict[int, float] = {}  # held until then (a delivery time)
         self.now = time.time()
         self.held: dict[str, list[Entry]] = {name: [] for name in SELECTORS}
+        self.failed: dict[int, int] = {}  # deliveries that failed, by message
 
     def teardown(self) -> None:
         compact_as_usual()
@@ -238,8 +245,10 @@ class SelectingModel(RuleBasedStateMachine):
         return wanted is None or self.color[n] in wanted
 
     def first_for(self, name: str, candidates: set[int]) -> int:
-        if name != "any" or not self.priorities:  # arrival order
+        if name != "any" or self.order == "fifo":  # arrival order
             return min(candidates)
+        if self.order == "sorted":  # by the key's text, then arrival
+            return min(candidates, key=lambda n: (self.color[n], n))
         return min(candidates, key=lambda n: (-self.priority[n], n))
 
     def deliveries(self) -> None:
@@ -297,17 +306,26 @@ class SelectingModel(RuleBasedStateMachine):
         self.consumers[name].grant(self.q, credit)
         self.deliveries()
 
-    @rule(name=st.sampled_from(list(SELECTORS)), data=st.data(), accept=st.booleans())
-    def settle(self, name: str, data: st.DataObject, accept: bool) -> None:
+    @rule(
+        name=st.sampled_from(list(SELECTORS)),
+        data=st.data(),
+        outcome=st.sampled_from(["accepted", "released", "failed"]),
+    )
+    def settle(self, name: str, data: st.DataObject, outcome: str) -> None:
         if self.held[name]:
             entry = data.draw(st.sampled_from(self.held[name]))
             self.held[name].remove(entry)
             n = entry.message.application_property("n")
-            if accept:
+            if outcome == "accepted":
                 self.q.settle(entry)
-            else:
+            elif outcome == "released":
                 self.available.add(n)
                 self.q.release(entry)
+            else:  # modified, delivery-failed: the second time it goes
+                self.failed[n] = self.failed.get(n, 0) + 1
+                if self.failed[n] < 2:
+                    self.available.add(n)
+                self.q.release(entry, delivery_failed=True)
             self.deliveries()
 
     @invariant()
