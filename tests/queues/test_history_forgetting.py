@@ -567,6 +567,6 @@ def may_go(history: History) -> int:
 
 
 ForgettingModel.TestCase.settings = settings(
-    max_examples=200, stateful_step_count=60, deadline=None, suppress_health_check=list(HealthCheck)
+    max_examples=120, stateful_step_count=60, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_forgetting_keeps_its_rules_at_random = ForgettingModel.TestCase

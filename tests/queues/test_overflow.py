@@ -748,6 +748,6 @@ class OverflowModel(RuleBasedStateMachine):
 
 
 OverflowModel.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
+    max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_overflow_keeps_its_rules_at_random = OverflowModel.TestCase

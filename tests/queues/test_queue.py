@@ -318,6 +318,6 @@ class BrowsingModel(RuleBasedStateMachine):
 
 
 BrowsingModel.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=list(HealthCheck)
+    max_examples=100, stateful_step_count=50, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_browsers_keep_their_rules_at_random = BrowsingModel.TestCase

@@ -341,6 +341,6 @@ class SelectingModel(RuleBasedStateMachine):
 
 
 SelectingModel.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
+    max_examples=120, stateful_step_count=40, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_selecting_keeps_its_rules_at_random = SelectingModel.TestCase
