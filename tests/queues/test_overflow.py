@@ -27,6 +27,7 @@ from proton_broker.queues.factory import build_queue
 from proton_broker.queues.overflow import make_flow_control
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from proton_broker.selector import parse_selector
 from proton_broker.store.base import Unit
 from proton_broker.store.sqlite import SqliteStore
 from tests.queues.consumers import Taker
@@ -234,6 +235,19 @@ def test_a_released_message_is_the_oldest_again_and_goes_first() -> None:
     taker = take(q, 1)
     q.release(taker.got[0])
     q.enqueue(msg(3))
+    assert bodies(q) == [1, 2, 3]
+
+
+def test_a_ring_deletes_the_oldest_even_behind_a_message_a_selector_took_and_released() -> None:
+    q = queue(overflowPolicy="ring", maximumQueueDepthMessages=3)
+    picky = Taker()
+    q.subscribe(picky, selector=parse_selector("JMSPriority > 4"))
+    q.enqueue(msg(0, priority=1))
+    q.enqueue(msg(1, priority=9))
+    picky.grant(q, 1)  # takes 1, out of arrival order
+    q.release(picky.got[0])
+    q.enqueue(msg(2))
+    q.enqueue(msg(3))  # over: the oldest goes, not the one that came back
     assert bodies(q) == [1, 2, 3]
 
 
@@ -600,8 +614,9 @@ def test_producers_resume_at_broker_js_resume_limit_rounded_up(
 
 
 class OverflowModel(RuleBasedStateMachine):
-    """Random sends (sizes, priorities), takes, accepts and releases on a queue with a
-    message and/or byte limit and a ring, reject or flow-to-disk policy, against the rules
+    """Random sends (sizes, priorities), takes (by a consumer and by one with a selector),
+    accepts and releases on a queue with a message and/or byte limit and a ring, reject or
+    flow-to-disk policy, against the rules
     of queues/overflow.py and queues/limits.py: nothing is lost (each message is consumed,
     refused, deleted by the ring, or still on the queue, its bytes whole), a reject queue
     refuses exactly what would take it over, a ring deletes the least significant available
@@ -634,13 +649,15 @@ class OverflowModel(RuleBasedStateMachine):
             self.store = SqliteStore(Path(self.directory.name), self.posted.append)
             self.store.open()
             self.q.hooks.pager = StorePager(self.store)
-        self.taker = Taker()
-        self.q.subscribe(self.taker)
+        # A consumer, and one with a selector, which takes messages out of arrival order.
+        self.takers = [Taker(), Taker()]
+        self.q.subscribe(self.takers[0])
+        self.q.subscribe(self.takers[1], selector=parse_selector("JMSPriority > 4"))
         self.sent: dict[int, bytes] = {}  # every message sent and kept: its bytes
         self.priority: dict[int, int] = {}
         self.here: set[int] = set()  # on the queue (available or taken)
         self.held: list[Entry] = []  # taken, not yet settled
-        self.seen = 0  # deliveries checked
+        self.seen = [0, 0]  # deliveries checked, by consumer
 
     def teardown(self) -> None:
         if self.store is not None:
@@ -665,13 +682,14 @@ class OverflowModel(RuleBasedStateMachine):
         return (priority_level(self.priority[n], self.levels), n)
 
     def check_deliveries(self) -> None:
-        for entry, message in zip(
-            self.taker.got[self.seen :], self.taker.messages[self.seen :], strict=True
-        ):
-            n = int(message.data.rstrip(b"."))
-            assert n in self.here and message.data == self.sent[n]  # whole, if paged too
-            self.held.append(entry)
-        self.seen = len(self.taker.got)
+        for which, taker in enumerate(self.takers):
+            seen = self.seen[which]
+            for entry, message in zip(taker.got[seen:], taker.messages[seen:], strict=True):
+                n = int(message.data.rstrip(b"."))
+                assert n in self.here and message.data == self.sent[n]  # whole, if paged too
+                assert which == 0 or self.priority[n] > 4
+                self.held.append(entry)
+            self.seen[which] = len(taker.got)
 
     @rule(size=st.sampled_from([0, 50, 200]), priority=st.integers(0, 9))
     def send(self, size: int, priority: int) -> None:
@@ -706,9 +724,9 @@ class OverflowModel(RuleBasedStateMachine):
         elif self.store is not None:
             self.settle_store()
 
-    @rule(credit=st.integers(1, 3))
-    def take(self, credit: int) -> None:
-        self.taker.grant(self.q, credit)
+    @rule(which=st.integers(0, 1), credit=st.integers(1, 3))
+    def take(self, which: int, credit: int) -> None:
+        self.takers[which].grant(self.q, credit)
         self.check_deliveries()
 
     @rule(data=st.data(), accept=st.booleans())
