@@ -423,9 +423,7 @@ class ForgettingModel(RuleBasedStateMachine):
             ({**KEYED, **kept, "qpid.priorities": 10}, keep or 10**9),
         ]
         self.now = time.time()
-        self.watched: list[Watched] = []
-        for which in range(len(self.kinds)):
-            self.watched.append(self.made(which))
+        self.watched = [self.made(which) for which in range(len(self.kinds))]
 
     def teardown(self) -> None:
         compact_as_usual()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,27 +89,29 @@ def test_a_queue_without_a_policy_ignores_its_limits() -> None:
     assert q.depth == 5
 
 
+def settle_store(store: SqliteStore, posted: list[Callable[[], None]]) -> None:
+    """Wait until everything written to ``store`` so far is committed, then run the
+    completions it posted (as the loop thread would): they come in order, the marker's
+    last."""
+    marker: list[bool] = []
+    store.commit(Unit(done=lambda error: marker.append(True)))
+    deadline = time.monotonic() + 10
+    while not marker:
+        if time.monotonic() > deadline:
+            raise TimeoutError("store did not complete")
+        while posted:
+            posted.pop(0)()
+        time.sleep(0.001)
+
+
 @pytest.fixture
 def pager(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A real SQLite store to page into; its completions run when ``settle`` is called."""
-    posted: list = []
+    posted: list[Callable[[], None]] = []
     store = SqliteStore(tmp_path, posted.append)
     store.open()
     made = StorePager(store)
-
-    def settle() -> None:
-        """Wait until everything written so far is committed, then run the completions."""
-        marker: list[bool] = []
-        store.commit(Unit(done=lambda error: marker.append(True)))
-        deadline = time.monotonic() + 10
-        while not marker:
-            if time.monotonic() > deadline:
-                raise TimeoutError("store did not complete")
-            while posted:
-                posted.pop(0)()
-            time.sleep(0.005)
-
-    made.settle = settle  # type: ignore[attr-defined]
+    made.settle = lambda: settle_store(store, posted)  # type: ignore[attr-defined]
     yield made
     store.close()
 
@@ -645,7 +648,7 @@ class OverflowModel(RuleBasedStateMachine):
         self.store: SqliteStore | None = None
         if policy == "flow_to_disk":
             self.directory = tempfile.TemporaryDirectory()
-            self.posted: list[Any] = []
+            self.posted: list[Callable[[], None]] = []
             self.store = SqliteStore(Path(self.directory.name), self.posted.append)
             self.store.open()
             self.q.hooks.pager = StorePager(self.store)
@@ -661,21 +664,9 @@ class OverflowModel(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         if self.store is not None:
-            self.settle_store()
+            settle_store(self.store, self.posted)
             self.store.close()
             self.directory.cleanup()
-
-    def settle_store(self) -> None:
-        """Wait until what was written is committed, then run the completions (paging)."""
-        assert self.store is not None
-        marker: list[bool] = []
-        self.store.commit(Unit(done=lambda error: marker.append(True)))
-        deadline = time.monotonic() + 10
-        while not marker or self.posted:
-            assert time.monotonic() < deadline, "the store did not complete"
-            while self.posted:
-                self.posted.pop(0)()
-            time.sleep(0.001)
 
     def significance(self, n: int) -> tuple[int, int]:
         """What a ring deletes first is least: the lowest priority level, then the oldest."""
@@ -722,7 +713,7 @@ class OverflowModel(RuleBasedStateMachine):
             # both Qpid brokers check a ring as messages arrive)
             assert not self.over() or self.q.available_count() <= 1
         elif self.store is not None:
-            self.settle_store()
+            settle_store(self.store, self.posted)  # paged out, as the loop would page it
 
     @rule(which=st.integers(0, 1), credit=st.integers(1, 3))
     def take(self, which: int, credit: int) -> None:
