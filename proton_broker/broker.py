@@ -837,6 +837,9 @@ class StoreJournal:
     def forgot(self, queue: Queue, key: str, floor: int) -> None:
         self.store.forget(queue.name, key, floor)
 
+    def reserve_keys(self, queue: Queue, upto: int) -> None:
+        self.store.floor(queue.name, upto)
+
     def unseen(self, queue: Queue, key: str) -> None:
         self.store.unseen(queue.name, key)
 

@@ -65,6 +65,13 @@ Rules owned here:
   nothing of a key is kept once it is forgotten. Numbers given out for keys that never got
   a version (a transaction rolled back) are kept for 10,000 such keys at most; past that
   those keys are forgotten too.
+* On a durable queue the store keeps each key's latest number with its stored versions;
+  a version it does not keep (a message that is not durable) got a number no stored row
+  says was given out. Such numbers are reserved in the store :data:`KEY_BLOCK` at a time
+  (the next block once half of this one is used), as a floor: after a restart every key
+  goes on above it, as above a forgotten key, so no number a consumer saw is given out
+  again. A queue whose versions are all stored reserves nothing, and its keys go on where
+  they were.
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
   ``last`` the latest one (of each key, when replaying all keys). A replay of one key is
@@ -109,6 +116,9 @@ _AHEAD_FOLD = 10_000  # numbers ahead of their versions kept before keys without
 _SAMPLE = 32  # keys whose latest updates choose a forgetting round's cut (see forget)
 _SHARE_LEAST = 1 / 8  # of the keys that may be forgotten, what a cut lets go of at least
 _EVERY = 2**63  # a cut above every queue number
+# Key numbers a durable queue reserves at a time for versions its store does not keep: a
+# restart skips at most about this many numbers of every key (see History.make_durable).
+KEY_BLOCK = 1024
 
 
 class Version(NamedTuple):
@@ -180,6 +190,10 @@ class History:
         self.budget: HistoryBudget = HistoryBudget(DEFAULT_HISTORY_BUDGET)
         # Called with (key, floor) as a key is forgotten (a durable queue's store).
         self.forgot: Callable[[str, int], None] | None = None
+        # A durable queue's: numbers given to versions the store does not keep are reserved
+        # up to here (see make_durable); the next reservation when one goes above the watermark.
+        self._reserve_keys: Callable[[int], None] | None = None
+        self._unstored_watermark = sys.maxsize
 
     def join(self, budget: HistoryBudget) -> None:
         """Count in the broker's ``budget`` (its queue is made)."""
@@ -196,6 +210,24 @@ class History:
             budget.histories.remove(self)
             budget.used -= self.held
         self.budget = HistoryBudget(sys.maxsize)
+
+    def make_durable(self, reserve: Callable[[int], None]) -> None:
+        """Its queue is durable: a version the store does not keep (a message that is not
+        durable) may have a number no stored row says was given out, so such numbers are
+        reserved with ``reserve(upto)`` a block ahead (:data:`KEY_BLOCK`), the next block
+        when half of this one is used, and after a restart every key goes on above the
+        reservation, as above a forgotten key (see the module rules)."""
+        self._reserve_keys = reserve
+        self._unstored_watermark = 0  # the first such version reserves the first block
+
+    def _reserve_unstored(self, seq: int) -> None:
+        """A version the store does not keep got ``seq``, above the watermark: reserve the
+        next block (see :meth:`make_durable`)."""
+        if self._reserve_keys is None:
+            return
+        upto = seq + KEY_BLOCK
+        self._unstored_watermark = upto - KEY_BLOCK // 2
+        self._reserve_keys(upto)
 
     def reserve(self, key: str, seq: int) -> None:
         """``seq`` is given out for ``key`` (its version is recorded when it joins)."""
@@ -245,6 +277,8 @@ class History:
             elif current > seq:  # recorded behind a greater number: that stays the current one
                 self._ahead[key] = current
         message.number, message.sequence = order, seq
+        if seq > self._unstored_watermark and not message.durable:  # see make_durable
+            self._reserve_unstored(seq)
         message.in_history = True
         version: Message | Entry = message
         if entry is not None:

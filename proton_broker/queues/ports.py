@@ -85,6 +85,11 @@ class Journal(Protocol):
         """``queue``'s sequence history forgot ``key``; no number up to ``floor`` is given
         out again."""
 
+    def reserve_keys(self, queue: Queue, upto: int) -> None:
+        """``queue``'s sequence history gives out key numbers to versions the store does
+        not keep (messages that are not durable): after a restart no key's number up to
+        ``upto`` is given out again."""
+
 
 class Pager(Protocol):
     """Where a flow-to-disk queue keeps the bytes of messages paged out (the store)."""

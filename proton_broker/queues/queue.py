@@ -358,6 +358,7 @@ class Queue:
         self.numbers.keep(journal)
         if self.history is not None:  # only a store keeps what a history forgets
             self.history.forgot = self._key_forgotten
+            self.history.make_durable(self._keys_reserved)
 
     def _numbers_written(self) -> None:
         if self._browse_cursors:
@@ -380,6 +381,11 @@ class Queue:
         """The history forgot ``key``: a durable queue's store lets go of its number."""
         if self.journal is not None:
             self.journal.forgot(self, key, floor)
+
+    def _keys_reserved(self, upto: int) -> None:
+        """The history reserves key numbers up to ``upto`` (see History.make_durable)."""
+        if self.journal is not None:
+            self.journal.reserve_keys(self, upto)
 
     def recover_version(self, message: Message) -> None:
         """At start-up: a stored version that had left the queue but was kept in history.

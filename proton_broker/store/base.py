@@ -86,6 +86,9 @@ class Unit:
     # Keys a history forgot: (queue, key, the highest number it has forgotten): the key's
     # number row goes if its number is not above that (a later number of the key is).
     forgets: list[tuple[str, str, int]] = field(default_factory=list)
+    # Key numbers given out to versions the store does not keep (queue, up to here): after
+    # a restart every key's numbers go on above it, as above a forgotten key's.
+    floors: list[tuple[str, int]] = field(default_factory=list)
     retires: list[int] = field(default_factory=list)  # messages now kept as history only
     numbers: list[tuple[int, int]] = field(default_factory=list)  # (message id, number)
     marks: list[tuple[str, int]] = field(default_factory=list)  # (queue, reserved below)
@@ -259,6 +262,11 @@ class Store(abc.ABC):
     def mark(self, queue: str, upto: int) -> None:
         """No queue sequence number below ``upto`` may be given out on ``queue`` again."""
         self.commit(Unit(marks=[(queue, upto)]))
+
+    def floor(self, queue: str, upto: int) -> None:
+        """No key sequence number up to ``upto`` may be given out on ``queue`` again (it
+        may have been given to a version the store does not keep)."""
+        self.commit(Unit(floors=[(queue, upto)]))
 
     def seen(self, queue: str, key: str, when: float) -> None:
         """Duplicate detection: ``queue`` saw a stored message with id ``key`` at ``when``."""

@@ -88,7 +88,7 @@ class MemoryStore(Store):
         for queue, key, seq in unit.sequences:  # the greatest, as the SQLite store keeps
             keys = self.sequences.setdefault(queue, {})
             keys[key] = max(seq, keys.get(key, seq))
-        self._forget(unit.forgets)
+        self._forget(unit.forgets, unit.floors)
         for queue, upto in unit.marks:
             self.marks[queue] = max(upto, self.marks.get(queue, 0))
         for queue, key, when in unit.seen:
@@ -98,13 +98,15 @@ class MemoryStore(Store):
         if unit.done is not None:
             unit.done(None)
 
-    def _forget(self, forgets: list[tuple[str, str, int]]) -> None:
+    def _forget(self, forgets: list[tuple[str, str, int]], floors: list[tuple[str, int]]) -> None:
         """Keys a history forgot, after the unit's numbers (as the SQLite store writes
-        them): a key's row goes unless its number is above the floor."""
+        them): a key's row goes unless its number is above the floor; and the floors of
+        numbers reserved for versions not stored."""
         for queue, key, floor in forgets:
             keys = self.sequences.get(queue, {})
             if keys.get(key, floor + 1) <= floor:
                 del keys[key]
+        for queue, floor in [*((queue, floor) for queue, _key, floor in forgets), *floors]:
             self.floors[queue] = max(floor, self.floors.get(queue, 0))
 
     def close(self) -> None:

@@ -419,6 +419,11 @@ class SqliteStore(Store):
         if not self.batching:
             self.flush()
 
+    def floor(self, queue: str, upto: int) -> None:
+        self._shared_unit().floors.append((queue, upto))
+        if not self.batching:
+            self.flush()
+
     def seen(self, queue: str, key: str, when: float) -> None:
         self._shared_unit().seen.append((queue, key, when))
         if not self.batching:
@@ -536,6 +541,7 @@ class SqliteStore(Store):
         unpages = [(page_id,) for unit in group for page_id in unit.unpages]
         sequences = [row for unit in group for row in unit.sequences]
         forgets = [row for unit in group for row in unit.forgets]
+        floors = [row for unit in group for row in unit.floors]
         retires = [(message_id,) for unit in group for message_id in unit.retires]
         numbers = [row for unit in group for row in unit.numbers]
         marks = [row for unit in group for row in unit.marks]
@@ -576,7 +582,9 @@ class SqliteStore(Store):
                 db.executemany(
                     "DELETE FROM sequences WHERE queue = ? AND key = ? AND seq <= ?", forgets
                 )
-                _rows(db, "INSERT INTO floors", 2, _highest_floors(forgets), _GREATEST_FLOOR)
+            if forgets or floors:
+                highest = _highest_floors(forgets, floors)
+                _rows(db, "INSERT INTO floors", 2, highest, _GREATEST_FLOOR)
             if self._before_commit is not None:
                 self._before_commit()
             db.execute("COMMIT")
@@ -661,11 +669,13 @@ def _rows(db: sqlite3.Connection, insert: str, width: int, rows: list[Any], then
         _insert_chunk(db, insert, row, rows[start : start + _CHUNK], then)
 
 
-def _highest_floors(forgets: list[tuple[str, str, int]]) -> list[tuple[str, int]]:
-    """Each queue's highest floor among ``forgets`` (queue, key, floor): one floors row a
-    queue, however many keys a group forgot."""
+def _highest_floors(
+    forgets: list[tuple[str, str, int]], floors: list[tuple[str, int]]
+) -> list[tuple[str, int]]:
+    """Each queue's highest floor among ``forgets`` (queue, key, floor) and ``floors``
+    (queue, floor): one floors row a queue, however many keys a group forgot."""
     highest: dict[str, int] = {}
-    for queue, _key, floor in forgets:
+    for queue, floor in [(queue, floor) for queue, _key, floor in forgets] + floors:
         highest[queue] = max(floor, highest.get(queue, floor))
     return list(highest.items())
 

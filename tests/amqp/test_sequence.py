@@ -322,3 +322,34 @@ def test_a_number_staged_in_a_transaction_and_committed_later_is_never_given_out
     receiver = client.receiver("txnum", credit=10, node_properties=keyed)
     client.wait_received(receiver, 1)
     assert seen(client, receiver) == [("after", 3)]  # not 2 again
+
+
+def test_numbers_given_to_messages_that_are_not_durable_are_not_given_out_again_after_a_restart(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    keyed = {"sequenceKey": "id", **DURABLE}
+    broker = brokers.start()
+    client = broker.client()
+    sent = [("A", "a1", True), ("A", "a2", False), ("B", "b1", False)]  # B is never stored
+    sender = client.sender("mixed", node_properties=keyed)
+    for key, body, durable in sent:
+        message = Message(body=body, durable=durable, properties={"id": key})
+        client.wait_settled(client.send(sender, message, pump=False))
+    follower = replay_receiver(client, "mixed", "first")
+    client.wait_received(follower, 3)
+    before = {(body, number) for body, number in seen(client, follower)}
+    assert before == {("a1", 1), ("a2", 2), ("b1", 1)}
+    broker = brokers.restart()
+    client = broker.client()
+    sender = client.sender("mixed", node_properties=keyed)
+    for key, body in [("A", "a3"), ("B", "b2")]:
+        message = Message(body=body, durable=True, properties={"id": key})
+        client.wait_settled(client.send(sender, message, pump=False))
+    follower = replay_receiver(client, "mixed", "first")
+    client.wait_received(follower, 3)
+    client.pump(0.2)
+    after = seen(client, follower)
+    assert [body for body, _ in after] == ["a1", "a3", "b2"]  # a2 and b1 were not kept
+    numbers = dict(after)
+    assert numbers["a1"] == 1  # a stored version keeps its number
+    assert numbers["a3"] > 2 and numbers["b2"] > 1  # a client that saw a2 or b1 misses nothing

@@ -13,6 +13,7 @@ from proton_broker.errors import InvalidField
 from proton_broker.message import Message
 from proton_broker.queues.entries import ArrivalLog
 from proton_broker.queues.factory import build_queue
+from proton_broker.queues.history import KEY_BLOCK
 from proton_broker.queues.numbering import NUMBER_BLOCK
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
@@ -148,6 +149,7 @@ class Journal:
     def __init__(self, at_once: bool = True) -> None:
         self.numbers: list[tuple[int, int]] = []
         self.reserved: list[int] = []
+        self.keys_reserved: list[int] = []  # key numbers (a keyed queue's history)
         self.at_once = at_once  # complete each write at once, as the memory store does
         self.writing: list[Callable[[BaseException | None], object]] = []
         self.gone: list[int] = []  # store ids of messages that left the queue
@@ -167,6 +169,12 @@ class Journal:
 
     def reserve(self, queue: Queue, upto: int) -> None:
         self.reserved.append(upto)
+
+    def reserve_keys(self, queue: Queue, upto: int) -> None:
+        self.keys_reserved.append(upto)
+
+    def forgot(self, queue: Queue, key: str, floor: int) -> None:
+        pass
 
     def seen(self, queue: Queue, key: str, when: float) -> None:
         pass
@@ -195,6 +203,32 @@ def test_a_durable_queue_reserves_numbers_a_block_ahead_and_writes_stored_ones()
         q.enqueue(msg(i))
     assert len(journal.reserved) == 2 and journal.reserved[1] > journal.reserved[0]
     assert q.next_sequence_number < journal.reserved[-1]
+
+
+def keyed(key: str, durable: bool, store_id: int | None = None) -> Message:
+    message = parse_message(proton.Message(durable=durable, properties={"id": key}).encode())
+    message.store_id = store_id  # the broker gives a durable message on a durable queue one
+    return message
+
+
+def test_a_durable_keyed_queue_reserves_key_numbers_only_for_versions_not_stored() -> None:
+    q = build_queue("keyed", parse_settings({"durable": True, "sequenceKey": "id"}))
+    journal = Journal()
+    q.make_durable(journal)
+    for store_id in (1, 2, 3):
+        q.enqueue(keyed("a", durable=True, store_id=store_id))  # its key's row goes with it
+    assert journal.keys_reserved == []
+    q.enqueue(keyed("a", durable=False))  # number 4, which no stored row will say
+    assert journal.keys_reserved == [4 + KEY_BLOCK]
+    for _ in range(5 + KEY_BLOCK // 2):  # "b" goes past the reservation's first half
+        q.enqueue(keyed("b", durable=False))
+    assert journal.keys_reserved == [4 + KEY_BLOCK, 4 + KEY_BLOCK // 2 + 1 + KEY_BLOCK]
+
+
+def test_a_queue_that_is_not_durable_reserves_no_key_numbers() -> None:
+    q = build_queue("keyed", parse_settings({"sequenceKey": "id"}))
+    q.enqueue(keyed("a", durable=False))
+    assert q.history is not None and q.history.current("a") == 1  # numbered, nothing kept
 
 
 def test_restoring_numbers_continues_above_the_floor_and_reserves_at_once() -> None:

@@ -127,6 +127,20 @@ def test_a_forgotten_key_loses_its_number_row_and_the_highest_floor_is_recovered
     assert backend.reopen().floors == {}
 
 
+def test_a_reserved_key_floor_only_grows_keeps_every_key_row_and_goes_with_the_queue(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    store.save_queue("q", {})
+    backend.commit(Unit(sequences=[("q", "a", 3)], floors=[("q", 1024), ("q", 900)]))
+    backend.commit(Unit(floors=[("q", 1000)], forgets=[("q", "b", 40)]))
+    recovered = backend.reopen()
+    assert recovered.floors == {"q": 1024}
+    assert recovered.sequences == {"q": {"a": 3}}  # a floor forgets no key
+    backend.store.delete_queue("q")
+    assert backend.reopen().floors == {}
+
+
 def test_queue_sequence_numbers_are_recovered_and_leave_with_their_message(
     backend: Backend,
 ) -> None:
