@@ -23,7 +23,6 @@ broker the way a client does; the model keeps only what a client could know.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -31,16 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from proton import Disposition, Link, Message, symbol
 
+from tests.amqp.models import run_model
 from tests.amqp.test_durability import DURABLE, Restartable
 from tests.conftest import RunningBroker
 from tests.engine_client import Received
@@ -356,26 +350,11 @@ class RecoveryModel(RuleBasedStateMachine):
         self.client.wait_closed(link)
 
 
-def run(examples: int) -> None:
-    logging.disable(logging.WARNING)  # refused steps and restarts log; the asserts say it
-    try:
-        run_state_machine_as_test(
-            RecoveryModel,
-            settings=settings(
-                max_examples=examples,
-                stateful_step_count=20,
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-            ),
-        )
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def test_durable_queues_keep_their_promises_across_restarts_at_random() -> None:
-    run(examples=8)  # about ten seconds each: every step waits for the broker's answers
+    # About ten seconds an example: every step waits for the broker's answers.
+    run_model(RecoveryModel, steps=20, examples=6)
 
 
 @pytest.mark.soak
 def test_durable_queues_keep_their_promises_across_many_restarts_at_random() -> None:
-    run(examples=100)
+    run_model(RecoveryModel, steps=20, examples=100)
