@@ -7,8 +7,8 @@ restarts on the same data directory) and checks what the broker promises about d
   priority or last-value order, browsers arrival order; after a restart exactly the
   durable ones it held before, with the same queue sequence numbers, and nothing a
   consumer accepted comes back;
-* a message rejected, or failed as often as its queue allows, is on the queue's
-  dead-letter queue (and there after a restart if it was durable);
+* a message rejected, failed as often as its queue allows, or pushed out of a full ring,
+  is on the queue's dead-letter queue (and there after a restart if it was durable);
 * a keyed queue's history holds the newest ``max_key_updates`` versions of each key; after
   a restart the newest of its stored versions, each with the number it had;
 * no queue sequence number and no key sequence number is ever given to two messages, also
@@ -47,11 +47,19 @@ QUEUES: dict[str, dict[str, Any]] = {
     "lvq": {**DURABLE, "qpid.last_value_queue_key": KEY, "max_key_updates": 3},
     "keyed": {**DURABLE, "sequenceKey": KEY, "max_key_updates": 2},
     "work": {**DURABLE, "x-qpid-dlq-enabled": True, "maximumDeliveryAttempts": 2},
+    # declared after "work", whose dead-letter queue it shares
+    "ring": {
+        **DURABLE,
+        "qpid.max_count": 3,
+        "qpid.policy_type": "ring",
+        "alternate-exchange": "work_DLQ",
+    },
 }
+RING = {"ring": 3}  # messages a ring queue holds at most: the oldest goes to make room
 KEPT = {"lvq": 3, "keyed": 2}  # versions a key keeps, on the queues with a history
-DEAD_LETTERS = {"work": "work_DLQ"}  # a queue's dead-letter queue (made with it)
+DEAD_LETTERS = {"work": "work_DLQ", "ring": "work_DLQ"}  # made with "work"
 ATTEMPTS = {"work": 2}  # delivery attempts a queue makes at most (others: no maximum)
-CONSUMED = sorted([*QUEUES, *DEAD_LETTERS.values()])
+CONSUMED = sorted({*QUEUES, *DEAD_LETTERS.values()})
 ACCEPT, RELEASE, COMMIT, ROLL_BACK = "accept", "release", "accept and commit", "roll back"
 REJECT, FAIL = "reject", "modified, delivery failed"
 
@@ -191,10 +199,15 @@ class RecoveryModel(RuleBasedStateMachine):
             if self.attempts[sent.body] < ATTEMPTS.get(queue, sys.maxsize):
                 return  # back at its place
         self.queued[queue].remove(sent)
+        if outcome not in (ACCEPT, COMMIT):
+            self.dead_lettered(queue, sent)
+
+    def dead_lettered(self, queue: str, sent: Sent) -> None:
+        """``sent`` left ``queue`` as a dead letter: to the queue's alternate, if any."""
+        self.attempts.pop(sent.body, None)
         alternate = DEAD_LETTERS.get(queue)
-        if alternate is not None and outcome not in (ACCEPT, COMMIT):
+        if alternate is not None:
             self.queued[alternate].append(sent)
-            self.attempts.pop(sent.body, None)
             self.arrivals[sent.body] = len(self.arrivals)
 
     @precondition(lambda self: self.made > 0)
@@ -318,6 +331,8 @@ class RecoveryModel(RuleBasedStateMachine):
             queued[:] = [other for other in queued if other.key != sent.key]
         queued.append(sent)
         self.arrivals[sent.body] = len(self.arrivals)
+        if len(queued) > RING.get(queue, sys.maxsize):
+            self.dead_lettered(queue, queued.pop(0))
         if queue in KEPT and sent.key is not None:
             versions = self.kept[queue].setdefault(sent.key, [])
             versions.append(sent)
