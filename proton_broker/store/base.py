@@ -15,8 +15,11 @@ that joined its queue before it was written (a producer's durable message) carri
 number in its own row; one written before it joined (a transaction's, a dead letter's)
 gets a number row, a unit later, deleted with the message, and that row wins over the
 message's own at recovery. Per queue a reservation mark is kept below which no number may
-be given out again. Duplicate detection keeps, per queue, the message-ids of stored
-messages with the time they were seen, until the queue's window lets them go.
+be given out again. Key sequence numbers (x-opt-sequence) are kept per queue and key, the
+greatest given out with a stored version; and per queue a floor, the highest number its
+history forgot or reserved for versions it does not store, above which every key goes on
+after a restart. Duplicate detection keeps, per queue, the message-ids of stored messages
+with the time they were seen, until the queue's window lets them go.
 """
 
 from __future__ import annotations
