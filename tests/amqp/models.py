@@ -1,14 +1,55 @@
-"""Running the random models that talk to a real broker (test_recovery_model.py,
-test_subscription_model.py): each example starts brokers of its own, so no deadline, and
-the broker's warnings (refused steps, restarts) are silenced while they run: the model's
+"""The random models that talk to a real broker (test_recovery_model.py,
+test_subscription_model.py): :class:`BrokerModel` gives each example a broker of its own on
+a data directory of its own, restartable, and the few steps every model takes with its
+links; :func:`run_model` runs one. Examples start brokers, so there is no deadline, and the
+broker's warnings (refused steps, restarts) are silenced while they run: the model's
 asserts say what went wrong."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import tempfile
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from proton import Link
+
+from tests.amqp.test_durability import Restartable
+from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient, Received
+
+
+class BrokerModel(RuleBasedStateMachine):
+    """A state machine with a broker of its own (``brokers.restart()`` for the next one);
+    its steps talk to it through ``client``, which the subclass connects."""
+
+    client: EngineClient
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.TemporaryDirectory()
+        self.brokers = Restartable(Path(self.directory.name) / "data")
+        self.broker: RunningBroker = self.brokers.start()
+
+    def teardown(self) -> None:
+        alive = self.broker.alive()
+        self.broker.stop()
+        self.directory.cleanup()
+        assert alive, "the broker's event loop died"
+
+    def received(self, link: Link, count: int, before: int = 0) -> list[Received]:
+        """What ``link`` got after its first ``before``: ``count`` messages, and no more
+        after a short wait (the broker sends what it has in one go: more would be here)."""
+        with contextlib.suppress(TimeoutError):
+            self.client.wait_received(link, before + count)
+        self.client.pump(0.02)
+        return list(self.client.received(link))[before:]
+
+    def close(self, link: Link) -> None:
+        link.close()
+        self.client.wait_closed(link)
 
 
 def run_model(machine: type[RuleBasedStateMachine], examples: int, steps: int) -> None:

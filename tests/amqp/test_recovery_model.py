@@ -22,21 +22,17 @@ broker the way a client does; the model keeps only what a client could know.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import precondition, rule
 from proton import Disposition, Link, Message, symbol
 
-from tests.amqp.models import run_model
-from tests.amqp.test_durability import DURABLE, Restartable
-from tests.conftest import RunningBroker
+from tests.amqp.models import BrokerModel, run_model
+from tests.amqp.test_durability import DURABLE
 from tests.engine_client import Received
 
 KEY = "k"
@@ -94,12 +90,9 @@ class Numbers:
         assert seen.setdefault(body, number) == number, f"{body}'s {kind} number changed"
 
 
-class RecoveryModel(RuleBasedStateMachine):
+class RecoveryModel(BrokerModel):
     def __init__(self) -> None:
         super().__init__()
-        self.directory = tempfile.TemporaryDirectory()
-        self.brokers = Restartable(Path(self.directory.name) / "data")
-        self.broker: RunningBroker = self.brokers.start()
         self.client = self.broker.client()
         self.senders = self.declare()
         self.made = 0
@@ -117,12 +110,6 @@ class RecoveryModel(RuleBasedStateMachine):
         self.arrivals: dict[str, int] = {}  # body -> the order it joined its queue in
         self.links = 0  # coordinators made (each link its own name)
         self.restarts = 0
-
-    def teardown(self) -> None:
-        alive = self.broker.alive()
-        self.broker.stop()
-        self.directory.cleanup()
-        assert alive, "the broker's event loop died"
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -352,17 +339,6 @@ class RecoveryModel(RuleBasedStateMachine):
         self.links += 1
         coordinator = self.client.coordinator(f"txn-{self.links}")
         return coordinator, self.client.declare(coordinator)
-
-    def received(self, link: Link, count: int) -> list[Received]:
-        """What ``link`` got: ``count`` messages, and no more after a short wait."""
-        with contextlib.suppress(TimeoutError):
-            self.client.wait_received(link, count)
-        self.client.pump(0.02)  # the broker sends what it has in one go: more would be here
-        return list(self.client.received(link))
-
-    def close(self, link: Link) -> None:
-        link.close()
-        self.client.wait_closed(link)
 
 
 def test_durable_queues_keep_their_promises_across_restarts_at_random() -> None:

@@ -16,20 +16,14 @@ Every message body is unique, so a body says which message is meant.
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import precondition, rule
 from proton import Disposition, Link, Message
 
-from tests.amqp.models import run_model
-from tests.amqp.test_durability import Restartable
-from tests.conftest import RunningBroker
-from tests.engine_client import Received
+from tests.amqp.models import BrokerModel, run_model
 
 CLIENT_ID = "jms-client"
 SUBJECTS = ["news.uk", "news.uk.sport", "sport", "news.sport"]
@@ -61,12 +55,9 @@ class Subscription:
     held: list[tuple[str, bool]] = field(default_factory=list)
 
 
-class SubscriptionModel(RuleBasedStateMachine):
+class SubscriptionModel(BrokerModel):
     def __init__(self) -> None:
         super().__init__()
-        self.directory = tempfile.TemporaryDirectory()
-        self.brokers = Restartable(Path(self.directory.name) / "data")
-        self.broker: RunningBroker = self.brokers.start()
         self.connect()
         self.subscriptions = {name: Subscription() for name in PATTERNS}
         self.made = 0
@@ -74,12 +65,6 @@ class SubscriptionModel(RuleBasedStateMachine):
     def connect(self) -> None:
         self.client = self.broker.client(container=CLIENT_ID)
         self.publisher = self.client.sender("amq.topic")
-
-    def teardown(self) -> None:
-        alive = self.broker.alive()
-        self.broker.stop()
-        self.directory.cleanup()
-        assert alive, "the broker's event loop died"
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -121,7 +106,7 @@ class SubscriptionModel(RuleBasedStateMachine):
             return
         before = len(self.client.received(link))
         link.flow(len(expected))
-        got = self.received(link, before, len(expected))
+        got = self.received(link, len(expected), before)
         assert [r.message.body for r in got] == expected, f"subscription {name}"
         self.client.settle_all(got, Disposition.ACCEPTED if accept else Disposition.RELEASED)
         if accept:
@@ -181,10 +166,9 @@ class SubscriptionModel(RuleBasedStateMachine):
             assert exists == subscription.exists, f"{queue} exists: {exists}"
             if exists and subscription.link is None:
                 browser = self.client.receiver(queue, credit=1000, browse=True)
-                got = self.received(browser, 0, len(subscription.held))
+                got = self.received(browser, len(subscription.held))
                 assert [r.message.body for r in got] == [b for b, _ in subscription.held]
-                browser.close()
-                self.client.wait_closed(browser)
+                self.close(browser)
 
     # ---- helpers ------------------------------------------------------------------------
 
@@ -196,14 +180,6 @@ class SubscriptionModel(RuleBasedStateMachine):
     @staticmethod
     def ended(subscription: Subscription) -> None:
         subscription.exists, subscription.held = False, []
-
-    def received(self, link: Link, before: int, count: int) -> list[Received]:
-        """What ``link`` got after its first ``before``: ``count``, and no more after a
-        short wait."""
-        with contextlib.suppress(TimeoutError):
-            self.client.wait_received(link, before + count)
-        self.client.pump(0.02)
-        return list(self.client.received(link))[before:]
 
 
 def test_subscriptions_keep_their_promises_across_detaches_and_restarts_at_random() -> None:
