@@ -223,8 +223,7 @@ class History:
     def _reserve_unstored(self, seq: int) -> None:
         """A version the store does not keep got ``seq``, above the watermark: reserve the
         next block (see :meth:`make_durable`)."""
-        if self._reserve_keys is None:
-            return
+        assert self._reserve_keys is not None  # set with the watermark, by make_durable
         upto = seq + KEY_BLOCK
         self._unstored_watermark = upto - KEY_BLOCK // 2
         self._reserve_keys(upto)
