@@ -4,10 +4,15 @@
 Rules this module owns:
 
 * A browser never acquires. It keeps a cursor in arrival order (a position in the queue's
-  :class:`~proton_broker.queues.entries.ArrivalLog`) and sees every live entry, acquired or
-  not, then new ones as they arrive. On every queue type browsers see arrival order (as the
-  C++ broker's priority queue does); on an LVQ that is the current value of each key, then
-  each update, never a superseded value.
+  :class:`~proton_broker.queues.entries.ArrivalLog`) and is shown each entry that is
+  available as the cursor passes it, then new ones as they arrive. An entry a consumer
+  holds (acquired, not settled) is passed over, and not shown later if it is released: the
+  cursor only goes forward (the C++ broker's ``QueueCursor`` shows a browser available
+  messages only, and Broker-J's browsers skip entries that are not available and do not
+  see requeues). Browsers are fed after the consumers' turn (queues/dispatching.py), so a
+  message a consumer with credit takes as it arrives is not shown to them. On every queue
+  type browsers see arrival order (as the C++ broker's priority queue does); on an LVQ that
+  is the current value of each key, then each update, never a superseded value.
 * A browser passes neither a held entry (it comes when it becomes valid, even if the cursor
   is past it) nor one whose number is still being written (it waits there: see
   :mod:`proton_broker.queues.numbering`); expired entries are skipped.
@@ -27,7 +32,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from proton_broker.message import Message
-from proton_broker.queues.entries import DEAD, HELD, ArrivalLog, Entry
+from proton_broker.queues.entries import AVAILABLE, DEAD, ArrivalLog, Entry
 from proton_broker.queues.ports import Consumer, MessageFilter
 
 
@@ -124,7 +129,7 @@ class Browsers:
         late, superseded = cursor.late, self._superseded
         while late and consumer.credit > 0:
             valid = late.popleft()
-            if valid.state == DEAD or valid.state == HELD:
+            if valid.state != AVAILABLE:  # gone, held again, or a consumer took it first
                 continue
             if superseded is None or not superseded(valid):
                 self._show(consumer, valid, cursor.selector)
@@ -147,7 +152,7 @@ class Browsers:
             if entry.seq < seq:
                 continue  # before a start that was beyond the end (a future number)
             seq = entry.seq + 1
-            if entry.state == DEAD or entry.state == HELD:
+            if entry.state != AVAILABLE:  # a consumer holds it, or it is gone or held
                 continue  # a held entry comes through ``late`` once it is valid
             if superseded is not None and superseded(entry):
                 continue  # a newer value for its key is on the queue

@@ -1,4 +1,5 @@
-"""Distribution modes: copy (browse) sees everything and removes nothing; move consumes."""
+"""Distribution modes: copy (browse) sees what is available and removes nothing; move
+consumes."""
 
 from __future__ import annotations
 
@@ -52,15 +53,52 @@ def test_a_browser_respects_its_credit(broker: RunningBroker) -> None:
     assert [r.message.body for r in client.wait_received(browser, 5)] == [0, 1, 2, 3, 4]
 
 
-def test_move_consumers_and_browsers_coexist(broker: RunningBroker) -> None:
+def test_a_browser_sees_what_waits_and_a_consumer_then_takes_it_all(
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     browser = client.receiver("mixed", credit=10, browse=True)
-    consumer = client.receiver("mixed", credit=10)
+    consumer = client.receiver("mixed", credit=0)
     sender = client.sender("mixed")
     for i in range(3):
         client.send(sender, Message(body=i))
-    assert len(client.wait_received(browser, 3)) == 3
-    assert len(client.wait_received(consumer, 3)) == 3
+    assert [r.message.body for r in client.wait_received(browser, 3)] == [0, 1, 2]
+    consumer.flow(10)
+    assert [r.message.body for r in client.wait_received(consumer, 3)] == [0, 1, 2]
+
+
+def test_a_browser_is_not_shown_what_a_consumer_holds(broker: RunningBroker) -> None:
+    """qpidd's browser cursor passes acquired messages (QueueCursor::check) and Broker-J's
+    browsers skip entries that are not available and do not see requeues: a message a
+    consumer holds is not shown, nor shown later to a browser that passed it."""
+    fill(broker, "held", 3)
+    client = broker.client()
+    consumer = client.receiver("held", credit=1)
+    (taken,) = client.wait_received(consumer, 1)
+    assert taken.message.body == 0
+    early = client.receiver("held", credit=10, browse=True)
+    assert [r.message.body for r in client.wait_received(early, 2)] == [1, 2]
+    client.settle(taken, Disposition.RELEASED)
+    late = client.receiver("held", credit=10, browse=True)
+    assert [r.message.body for r in client.wait_received(late, 3)] == [0, 1, 2]
+    client.pump(0.1)
+    assert [r.message.body for r in client.received(early)] == [1, 2]  # it had passed 0
+    assert depth(broker, "held") == 3
+
+
+def test_a_message_a_waiting_consumer_takes_as_it_arrives_is_not_browsed(
+    broker: RunningBroker,
+) -> None:
+    """Browsers are fed after the consumers' turn: with a consumer waiting, what arrives is
+    taken before a browser could see it (in qpidd and Broker-J it is a race)."""
+    client = broker.client()
+    browser = client.receiver("taken", credit=10, browse=True)
+    consumer = client.receiver("taken", credit=10)
+    sender = client.sender("taken")
+    client.send(sender, Message(body="gone at once"))
+    assert [r.message.body for r in client.wait_received(consumer, 1)] == ["gone at once"]
+    client.pump(0.1)
+    assert client.received(browser) == []
 
 
 # ---- settlement of browsed messages (qpidd Outgoing.cpp, Broker-J ConsumerTarget_1_0) ------
