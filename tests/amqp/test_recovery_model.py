@@ -7,8 +7,9 @@ restarts on the same data directory) and checks what the broker promises about d
   priority or last-value order, browsers arrival order; after a restart exactly the
   durable ones it held before, with the same queue sequence numbers, and nothing a
   consumer accepted comes back;
-* a message rejected, failed as often as its queue allows, or pushed out of a full ring,
-  is on the queue's dead-letter queue (and there after a restart if it was durable);
+* a message rejected, failed as often as its queue allows, pushed out of a full ring, or
+  left on its queue when the queue was deleted (a consumer may hold it), is on the queue's
+  dead-letter queue (and there after a restart if it was durable);
 * a keyed queue's history holds the newest ``max_key_updates`` versions of each key; after
   a restart the newest of its stored versions, each with the number it had;
 * no queue sequence number and no key sequence number is ever given to two messages, also
@@ -31,11 +32,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 from proton import Disposition, Link, Message, symbol
 
+from proton_broker.cli.client import ManagementClient
 from tests.amqp.models import BrokerModel, run_model
 from tests.amqp.test_durability import DURABLE
 from tests.engine_client import Received
 
 KEY = "k"
+QUEUE_TYPE = "org.apache.qpid.Queue"  # the management type of a queue
 KEY_SEQUENCE, QUEUE_NUMBER = "x-opt-sequence", "x-opt-sequence-number"
 QUEUES: dict[str, dict[str, Any]] = {
     "fifo": DURABLE,
@@ -196,6 +199,33 @@ class RecoveryModel(BrokerModel):
         if alternate is not None:
             self.queued[alternate].append(sent)
             self.arrivals[sent.body] = len(self.arrivals)
+
+    @precondition(lambda self: any(self.queued[name] for name in DEAD_LETTERS))
+    @rule(data=st.data(), hold=st.integers(0, 2))
+    def delete(self, data: st.DataObject, hold: int) -> None:
+        """A queue with an alternate, holding messages, deleted by management (``force``)
+        while a consumer holds ``hold`` of them: every message left, the held ones included,
+        goes to the alternate in arrival order, and the consumer is detached
+        (docs/dead-letters.md). Declared again by its producer, the queue starts empty and
+        numbers its messages from the start."""
+        queue = data.draw(st.sampled_from([name for name in DEAD_LETTERS if self.queued[name]]))
+        taken = self.in_order(queue)[:hold]
+        receiver = self.client.receiver(queue, credit=len(taken)) if taken else None
+        if receiver is not None:
+            got = self.received(receiver, len(taken))
+            assert [r.message.body for r in got] == [sent.body for sent in taken]
+        with ManagementClient(self.broker.url) as admin:
+            reply = admin.request("DELETE", QUEUE_TYPE, queue, force=True)
+        assert reply.ok, reply
+        if receiver is not None:
+            self.client.wait_closed(receiver)
+            assert receiver.remote_condition.name == "amqp:resource-deleted"
+            receiver.close()
+        for sent in self.queued[queue]:
+            self.dead_lettered(queue, sent)
+        self.queued[queue] = []
+        self.numbers.queue.pop(queue, None)
+        self.senders[queue] = self.client.sender(queue, node_properties=QUEUES[queue])
 
     @precondition(lambda self: self.made > 0)
     @rule()
