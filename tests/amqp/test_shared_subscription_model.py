@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 from proton import Described, Disposition, Link, Message, symbol
 
-from tests.amqp.models import BrokerModel, run_model
+from tests.amqp.models import SubscriberModel, run_model
 from tests.amqp.test_subscription_model import matches
 
-CLIENT_ID = "jms-client"
+CLIENT_ID = SubscriberModel.CLIENT_ID
 SELECTOR = symbol("apache.org:selector-filter:string")
 SUBJECTS = ["news.uk", "sport"]
 PATTERNS = ["#", "news.*"]
@@ -95,16 +95,10 @@ class Subscription:
         self.exists, self.held = False, []
 
 
-class SharedSubscriptionModel(BrokerModel):
+class SharedSubscriptionModel(SubscriberModel):
     def __init__(self) -> None:
         super().__init__()
-        self.connect()
         self.subscriptions = {name: Subscription() for name in KINDS}
-        self.made = 0
-
-    def connect(self) -> None:
-        self.client = self.broker.client(container=CLIENT_ID)
-        self.publisher = self.client.sender("amq.topic")
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -195,16 +189,7 @@ class SharedSubscriptionModel(BrokerModel):
         that link gets the oldest, whichever link took some before."""
         kind, subscription = KINDS[name], self.subscriptions[name]
         link = subscription.links.get(kind.links[min(slot, len(kind.links) - 1)])
-        expected = [body for body, _ in subscription.held[:count]]
-        if link is None or not expected:
-            return
-        before = len(self.client.received(link))
-        link.flow(len(expected))
-        got = self.received(link, len(expected), before)
-        assert [r.message.body for r in got] == expected, f"subscription {name}, {link.name}"
-        self.client.settle_all(got, Disposition.ACCEPTED if accept else Disposition.RELEASED)
-        if accept:
-            del subscription.held[: len(got)]
+        self.take(link, subscription.held, count, accept)
 
     @rule(name=st.sampled_from(sorted(KINDS)), slot=st.integers(0, 1))
     def detach(self, name: str, slot: int) -> None:
@@ -266,20 +251,13 @@ class SharedSubscriptionModel(BrokerModel):
         name so that nothing is taken; none that ended is left."""
         for name, subscription in self.subscriptions.items():
             queue = KINDS[name].queue
-            exists = self.broker.call(lambda queue=queue: queue in self.broker.broker.queues)
+            exists = self.exists(queue)
             assert exists == subscription.exists, f"{queue} exists: {exists}"
             if exists:
                 browser = self.client.receiver(queue, credit=1000, browse=True)
                 got = self.received(browser, len(subscription.held))
                 assert [r.message.body for r in got] == [b for b, _ in subscription.held], name
                 self.close(browser)
-
-    # ---- helpers ------------------------------------------------------------------------
-
-    def consumers(self, queue: str) -> int:
-        """How many links consume ``queue`` (0 if there is no such queue)."""
-        queues = self.broker.broker.queues
-        return self.broker.call(lambda: queue in queues and queues[queue].consumer_count)
 
 
 def test_shared_subscriptions_and_selectors_keep_their_promises_at_random() -> None:

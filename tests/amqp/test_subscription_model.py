@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 from proton import Disposition, Link, Message
 
-from tests.amqp.models import BrokerModel, run_model
+from tests.amqp.models import SubscriberModel, run_model
 
-CLIENT_ID = "jms-client"
+CLIENT_ID = SubscriberModel.CLIENT_ID
 SUBJECTS = ["news.uk", "news.uk.sport", "sport", "news.sport"]
 PATTERNS = {"news": "news.#", "sport": "*.sport", "plain": "#"}  # subscription -> pattern
 KEPT = ("news", "sport")  # durable subscriptions (the others are plain)
@@ -55,16 +55,10 @@ class Subscription:
     held: list[tuple[str, bool]] = field(default_factory=list)
 
 
-class SubscriptionModel(BrokerModel):
+class SubscriptionModel(SubscriberModel):
     def __init__(self) -> None:
         super().__init__()
-        self.connect()
         self.subscriptions = {name: Subscription() for name in PATTERNS}
-        self.made = 0
-
-    def connect(self) -> None:
-        self.client = self.broker.client(container=CLIENT_ID)
-        self.publisher = self.client.sender("amq.topic")
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -100,17 +94,7 @@ class SubscriptionModel(BrokerModel):
         """Credit for the first ``count`` messages the subscription holds (no more, so that
         nothing comes unasked later), then accept or release them."""
         subscription = self.subscriptions[name]
-        link = subscription.link
-        expected = [body for body, _ in subscription.held[:count]]
-        if link is None or not expected:
-            return
-        before = len(self.client.received(link))
-        link.flow(len(expected))
-        got = self.received(link, len(expected), before)
-        assert [r.message.body for r in got] == expected, f"subscription {name}"
-        self.client.settle_all(got, Disposition.ACCEPTED if accept else Disposition.RELEASED)
-        if accept:
-            del subscription.held[: len(got)]
+        self.take(subscription.link, subscription.held, count, accept)
 
     @rule(name=st.sampled_from(sorted(PATTERNS)))
     def detach(self, name: str) -> None:
@@ -162,7 +146,7 @@ class SubscriptionModel(BrokerModel):
         name (``<client id>_<subscription>``), so that nothing is taken."""
         for name, subscription in self.subscriptions.items():
             queue = f"{CLIENT_ID}_{name}"
-            exists = self.broker.call(lambda queue=queue: queue in self.broker.broker.queues)
+            exists = self.exists(queue)
             assert exists == subscription.exists, f"{queue} exists: {exists}"
             if exists and subscription.link is None:
                 browser = self.client.receiver(queue, credit=1000, browse=True)
@@ -171,11 +155,6 @@ class SubscriptionModel(BrokerModel):
                 self.close(browser)
 
     # ---- helpers ------------------------------------------------------------------------
-
-    def consumers(self, queue: str) -> int:
-        """How many links consume ``queue`` (0 if there is no such queue)."""
-        queues = self.broker.broker.queues
-        return self.broker.call(lambda: queue in queues and queues[queue].consumer_count)
 
     @staticmethod
     def ended(subscription: Subscription) -> None:
