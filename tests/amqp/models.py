@@ -69,6 +69,24 @@ class SubscriberModel(BrokerModel):
         self.client = self.broker.client(container=self.CLIENT_ID)
         self.publisher = self.client.sender("amq.topic")
 
+    def restart_broker(self) -> None:
+        """The broker restarts on its data directory; the client connects again."""
+        self.broker = self.brokers.restart()
+        self.connect()
+
+    @staticmethod
+    def persistent(held: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+        """What a durable subscription still holds of ``held`` after a restart."""
+        return [(body, True) for body, durable in held if durable]
+
+    def browsed(self, queue: str, count: int) -> list[str]:
+        """The bodies of the ``count`` messages ``queue`` is expected to hold (and of any
+        more it holds), browsed so that nothing is taken."""
+        browser = self.client.receiver(queue, credit=1000, browse=True)
+        got = self.received(browser, count)
+        self.close(browser)
+        return [r.message.body for r in got]
+
     def consumers(self, queue: str) -> int:
         """How many links consume ``queue`` (0 if there is no such queue)."""
         queues = self.broker.broker.queues

@@ -60,6 +60,10 @@ class Kind:
     kept: bool
     queue: str
 
+    def link(self, slot: int) -> str:
+        """The name of the consumer link in ``slot`` (the last there is, beyond them)."""
+        return self.links[min(slot, len(self.links) - 1)]
+
 
 KINDS = {
     # createSharedDurableConsumer: links name, name|2
@@ -188,15 +192,14 @@ class SharedSubscriptionModel(SubscriberModel):
         links (no more, so that nothing comes unasked later), then accept or release them:
         that link gets the oldest, whichever link took some before."""
         kind, subscription = KINDS[name], self.subscriptions[name]
-        link = subscription.links.get(kind.links[min(slot, len(kind.links) - 1)])
-        self.take(link, subscription.held, count, accept)
+        self.take(subscription.links.get(kind.link(slot)), subscription.held, count, accept)
 
     @rule(name=st.sampled_from(sorted(KINDS)), slot=st.integers(0, 1))
     def detach(self, name: str, slot: int) -> None:
         """``consumer.close()``: Qpid JMS detaches a durable subscription's link (the
         subscription stays) and closes a non-durable one's (it ends with its last link)."""
         kind, subscription = KINDS[name], self.subscriptions[name]
-        link = subscription.links.pop(kind.links[min(slot, len(kind.links) - 1)], None)
+        link = subscription.links.pop(kind.link(slot), None)
         if link is None:
             return
         if kind.kept:
@@ -236,12 +239,11 @@ class SharedSubscriptionModel(SubscriberModel):
     @precondition(lambda self: self.made > 0)
     @rule()
     def restart(self) -> None:
-        self.broker = self.brokers.restart()
-        self.connect()
+        self.restart_broker()
         for name, subscription in self.subscriptions.items():
             subscription.links.clear()
             if KINDS[name].kept:
-                subscription.held = [(body, True) for body, durable in subscription.held if durable]
+                subscription.held = self.persistent(subscription.held)
             else:
                 subscription.ends()
 
@@ -254,10 +256,8 @@ class SharedSubscriptionModel(SubscriberModel):
             exists = self.exists(queue)
             assert exists == subscription.exists, f"{queue} exists: {exists}"
             if exists:
-                browser = self.client.receiver(queue, credit=1000, browse=True)
-                got = self.received(browser, len(subscription.held))
-                assert [r.message.body for r in got] == [b for b, _ in subscription.held], name
-                self.close(browser)
+                expected = [body for body, _ in subscription.held]
+                assert self.browsed(queue, len(expected)) == expected, name
 
 
 def test_shared_subscriptions_and_selectors_keep_their_promises_at_random() -> None:

@@ -131,12 +131,11 @@ class SubscriptionModel(SubscriberModel):
     @precondition(lambda self: self.made > 0)
     @rule()
     def restart(self) -> None:
-        self.broker = self.brokers.restart()
-        self.connect()
+        self.restart_broker()
         for name, subscription in self.subscriptions.items():
             subscription.link = None
             if name in KEPT:
-                subscription.held = [(body, True) for body, durable in subscription.held if durable]
+                subscription.held = self.persistent(subscription.held)
             else:
                 self.ended(subscription)
 
@@ -149,10 +148,8 @@ class SubscriptionModel(SubscriberModel):
             exists = self.exists(queue)
             assert exists == subscription.exists, f"{queue} exists: {exists}"
             if exists and subscription.link is None:
-                browser = self.client.receiver(queue, credit=1000, browse=True)
-                got = self.received(browser, len(subscription.held))
-                assert [r.message.body for r in got] == [b for b, _ in subscription.held]
-                self.close(browser)
+                expected = [body for body, _ in subscription.held]
+                assert self.browsed(queue, len(expected)) == expected, name
 
     # ---- helpers ------------------------------------------------------------------------
 
