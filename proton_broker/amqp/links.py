@@ -51,6 +51,7 @@ from proton import Condition, Data, Delivery, Link
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
     MESSAGE_SIZE_EXCEEDED,
+    RESOURCE_DELETED,
     condition_for,
     reject,
 )
@@ -304,8 +305,9 @@ class ProducerLink:
         copy is on its queue (durable copies: written). One that reaches no queue is
         accepted and dropped, counted by the exchange (qpidd)."""
         exchange = address.exchange
-        if exchange.deleted:
-            raise NotFound(f"exchange '{exchange.name}' was deleted")
+        if exchange.deleted:  # only a link attached to it can hold a deleted exchange
+            self._detach_gone(f"exchange '{exchange.name}' was deleted")
+            return
         key = routing_key(message, exchange.name, address.subject)
         if self._may_send is not None:
             self.broker.access.publish(self.user, exchange.name, key)
@@ -472,18 +474,20 @@ class ProducerLink:
     # ---- our queue was deleted --------------------------------------------------------------
 
     def target_deleted(self) -> None:
-        """Our queue was deleted: stay attached and refuse every later transfer with
-        ``amqp:not-found`` naming it, as qpidd does, so a program that keeps one sender per
-        reply address (Proton's ``server`` examples) outlives the clients it answers.
-        Settlements held for the queue's flow control are given (those messages were
-        stored, then went with the queue) and credit is restored."""
+        """Our queue was deleted: the link stays attached until the producer's next complete
+        transfer, which detaches it with ``amqp:resource-deleted`` naming the queue and is
+        left unsettled (qpidd's ``IncomingToQueue::handle``; Broker-J detaches at once). So a
+        program that keeps one sender per reply address (Proton's ``server`` examples) is not
+        told about a client that went away unless it sends there again. Settlements held for
+        the queue's flow control are given (those messages were stored, then went with the
+        queue) and credit is restored, so that next transfer can come."""
         queue = self.queue
         assert queue is not None
         self.flow_resumed(queue)
         queue.unwatch_flow(self)
-        self.on_delivery = self._refuse_deleted  # type: ignore[method-assign]
+        self.on_delivery = self._detach_deleted  # type: ignore[method-assign]
 
-    def _refuse_deleted(self, dlv: Any) -> None:
+    def _detach_deleted(self, dlv: Any) -> None:
         if not _readable(dlv) or _partial(dlv):
             return
         if _aborted(dlv):
@@ -491,10 +495,15 @@ class ProducerLink:
             return
         self._skip(dlv)
         assert self.queue is not None
-        self._refuse(dlv, NotFound(f"queue '{self.queue.name}' was deleted"))
-        self._used += 1
-        if self._used >= self.window >> 1:
-            self._top_up()
+        self._detach_gone(f"queue '{self.queue.name}' was deleted")
+
+    def _detach_gone(self, description: str) -> None:
+        """The node this link sends to was deleted: detach with ``amqp:resource-deleted``,
+        the transfer that found it gone left unsettled (see target_deleted)."""
+        log.info("detaching producer '%s': %s", self.link.name, description)
+        self.closed = True
+        self.on_delivery = self._discard  # type: ignore[method-assign]
+        close_link(self.link, RESOURCE_DELETED, description)
 
     def _hold(self, dlv: Any, queue: Queue) -> None:
         """Withhold the settlement of a message stored on a flow-stopped queue."""

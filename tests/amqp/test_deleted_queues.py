@@ -1,8 +1,9 @@
 """A queue that is deleted: who is detached, who stays, and what late messages meet.
 
-As in qpidd: consumers and browsers are detached with ``amqp:resource-deleted``; a sender
-stays attached and each transfer it sends afterwards is rejected with ``amqp:not-found``
-naming the queue; the anonymous relay never brings a deleted (or any unknown) queue back.
+Consumers and browsers are detached at once with ``amqp:resource-deleted``. A sender stays
+attached until its next transfer, which detaches it with ``amqp:resource-deleted`` naming
+the queue and is left unsettled (qpidd's ``IncomingToQueue::handle``; Broker-J detaches
+senders at once). The anonymous relay never brings a deleted (or any unknown) queue back.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def delete(broker: RunningBroker, name: str) -> None:
     broker.call(lambda: broker.broker.delete_queue(name, force=True))
 
 
-def test_a_sender_stays_attached_when_its_queue_is_deleted(broker: RunningBroker) -> None:
+def test_a_sender_stays_attached_when_its_queue_is_deleted_until_it_sends(
+    broker: RunningBroker,
+) -> None:
     client = broker.client()
     sender = client.sender("doomed")
     consumer = client.receiver("doomed", credit=5)
@@ -32,26 +35,44 @@ def test_a_sender_stays_attached_when_its_queue_is_deleted(broker: RunningBroker
     assert sender.state & Endpoint.REMOTE_ACTIVE
 
 
-def test_a_transfer_to_a_deleted_queue_is_rejected_with_not_found_naming_it(
+def test_a_transfer_to_a_deleted_queue_detaches_its_sender_with_resource_deleted(
     broker: RunningBroker,
 ) -> None:
     client = broker.client()
     sender = client.sender("gone-later")
     client.wait_settled(client.send(sender, Message(body="kept"), pump=False))
     delete(broker, "gone-later")
-    late = client.wait_settled(client.send(sender, Message(body="late"), pump=False))
-    assert late.remote_state == Disposition.REJECTED
-    assert late.remote.condition.name == "amqp:not-found"
-    assert "'gone-later'" in late.remote.condition.description
+    late = client.send(sender, Message(body="late"), pump=False)
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:resource-deleted"
+    assert sender.remote_condition.description == "queue 'gone-later' was deleted"
+    assert not late.remote_state  # not accepted: the producer may send it again elsewhere
     assert not queue_exists(broker, "gone-later")  # not brought back by the late message
-    again = client.wait_settled(client.send(sender, Message(body="later still"), pump=False))
-    assert again.remote_state == Disposition.REJECTED  # the link goes on answering
+    again = client.receiver("gone-later", credit=1)  # the connection goes on serving
+    client.wait(lambda: again.state & Endpoint.REMOTE_ACTIVE)
+
+
+def test_a_sender_to_a_deleted_exchange_is_detached_with_resource_deleted(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    broker.call(lambda: broker.broker.declare_exchange("doomed-x", "fanout"))
+    sender = client.sender("doomed-x")
+    client.wait_settled(client.send(sender, Message(body="routed nowhere"), pump=False))
+    broker.call(lambda: broker.broker.delete_exchange("doomed-x"))
+    client.pump(0.1)
+    assert sender.state & Endpoint.REMOTE_ACTIVE
+    client.send(sender, Message(body="late"), pump=False)
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:resource-deleted"
+    assert sender.remote_condition.description == "exchange 'doomed-x' was deleted"
 
 
 def test_a_server_outlives_the_temporary_queues_of_the_clients_it_answers(
     broker: RunningBroker,
 ) -> None:
-    """Proton's server examples keep one sender per reply-to address."""
+    """Proton's server examples keep one sender per reply-to address, and a client's
+    reply address is never used again once the client has gone."""
     server = broker.client(container="server")
     replies = {}
     for n in range(3):
@@ -64,11 +85,14 @@ def test_a_server_outlives_the_temporary_queues_of_the_clients_it_answers(
         assert answer.message.body == f"answer {n}"
         client.close()
         server.wait(lambda a=address: not queue_exists(broker, a))
-    for address, sender in replies.items():
-        assert sender.state & Endpoint.REMOTE_ACTIVE
-        late = server.wait_settled(server.send(sender, Message(body="too late"), pump=False))
-        assert late.remote.condition.name == "amqp:not-found"
-        assert not queue_exists(broker, address)
+    server.pump(0.1)
+    assert all(sender.state & Endpoint.REMOTE_ACTIVE for sender in replies.values())
+    first, *others = replies.values()
+    server.send(first, Message(body="too late"), pump=False)
+    server.wait_closed(first)
+    assert first.remote_condition.name == "amqp:resource-deleted"
+    assert all(sender.state & Endpoint.REMOTE_ACTIVE for sender in others)
+    assert server.conn.state & Endpoint.REMOTE_ACTIVE
 
 
 def test_a_sender_held_by_flow_control_is_settled_and_given_credit_when_its_queue_goes(
@@ -88,8 +112,9 @@ def test_a_sender_held_by_flow_control_is_settled_and_given_credit_when_its_queu
     client.wait_settled(second)
     assert second.remote_state == Disposition.ACCEPTED  # it was stored, then went with it
     client.wait(lambda: sender.credit > 0)
-    late = client.wait_settled(client.send(sender, Message(body=3), pump=False))
-    assert late.remote.condition.name == "amqp:not-found"
+    client.send(sender, Message(body=3), pump=False)
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:resource-deleted"
 
 
 # ---- the anonymous relay ---------------------------------------------------------------------
