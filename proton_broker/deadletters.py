@@ -25,7 +25,7 @@ Rules this module owns:
   (how often it has been dead-lettered) and, when the consumer's rejection said why,
   ``x-opt-dead-letter-description``, and its number in its key (``x-opt-sequence``) from a
   queue with a key, as a delivery from there would have carried it; and its header loses
-  its time to live, and the broker ignores its absolute expiry time, so a dead letter does
+  its time to live (the broker expires by the time to live alone), so a dead letter does
   not expire where it lands. A relative ``x-opt-delivery-delay`` it carries becomes 0: it
   has waited once, and would otherwise wait again where it lands (an absolute
   ``x-opt-delivery-time`` has passed anyway).
@@ -212,9 +212,7 @@ class DeadLetters:
                 message.first_acquirer,
                 message.delivery_count,
             )
-        dead = parse_message(with_annotations(message, annotations, header))
-        dead.fields = dead.fields._replace(absolute_expiry_time=None)
-        return dead
+        return parse_message(with_annotations(message, annotations, header))
 
     def _targets(self, queue: Queue, message: Message) -> list[Queue]:
         """The queues the alternate gives ``message``, each of which admits it now."""

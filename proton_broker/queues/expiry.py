@@ -2,10 +2,13 @@
 
 Rules this module owns:
 
-* A message expires at the earlier of its ``header.ttl`` (from its arrival) and its
-  ``properties.absolute-expiry-time``; then the queue's TTL bounds apply, as Broker-J's
-  ``minimumMessageTtl`` and ``maximumMessageTtl`` do: a minimum only lengthens messages
-  that expire, a maximum also bounds those that do not; 0 means no bound.
+* A message expires ``header.ttl`` after its arrival. Its ``properties.absolute-expiry-time``
+  is not read: it is the producer's clock's (Qpid JMS sets it beside the ttl), and both
+  Qpid brokers expire by the ttl alone (qpidd's ``amqp::Message::onAbsoluteExpiryTime``
+  does nothing; Broker-J's ``MessageMetaData_1_0`` expiration is ttl plus arrival). Then
+  the queue's TTL bounds apply, as Broker-J's ``minimumMessageTtl`` and
+  ``maximumMessageTtl`` do: a minimum only lengthens messages that expire, a maximum also
+  bounds those that do not; 0 means no bound.
 * Expiry is lazy where it is free (dispatch and browsers skip an expired entry when they
   reach it) and a min-heap of expiry times lets a sweep drop the rest without scanning the
   queue: O(k log n) for k expiries. Messages with no expiry time cost nothing.
@@ -26,12 +29,7 @@ from proton_broker.queues.settings import QueueSettings
 
 def expiry_time(message: Message, arrival: float, settings: QueueSettings) -> float | None:
     """When ``message`` expires (seconds since the epoch), or None (see the module rules)."""
-    expires = None
-    if message.ttl:
-        expires = arrival + message.ttl / 1000.0
-    if message.absolute_expiry_time:
-        absolute = message.absolute_expiry_time / 1000.0
-        expires = absolute if expires is None else min(expires, absolute)
+    expires = arrival + message.ttl / 1000.0 if message.ttl else None
     if settings.min_ttl and expires is not None:
         expires = max(expires, arrival + settings.min_ttl / 1000.0)
     if settings.max_ttl:

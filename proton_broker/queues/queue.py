@@ -256,7 +256,7 @@ class Queue:
         message.arrival = arrival
         expires = (
             expiry_time(message, arrival, self.settings)
-            if self._ttl_bounds or message.header.ttl or message.fields.absolute_expiry_time
+            if self._ttl_bounds or message.header.ttl
             else None
         )
         # Hold until valid, delivery time: when it may go (ms), if later than now.
