@@ -100,13 +100,15 @@ class EngineClient:
         durable: bool = False,
         expiry_never: bool = False,
         null_source: bool = False,
+        rcv_settle_second: bool = False,
     ) -> Link:
         """Attach a receiving link. ``node_properties`` go into the source's
         dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there;
         ``filters`` into its filter set (values as given, e.g. ``proton.Described``).
         ``durable`` and ``expiry_never`` as Qpid JMS asks for a durable subscription
         (terminus durability unsettled-state, expiry policy never); ``null_source`` as it
-        looks one up to unsubscribe."""
+        looks one up to unsubscribe; ``rcv_settle_second`` as a client in receiver settle
+        mode second."""
         link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
         if null_source:
             link.source.type = Terminus.UNSPECIFIED
@@ -120,6 +122,8 @@ class EngineClient:
             link.source.distribution_mode = Terminus.DIST_MODE_COPY
         if settled:
             link.snd_settle_mode = Link.SND_SETTLED
+        if rcv_settle_second:  # the client settles after the broker has
+            link.rcv_settle_mode = Link.RCV_SECOND
         if capabilities:
             _put_symbols(link.source, capabilities)
         _put_map(link.source.properties, node_properties)
@@ -141,8 +145,13 @@ class EngineClient:
         capabilities: list[str] | None = None,
         node_properties: dict[str, Any] | None = None,
         link_properties: dict[str, Any] | None = None,
+        rcv_settle_second: bool = False,
     ) -> Link:
+        """Attach a sending link; ``rcv_settle_second`` asks the broker to settle only
+        after the client has (receiver settle mode second, as rhea lets a sender ask)."""
         link = self.session.sender(name or f"send-{address}-{len(self.logs)}")
+        if rcv_settle_second:
+            link.rcv_settle_mode = Link.RCV_SECOND
         link.target.address = address
         if capabilities:
             _put_symbols(link.target, capabilities)

@@ -514,7 +514,10 @@ class Server(Handler):
             self._attached.setdefault(queue, set()).add(link._impl)
             self.broker.lifetimes.attached(queue, link._impl, link.connection._impl, created)
         link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        # As a receiver the broker settles each transfer as it gives the outcome, so it
+        # answers rcv-settle-mode first whatever the producer asked for (as qpidd does;
+        # the receiver's own attach is what holds, AMQP 1.0 2.7.3).
+        link.rcv_settle_mode = Link.RCV_FIRST if link.is_receiver else link.remote_rcv_settle_mode
         link.open()
         if isinstance(state, (ProducerLink, CoordinatorLink, RequestLink)):
             state.start()
@@ -857,7 +860,7 @@ class Server(Handler):
     def _queue_deleted(self, queue: Queue) -> None:
         """A queue is being deleted: detach every consumer and browser attached to it with
         ``amqp:resource-deleted`` (their unsettled messages go back to it first); producers
-        stay attached and have their later transfers refused (see ProducerLink)."""
+        stay attached until their next transfer detaches them (see ProducerLink)."""
         for impl in self._attached.pop(queue, ()):
             self._temporary.pop(impl, None)
             if self._subscribed.pop(impl, None) is not None:  # its no-local went with the queue

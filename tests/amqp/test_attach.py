@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from proton import Disposition, Message, Terminus
+from proton import Disposition, Link, Message, Terminus
 
 from proton_broker.config import Config
 from tests.amqp.test_connection import symbols_of
@@ -32,6 +32,34 @@ def test_an_accepted_attach_echoes_address_mode_and_honoured_capabilities(
     assert link.remote_source.address == "echo"
     assert link.remote_source.distribution_mode == Terminus.DIST_MODE_MOVE
     assert symbols_of(link.remote_source.capabilities) == ["queue"]
+
+
+def test_a_producer_asking_for_receiver_settle_mode_second_is_answered_first(
+    broker: RunningBroker,
+) -> None:
+    """The broker settles each transfer as it gives the outcome, so its attach says
+    ``first`` (as qpidd's does) rather than promising to wait for the producer."""
+    client = broker.client()
+    sender = client.sender("second-mode", rcv_settle_second=True)
+    assert sender.remote_rcv_settle_mode == Link.RCV_FIRST
+    delivery = client.wait_settled(client.send(sender, Message(body=1), pump=False))
+    assert delivery.remote_state == Disposition.ACCEPTED
+
+
+def test_a_consumer_keeps_the_receiver_settle_mode_it_asked_for(broker: RunningBroker) -> None:
+    """A receiving client in mode second gives its outcome unsettled and settles after
+    the broker has: the broker's attach echoes that mode, and the message is taken."""
+    client = broker.client()
+    sender = client.sender("second-consumer")
+    client.wait_settled(client.send(sender, Message(body="once"), pump=False))
+    receiver = client.receiver("second-consumer", credit=1, rcv_settle_second=True)
+    assert receiver.remote_rcv_settle_mode == Link.RCV_SECOND
+    (received,) = client.wait_received(receiver, 1)
+    delivery = received.delivery
+    delivery.update(Disposition.ACCEPTED)  # not settled: the broker settles first
+    client.wait(lambda: delivery.settled)  # the broker settled its side
+    delivery.settle()
+    client.wait(lambda: broker.call(lambda: broker.broker.queues["second-consumer"].depth) == 0)
 
 
 @pytest.mark.parametrize("broker_config", [closed_config(auto_create=False)])
