@@ -849,9 +849,11 @@ class Server(Handler):
         self, link: Link, terminus: Terminus, queue: Queue | None, options: dict[str, Any]
     ) -> None:
         """A dynamic node lives as long as the link that asked for it (AMQP 1.0's default
-        lifetime policy for dynamic nodes, delete-on-close), unless its node properties
-        give a lifetime policy: that one is honoured (proton_broker/lifetime.py, with this
-        link as the controlling link)."""
+        lifetime policy for dynamic nodes, delete-on-close; qpidd defaults to
+        delete-on-no-links and Broker-J to the connection's close, see
+        docs/queue-lifetime.md), unless its node properties give a lifetime policy: that
+        one is honoured (proton_broker/lifetime.py, with this link as the controlling
+        link)."""
         if not terminus.dynamic or queue is None:
             return
         if not options or "lifetime_policy" not in parse_options(options).given:
