@@ -139,16 +139,18 @@ def _staged(dlv: Any, txn: Transaction, copies: Iterable[tuple[Message, Queue]])
 
 def _header_now(entry: Entry, sent: Header) -> bytes | None:
     """The header a delivery of ``entry`` carries, where it is not the one its producer
-    sent (None: that one): the entry's own delivery count, and a time to live less the
-    time the message has spent here (as both Qpid brokers send it)."""
+    sent (None: that one): the entry's own delivery count (as qpidd sends it), a time to
+    live less the time the message has spent here (as both Qpid brokers send it), and
+    ``first-acquirer`` true only if the producer said so and no delivery of it has failed
+    here (a count above 0: qpidd sends false once a message was acquired before)."""
     ttl = sent.ttl
-    if ttl is None and entry.delivery_count == sent.delivery_count:
+    count = entry.delivery_count
+    if ttl is None and count == sent.delivery_count:
         return None
     if ttl is not None:
         ttl = max(0, ttl - int((time.time() - entry.arrival) * 1000))
-    return encode_header(
-        sent.durable, sent.priority, ttl, sent.first_acquirer, entry.delivery_count
-    )
+    first = sent.first_acquirer and count == 0
+    return encode_header(sent.durable, sent.priority, ttl, first, count)
 
 
 def close_link(link: Link, name: str, description: str, info: dict[str, Any] | None = None) -> None:

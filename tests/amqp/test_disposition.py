@@ -55,6 +55,23 @@ def test_modified_delivery_failed_increments_the_delivery_count(broker: RunningB
     assert again.delivery_count == 1
 
 
+def test_a_redelivery_after_a_failed_delivery_is_not_for_the_first_acquirer(
+    broker: RunningBroker,
+) -> None:
+    """A producer's ``first-acquirer`` is passed on, but not on a delivery with a count
+    above 0: another link acquired the message before (qpidd sends false then too)."""
+    client = broker.client()
+    sender = client.sender("first")
+    client.wait_settled(client.send(sender, Message(body=1, first_acquirer=True), pump=False))
+    receiver = client.receiver("first", credit=1)
+    (got,) = client.wait_received(receiver, 1)
+    assert got.message.first_acquirer is True
+    client.settle(got, Disposition.MODIFIED, failed=True)
+    receiver.flow(1)
+    again = client.wait_received(receiver, 2)[1].message
+    assert (again.delivery_count, again.first_acquirer) == (1, False)
+
+
 def test_modified_undeliverable_here_keeps_the_message_from_that_consumer(
     broker: RunningBroker,
 ) -> None:
