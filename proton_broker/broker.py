@@ -30,6 +30,7 @@ from proton_broker.errors import (
     NotFound,
     PreconditionFailed,
     ResourceLimitExceeded,
+    UnknownDestination,
 )
 from proton_broker.exchanges.exchange import Exchange, ExchangeAddress
 from proton_broker.exchanges.registry import Exchanges
@@ -172,7 +173,7 @@ class Broker:
             return found
         if not to or to == MANAGEMENT_NODE:
             return self.resolve(to)  # raises, saying what is wrong with the address
-        raise NotFound(
+        raise UnknownDestination(
             f"Unknown destination '{to}': the anonymous relay sends only to queues and "
             "exchanges that exist"
         )

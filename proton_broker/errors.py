@@ -18,6 +18,11 @@ class NotFound(BrokerError):
     """The addressed node does not exist and may not be created."""
 
 
+class UnknownDestination(NotFound):
+    """A message's ``to`` on the anonymous relay names no queue or exchange: refused, or
+    dropped for a sender that asked for that (Broker-J's ``DISCARD_UNROUTABLE``)."""
+
+
 class InvalidField(BrokerError):
     """A setting, filter or field has an unknown name, a wrong type or a bad value."""
 

@@ -79,6 +79,7 @@ from proton_broker.errors import (
     MessageTooLarge,
     NotFound,
     ResourceLimitExceeded,
+    UnknownDestination,
 )
 from proton_broker.exchanges.exchange import ExchangeAddress, routing_key
 from proton_broker.message import Header, Message
@@ -286,12 +287,24 @@ class ProducerLink:
             else:
                 queue.enqueue(message)
                 self._accepted(dlv, queue)
+        except UnknownDestination as exc:
+            self._unroutable(dlv, exc)
         except BrokerError as exc:
             self._refuse(dlv, exc)
         # Credit in batches: top the window up once half of it has been used.
         self._used += 1
         if self._used >= self.window >> 1:
             self._top_up()
+
+    def _unroutable(self, dlv: Any, exc: UnknownDestination) -> None:
+        """A relayed message whose ``to`` names nothing: refused, unless the sender's
+        target asked for ``DISCARD_UNROUTABLE``: then accepted and dropped, as Broker-J's
+        ``AnonymousRelayDestination`` does (qpidd drops every such message)."""
+        if not self.discards_unroutable:
+            self._refuse(dlv, exc)
+            return
+        log.debug("dropped on link '%s' (DISCARD_UNROUTABLE): %s", self.link.name, exc)
+        self._accepted(dlv, None)
 
     def _relay_target(self, message: Message) -> Queue | ExchangeAddress:
         """Where a message on the anonymous relay goes (a queue is checked against the ACL

@@ -122,6 +122,21 @@ def test_the_anonymous_relay_rejects_a_message_for_an_unknown_address(
     assert ok.remote_state == Disposition.ACCEPTED
 
 
+def test_a_relay_sender_asking_to_discard_unroutable_messages_has_them_accepted_and_dropped(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's ``DISCARD_UNROUTABLE`` target capability, on the anonymous relay."""
+    client = broker.client()
+    relay = client.sender(None, capabilities=["DISCARD_UNROUTABLE"])
+    lost = client.wait_settled(client.send(relay, Message(address="nowhere", body=1), pump=False))
+    assert lost.remote_state == Disposition.ACCEPTED
+    assert broker.call(lambda: "nowhere" not in broker.broker.queues)
+    broker.call(lambda: broker.broker.declare("somewhere"))
+    kept = client.wait_settled(client.send(relay, Message(address="somewhere", body=2), pump=False))
+    assert kept.remote_state == Disposition.ACCEPTED
+    assert broker.call(lambda: broker.broker.queues["somewhere"].depth) == 1
+
+
 def test_the_anonymous_relay_does_not_make_a_queue_of_the_management_node(
     broker: RunningBroker,
 ) -> None:
