@@ -720,7 +720,9 @@ class Server(Handler):
         self._echo_exchange(link.source, source, address)
         if request.echo:
             echo_filters(link.source, request.echo)
-        link.source.distribution_mode = Terminus.DIST_MODE_MOVE
+        # Each subscriber gets a copy of what the exchange routes: Broker-J's answer
+        # (qpidd leaves the mode unset); the link still consumes its subscription queue.
+        link.source.distribution_mode = Terminus.DIST_MODE_COPY
         return self._consume_subscription(
             link, Subscribed(wanted.name, wanted.kept, no_local), queue
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from proton import Described, Disposition, Message, symbol, ulong
+from proton import Described, Disposition, Message, Terminus, symbol, ulong
 
 from tests.amqp.test_connection import symbols_of
 from tests.amqp.test_durability import Restartable
@@ -62,6 +62,19 @@ def test_every_matching_topic_subscriber_gets_its_own_copy(broker: RunningBroker
     assert bodies(client, uk, 2) == ["a", "c"]
     assert bodies(client, sport, 2) == ["a", "b"]
     assert bodies(client, weather, 0) == []
+
+
+def test_a_subscription_is_echoed_with_distribution_mode_copy_as_broker_j_does(
+    broker: RunningBroker,
+) -> None:
+    """Each subscriber gets a copy of what the exchange routes (Broker-J's
+    ``Session_1_0.createExchangeDestination``; qpidd leaves the mode unset)."""
+    client = broker.client()
+    receiver = subscriber(client, "amq.topic", filters={"f": Described(TOPIC, "#")})
+    assert receiver.remote_source.distribution_mode == Terminus.DIST_MODE_COPY
+    publish(client, "amq.topic", Message(subject="x", body="taken"))
+    assert bodies(client, receiver, 1) == ["taken"]
+    assert broker.call(lambda: sum(q.depth for q in broker.broker.queues.values())) == 0
 
 
 def test_a_subject_in_the_address_is_the_binding_key_and_the_default_subject(
