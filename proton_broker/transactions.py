@@ -20,9 +20,12 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
   another connection that names it is told the transaction is unknown (Broker-J's
   ``transaction:unknown-id``), so no client can add work to another's transaction.
 * A commit that cannot keep everything the transaction did rolls back instead, and the
-  discharge is refused (``amqp:transaction:rollback``): when a settled transactional send
-  was refused (its producer could not be told; Broker-J marks the transaction rollback-only
-  the same way), or a queue a staged message was sent to has been deleted since.
+  discharge is refused (``amqp:transaction:rollback``): when a transactional send was
+  refused and its producer could not act on that (it sent the transfer settled, or its
+  link was detached with the error; Broker-J marks the transaction rollback-only the same
+  way), wherever the refusal came from (a full queue, an unknown relay address, an
+  exchange that rejects what it cannot route, the ACL), or a queue a staged message was
+  sent to has been deleted since.
 * Limits: staged messages are messages the broker holds in memory, so their bytes count in
   the broker's memory budget (``broker.max_memory``, queues/budget.py) from the moment they
   are staged until the transaction ends (a commit's messages then count on their queues).

@@ -1,10 +1,16 @@
-"""The one table from domain errors to AMQP error conditions."""
+"""The one table from domain errors to AMQP error conditions, and the ways the broker
+tells a client about one: a rejected delivery, a detached link."""
 
 from __future__ import annotations
 
-from proton import Condition, Delivery
+import logging
+from typing import Any
+
+from proton import Condition, Delivery, Link
 
 from proton_broker import errors
+
+log = logging.getLogger("proton_broker.amqp.links")
 
 NOT_FOUND = "amqp:not-found"
 INVALID_FIELD = "amqp:invalid-field"
@@ -54,3 +60,20 @@ def reject(delivery: Delivery, error: BaseException) -> None:
     delivery.local.condition = Condition(name, description, info)
     delivery.update(Delivery.REJECTED)
     delivery.settle()
+
+
+def close_link(link: Link, name: str, description: str, info: dict[str, Any] | None = None) -> None:
+    """Detach ``link`` (closing) with an error condition."""
+    link.condition = Condition(name, description, info)
+    link.close()
+
+
+def refuse_oversized(link: Link, delivery: Delivery, most: int) -> None:
+    """A message over ``most`` bytes (``broker.max_message_size``): refused before the rest
+    of it is buffered (AMQP 1.0 2.7.3: the link is detached with message-size-exceeded)."""
+    description = (
+        f"message larger than {most} bytes, the most this broker accepts (broker.max_message_size)"
+    )
+    log.warning("%s on link '%s': %s", MESSAGE_SIZE_EXCEEDED, link.name, description)
+    reject(delivery, errors.MessageTooLarge(description))
+    close_link(link, MESSAGE_SIZE_EXCEEDED, description)

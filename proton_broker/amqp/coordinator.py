@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Described, Link, Message, symbol, ulong
 
-from proton_broker.amqp.conditions import reject
+from proton_broker.amqp.conditions import condition_for, reject
 from proton_broker.amqp.control import ControlLink
 from proton_broker.errors import (
     BrokerError,
@@ -47,6 +47,8 @@ DISCHARGE = (ulong(0x32), symbol("amqp:discharge:list"))
 DECLARED = 0x33
 TRANSACTIONAL_STATE = 0x34
 ACCEPTED_OUTCOME = ulong(0x24)
+REJECTED_OUTCOME = ulong(0x25)
+ERROR = ulong(0x1D)
 LOCAL_TRANSACTIONS = symbol("amqp:local-transactions")
 OUTCOMES = {
     0x24: Delivery.ACCEPTED,
@@ -60,7 +62,7 @@ class CoordinatorLink(ControlLink):
     """A link on which a client declares and discharges transactions."""
 
     def __init__(self, link: Link, broker: Broker, credit: int) -> None:
-        super().__init__(link, credit)
+        super().__init__(link, credit, broker.config.broker.max_message_size)
         self.broker = broker
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
@@ -148,6 +150,28 @@ def accepted_in(delivery: Delivery, txn: Transaction) -> None:
     """Answer a transactional transfer: ``transactional-state(txn-id, accepted)``, settled."""
     delivery.local.data = [txn.id, Described(ACCEPTED_OUTCOME, [])]
     _settle(delivery, TRANSACTIONAL_STATE)
+
+
+def rejected_in(delivery: Delivery, txn: Transaction, error: BaseException) -> None:
+    """Refuse a transactional transfer: ``transactional-state(txn-id, rejected(error))``,
+    settled, as Broker-J answers (AMQP 1.0 4.4.1: the outcome inside the state)."""
+    name, description, info = condition_for(error)
+    fields: list[Any] = [symbol(name), description]
+    if info:
+        fields.append({symbol(key): value for key, value in info.items()})
+    delivery.local.data = [txn.id, Described(REJECTED_OUTCOME, [Described(ERROR, fields)])]
+    _settle(delivery, TRANSACTIONAL_STATE)
+
+
+def known_transaction(transactions: Transactions, dlv: Any) -> Transaction | None:
+    """The transaction a delivery was sent under, or None: not transactional, or naming a
+    transaction this connection does not have."""
+    if Delivery.wrap(dlv).remote_state != TRANSACTIONAL_STATE:
+        return None
+    try:
+        return transaction_of(transactions, dlv)[0]
+    except BrokerError:
+        return None
 
 
 def transactional_outcome(outcome: Any) -> tuple[int, list[Any]]:

@@ -46,18 +46,21 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
-from proton import Condition, Data, Delivery, Link
+from proton import Data, Delivery, Link
 
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
-    MESSAGE_SIZE_EXCEEDED,
     RESOURCE_DELETED,
+    close_link,
     condition_for,
+    refuse_oversized,
     reject,
 )
 from proton_broker.amqp.coordinator import (
     TRANSACTIONAL_STATE,
     accepted_in,
+    known_transaction,
+    rejected_in,
     transaction_of,
     transactional_outcome,
 )
@@ -76,7 +79,6 @@ from proton_broker.codec.values import DecodeError
 from proton_broker.errors import (
     BrokerError,
     MalformedMessage,
-    MessageTooLarge,
     NotFound,
     ResourceLimitExceeded,
     UnknownDestination,
@@ -128,14 +130,8 @@ _ids = itertools.count(1)
 
 def _staged(dlv: Any, txn: Transaction, copies: Iterable[tuple[Message, Queue]]) -> None:
     """Stage every copy in ``txn``, or none: a refusal takes back the copies staged before
-    it, and a refused transfer its producer sent settled, who cannot be told, leaves the
-    transaction able only to roll back (transactions.py)."""
-    try:
-        txn.stage((queue, message) for message, queue in copies)
-    except BrokerError as exc:
-        if _settled(dlv):
-            txn.refused = exc.description
-        raise
+    it (and is answered by ProducerLink._refuse)."""
+    txn.stage((queue, message) for message, queue in copies)
 
 
 def _header_now(entry: Entry, sent: Header) -> bytes | None:
@@ -152,12 +148,6 @@ def _header_now(entry: Entry, sent: Header) -> bytes | None:
         ttl = max(0, ttl - int((time.time() - entry.arrival) * 1000))
     first = sent.first_acquirer and count == 0
     return encode_header(sent.durable, sent.priority, ttl, first, count)
-
-
-def close_link(link: Link, name: str, description: str, info: dict[str, Any] | None = None) -> None:
-    """Detach ``link`` (closing) with an error condition."""
-    link.condition = Condition(name, description, info)
-    link.close()
 
 
 def _rejection(dlv: Any) -> str | None:
@@ -304,7 +294,16 @@ class ProducerLink:
             self._refuse(dlv, exc)
             return
         log.debug("dropped on link '%s' (DISCARD_UNROUTABLE): %s", self.link.name, exc)
-        self._accepted(dlv, None)
+        self._dropped(dlv)
+
+    def _dropped(self, dlv: Any) -> None:
+        """A message no queue takes, accepted and dropped (an unroutable one on an
+        exchange, or DISCARD_UNROUTABLE): ``accepted``, inside its transactional state if it
+        was sent under a transaction (where nothing is staged for it)."""
+        if _remote_state(dlv) == TRANSACTIONAL_STATE:
+            accepted_in(Delivery.wrap(dlv), transaction_of(self.broker.transactions, dlv)[0])
+        else:
+            self._accepted(dlv, None)
 
     def _relay_target(self, message: Message) -> Queue | ExchangeAddress:
         """Where a message on the anonymous relay goes (a queue is checked against the ACL
@@ -330,7 +329,7 @@ class ProducerLink:
         if not queues:
             if exchange.rejects_unroutable and not self.discards_unroutable:
                 raise NotFound(f"Unknown destination '{key}'")  # Broker-J's words
-            self._accepted(dlv, None)
+            self._dropped(dlv)
             return
         copies = [(message if i == 0 else copy.copy(message), q) for i, q in enumerate(queues)]
         if _remote_state(dlv) == TRANSACTIONAL_STATE:
@@ -455,10 +454,22 @@ class ProducerLink:
 
     def _refuse(self, dlv: Any, exc: BrokerError) -> None:
         """The broker did not take the message: say ``rejected``, or, if the producer's
-        source does not allow that outcome, detach (see the module rules)."""
+        source does not allow that outcome, detach (see the module rules). A transfer sent
+        under a transaction is answered ``rejected`` inside its transactional state, and
+        leaves the transaction able only to roll back when the producer cannot act on the
+        answer: it sent the transfer settled, or its link is detached (Broker-J's
+        ``setRollbackOnly``, transactions.py)."""
+        txn = known_transaction(self.broker.transactions, dlv)
         if self.may_reject:
-            reject(Delivery.wrap(dlv), exc)  # e.g. an unknown 'to', a full queue
+            if txn is None:
+                reject(Delivery.wrap(dlv), exc)  # e.g. an unknown 'to', a full queue
+                return
+            if _settled(dlv):
+                txn.refused = exc.description
+            rejected_in(Delivery.wrap(dlv), txn, exc)
             return
+        if txn is not None:
+            txn.refused = exc.description
         name, description, info = condition_for(exc)
         log.info(
             "detaching producer '%s' (its source lists no rejected outcome): %s %s",
@@ -569,15 +580,7 @@ class ProducerLink:
         self._top_up()
 
     def _refuse_oversized(self, dlv: Any) -> None:
-        """A message over ``max_message_size``: refused before the rest of it is buffered
-        (AMQP 1.0 2.7.3: the link is detached with message-size-exceeded)."""
-        description = (
-            f"message larger than {self.max_size} bytes, the most this broker accepts "
-            "(broker.max_message_size)"
-        )
-        log.warning("%s on link '%s': %s", MESSAGE_SIZE_EXCEEDED, self.link.name, description)
-        reject(Delivery.wrap(dlv), MessageTooLarge(description))
-        close_link(self.link, MESSAGE_SIZE_EXCEEDED, description)
+        refuse_oversized(self.link, Delivery.wrap(dlv), self.max_size)
 
     def _refuse_malformed(self, dlv: Any, why: str) -> None:
         description = f"malformed message: {why}"

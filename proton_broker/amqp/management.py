@@ -148,8 +148,10 @@ def _reply(response: Response, address: str, correlation: Any, echoed: dict[str,
 class RequestLink(ControlLink):
     """A link on which a client sends management requests (target ``$management``)."""
 
-    def __init__(self, link: Link, node: ManagementNode, credit: int, user: str) -> None:
-        super().__init__(link, credit)
+    def __init__(
+        self, link: Link, node: ManagementNode, credit: int, user: str, max_size: int
+    ) -> None:
+        super().__init__(link, credit, max_size)
         self.node = node
         self.user = user  # who sends the requests: the ACL decides what each may do
         self.queue: Queue | None = None  # no queue behind it (see Server._queue_deleted)

@@ -52,10 +52,11 @@ from proton_broker.amqp.conditions import (
     INVALID_FIELD,
     RESOURCE_DELETED,
     UNAUTHORIZED_ACCESS,
+    close_link,
     condition_for,
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
-from proton_broker.amqp.links import ConsumerLink, ProducerLink, close_link
+from proton_broker.amqp.links import ConsumerLink, ProducerLink
 from proton_broker.amqp.loop import BrokerContainer, Callback
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
 from proton_broker.amqp.poller import install_poll
@@ -537,7 +538,11 @@ class Server(Handler):
             echo_terminus(link.target, target, MANAGEMENT_ADDRESS, ())
             link.source.copy(link.remote_source)
             return RequestLink(
-                link, self.management, self.config.broker.producer_credit, self._user_of(link)
+                link,
+                self.management,
+                self.config.broker.producer_credit,
+                self._user_of(link),
+                self.config.broker.max_message_size,
             )
         options = node_options(link, target)
         node = self._node(link, target, options, required=False)

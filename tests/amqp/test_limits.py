@@ -179,6 +179,29 @@ def test_a_message_over_max_message_size_is_refused_with_message_size_exceeded(
     assert broker.call(lambda: broker.broker.queues["sized"].depth) == 1
 
 
+@pytest.mark.parametrize("size", [20_000, 2_000_000])
+@pytest.mark.parametrize("node", ["coordinator", "$management"])
+def test_a_request_over_max_message_size_is_refused_on_the_control_links_too(
+    broker: RunningBroker, size: int, node: str
+) -> None:
+    """The transaction coordinator and the management node buffer no more than a queue's
+    producer link does (Broker-J's coordinator is held to the same limit). The limit is
+    advertised on the management node's attach; Proton's engine sends none on a
+    coordinator's."""
+    client = broker.client()
+    if node == "coordinator":
+        link = client.coordinator()
+    else:
+        link = client.sender("$management")
+        client.wait(lambda: link.remote_max_message_size)
+        assert link.remote_max_message_size == 10_000
+    client.send(link, Message(body=b"x" * size))
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:link:message-size-exceeded"
+    coordinator = client.coordinator(name="second")  # the connection goes on serving
+    assert client.declare(coordinator)
+
+
 def test_annotations_that_would_take_a_message_past_the_size_limit_are_not_merged(
     broker: RunningBroker, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proton import Disposition, Link, Message, Terminus, symbol
+from proton import Delivery, Described, Disposition, Link, Message, Terminus, symbol
 
 from tests.amqp.test_connection import symbols_of
 from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
@@ -19,6 +19,20 @@ def depth(broker: RunningBroker, name: str) -> int:
 
 def bodies(client: EngineClient, receiver: object, count: int) -> list[object]:
     return [r.message.body for r in client.wait_received(receiver, count)]  # type: ignore[arg-type]
+
+
+def outcome_in(delivery: Delivery, txn: bytes) -> tuple[int, str | None]:
+    """The outcome inside the ``transactional-state`` the broker answered a transfer with:
+    (its descriptor, the rejected error's condition or None)."""
+    assert delivery.remote_state == TRANSACTIONAL_STATE
+    named, outcome = delivery.remote.data
+    assert named == txn
+    fields = outcome.value or []
+    error = fields[0].value[0] if fields and isinstance(fields[0], Described) else None
+    return int(outcome.descriptor), None if error is None else str(error)
+
+
+ACCEPTED, REJECTED = 0x24, 0x25
 
 
 def nothing_more(client: EngineClient, receiver: object, had: int) -> bool:
@@ -218,7 +232,7 @@ def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
 ) -> None:
     client, coordinator, txn, sender = full_queue_and_a_transaction(broker, "txfull")
     refused = client.wait_settled(client.send(sender, Message(body="over"), txn=txn, pump=False))
-    assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert outcome_in(refused, txn) == (REJECTED, "amqp:resource-limit-exceeded")
     assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
     assert depth(broker, "txfull") == 1
 
@@ -232,9 +246,54 @@ def test_a_transactional_send_through_an_exchange_is_staged_for_every_queue_or_n
         broker.call(lambda q=queue: broker.broker.bind("amq.fanout", q, ""))
     sender = client.sender("amq.fanout")
     refused = client.wait_settled(client.send(sender, Message(body="both"), txn=txn, pump=False))
-    assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert outcome_in(refused, txn) == (REJECTED, "amqp:resource-limit-exceeded")
     assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
     assert depth(broker, "txfan-room") == 0  # told rejected: no copy of it anywhere
+
+
+def test_a_transactional_send_to_an_unknown_relay_address_is_rejected_inside_its_state(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    relay = client.sender(None)
+    lost = client.wait_settled(
+        client.send(relay, Message(address="txnowhere", body=1), txn=txn, pump=False)
+    )
+    assert outcome_in(lost, txn) == (REJECTED, "amqp:not-found")
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+
+
+def test_a_settled_transactional_send_to_an_unknown_relay_address_rolls_the_commit_back(
+    broker: RunningBroker,
+) -> None:
+    """Its producer cannot be told, so a commit would lose it (Broker-J's rollback-only)."""
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    broker.call(lambda: broker.broker.declare("txthere"))
+    relay = client.sender(None)
+    client.send(relay, Message(address="txthere", body="kept"), txn=txn, pump=False)
+    client.send(relay, Message(address="txnowhere", body="lost"), txn=txn, settled=True)
+    answer = client.discharge(coordinator, txn)
+    assert answer.remote_state == Disposition.REJECTED
+    assert answer.remote.condition.name == "amqp:transaction:rollback"
+    assert depth(broker, "txthere") == 0  # "kept" was rolled back with it
+
+
+def test_a_transactional_send_no_binding_takes_is_accepted_inside_its_state_and_dropped(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("amq.direct")
+    dropped = client.wait_settled(
+        client.send(sender, Message(subject="unbound", body=1), txn=txn, pump=False)
+    )
+    assert outcome_in(dropped, txn) == (ACCEPTED, None)
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
 
 
 def test_a_transaction_belongs_to_the_connection_that_declared_it(broker: RunningBroker) -> None:
