@@ -188,3 +188,20 @@ def test_attaching_a_name_still_in_use_ends_only_that_connection(broker: Running
     sender = bystander.sender("same-name-queue")
     bystander.wait_settled(bystander.send(sender, Message(body="still served"), pump=False))
     assert bystander.wait_received(keep, 1)[0].message.body == "still served"
+
+
+def test_a_name_attached_again_from_another_connection_of_the_container_is_a_second_link(
+    broker: RunningBroker,
+) -> None:
+    """Proton's engine checks a name within one session; as in qpidd, nothing is stolen
+    (Broker-J would detach the older link with ``amqp:link:stolen``)."""
+    first, second = broker.client(container="same"), broker.client(container="same")
+    older = first.receiver("twice-named", credit=5, name="dup")
+    newer = second.receiver("twice-named", credit=5, name="dup")
+    for client, link in ((first, older), (second, newer)):
+        client.wait(lambda link=link: link.state & Endpoint.REMOTE_ACTIVE)
+    sender = first.sender("twice-named")
+    for n in range(4):
+        first.wait_settled(first.send(sender, Message(body=n), pump=False))
+    got = first.wait_received(older, 2) + second.wait_received(newer, 2)
+    assert sorted(r.message.body for r in got) == [0, 1, 2, 3]
