@@ -74,6 +74,10 @@ class BrokerSection:
     handshake_timeout: float = _at_least(10.0, 0.001)
     max_queues: int = _at_least(100000, 1)
     max_queues_per_connection: int = _at_least(1000, 1)
+    # Sessions (the channel-max of the broker's open frame is one less) and links one
+    # connection may have at once.
+    max_sessions_per_connection: int = _at_least(256, 1, 65536)
+    max_links_per_connection: int = _at_least(10000, 1)
     # Exchanges declared (the four defaults not counted), and bindings in all.
     max_exchanges: int = _at_least(10000, 1)
     max_bindings: int = _at_least(1000000, 1)

@@ -16,6 +16,11 @@ Rules this module owns (each limit is a ``broker`` config key, on by default):
   name that does not exist (auto-create) or with a dynamic terminus (temporary queues);
   attaching to queues that exist is never limited. Over it the attach is refused with
   ``amqp:resource-limit-exceeded``. The broker-wide ``max_queues`` is the broker's own rule.
+* A connection may have at most ``max_links_per_connection`` links attached at once (of
+  every kind: producers, consumers, coordinators, management); an attach beyond is refused
+  with ``amqp:resource-limit-exceeded``. Its sessions are bounded by the channel-max of the
+  broker's open frame (``max_sessions_per_connection`` less one, as Broker-J's session
+  count limit, 256 by default, sets it), which Proton's engine enforces.
 
 Keys are opaque: whatever identifies a connection (the engine object) and its client's
 address as text; nothing here touches Proton.
@@ -40,6 +45,7 @@ class Quotas:
         self._user: dict[Any, str] = {}  # counted connection -> its user
         self._per_user: Counter[str] = Counter()
         self._created: Counter[Any] = Counter()  # connection -> queues it created
+        self._links: Counter[Any] = Counter()  # connection -> links attached
 
     def admit(
         self, connection: Any, address: str, user: str, user_quota: int | None = None
@@ -76,6 +82,25 @@ class Quotas:
             _uncount(self._per_address, address)
             _uncount(self._per_user, self._user.pop(connection))
         self._created.pop(connection, None)
+        self._links.pop(connection, None)
+
+    def may_attach(self, connection: Any) -> None:
+        """ResourceLimitExceeded if ``connection`` has as many links as it may."""
+        most = self.section.max_links_per_connection
+        if self._links[connection] >= most:
+            raise ResourceLimitExceeded(
+                f"link refused: this connection has {most} links attached already "
+                "(broker.max_links_per_connection)"
+            )
+
+    def attached(self, connection: Any) -> None:
+        self._links[connection] += 1
+
+    def detached(self, connection: Any) -> None:
+        if self._links[connection] > 1:
+            self._links[connection] -= 1
+        else:
+            self._links.pop(connection, None)
 
     def may_create(self, connection: Any, name: str) -> None:
         """ResourceLimitExceeded if ``connection`` has created as many queues as it may."""

@@ -346,6 +346,7 @@ class Server(Handler):
         tls = getattr(conn, "_acceptor", None) is self._tls_acceptor is not None
         sasl.configure(transport, self.config.sasl, client_address(conn.url), tls)
         transport.max_frame_size = self.config.broker.max_frame_size
+        transport.channel_max = self.config.broker.max_sessions_per_connection - 1
         transport.idle_timeout = self.config.broker.idle_timeout
         self.connections[event.connection._impl] = event.connection
         self.connections_opened += 1
@@ -497,6 +498,7 @@ class Server(Handler):
         link: Link = event.link
         _ = link.name  # a name that is not UTF-8 is refused now (see contain_fault)
         try:
+            self.quotas.may_attach(link.connection._impl)
             if link.is_receiver:
                 state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = (
                     self._attach_producer(link)
@@ -508,6 +510,7 @@ class Server(Handler):
             self._refuse(link, exc)
             return
         self.links[link._impl] = state
+        self.quotas.attached(link.connection._impl)
         queue = getattr(state, "queue", None)
         created = link._impl in self._created
         self._created.discard(link._impl)
@@ -835,6 +838,7 @@ class Server(Handler):
         if state is not None:
             state.detach()
             self._unindex(state, impl)
+            self.quotas.detached(link.connection._impl)
         temporary = self._temporary.pop(impl, None)
         if temporary is not None and temporary in self.broker.queues:
             self.broker.delete_queue(temporary, force=True)
@@ -879,6 +883,7 @@ class Server(Handler):
                 state.target_deleted()
             elif state is not None:
                 del self.links[impl]
+                self.quotas.detached(state.link.connection._impl)
                 state.detach()
                 close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
 

@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from proton import Disposition, Message, symbol
+from proton import Disposition, Endpoint, Message, symbol
 
 from proton_broker.config import Config
 from tests.amqp.test_disposition import modified_and_taken_again
@@ -27,6 +27,8 @@ def broker_config() -> Config:
     config.broker.max_message_size = 10_000
     config.broker.max_memory = 100_000
     config.broker.max_transactions_per_connection = 2
+    config.broker.max_sessions_per_connection = 3
+    config.broker.max_links_per_connection = 4
     return config
 
 
@@ -150,6 +152,34 @@ def test_the_broker_creates_at_most_max_queues(broker: RunningBroker) -> None:
             assert "the broker has 5 queues" in link.remote_condition.description
         client.close()
     assert len(broker.broker.queues) == 5
+
+
+# ---- sessions and links ---------------------------------------------------------------------
+
+
+def test_a_connection_is_told_how_many_sessions_it_may_begin(broker: RunningBroker) -> None:
+    client = broker.client()
+    client.wait(lambda: client.transport.remote_channel_max)
+    assert client.transport.remote_channel_max == 2  # three sessions: channels 0 to 2
+
+
+def test_a_link_beyond_the_connections_limit_is_refused_and_the_others_go_on(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    links = [client.receiver(f"linked-{n % 2}", credit=1) for n in range(4)]
+    assert all(link.state & Endpoint.REMOTE_ACTIVE for link in links)
+    refused = client.sender("linked-0")
+    client.wait_closed(refused)
+    assert refused.remote_condition.name == "amqp:resource-limit-exceeded"
+    assert "broker.max_links_per_connection" in refused.remote_condition.description
+    links[0].close()  # a link that goes makes room for another
+    client.wait(lambda: links[0].state & Endpoint.REMOTE_CLOSED)
+    sender = client.sender("linked-1")
+    client.wait_settled(client.send(sender, Message(body="in"), pump=False))
+    readers = (links[1], links[3])  # the two on linked-1 share it
+    client.wait(lambda: sum(len(client.received(link)) for link in readers) == 1)
+    assert [r.message.body for link in readers for r in client.received(link)] == ["in"]
 
 
 # ---- message size ----------------------------------------------------------------------------
