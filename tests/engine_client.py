@@ -26,6 +26,7 @@ from proton import (
     Event,
     Link,
     Message,
+    SymbolList,
     Terminus,
     Transport,
     symbol,
@@ -58,7 +59,11 @@ class EngineClient:
         container: str = "test",
         user: str | None = None,
         password: str | None = None,
+        desired_capabilities: list[str] | None = None,
+        properties: dict[str, Any] | None = None,
     ) -> None:
+        """``desired_capabilities`` and ``properties`` go into the open frame (as Qpid JMS
+        desires ``sole-connection-for-container`` for a program that sets a client ID)."""
         self.sock = socket.create_connection((host, port), timeout=5)
         self.sock.setblocking(False)
         self.conn = Connection()
@@ -73,6 +78,10 @@ class EngineClient:
         self.collector = Collector()
         self.conn.collect(self.collector)
         self.transport.bind(self.conn)
+        if desired_capabilities:
+            self.conn.desired_capabilities = SymbolList([symbol(c) for c in desired_capabilities])
+        if properties:
+            self.conn.properties = {symbol(k): v for k, v in properties.items()}
         self.conn.open()
         self.session = self.conn.session()
         self.session.open()

@@ -46,11 +46,12 @@ from proton import (
 from proton.reactor import ApplicationEvent, EventInjector
 
 import proton_broker
-from proton_broker.amqp import sasl
+from proton_broker.amqp import sasl, sole_connections
 from proton_broker.amqp.conditions import (
     INTERNAL_ERROR,
     INVALID_FIELD,
     RESOURCE_DELETED,
+    RESOURCE_LOCKED,
     UNAUTHORIZED_ACCESS,
     close_link,
     condition_for,
@@ -77,6 +78,7 @@ from proton_broker.amqp.terminus import (
     selector_filter,
     sequence_filter,
     sequence_number_filter,
+    symbols_in,
 )
 from proton_broker.broker import Broker
 from proton_broker.config import Config
@@ -105,7 +107,10 @@ OFFERED_CAPABILITIES = [
     symbol("ANONYMOUS-RELAY"),
     symbol("SHARED-SUBS"),
     symbol("DELAYED_DELIVERY"),  # x-opt-delivery-time/-delay are honoured (queues/holds.py)
+    symbol(sole_connections.CAPABILITY),  # one connection per client ID (sole_connections.py)
 ]
+ESTABLISHMENT_FAILED = symbol("amqp:connection-establishment-failed")
+INVALID_FIELD_KEY = symbol("invalid-field")
 HONOURED_CAPABILITIES = {"queue", "create-on-demand"}
 # Seconds a connection whose peer's input has ended has to write its close frame before its
 # socket is closed regardless: the engine holds the close back while it still owes frames
@@ -145,6 +150,7 @@ class Server(Handler):
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
         self.quotas = Quotas(self.config.broker)  # amqp/quotas.py
+        self.sole = sole_connections.SoleConnections()
         self.users: dict[Any, str] = {}  # pn_connection_t* -> who its client authenticated as
         broker.loop_hooks.budget.observers.append(self._memory_full)
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
@@ -397,14 +403,11 @@ class Server(Handler):
             conn.remote_container,
             user,
         )
-        address = client_address(conn.url)
-        access = self.broker.access
-        try:
-            access.connect(user, address)
-            self.quotas.admit(conn._impl, address, user, access.connection_quota(user))
-        except (ResourceLimitExceeded, Unauthorized) as exc:
-            log.warning("CON-1006 : Refused : [con:%d] : %s", self._numbers.get(conn._impl, 0), exc)
-            conn.condition = Condition(condition_for(exc)[0], str(exc))
+        refused = self._sole_connection(conn) or self._admit(conn, user)
+        if refused is not None:
+            number = self._numbers.get(conn._impl, 0)
+            log.warning("CON-1006 : Refused : [con:%d] : %s", number, refused.description)
+            conn.condition = refused
         else:
             self.users[conn._impl] = user
         conn.container = self.config.broker.container_id
@@ -414,10 +417,51 @@ class Server(Handler):
             symbol("version"): proton_broker.__version__,
             symbol("platform"): "Python, Qpid Proton",
         }
+        if refused is not None:  # the close that follows is the answer (Qpid JMS waits for
+            # it); Broker-J says so when it refuses a sole connection
+            conn.properties = {**conn.properties, ESTABLISHMENT_FAILED: True}
         conn.open()
         if conn.condition is not None:  # refused: the open is answered, then closed
             self._drop_connection(conn)
             conn.close()
+
+    def _admit(self, conn: Connection, user: str) -> Condition | None:
+        """The ACL's and the quotas' word on a connection that opens: why it is refused,
+        or None (it is counted)."""
+        address = client_address(conn.url)
+        access = self.broker.access
+        try:
+            access.connect(user, address)
+            self.quotas.admit(conn._impl, address, user, access.connection_quota(user))
+        except (ResourceLimitExceeded, Unauthorized) as exc:
+            return Condition(condition_for(exc)[0], str(exc))
+        return None
+
+    def _sole_connection(self, conn: Connection) -> Condition | None:
+        """Broker-J's ``sole-connection-for-container`` (amqp/sole_connections.py): the
+        condition that refuses this connection, or None; the open connections it replaces
+        (policy close-existing) are closed here with ``amqp:resource-locked``."""
+        try:
+            policy = sole_connections.policy_asked(
+                symbols_in(conn.remote_desired_capabilities),
+                {str(k): v for k, v in (conn.remote_properties or {}).items()},
+            )
+        except InvalidField as exc:
+            return Condition(INVALID_FIELD, str(exc))
+        applied, others = self.sole.opening(conn.remote_container or "", conn._impl, policy)
+        name = sole_connections.POLICY_NAMES.get(applied)
+        why = f"Connection closed due to sole-connection-enforcement-policy '{name}'"
+        if applied == sole_connections.REFUSE_CONNECTION:  # Qpid JMS: InvalidClientIDException
+            return Condition(INVALID_FIELD, why, {INVALID_FIELD_KEY: symbol("container-id")})
+        for impl in others:
+            existing = self.connections.get(impl)
+            if existing is not None:
+                log.info("CON-1009 : Replaced : [con:%d] : %s", self._numbers.get(impl, 0), why)
+                info = {symbol("sole-connection-enforcement"): True}
+                existing.condition = Condition(RESOURCE_LOCKED, why, info)
+                self._drop_connection(existing)
+                existing.close()
+        return None
 
     def on_session_remote_open(self, event: Event) -> None:
         event.session.open()
@@ -485,6 +529,7 @@ class Server(Handler):
         self.connections.pop(conn._impl, None)
         self.users.pop(conn._impl, None)
         self.quotas.gone(conn._impl)
+        self.sole.closed(conn._impl)
         self._opened.pop(conn._impl, None)
         number = self._numbers.pop(conn._impl, None)
         if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:

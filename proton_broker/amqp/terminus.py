@@ -43,7 +43,7 @@ _OPTION_PREFIXES = ("qpid.", "x-qpid-")
 
 def capabilities_of(terminus: Terminus) -> list[str]:
     """The capabilities on ``terminus`` as plain strings, whatever their encoding."""
-    return _symbols(_value(terminus.capabilities))
+    return symbols_in(_value(terminus.capabilities))
 
 
 def _value(data: Data) -> Any:
@@ -53,7 +53,8 @@ def _value(data: Data) -> Any:
     return data.get_object()
 
 
-def _symbols(value: Any) -> list[str]:
+def symbols_in(value: Any) -> list[str]:
+    """The symbols of a capabilities field, sent as one symbol or as an array."""
     if value is None:
         return []
     if isinstance(value, Array):
