@@ -213,6 +213,13 @@ def test_a_transaction_from_another_connection_cannot_be_discharged(
     assert answer.remote.condition.name == "amqp:transaction:unknown-id"
 
 
+def declared(broker: RunningBroker) -> tuple[EngineClient, Link, bytes]:
+    """A client, its coordinator link and a transaction it declared."""
+    client = broker.client()
+    coordinator = client.coordinator()
+    return client, coordinator, client.declare(coordinator)
+
+
 def full_queue_and_a_transaction(
     broker: RunningBroker, name: str
 ) -> tuple[EngineClient, Link, bytes, Link]:
@@ -254,9 +261,7 @@ def test_a_transactional_send_through_an_exchange_is_staged_for_every_queue_or_n
 def test_a_transactional_send_to_an_unknown_relay_address_is_rejected_inside_its_state(
     broker: RunningBroker,
 ) -> None:
-    client = broker.client()
-    coordinator = client.coordinator()
-    txn = client.declare(coordinator)
+    client, coordinator, txn = declared(broker)
     relay = client.sender(None)
     lost = client.wait_settled(
         client.send(relay, Message(address="txnowhere", body=1), txn=txn, pump=False)
@@ -269,9 +274,7 @@ def test_a_settled_transactional_send_to_an_unknown_relay_address_rolls_the_comm
     broker: RunningBroker,
 ) -> None:
     """Its producer cannot be told, so a commit would lose it (Broker-J's rollback-only)."""
-    client = broker.client()
-    coordinator = client.coordinator()
-    txn = client.declare(coordinator)
+    client, coordinator, txn = declared(broker)
     broker.call(lambda: broker.broker.declare("txthere"))
     relay = client.sender(None)
     client.send(relay, Message(address="txthere", body="kept"), txn=txn, pump=False)
@@ -285,9 +288,7 @@ def test_a_settled_transactional_send_to_an_unknown_relay_address_rolls_the_comm
 def test_a_transactional_send_no_binding_takes_is_accepted_inside_its_state_and_dropped(
     broker: RunningBroker,
 ) -> None:
-    client = broker.client()
-    coordinator = client.coordinator()
-    txn = client.declare(coordinator)
+    client, coordinator, txn = declared(broker)
     sender = client.sender("amq.direct")
     dropped = client.wait_settled(
         client.send(sender, Message(subject="unbound", body=1), txn=txn, pump=False)
@@ -322,9 +323,7 @@ def test_a_refused_settled_send_leaves_the_transaction_to_roll_back(broker: Runn
 
 
 def test_a_commit_whose_queue_was_deleted_rolls_back(broker: RunningBroker) -> None:
-    client = broker.client()
-    coordinator = client.coordinator()
-    txn = client.declare(coordinator)
+    client, coordinator, txn = declared(broker)
     sender = client.sender("txgone")
     client.wait_settled(client.send(sender, Message(body="staged"), txn=txn, pump=False))
     broker.call(lambda: broker.broker.delete_queue("txgone", force=True))
