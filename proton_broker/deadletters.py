@@ -61,7 +61,7 @@ from proton_broker.codec.encode import (
     with_annotations,
 )
 from proton_broker.codec.sections import parse_message
-from proton_broker.errors import BrokerError, NotFound, PreconditionFailed
+from proton_broker.errors import BrokerError, IntegrityViolation, NotFound
 from proton_broker.message import Message
 from proton_broker.queues.holds import DELIVERY_DELAY, delivery_delay
 from proton_broker.queues.queue import Queue
@@ -124,7 +124,7 @@ class DeadLetters:
         to delete an alternate in use)."""
         users = self._users.get(name)
         if users:
-            raise PreconditionFailed(
+            raise IntegrityViolation(
                 f"cannot delete {what} '{name}': it is the alternate of " + ", ".join(sorted(users))
             )
 

@@ -51,6 +51,11 @@ class PreconditionFailed(BrokerError):
     """The request conflicts with the node's state (e.g. deleting a busy queue)."""
 
 
+class IntegrityViolation(PreconditionFailed):
+    """Deleting what others depend on: an alternate in use, one of the broker's own
+    exchanges (Broker-J's ``IntegrityViolationException``: management answers 403)."""
+
+
 class ResourceLocked(PreconditionFailed):
     """The node is held by someone else (a subscription another link uses)."""
 

@@ -11,15 +11,19 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   ``org.apache.qpid.TopicExchange``), ``qpid-type`` (the kind, ``topic``), ``durable``,
   ``arguments``, ``alternateBinding``, ``bindingCount``, ``messagesRouted`` and
   ``messagesDropped``. DELETE removes the exchange and its bindings (the queues stay); the
-  four default exchanges cannot be deleted (409).
+  four default exchanges cannot be deleted, nor an exchange that is an alternate (403, as
+  Broker-J answers its ``IntegrityViolationException``).
   Nothing of an exchange can be changed: UPDATE is a 400.
-* Bindings: ``org.apache.qpid.Binding``, named by ``exchange``, ``queue`` and the binding
-  key ``name`` (Broker-J 6's names; ``bindingKey`` and ``destination`` are taken too).
+* Bindings: ``org.apache.qpid.Binding``, this broker's own entity type (Broker-J manages
+  bindings with its exchange's ``bind`` and ``unbind`` operations, not as entities), named
+  by ``exchange``, ``queue`` and the binding key ``name`` (``bindingKey`` and
+  ``destination``, Broker-J's argument names, are taken too).
   CREATE with ``arguments`` (a headers binding's ``x-match``...), a binding that exists is
   a 409; DELETE; READ; QUERY lists them all, or one exchange's (``exchange`` in the
   request's application properties).
 * Refusals are the broker's own errors (``InvalidField`` 400, ``NotFound`` 404,
-  ``PreconditionFailed`` 409: the node's table :data:`management.STATUS_FOR`).
+  ``PreconditionFailed`` 409, ``IntegrityViolation`` 403: the node's table
+  :data:`management.STATUS_FOR`).
 * Every operation asks the ACL first: ``create``/``delete``/``access exchange``,
   ``bind``/``unbind exchange`` with ``queuename`` and ``routingkey``.
 """
@@ -30,7 +34,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from proton_broker.errors import InvalidField, NotFound, PreconditionFailed
+from proton_broker.errors import IntegrityViolation, InvalidField, NotFound, PreconditionFailed
 from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, EXCHANGE_TYPES, Binding, Exchange
 from proton_broker.queues.settings import to_bool
 
@@ -122,7 +126,7 @@ class ExchangeEntities:
             return 200, "OK", exchange_attributes(exchange)
         if operation == "DELETE":
             if exchange.builtin:
-                raise PreconditionFailed(f"'{exchange.name}' is one of the broker's own exchanges")
+                raise IntegrityViolation(f"'{exchange.name}' is one of the broker's own exchanges")
             self.broker.delete_exchange(exchange.name, user=user)
             return 204, "Deleted", {}
         if operation == "UPDATE":

@@ -338,6 +338,20 @@ def test_query_lists_queues_with_the_attributes_asked_for(node: Node) -> None:
     assert kind.body["results"] == [["b"]]
 
 
+def test_query_takes_attribute_names_as_json_text_as_jms_clients_send_them(node: Node) -> None:
+    """A JMS MapMessage cannot carry a list (Broker-J's own JMS management helper sends
+    ``"[]"``)."""
+    node.ask(entity("CREATE", "as-text"))
+    reply = node.ask(
+        {"operation": "QUERY", **NODE, "entityType": QUEUE}, {"attributeNames": '["name"]'}
+    )
+    assert status(reply)[0] == 200 and ["as-text"] in reply.body["results"]
+    every = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE}, {"attributeNames": "[]"})
+    assert "qpid-type" in every.body["attributeNames"]
+    bad = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE}, {"attributeNames": "[na"})
+    assert status(bad)[0] == 400
+
+
 def test_query_honours_offset_and_count(node: Node) -> None:
     for name in ("A1", "A2", "A3"):  # listed before the reply queue (TempQueue...)
         node.ask(entity("CREATE", name))

@@ -166,7 +166,7 @@ def test_deleting_a_queue_that_is_an_alternate_in_use_is_refused(broker: Running
     done = tool(broker, "del", "queue", "dlq")
     assert done.returncode == 1
     assert done.stderr == (
-        "Failed: 409 cannot delete queue 'dlq': it is the alternate of queue 'orders'\n"
+        "Failed: 403 cannot delete queue 'dlq': it is the alternate of queue 'orders'\n"
     )
     assert broker.call(lambda: "dlq" in broker.broker.queues)
 

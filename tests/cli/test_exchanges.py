@@ -97,7 +97,7 @@ def test_an_exchanges_alternate_must_exist_and_cannot_be_deleted_while_in_use(
     in_use = tool(broker, "del", "exchange", "dlx")
     assert in_use.returncode == 1
     assert in_use.stderr == (
-        "Failed: 409 cannot delete exchange 'dlx': it is the alternate of exchange 'events'\n"
+        "Failed: 403 cannot delete exchange 'dlx': it is the alternate of exchange 'events'\n"
     )
     assert broker.call(lambda: "dlx" in broker.broker.exchanges) is True
 
