@@ -10,9 +10,11 @@ The rules this module owns:
   whatever a message carries, because the one broker thread evaluates it on every message.
 - Three-valued logic, as the JMS tables: a condition is TRUE, FALSE or UNKNOWN (``None``
   here), and a message matches only when it is TRUE. A missing identifier is NULL;
-  arithmetic and comparisons with NULL, comparisons between different types (a string
-  with a number, a boolean with a number), ordering of strings or booleans, division by
-  zero and LIKE on a non-string are all UNKNOWN, not errors.
+  arithmetic and comparisons with NULL, division by zero and LIKE on a non-string are
+  UNKNOWN, not errors. A comparison of two values of different types (a string with a
+  number, a boolean with a number), ``<>`` included, and the ordering of strings or
+  booleans are FALSE, as the JMS specification says and qpidd's ``SelectorValue`` does
+  (Broker-J agrees except that its ``<>`` is the negation of ``=``, so TRUE there).
 - Values are only NULL, booleans, numbers (int and float, compared across each other) and
   strings. A property of any other type (binary, list, map, described, uuid, decimal) is
   NULL; symbols and chars are strings, unsigned and small integers are numbers.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import operator
 import re
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -122,6 +125,9 @@ class _Token(NamedTuple):
 
 
 _NUMBER = re.compile(r"([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+# Exact literals as both Qpid brokers read them: hexadecimal (0x1F), octal (a leading 0:
+# 010 is 8) or decimal, each with an optional long suffix (1L).
+_EXACT = re.compile(r"0[xX]([0-9a-fA-F]+)[lL]?|([0-9]+)[lL]")
 _OPERATORS = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", ")", ",")
 
 
@@ -135,18 +141,12 @@ def _tokens(text: str) -> list[_Token]:
             pos += 1
         elif char == "'":
             pos = _string(text, pos, tokens)
+        elif char == '"':  # a quoted identifier (Broker-J's and qpidd's)
+            pos = _string(text, pos, tokens, quote='"', kind="ident")
         elif char.isdigit() or (char == "." and text[pos + 1 : pos + 2].isdigit()):
             pos = _number(text, pos, tokens)
         elif char.isalpha() or char in "_$":
-            stop = pos + 1
-            while stop < end and (text[stop].isalnum() or text[stop] in "_$"):
-                stop += 1
-            word = text[pos:stop]
-            if word.upper() in _KEYWORDS:
-                tokens.append(_Token("kw", word.upper(), pos))
-            else:
-                tokens.append(_Token("ident", word, pos))
-            pos = stop
+            pos = _word(text, pos, tokens)
         else:
             for op in _OPERATORS:
                 if text.startswith(op, pos):
@@ -159,31 +159,61 @@ def _tokens(text: str) -> list[_Token]:
     return tokens
 
 
-def _string(text: str, pos: int, tokens: list[_Token]) -> int:
-    """Read the quoted string at ``pos`` ('' is a quote); return the offset after it."""
+def _word(text: str, pos: int, tokens: list[_Token]) -> int:
+    """Read the keyword or identifier at ``pos``; return the offset after it."""
+    stop, end = pos + 1, len(text)
+    while stop < end and (text[stop].isalnum() or text[stop] in "_$"):
+        stop += 1
+    word = text[pos:stop]
+    if word.upper() in _KEYWORDS:
+        tokens.append(_Token("kw", word.upper(), pos))
+    else:
+        tokens.append(_Token("ident", word, pos))
+    return stop
+
+
+def _string(text: str, pos: int, tokens: list[_Token], quote: str = "'", kind: str = "str") -> int:
+    """Read the quoted string (or quoted identifier) at ``pos``, a doubled quote standing
+    for one; return the offset after it."""
     parts, at = [], pos + 1
     while True:
-        close = text.find("'", at)
+        close = text.find(quote, at)
         if close < 0:
-            raise _SyntaxError("unterminated string", pos)
+            raise _SyntaxError("unterminated string" if kind == "str" else "unterminated name", pos)
         parts.append(text[at:close])
-        if not text.startswith("''", close):
-            tokens.append(_Token("str", "'".join(parts), pos))
+        if not text.startswith(quote * 2, close):
+            tokens.append(_Token(kind, quote.join(parts), pos))
             return close + 1
         at = close + 2
 
 
 def _number(text: str, pos: int, tokens: list[_Token]) -> int:
-    match = _NUMBER.match(text, pos)
+    match = _EXACT.match(text, pos) or _NUMBER.match(text, pos)
     if match is None:  # a non-ASCII digit
         raise _SyntaxError("malformed number", pos)
     stop = match.end()
     if stop < len(text) and (text[stop].isalnum() or text[stop] in "_$."):
         raise _SyntaxError("malformed number", pos)
-    literal = match.group()
-    exact = match.group(2) is None and "." not in literal
-    tokens.append(_Token("num", int(literal) if exact else float(literal), pos))
+    tokens.append(_Token("num", _numeric_value(match, pos), pos))
     return stop
+
+
+def _numeric_value(match: re.Match[str], pos: int) -> int | float:
+    """The value of a number literal: hexadecimal, octal (a leading 0), decimal or
+    floating point."""
+    literal = match.group()
+    if match.re is _EXACT:
+        hexadecimal, digits = match.groups()
+        if hexadecimal is not None:
+            return int(hexadecimal, 16)
+        literal = digits
+    elif match.group(2) is not None or "." in literal:
+        return float(literal)
+    if len(literal) > 1 and literal.startswith("0"):
+        if not set(literal) <= set("01234567"):
+            raise _SyntaxError("malformed octal number", pos)
+        return int(literal, 8)
+    return int(literal)
 
 
 # ---- parsing into closures ---------------------------------------------------------------
@@ -500,7 +530,7 @@ def _equality(negated: bool) -> Callable[[Any, Any], bool | None]:
         kind, other = type(left), type(right)
         if kind is other or ((kind is int or kind is float) and (other is int or other is float)):
             return bool(left != right) if negated else bool(left == right)
-        return None  # different types: UNKNOWN
+        return False  # different types: FALSE, for "<>" too (JMS; qpidd's SelectorValue)
 
     return compare
 
@@ -510,7 +540,9 @@ def _ordering(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool | Non
         kind, other = type(left), type(right)
         if (kind is int or kind is float) and (other is int or other is float):
             return op(left, right)
-        return None  # NULL, strings, booleans, mixed types: UNKNOWN
+        if left is None or right is None:
+            return None  # NULL: UNKNOWN
+        return False  # strings, booleans, mixed types: FALSE (qpidd's SelectorValue)
 
     return compare
 
@@ -598,19 +630,18 @@ def _is_null(value: Evaluate, negated: bool) -> Evaluate:
 
 
 def _in(value: Evaluate, items: list[Any]) -> Evaluate:
-    """``value IN (items)``, as the OR of ``value = item``: TRUE on a match; else UNKNOWN
-    when some item is of another type than the value (or the value is NULL); else FALSE."""
+    """``value IN (items)``, as the OR of ``value = item``: UNKNOWN when the value is NULL,
+    else TRUE on a match and FALSE otherwise (an item of another type is not equal)."""
     strings = frozenset(item for item in items if isinstance(item, str))
     numbers = frozenset(item for item in items if not isinstance(item, str))
-    has_strings, has_numbers = bool(strings), bool(numbers)
 
     def evaluate(message: Message) -> bool | None:
         v = value(message)
         if type(v) is str:
-            return True if v in strings else (None if has_numbers else False)
+            return v in strings
         if _is_number(v):
-            return True if v in numbers else (None if has_strings else False)
-        return None  # NULL or a boolean
+            return v in numbers
+        return None if v is None else False  # NULL: UNKNOWN; a boolean is in no list
 
     return evaluate
 
@@ -695,8 +726,8 @@ _RECORD_FIELDS: dict[str, Evaluate] = {
     "JMSMessageID": lambda message: _id_text(message.message_id),
     "JMSPriority": lambda message: message.priority,
     "JMSDeliveryMode": lambda message: "PERSISTENT" if message.durable else "NON_PERSISTENT",
-    "JMSTimestamp": lambda message: message.creation_time,
-    "JMSExpiration": lambda message: message.absolute_expiry_time,
+    "JMSTimestamp": lambda message: message.creation_time or 0,
+    "JMSExpiration": lambda message: _expiration(message),
     "JMSDestination": lambda message: message.to,
     "JMSRedelivered": lambda message: message.delivery_count > 0,
     "JMSXGroupID": lambda message: message.group_id,
@@ -710,6 +741,17 @@ _HEADERS: dict[str, Evaluate] = {
     "JMSXGroupSeq": lambda message: message.properties_field(11),
     "JMSXUserID": _user_id,
 }
+
+
+def _expiration(message: Message) -> int:
+    """When the broker expires ``message``, in milliseconds since the epoch (its arrival plus
+    its ttl; 0: never), as Broker-J's ``getExpiration`` reads it: the broker expires by the
+    ttl alone (queues/expiry.py), not by the producer's absolute-expiry-time."""
+    ttl = message.ttl
+    if not ttl:
+        return 0
+    arrival = message.arrival or time.time()  # a subscription selects before it enqueues
+    return int(arrival * 1000) + ttl
 
 
 def _identifier(name: str) -> Evaluate:
