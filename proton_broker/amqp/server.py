@@ -93,7 +93,7 @@ from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, TOPIC, Exchang
 from proton_broker.exchanges.subscriptions import subscription_name
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
-from proton_broker.queues.settings import parse_options
+from proton_broker.queues.settings import differences, parse_options
 from proton_broker.security.basic import ANONYMOUS
 
 log = logging.getLogger("proton_broker.amqp")
@@ -842,13 +842,16 @@ class Server(Handler):
         self, local: Terminus, remote: Terminus, queue: Queue | None, options: dict[str, Any]
     ) -> None:
         """Our half of the attach: the node, the capabilities honoured, the queue's options
-        (as declared, plus the ones this attach gave, which matched them)."""
+        (as declared, plus the ones this attach gave if they match the queue's settings;
+        a queue attached with other settings is echoed as it is)."""
         honoured = HONOURED_CAPABILITIES
         if queue is not None and queue.settings.durable:
             honoured = honoured | {"durable"}
         echo_terminus(local, remote, queue.name if queue else None, honoured)
         if queue is not None:
-            requested = parse_options(options).echo if options else {}
+            parsed = parse_options(options) if options else None
+            same = parsed is not None and not differences(queue.settings, parsed)
+            requested = parsed.echo if parsed is not None and same else {}
             echo_properties(local, {**queue.options, **requested})
 
     def _refuse(self, link: Link, exc: BrokerError) -> None:

@@ -450,7 +450,37 @@ _DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
 _UNSUPPORTED = {
     "qpid.fairshare": "fair-share scheduling over priorities is not supported",
     "x-qpid-fairshare": "fair-share scheduling over priorities is not supported",
+    "no-local": "a queue that drops its owner's own messages is not supported (a receiver's "
+    "no-local filter on an exchange is)",
+    "qpid.filter": "a queue's own filter is not supported (a receiver's selector is)",
+    "qpid.queue_msg_sequence": "every delivery carries x-opt-sequence-number instead",
 }
+_FAIRSHARE_LEVEL = ("qpid.fairshare-", "x-qpid-fairshare-")  # qpidd's per-level shares
+# qpidd's options with nothing to change here (alerts are QMF events, the rest tune its
+# store, paging and federation): accepted, echoed, and logged as having no effect, so
+# addresses written for qpidd attach unchanged.
+_NO_EFFECT = frozenset(
+    (
+        "qpid.alert_count",
+        "qpid.alert_size",
+        "qpid.alert_repeat_gap",
+        "qpid.alert_count_up",
+        "qpid.alert_size_up",
+        "qpid.alert_count_down",
+        "qpid.alert_size_down",
+        "x-qpid-minimum-alert-repeat-gap",
+        "x-qpid-maximum-message-count",
+        "x-qpid-maximum-message-size",
+        "qpid.file_count",
+        "qpid.file_size",
+        "qpid.paging",
+        "qpid.max_pages_loaded",
+        "qpid.page_factor",
+        "qpid.trace.id",
+        "qpid.trace.exclude",
+        "qpid.replicate",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -499,7 +529,7 @@ def option_table() -> list[OptionInfo]:
 
 def option_names() -> list[str]:
     """Every option name the parser knows (for help texts and management)."""
-    return sorted([*_OPTIONS, *_DEPRECATED_LVQ])
+    return sorted([*_OPTIONS, *_DEPRECATED_LVQ, *_NO_EFFECT])
 
 
 def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
@@ -515,6 +545,12 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
         key = str(raw_key)
         if key in _UNSUPPORTED:
             raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED[key]}")
+        if key.startswith(_FAIRSHARE_LEVEL):
+            raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED['qpid.fairshare']}")
+        if key in _NO_EFFECT:
+            parsed.echo[key] = _as_text(value)
+            parsed.notices.append(f"queue option '{key}' (qpidd's) has no effect here")
+            continue
         if key in _DEPRECATED_LVQ:
             _legacy_lvq(key, value, values, parsed)
             continue

@@ -8,7 +8,7 @@ one capability alone goes as a bare symbol. The broker also reads link propertie
 from __future__ import annotations
 
 import pytest
-from proton import Disposition, Message, Terminus
+from proton import Disposition, Endpoint, Message, Terminus
 
 from proton_broker.config import Config
 from tests.amqp.test_connection import symbols_of
@@ -219,17 +219,16 @@ def test_attaching_with_the_same_or_no_options_to_an_existing_queue_works(
     assert same.remote_condition is None and plain.remote_condition is None
 
 
-def test_attaching_with_different_options_to_an_existing_queue_is_refused(
+def test_attaching_with_different_options_to_an_existing_queue_gets_the_queue_as_it_is(
     broker: RunningBroker,
 ) -> None:
+    """As both Qpid brokers: the attach succeeds and echoes the queue's real settings, so a
+    client that asserts them (qpid::messaging's ``assert``) finds the difference."""
     client = broker.client()
     client.sender("fixed", node_properties={"qpid.priorities": 10})
     link = client.receiver("fixed", credit=1, node_properties={"qpid.priorities": 5})
-    client.wait_closed(link)
-    assert link.remote_source.type == Terminus.UNSPECIFIED
-    assert link.remote_condition.name == "amqp:invalid-field"
-    assert "qpid.priorities" in link.remote_condition.description
-    assert "10" in link.remote_condition.description
+    client.wait(lambda: link.state & Endpoint.REMOTE_ACTIVE)
+    assert terminus_map(link.remote_source.properties)["qpid.priorities"] == "10"
     assert broker.call(lambda: broker.broker.queues["fixed"].settings.priorities) == 10
 
 
@@ -277,12 +276,31 @@ def test_a_bad_option_on_a_sender_is_refused_with_a_null_target(broker: RunningB
     assert "qpid.max_size" in link.remote_condition.description
 
 
-def test_an_unsupported_option_is_refused_with_not_implemented(broker: RunningBroker) -> None:
+@pytest.mark.parametrize(
+    "option", ["qpid.fairshare", "x-qpid-fairshare-3", "no-local", "qpid.filter"]
+)
+def test_an_unsupported_option_is_refused_with_not_implemented(
+    broker: RunningBroker, option: str
+) -> None:
     client = broker.client()
-    link = client.receiver("fair", credit=1, node_properties={"qpid.fairshare": 2})
+    link = client.receiver("fair", credit=1, node_properties={option: 2})
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:not-implemented"
-    assert "qpid.fairshare" in link.remote_condition.description
+    assert option in link.remote_condition.description
+
+
+def test_qpidd_options_with_nothing_to_change_here_are_accepted_and_echoed(
+    broker: RunningBroker,
+) -> None:
+    """Alerts, store sizing, paging and tracing: a qpid::messaging address written for
+    qpidd attaches unchanged."""
+    client = broker.client()
+    options = {"qpid.alert_count": 5, "qpid.file_count": 8, "qpid.paging": True}
+    link = client.receiver("alerted", credit=1, node_properties={**options, "qpid.max_count": 3})
+    client.wait(lambda: link.state & Endpoint.REMOTE_ACTIVE)
+    echoed = terminus_map(link.remote_source.properties)
+    assert echoed["qpid.alert_count"] == "5" and echoed["qpid.max_count"] == "3"
+    assert broker.call(lambda: broker.broker.queues["alerted"].settings.max_count) == 3
 
 
 def test_an_alternate_that_names_nothing_is_refused_with_not_found(broker: RunningBroker) -> None:
