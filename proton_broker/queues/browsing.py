@@ -11,8 +11,9 @@ Rules this module owns:
   messages only, and Broker-J's browsers skip entries that are not available and do not
   see requeues). Browsers are fed after the consumers' turn (queues/dispatching.py), so a
   message a consumer with credit takes as it arrives is not shown to them. On every queue
-  type browsers see arrival order (as the C++ broker's priority queue does); on an LVQ that
-  is the current value of each key, then each update, never a superseded value.
+  type browsers see arrival order (both Qpid brokers browse a priority or sorted queue in
+  its own order instead: a documented difference); on an LVQ that is the current value of
+  each key, then each update, never a superseded value.
 * A browser passes neither a held entry (it comes when it becomes valid, even if the cursor
   is past it) nor one whose number is still being written (it waits there: see
   :mod:`proton_broker.queues.numbering`); expired entries are skipped.
