@@ -45,7 +45,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="where durable state is kept (default sqlite, in the data dir)",
     )
     parser.add_argument(
-        "--default-msg-group",
+        "--default-message-group",
+        "--default-msg-group",  # the name qpidd's user book gives it
         dest="default_message_group",
         help="group of messages without a group id on shared-groups queues (default qpid.no-group)",
     )

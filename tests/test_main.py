@@ -11,6 +11,7 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
+from proton_broker.__main__ import parse_args
 from proton_broker.testing import BrokerProcess
 
 
@@ -205,3 +206,8 @@ def test_start_up_logs_the_config_file_the_data_dir_and_the_store(tmp_path: Path
     assert f"configuration file: {path.resolve()}" in log
     assert "MST-1001 : Created : sqlite" in log
     assert f"MST-1002 : Store location : {data.resolve() / 'broker.sqlite'}" in log
+
+
+def test_the_default_message_group_flag_has_qpidds_name_and_its_user_books() -> None:
+    for flag in ("--default-message-group", "--default-msg-group"):
+        assert parse_args([flag, "nameless"]).default_message_group == "nameless"
