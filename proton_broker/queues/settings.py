@@ -264,10 +264,13 @@ def to_seconds(name: str, value: Any) -> float:
     return float(number)
 
 
-def to_priorities(name: str, value: Any) -> int:
-    return _int_in(
-        name, value, 1, MAX_PRIORITIES, f"a number of priority levels from 1 to {MAX_PRIORITIES}"
+def to_priorities(name: str, value: Any) -> Any:
+    """A number of priority levels from 1 to 10; 0 asks for none, as qpidd reads it (a
+    plain queue)."""
+    levels = _int_in(
+        name, value, 0, MAX_PRIORITIES, f"a number of priority levels from 0 to {MAX_PRIORITIES}"
     )
+    return levels or NOTHING
 
 
 def to_key(name: str, value: Any) -> str:

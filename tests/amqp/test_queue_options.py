@@ -238,7 +238,7 @@ def test_attaching_with_different_options_to_an_existing_queue_gets_the_queue_as
 BAD_OPTIONS = [
     ({"qpid.no_such_option": 1}, "qpid.no_such_option"),
     ({"qpid.max_count": "ten"}, "ten"),
-    ({"qpid.priorities": 0}, "qpid.priorities"),
+    ({"qpid.priorities": 11}, "qpid.priorities"),
     ({"qpid.policy_type": "explode"}, "explode"),
     ({"qpid.queue_sort_key": "a", "qpid.last_value_queue_key": "b"}, "sort key"),
     ({"qpid.last_value_queue_key": "k", "qpid.group_header_key": "g"}, "lvq"),

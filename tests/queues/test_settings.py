@@ -157,6 +157,11 @@ def test_jmsx_group_id_as_the_group_key_means_the_group_id_property(alias: str) 
     assert settings.grouped and settings.group_mode == GROUPS_STANDARD
 
 
+def test_zero_priority_levels_is_a_plain_queue_as_qpidd_reads_it() -> None:
+    settings = parse_settings({"qpid.priorities": 0})
+    assert settings.priorities is None and settings.kind == "standard"
+
+
 # ---- wrong types -------------------------------------------------------------------------
 
 
@@ -167,7 +172,7 @@ def test_jmsx_group_id_as_the_group_key_means_the_group_id_property(alias: str) 
         ("maximumQueueDepthBytes", "lots"),
         ("qpid.max_count", True),
         ("qpid.max_count", 1.5),
-        ("qpid.priorities", 0),
+        ("qpid.priorities", -1),
         ("x-qpid-priorities", 11),
         ("qpid.last_value_queue_key", ""),
         ("sortKey", 7),
