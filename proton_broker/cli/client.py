@@ -52,11 +52,16 @@ class ManagementClient:
         body: Any = None,
         **properties: Any,
     ) -> Reply:
-        """Send one request and wait for its reply."""
+        """Send one request and wait for its reply. An entity is named by ``name`` and,
+        except on CREATE, also by Broker-J's ``index``=``object-path`` with ``key``:
+        Broker-J finds an existing entity only that way (or by its identity)."""
         correlation = str(uuid.uuid4())
         props = {"operation": operation, "type": entity_type, **properties}
         if name is not None:
             props["name"] = name
+            if operation != "CREATE" and entity_type != NODE_TYPE:
+                props.setdefault("index", "object-path")
+                props.setdefault("key", name)
         self.sender.send(
             Message(reply_to=self.reply_to, correlation_id=correlation, properties=props, body=body)
         )

@@ -28,7 +28,8 @@ Rules this module owns:
   Success is silent for ``add`` and ``del`` (as qpid-config) unless ``--json`` is given.
 * ``--json`` prints the broker's answer as JSON on stdout, for scripts.
 * The broker is ``-b``, else ``$PROTON_CONFIG_BROKER``, else ``localhost:5672`` (as
-  qpid-config), so qpid-config command lines work unchanged.
+  qpid-config), so qpid-config command lines work unchanged; qpid-config's
+  ``user/password@host`` form is read as ``user:password@host``.
 * ``queues`` shows rates from two snapshots ``--interval`` seconds apart (0: no rates).
 """
 
@@ -60,6 +61,15 @@ DEFAULT_BROKER = "localhost:5672"
 BROKER_ENV = "PROTON_CONFIG_BROKER"
 QUEUE_TYPE = "org.apache.qpid.Queue"
 LIMIT_POLICIES = ("none", "ring", "reject", "flow-to-disk", "producer-flow-control")
+# qpid-config's options sent as the qpid option of the same name (qpid.flow_stop_size...).
+FLOW_OPTIONS = {
+    "flow-stop-size": "producers are stopped when the queue holds this many bytes",
+    "flow-stop-count": "producers are stopped when the queue holds this many messages",
+    "flow-resume-size": "stopped producers go on when the bytes fall to this",
+    "flow-resume-count": "stopped producers go on when the messages fall to this",
+    "file-count": "qpidd's store file count (accepted; no effect here)",
+    "file-size": "qpidd's store file size (accepted; no effect here)",
+}
 TABLE_ATTRIBUTES = [
     "name",
     "type",  # the kind's class name (org.apache.qpid.LastValueQueue), as Broker-J answers
@@ -85,6 +95,7 @@ _ADD_ONLY = (
     "limit_policy",
     "alternate_exchange",
     "argument",
+    *(option.replace("-", "_") for option in FLOW_OPTIONS),
 )
 
 
@@ -109,9 +120,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_queue_options(parser.add_argument_group("add queue options"))
     delete = parser.add_argument_group("del queue options")
     delete.add_argument(
-        "--force", action="store_true", help="delete the queue even if it holds messages"
+        "--force",
+        "--force-if-not-empty",  # qpid-config's names
+        "--force-if-used",
+        action="store_true",
+        dest="force",
+        help="delete the queue even if it holds messages",
     )
     return parser
+
+
+def broker_address(text: str) -> str:
+    """The broker's URL: qpid-config's ``user/password@host[:port]`` becomes
+    ``user:password@host[:port]``; anything else is taken as it is."""
+    if "://" not in text and "@" in text:
+        userinfo, host = text.rsplit("@", 1)
+        if "/" in userinfo and ":" not in userinfo:
+            user, password = userinfo.split("/", 1)
+            return f"{user}:{password}@{host}"
+    return text
 
 
 def _general_options(general: argparse._ArgumentGroup) -> None:
@@ -122,10 +149,11 @@ def _general_options(general: argparse._ArgumentGroup) -> None:
         "-a",
         "--broker-addr",
         dest="broker",
+        type=broker_address,
         default=os.environ.get(BROKER_ENV) or DEFAULT_BROKER,
         metavar="URL",
-        help=f"broker address, [amqp://][user[:password]@]host[:port] "
-        f"(default ${BROKER_ENV}, else {DEFAULT_BROKER})",
+        help=f"broker address, [amqp://][user[:password]@]host[:port], or qpid-config's "
+        f"user/password@host[:port] (default ${BROKER_ENV}, else {DEFAULT_BROKER})",
     )
     general.add_argument(
         "-t",
@@ -176,6 +204,8 @@ def _add_queue_options(add: argparse._ArgumentGroup) -> None:
         "--max-queue-count", type=int, metavar="N", help="limit on the messages queued"
     )
     add.add_argument("--limit-policy", choices=LIMIT_POLICIES, help="what happens at the limit")
+    for option, what in FLOW_OPTIONS.items():
+        add.add_argument(f"--{option}", type=int, metavar="N", help=what)
     add.add_argument(
         "--alternate-exchange",
         metavar="NAME",
@@ -263,9 +293,7 @@ def _chosen(parser: argparse.ArgumentParser, words: list[str]) -> Any:
 
 def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 - one branch per queue attribute
     """The CREATE body for ``add queue``: Broker-J attribute names, then --argument."""
-    body: dict[str, Any] = {}
-    if args.durable:
-        body["durable"] = True
+    body: dict[str, Any] = {"durable": args.durable}  # said either way: Broker-J's default is true
     if args.lvq_key is not None:
         body["lvqKey"] = args.lvq_key
     if args.group_header is not None:
@@ -285,6 +313,10 @@ def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         body["overflowPolicy"] = args.limit_policy.upper().replace("-", "_")
     if args.alternate_exchange is not None:
         body[exchanges.ALTERNATE] = args.alternate_exchange
+    for option in FLOW_OPTIONS:
+        value = getattr(args, option.replace("-", "_"))
+        if value is not None:
+            body["qpid." + option.replace("-", "_")] = value
     for item in args.argument:
         key, sep, value = item.partition("=")
         if not sep or not key:
