@@ -15,9 +15,11 @@ messages, the way Qpid Broker-J's ``ManagementNode`` does:
   - the address of a queue, typically a dynamic node the client made with a receiver whose
     source is ``dynamic`` (qpid-proton clients, the Qpid Dispatch tools, our CLI); a name
     the broker may create on demand is created as a sender's would be;
-  - the target address of a receiving link attached to ``$management`` itself (Broker-J's
-    shape, as Qpid JMS uses it): such a link gets a private queue of its own, gone when
-    the link goes.
+  - the target address of a receiving link attached to ``$management`` itself on the same
+    connection (Broker-J's shape, and its rule: ``getResponseDestination`` matches such a
+    link only on the requester's connection): such a link gets a private queue of its own,
+    gone when the link goes. Another connection's request naming that address is answered
+    as any other address would be.
 
 * A request whose reply could not be delivered anywhere (no ``reply-to``, or one naming no
   node) is not performed: its delivery is settled ``rejected`` with a description, so the
@@ -56,35 +58,44 @@ class ManagementNode:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.management = Management(broker)
-        self._reply_queues: dict[str, Queue] = {}  # by the receiving link's target address
+        # By (connection, the receiving link's target address); an entry goes with its queue.
+        self._reply_queues: dict[tuple[Any, str], Queue] = {}
+        self._keys: dict[str, tuple[Any, str]] = {}  # queue name -> its key above
+        broker.deletion_watchers.append(self._queue_deleted)
 
-    def reply_queue_for(self, address: str | None) -> Queue:
-        """A private queue for a receiver attached to ``$management`` whose target address
-        is ``address`` (Broker-J's reply routing); the server deletes it with the link."""
+    def _queue_deleted(self, queue: Queue) -> None:
+        key = self._keys.pop(queue.name, None)
+        if key is not None:
+            self._reply_queues.pop(key, None)
+
+    def reply_queue_for(self, connection: Any, address: str | None) -> Queue:
+        """A private queue for a receiver attached to ``$management`` on ``connection``
+        whose target address is ``address`` (Broker-J's reply routing); the server deletes
+        it with the link."""
         if not address:
             raise InvalidField(
                 "a receiver from $management needs a target address: the "
                 "reply-to its requests will use",
                 "target",
             )
-        existing = self._reply_queues.get(address)
-        if existing is not None and existing.name in self.broker.queues:
+        if (connection, address) in self._reply_queues:
             raise InvalidField(
                 f"another link receives management replies for '{address}'", "target"
             )
         queue = self.broker.declare(f"TempQueue{uuid.uuid4()}")
-        self._reply_queues[address] = queue
+        self._reply_queues[connection, address] = queue
+        self._keys[queue.name] = (connection, address)
         return queue
 
-    def _reply_target(self, reply_to: Any) -> Queue:
+    def _reply_target(self, reply_to: Any, connection: Any) -> Queue:
         if not isinstance(reply_to, str) or not reply_to:
             raise InvalidField(
                 "a management request needs a reply-to address for its "
                 "answer; the request was not performed",
                 "reply-to",
             )
-        queue = self._reply_queues.get(reply_to)
-        if queue is not None and self.broker.queues.get(queue.name) is queue:
+        queue = self._reply_queues.get((connection, reply_to))
+        if queue is not None:
             return queue
         try:
             return self.broker.resolve(reply_to)
@@ -93,15 +104,16 @@ class ManagementNode:
                 f"reply-to '{reply_to}' names no node; the request was not performed"
             ) from None
 
-    def request(self, data: bytes, user: str | None = None) -> None:
-        """Perform one encoded request and queue its reply; raises :class:`BrokerError`
-        (the request is then rejected) when there is nowhere to answer."""
+    def request(self, data: bytes, user: str | None = None, connection: Any = None) -> None:
+        """Perform one encoded request (sent on ``connection``) and queue its reply; raises
+        :class:`BrokerError` (the request is then rejected) when there is nowhere to
+        answer."""
         request = Message()
         try:
             request.decode(data)
         except Exception as exc:  # whatever Proton finds wrong with it
             raise InvalidField(f"unreadable management request: {exc}") from None
-        target = self._reply_target(request.reply_to)
+        target = self._reply_target(request.reply_to, connection)
         properties = {str(k): v for k, v in (request.properties or {}).items()}
         response = self.management.handle(properties, request.body, user)
         correlation = request.correlation_id if request.correlation_id is not None else request.id
@@ -158,7 +170,7 @@ class RequestLink(ControlLink):
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
         try:
-            self.node.request(data, self.user)
+            self.node.request(data, self.user, self.link.connection._impl)
         except BrokerError as exc:
             log.info("management request refused: %s", exc.description)
             if not delivery.settled:

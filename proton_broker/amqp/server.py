@@ -616,7 +616,9 @@ class Server(Handler):
             or from_number is not None
         )  # replays are browses
         if source.address == MANAGEMENT_ADDRESS and not source.dynamic:
-            queue: Queue | None = self.management.reply_queue_for(link.remote_target.address)
+            queue: Queue | None = self.management.reply_queue_for(
+                link.connection._impl, link.remote_target.address
+            )
             self._temporary[link._impl] = queue.name
         elif source.type == Terminus.UNSPECIFIED and not source.dynamic:
             return self._look_up_subscription(link)

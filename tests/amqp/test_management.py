@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Disposition, Message
+from proton import Disposition, Link, Message
 
 from tests.amqp.test_durability import Restartable, drain, send_all
 from tests.conftest import RunningBroker
@@ -480,16 +480,23 @@ def test_a_reply_to_a_named_queue_is_delivered_there(broker: RunningBroker, node
     assert got[0].message.body["name"] == "answers"
 
 
+def management_receiver(client: EngineClient, address: str) -> Link:
+    """A receiver attached from ``$management`` whose target address is ``address``, the
+    reply-to of its requests (Broker-J's shape)."""
+    replies = client.session.receiver(f"mgmt-replies-{address}")
+    replies.source.address = "$management"
+    replies.target.address = address
+    replies.open()
+    client.logs[replies.name] = LinkLog()
+    replies.flow(5)
+    return replies
+
+
 def test_a_reply_goes_to_a_receiver_attached_to_management_by_its_target_address(
     broker: RunningBroker,
 ) -> None:
     client = broker.client()
-    replies = client.session.receiver("mgmt-replies")  # Broker-J's (and Qpid JMS's) shape
-    replies.source.address = "$management"
-    replies.target.address = "my-replies"
-    replies.open()
-    client.logs[replies.name] = LinkLog()
-    replies.flow(5)
+    replies = management_receiver(client, "my-replies")
     requests = client.sender("$management")
     client.wait(lambda: replies.remote_source.address)
     assert replies.remote_source.address == "$management"
@@ -507,6 +514,22 @@ def test_a_reply_goes_to_a_receiver_attached_to_management_by_its_target_address
     replies.close()
     client.pump(0.2)
     assert broker.call(lambda: [n for n in broker.broker.queues if n.startswith("Temp")]) == []
+
+
+def test_another_connections_request_is_never_answered_on_a_management_receivers_queue(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J matches such a receiver on the requester's connection only; another
+    connection's reply-to of that address is an address like any other."""
+    owner, other = broker.client(container="owner"), broker.client(container="other")
+    replies = management_receiver(owner, "shared-name")
+    owner.wait(lambda: replies.remote_source.address)
+    requests = other.sender("$management")
+    request = Message(reply_to="shared-name", properties={"operation": "GET-TYPES", **NODE})
+    other.wait_settled(other.send(requests, request, pump=False))
+    owner.pump(0.3)
+    assert owner.received(replies) == []
+    assert broker.call(lambda: broker.broker.queues["shared-name"].depth) == 1  # made on demand
 
 
 def test_a_request_without_reply_to_is_rejected_and_not_performed(
