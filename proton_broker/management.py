@@ -229,6 +229,7 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "earliestSequenceNumber": lambda q: q.earliest_sequence_number,
     "nextSequenceNumber": lambda q: q.next_sequence_number,
     "flowStopped": lambda q: q.flow_stopped,
+    "queueFlowStopped": lambda q: q.flow_stopped,  # Broker-J's name for it
     # per-group and per-key figures (None where the queue has no groups / keys)
     "messageGroupCount": lambda q: len(_groups(q)) if q.settings.grouped else None,
     "messageGroups": lambda q: _groups(q) if q.settings.grouped else None,
@@ -443,7 +444,8 @@ class Management:
         self, operation: str, properties: Mapping[str, Any], body: Any, user: str | None
     ) -> Response:
         entity_type = properties.get("entityType")
-        if entity_type is not None and entity_type not in _types(None):
+        known = entity_type is None or entity_type in _types(None)
+        if operation == "QUERY" and not known:  # GET-*: an empty map, as Broker-J's
             raise ManagementError(BAD_REQUEST, f"unknown entityType {entity_type!r}")
         if user is not None and operation in NODE_OPERATIONS:
             if operation == "QUERY":
@@ -538,7 +540,9 @@ def _is_node(properties: Mapping[str, Any], kind: Any) -> bool:
 
 
 def _types(entity_type: str | None) -> dict[str, list[str]]:
-    """GET-TYPES: each type and the types it extends."""
+    """GET-TYPES: each type and the types it extends; for one type, that type and those
+    that extend it (a category and its kinds, as Broker-J answers); nothing for a type
+    this node does not know."""
     table = {
         MANAGEMENT_TYPE: [],
         QUEUE_TYPE: [],
@@ -547,7 +551,7 @@ def _types(entity_type: str | None) -> dict[str, list[str]]:
     }
     if entity_type is None:
         return table
-    return {entity_type: table[entity_type]}
+    return {t: up for t, up in table.items() if t == entity_type or entity_type in up}
 
 
 def _attribute_names(entity_type: str) -> list[str]:

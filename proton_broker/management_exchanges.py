@@ -71,6 +71,7 @@ EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "alternateBinding": lambda e: {"destination": e.alternate} if e.alternate else None,
     "bindingCount": lambda e: e.binding_count,
     "messagesRouted": lambda e: e.routed,
+    "messagesIn": lambda e: e.routed,  # Broker-J's name for it
     "messagesDropped": lambda e: e.dropped,
 }
 BINDING_ATTRIBUTES: dict[str, Callable[[Binding], Any]] = {

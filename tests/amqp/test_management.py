@@ -374,6 +374,22 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
     assert "RELOAD-ACL" in operations["org.amqp.management"]
 
 
+def test_a_queue_reads_its_flow_state_under_broker_js_name_too(node: Node) -> None:
+    body = node.ask(entity("CREATE", "flowing")).body
+    assert body["queueFlowStopped"] is False and body["flowStopped"] is False
+
+
+def test_get_types_of_a_category_includes_its_kinds_and_of_an_unknown_type_nothing(
+    node: Node,
+) -> None:
+    """As Broker-J's ``getTypeSpecialisations``."""
+    kinds = node.ask({"operation": "GET-TYPES", **NODE, "entityType": QUEUE}).body
+    assert kinds[QUEUE] == [] and kinds["org.apache.qpid.SortedQueue"] == [QUEUE]
+    assert "org.apache.qpid.Exchange" not in kinds
+    unknown = node.ask({"operation": "GET-ATTRIBUTES", **NODE, "entityType": "com.example.X"})
+    assert status(unknown)[0] == 200 and unknown.body == {}
+
+
 def test_reload_acl_without_an_acl_file_is_a_409_saying_so(node: Node) -> None:
     code, description = status(node.ask({"operation": "RELOAD-ACL", **NODE}))
     assert code == 409 and "acl.file" in description

@@ -22,6 +22,7 @@ def test_an_exchange_is_created_read_and_deleted(broker: RunningBroker) -> None:
     assert made.body["qpid-type"] == "topic" and made.body["durable"] is True
     read = node.ask(entity("READ", "news", EXCHANGE))
     assert read.body["name"] == "news" and read.body["bindingCount"] == 0
+    assert read.body["messagesIn"] == read.body["messagesRouted"] == 0  # Broker-J's name too
     assert status(node.ask(entity("DELETE", "news", EXCHANGE)))[0] == 204
     assert status(node.ask(entity("READ", "news", EXCHANGE)))[0] == 404
 
