@@ -31,7 +31,11 @@ Rules owned here:
   ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) and Broker-J
   (``ConsumerTarget_1_0``) do; whatever outcome the browser gives settles the delivery and
   changes nothing on the queue (nothing removed, released or counted as redelivered);
-* a consumer's unsettled deliveries go back to the queue when its link goes away.
+* a consumer's unsettled deliveries go back to the queue when its link goes away;
+* a producer whose queue or exchange was deleted stays attached until its next transfer,
+  which is left unsettled while the link is detached with ``amqp:resource-deleted``
+  (qpidd's ``IncomingToQueue::handle``); a transfer under a transaction that the broker
+  refuses is answered inside its transactional state (transactions.py has the rest).
 """
 
 from __future__ import annotations
