@@ -592,7 +592,11 @@ _EVERY_ATTRIBUTE = list(
 def _operations(entity_type: str) -> dict[str, list[str]]:
     if entity_type == MANAGEMENT_TYPE:
         return {op: [] for op in NODE_OPERATIONS}
-    return {"CREATE": [], "READ": [], "UPDATE": [], "DELETE": ["force"]}
+    crud: dict[str, list[str]] = {"CREATE": [], "READ": [], "UPDATE": [], "DELETE": ["force"]}
+    if entity_type == EXCHANGE_TYPE or EXCHANGE_TYPE in TYPE_HIERARCHY.get(entity_type, ()):
+        crud["bind"] = ["destination", "bindingKey", "arguments", "replaceExistingArguments"]
+        crud["unbind"] = ["destination", "bindingKey"]
+    return crud
 
 
 def _attribute_map(body: Any, operation: str) -> dict[str, Any]:

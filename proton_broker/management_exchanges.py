@@ -13,7 +13,10 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   ``messagesDropped``. DELETE removes the exchange and its bindings (the queues stay); the
   four default exchanges cannot be deleted, nor an exchange that is an alternate (403, as
   Broker-J answers its ``IntegrityViolationException``).
-  Nothing of an exchange can be changed: UPDATE is a 400.
+  Nothing of an exchange can be changed: UPDATE is a 400. Broker-J's exchange operations
+  ``bind`` and ``unbind`` take their parameters from the application properties
+  (``destination``, ``bindingKey``, ``arguments``, ``replaceExistingArguments``) and
+  answer whether they changed anything.
 * Bindings: ``org.apache.qpid.Binding``, this broker's own entity type (Broker-J manages
   bindings with its exchange's ``bind`` and ``unbind`` operations, not as entities), named
   by ``exchange``, ``queue`` and the binding key ``name`` (``bindingKey`` and
@@ -30,6 +33,7 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -53,6 +57,9 @@ KIND_ATTRIBUTES = ("type", "qpid-type")  # either names the kind, by itself or i
 BINDING_TYPE = "org.apache.qpid.Binding"
 EXCHANGE_ENTITY_TYPES = (EXCHANGE_TYPE, *EXCHANGE_KINDS)
 ENTITY_TYPES = (*EXCHANGE_ENTITY_TYPES, BINDING_TYPE)
+# Broker-J's operations on an exchange (beside CREATE, READ, UPDATE, DELETE).
+EXCHANGE_OPERATIONS = ("bind", "unbind")
+
 TYPE_HIERARCHY = {
     EXCHANGE_TYPE: [],
     **{kind: [EXCHANGE_TYPE] for kind in EXCHANGE_KINDS},
@@ -132,7 +139,31 @@ class ExchangeEntities:
             return 204, "Deleted", {}
         if operation == "UPDATE":
             raise InvalidField("nothing of an exchange can be changed; delete and create")
+        if operation in EXCHANGE_OPERATIONS:
+            return 200, "OK", self._exchange_operation(operation, exchange, properties, user)
         raise InvalidField(f"unknown operation {operation!r} for type {kind!r}")
+
+    def _exchange_operation(
+        self, operation: str, exchange: Exchange, properties: Mapping[str, Any], user: str | None
+    ) -> bool:
+        """Broker-J's exchange operations, their parameters the application properties:
+        ``bind(destination, bindingKey, arguments, replaceExistingArguments)`` and
+        ``unbind(destination, bindingKey)``; each answers whether it changed anything."""
+        destination = properties.get("destination")
+        if not isinstance(destination, str) or not destination:
+            raise InvalidField(f"'{operation}' needs a 'destination' (a queue)")
+        key = str(properties.get("bindingKey") or "")
+        if operation == "unbind":
+            return self.broker.unbind(exchange.name, destination, key, user=user)
+        arguments = _json_map(properties.get("arguments"), "arguments")
+        replace = to_bool(
+            "replaceExistingArguments", properties.get("replaceExistingArguments", False)
+        )
+        exists = any(b.key == key for b in exchange.bindings_of(destination))
+        if exists and not replace:
+            return False
+        self.broker.bind(exchange.name, destination, key, arguments, user=user)
+        return True
 
     def _create_exchange(
         self, name: str | None, kind: str, attributes: dict[str, Any], user: str | None
@@ -266,6 +297,20 @@ def binding_attributes(binding: Binding) -> dict[str, Any]:
 
 def attribute_names(entity_type: str) -> list[str]:
     return list(BINDING_ATTRIBUTES if entity_type == BINDING_TYPE else EXCHANGE_ATTRIBUTES)
+
+
+def _json_map(value: Any, name: str) -> dict[str, Any]:
+    """A map parameter, given as a map or as JSON text (as JMS clients must send it)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise InvalidField(f"'{name}' is neither a map nor JSON text") from None
+    if not isinstance(value, Mapping):
+        raise InvalidField(f"'{name}' must be a map")
+    return {str(k): v for k, v in value.items()}
 
 
 def _name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -> str | None:

@@ -72,6 +72,27 @@ def test_a_binding_is_created_listed_and_deleted(broker: RunningBroker) -> None:
     )
 
 
+def test_an_exchange_binds_and_unbinds_with_broker_js_operations(broker: RunningBroker) -> None:
+    """Broker-J has no binding entities: ``bind`` and ``unbind`` are operations on the
+    exchange, named by ``index``=``object-path``, their parameters application properties."""
+    node = Node(broker.client())
+    broker.call(lambda: broker.broker.declare("shipping"))
+    topic = {"type": EXCHANGE, "index": "object-path", "key": "amq.topic"}
+    bind = {**topic, "operation": "bind", "destination": "shipping", "bindingKey": "ship.#"}
+    made = node.ask(bind)
+    assert status(made)[0] == 200 and made.body is True
+    assert node.ask(bind).body is False  # there already; its arguments left alone
+    bound = broker.call(lambda: broker.broker.exchanges.named("amq.topic").bindings_of("shipping"))
+    assert [b.key for b in bound] == ["ship.#"]
+    unbind = {**topic, "operation": "unbind", "destination": "shipping", "bindingKey": "ship.#"}
+    assert node.ask(unbind).body is True and node.ask(unbind).body is False
+    matched = {"type": EXCHANGE, "name": "amq.match", "operation": "bind"}
+    headers = node.ask({**matched, "destination": "shipping", "arguments": '{"x-match": "all"}'})
+    assert headers.body is True  # a map parameter as JSON text, as JMS clients send it
+    operations = node.ask({**NODE, "operation": "GET-OPERATIONS", "entityType": EXCHANGE}).body
+    assert "bind" in operations[EXCHANGE] and "unbind" in operations[FANOUT_EXCHANGE]
+
+
 def test_a_headers_binding_takes_its_arguments_and_refuses_bad_ones(broker: RunningBroker) -> None:
     node = Node(broker.client())
     broker.call(lambda: broker.broker.declare("red"))
