@@ -273,6 +273,25 @@ def to_priorities(name: str, value: Any) -> Any:
     return levels or NOTHING
 
 
+# Broker-J's ExclusivityPolicy names: NONE, and the one this broker's exclusive queue is
+# (the connection that made it, or the next to attach, owns it); the others are refused.
+_EXCLUSIVITY = {"NONE": False, "CONNECTION": True}
+_OTHER_EXCLUSIVITY = ("SESSION", "CONTAINER", "PRINCIPAL", "LINK", "SHARED_SUBSCRIPTION")
+
+
+def to_exclusive(name: str, value: Any) -> bool:
+    """A boolean, or Broker-J's ``ExclusivityPolicy``: ``NONE`` is false, ``CONNECTION``
+    true (what this broker's exclusive queue is); its other policies are not supported."""
+    if isinstance(value, str) and value.strip().upper() in _EXCLUSIVITY:
+        return _EXCLUSIVITY[value.strip().upper()]
+    if isinstance(value, str) and value.strip().upper() in _OTHER_EXCLUSIVITY:
+        raise NotImplementedByBroker(
+            f"queue option '{name}': exclusivity policy {value.strip().upper()} is not "
+            "supported (NONE, or CONNECTION: the queue belongs to one connection)"
+        )
+    return to_bool(name, value)
+
+
 def to_key(name: str, value: Any) -> str:
     """The name of a message property: a non-empty string."""
     if isinstance(value, str) and value.strip():
@@ -423,7 +442,7 @@ _option(
 )
 _option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
-_option("exclusive", to_bool, "exclusive", "qpid.exclusive")
+_option("exclusive", to_exclusive, "exclusive", "qpid.exclusive")
 _option("subscription", to_subscription, "subscription")
 _option(
     "alternate",
@@ -503,6 +522,7 @@ def option_table() -> list[OptionInfo]:
     parser stays the judge of every value)."""
     kinds: dict[Converter, str] = {
         to_bool: "bool",
+        to_exclusive: "bool",
         to_shared_groups: "bool",
         to_limit: "int",
         to_threshold: "int",

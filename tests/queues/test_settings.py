@@ -157,6 +157,14 @@ def test_jmsx_group_id_as_the_group_key_means_the_group_id_property(alias: str) 
     assert settings.grouped and settings.group_mode == GROUPS_STANDARD
 
 
+def test_exclusive_takes_broker_js_exclusivity_policy_names_too() -> None:
+    assert parse_settings({"exclusive": "NONE"}).exclusive is False
+    assert parse_settings({"exclusive": "connection"}).exclusive is True
+    assert parse_settings({"exclusive": True}).exclusive is True
+    with pytest.raises(NotImplementedByBroker):
+        parse_settings({"exclusive": "PRINCIPAL"})
+
+
 def test_zero_priority_levels_is_a_plain_queue_as_qpidd_reads_it() -> None:
     settings = parse_settings({"qpid.priorities": 0})
     assert settings.priorities is None and settings.kind == "standard"
