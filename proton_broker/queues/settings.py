@@ -313,6 +313,15 @@ def to_policy(name: str, value: Any) -> str:
     raise _bad(name, value, f"one of {choices}")
 
 
+# qpidd's "manual", and Broker-J's policy names that are one of ours (spelt lower case with
+# hyphens); its DELETE_ON_SESSION_END, IN_USE and DELETE_ON_NO_OUTBOUND_LINKS are not.
+_LIFETIME_ALIASES = {
+    "manual": PERMANENT,
+    "delete-on-connection-close": DELETE_ON_CLOSE,
+    "delete-on-creating-link-close": DELETE_ON_CLOSE,
+}
+
+
 def to_lifetime(name: str, value: Any) -> str:
     """A lifetime policy: a Qpid name, or an AMQP 1.0 policy as a described value (by
     symbol, as qpid::messaging sends it, or by code, as Qpid JMS does)."""
@@ -321,7 +330,7 @@ def to_lifetime(name: str, value: Any) -> str:
         return _AMQP_LIFETIMES[descriptor]
     text = str(descriptor if descriptor is not None else value).strip().lower()
     text = text.removeprefix("amqp:").removesuffix(":list").replace("_", "-")
-    text = {"manual": PERMANENT, "delete-on-connection-close": DELETE_ON_CLOSE}.get(text, text)
+    text = _LIFETIME_ALIASES.get(text, text)
     text = _AMQP_LIFETIMES.get(text, text)
     if text in LIFETIME_POLICIES:
         return text

@@ -157,6 +157,17 @@ def test_jmsx_group_id_as_the_group_key_means_the_group_id_property(alias: str) 
     assert settings.grouped and settings.group_mode == GROUPS_STANDARD
 
 
+def test_lifetime_takes_broker_js_policy_names_that_are_ours() -> None:
+    assert (
+        parse_settings({"lifetimePolicy": "DELETE_ON_NO_LINKS"}).lifetime_policy
+        == "delete-if-unused"
+    )
+    made = parse_settings({"lifetimePolicy": "DELETE_ON_CREATING_LINK_CLOSE"})
+    assert made.lifetime_policy == "delete-on-close"
+    with pytest.raises(InvalidField):
+        parse_settings({"lifetimePolicy": "DELETE_ON_SESSION_END"})
+
+
 def test_exclusive_takes_broker_js_exclusivity_policy_names_too() -> None:
     assert parse_settings({"exclusive": "NONE"}).exclusive is False
     assert parse_settings({"exclusive": "connection"}).exclusive is True
