@@ -39,7 +39,6 @@ queue. Adding an attribute is one line there.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -55,6 +54,7 @@ from proton_broker.management_exchanges import (
     TYPE_HIERARCHY,
     ExchangeEntities,
     attribute_names,
+    json_text,
 )
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
@@ -484,7 +484,7 @@ class Management:
         ``entityType``, every entity, as Broker-J lists them: bindings, exchanges, then
         queues (its categories by name), with every kind's attributes."""
         request = _attribute_map(body if body is not None else {}, "QUERY")
-        names = _json_text(request.get("attributeNames") or [], "attributeNames")
+        names = json_text(request.get("attributeNames") or [], "attributeNames", "a list")
         if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
             raise ManagementError(BAD_REQUEST, "'attributeNames' must be a list of strings")
         rows: list[dict[str, Any]] | list[Queue] | list[dict[str, Any] | Queue]
@@ -511,18 +511,6 @@ class Management:
         if entity_type in QUEUE_KINDS:
             return [q for q in queues if q.kind == QUEUE_KINDS[entity_type]]
         return [] if entity_type == MANAGEMENT_TYPE else queues
-
-
-def _json_text(value: Any, name: str) -> Any:
-    """``value`` as given, or parsed if it is JSON text: a JMS MapMessage cannot carry a
-    list, so JMS management clients send one as text, as Broker-J reads it (its
-    ``ManagementInputConverter``)."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise ManagementError(BAD_REQUEST, f"'{name}' is neither a list nor JSON text") from None
 
 
 def _query_row(row: dict[str, Any] | Queue, names: list[str]) -> list[Any]:

@@ -299,15 +299,21 @@ def attribute_names(entity_type: str) -> list[str]:
     return list(BINDING_ATTRIBUTES if entity_type == BINDING_TYPE else EXCHANGE_ATTRIBUTES)
 
 
+def json_text(value: Any, name: str, kind: str) -> Any:
+    """A parameter as given, or parsed if it is JSON text: a JMS ``MapMessage`` cannot carry
+    a list or a map, so JMS management clients send one as text, and Broker-J reads it so
+    (its ``ManagementInputConverter``). ``kind`` (a list, a map) names what was wanted."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise InvalidField(f"'{name}' is neither {kind} nor JSON text", name) from None
+
+
 def _json_map(value: Any, name: str) -> dict[str, Any]:
-    """A map parameter, given as a map or as JSON text (as JMS clients must send it)."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise InvalidField(f"'{name}' is neither a map nor JSON text") from None
+    """A map parameter, given as a map or as JSON text."""
+    value = json_text({} if value is None else value, name, "a map")
     if not isinstance(value, Mapping):
         raise InvalidField(f"'{name}' must be a map")
     return {str(k): v for k, v in value.items()}

@@ -97,10 +97,7 @@ class Quotas:
         self._links[connection] += 1
 
     def detached(self, connection: Any) -> None:
-        if self._links[connection] > 1:
-            self._links[connection] -= 1
-        else:
-            self._links.pop(connection, None)
+        _uncount(self._links, connection)
 
     def may_create(self, connection: Any, name: str) -> None:
         """ResourceLimitExceeded if ``connection`` has created as many queues as it may."""
@@ -119,7 +116,9 @@ class Quotas:
         return len(self._address)
 
 
-def _uncount(counter: Counter[str], key: str) -> None:
-    counter[key] -= 1
-    if not counter[key]:
-        del counter[key]
+def _uncount(counter: Counter[Any], key: Any) -> None:
+    """One fewer of ``key``; its entry goes at zero (and a key not counted stays absent)."""
+    if counter[key] > 1:
+        counter[key] -= 1
+    else:
+        counter.pop(key, None)

@@ -449,7 +449,9 @@ class Server(Handler):
         except InvalidField as exc:
             return Condition(INVALID_FIELD, str(exc))
         applied, others = self.sole.opening(conn.remote_container or "", conn._impl, policy)
-        name = sole_connections.POLICY_NAMES.get(applied)
+        if applied is None:
+            return None
+        name = sole_connections.POLICY_NAMES[applied]
         why = f"Connection closed due to sole-connection-enforcement-policy '{name}'"
         if applied == sole_connections.REFUSE_CONNECTION:  # Qpid JMS: InvalidClientIDException
             return Condition(INVALID_FIELD, why, {INVALID_FIELD_KEY: symbol("container-id")})

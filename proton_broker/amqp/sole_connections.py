@@ -51,15 +51,17 @@ class SoleConnections:
         self._open: dict[str, dict[Any, int | None]] = {}
         self._container: dict[Any, str] = {}
 
-    def opening(self, container: str, connection: Any, policy: int | None) -> tuple[int, list]:
+    def opening(
+        self, container: str, connection: Any, policy: int | None
+    ) -> tuple[int | None, list[Any]]:
         """``connection`` of ``container`` opens asking for ``policy``: the policy that
-        applies and the open connections it applies to, or (-1, []) when none applies.
+        applies and the open connections it applies to, or (None, []) when none applies.
         The connection is counted unless it is to be refused."""
         others = self._open.get(container, {})
         applied = next((p for p in others.values() if p is not None), policy)
         if not others or applied is None:
             self._count(container, connection, policy)
-            return -1, []
+            return None, []
         if applied == CLOSE_EXISTING:
             replaced = list(others)
             self._count(container, connection, policy)

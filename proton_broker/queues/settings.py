@@ -282,11 +282,12 @@ _OTHER_EXCLUSIVITY = ("SESSION", "CONTAINER", "PRINCIPAL", "LINK", "SHARED_SUBSC
 def to_exclusive(name: str, value: Any) -> bool:
     """A boolean, or Broker-J's ``ExclusivityPolicy``: ``NONE`` is false, ``CONNECTION``
     true (what this broker's exclusive queue is); its other policies are not supported."""
-    if isinstance(value, str) and value.strip().upper() in _EXCLUSIVITY:
-        return _EXCLUSIVITY[value.strip().upper()]
-    if isinstance(value, str) and value.strip().upper() in _OTHER_EXCLUSIVITY:
+    policy = value.strip().upper() if isinstance(value, str) else None
+    if policy in _EXCLUSIVITY:
+        return _EXCLUSIVITY[policy]
+    if policy in _OTHER_EXCLUSIVITY:
         raise NotImplementedByBroker(
-            f"queue option '{name}': exclusivity policy {value.strip().upper()} is not "
+            f"queue option '{name}': exclusivity policy {policy} is not "
             "supported (NONE, or CONNECTION: the queue belongs to one connection)"
         )
     return to_bool(name, value)
