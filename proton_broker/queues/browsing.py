@@ -3,22 +3,26 @@
 
 Rules this module owns:
 
-* A browser never acquires. It keeps a cursor in arrival order (a position in the queue's
-  :class:`~proton_broker.queues.entries.ArrivalLog`) and is shown each entry that is
-  available as the cursor passes it, then new ones as they arrive. An entry a consumer
-  holds (acquired, not settled) is passed over, and not shown later if it is released: the
-  cursor only goes forward (the C++ broker's ``QueueCursor`` shows a browser available
-  messages only, and Broker-J's browsers skip entries that are not available and do not
-  see requeues). Browsers are fed after the consumers' turn (queues/dispatching.py), so a
-  message a consumer with credit takes as it arrives is not shown to them. On every queue
-  type browsers see arrival order (both Qpid brokers browse a priority or sorted queue in
-  its own order instead: a documented difference); on an LVQ that is the current value of
-  each key, then each update, never a superseded value.
-* A browser passes neither a held entry (it comes when it becomes valid, even if the cursor
+* A browser never acquires. It keeps a place in the queue's order (a walk:
+  :mod:`~proton_broker.queues.walking`) and is shown each entry that is available as it
+  gets to it, then new ones as they arrive: arrival order on a FIFO queue, on a priority
+  queue the highest level first (a new message of a higher level is shown next), on a
+  sorted queue the sort order (a new message that sorts before its place is shown next).
+  Both Qpid brokers' browsers walk the queue's own order this way. An entry a consumer holds
+  (acquired, not settled) is passed over, and not shown later if it is released: the place
+  only goes forward (the C++ broker's ``QueueCursor`` shows a browser available messages
+  only, and Broker-J's browsers skip entries that are not available and do not see
+  requeues). Browsers are fed after the consumers' turn (queues/dispatching.py), so a
+  message a consumer with credit takes as it arrives is not shown to them. On an LVQ a
+  browser sees the current value of each key, then each update, never a superseded value.
+* A browser is shown nothing twice: an entry that becomes available behind its place (one
+  held until now, or a new one sorting before it) waits in its ``late`` line and is shown
+  next, and the place stays where it is.
+* A browser passes neither a held entry (it comes when it becomes valid, even if the place
   is past it) nor one whose number is still being written (it waits there: see
   :mod:`proton_broker.queues.numbering`); expired entries are skipped.
-* Feeding a browser costs O(1) per entry it is shown, whatever the queue's length; a cursor
-  survives the log's compaction by finding its position again (O(log n)).
+* Feeding a browser costs O(1) per entry it is shown on a FIFO queue (O(levels) on a
+  priority queue, O(log n) on a sorted one), whatever the queue's length.
 * A replaying browser (``x-opt-sequence`` filter) is first sent the kept versions from its
   start (of one key, or of all), then every new version as it is recorded.
 * A browser with a selector is shown only what the selector matches; a paged-out message is
@@ -33,20 +37,19 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from proton_broker.message import Message
-from proton_broker.queues.entries import AVAILABLE, DEAD, ArrivalLog, Entry
+from proton_broker.queues.entries import AVAILABLE, DEAD, Entry
 from proton_broker.queues.ports import Consumer, MessageFilter
+from proton_broker.queues.walking import Position, Track, Walk
 
 
 class Cursor:
-    """Where a browser is: the next number it may see, that entry's index in the log (valid
-    for ``generation``), valid entries behind it still to show, and its selector."""
+    """Where a browser is (a position on each track of the queue's walk), valid entries
+    behind it still to show, and its selector."""
 
-    __slots__ = ("seq", "index", "generation", "late", "selector")
+    __slots__ = ("place", "late", "selector")
 
-    def __init__(
-        self, seq: int, index: int, generation: int, selector: MessageFilter | None
-    ) -> None:
-        self.seq, self.index, self.generation = seq, index, generation
+    def __init__(self, place: list[Position], selector: MessageFilter | None) -> None:
+        self.place = place
         self.late: deque[Entry] = deque()
         self.selector = selector
 
@@ -68,11 +71,11 @@ class Browsers:
 
     def __init__(
         self,
-        log: ArrivalLog,
+        walk: Walk,
         read_back: Callable[[Message], AbstractContextManager[None]],
         superseded: Callable[[Entry], bool] | None = None,
     ) -> None:
-        self._log = log
+        self._walk = walk
         self._read_back = read_back
         # A last-value queue's: whether an entry's key has a newer value (it is not shown).
         self._superseded = superseded
@@ -84,8 +87,7 @@ class Browsers:
 
     def add(self, consumer_id: int, start: int, selector: MessageFilter | None) -> None:
         """A browser that starts at number ``start`` (0: the beginning)."""
-        log = self._log
-        self.cursors[consumer_id] = Cursor(start, log.index_of(start), log.generation, selector)
+        self.cursors[consumer_id] = Cursor(self._walk.start(start), selector)
 
     def add_replay(
         self,
@@ -113,9 +115,11 @@ class Browsers:
                 replay.pending.append(Entry(seq, message, None))
 
     def valid_again(self, entry: Entry) -> None:
-        """A held entry became valid: browsers already past it get it next."""
+        """``entry`` became available behind where browsers may be (held until now, or new
+        and sorting before them): those past it get it next."""
+        behind = self._walk.behind
         for cursor in self.cursors.values():
-            if cursor.seq > entry.seq:
+            if behind(cursor.place, entry):
                 cursor.late.append(entry)
 
     def feed(self, consumer: Consumer) -> None:
@@ -134,25 +138,24 @@ class Browsers:
                 continue
             if superseded is None or not superseded(valid):
                 self._show(consumer, valid, cursor.selector)
-        self._walk(consumer, cursor)
+        for track, position in zip(self._walk.tracks, cursor.place, strict=True):
+            if not self._walk_track(consumer, cursor, track, position):
+                return  # no credit left, or waiting for a number being written
 
-    def _walk(self, consumer: Consumer, cursor: Cursor) -> None:
-        """Show the browser the log from its cursor on (see the module rules)."""
-        log, selector, superseded = self._log, cursor.selector, self._superseded
-        seq, index = cursor.seq, cursor.index
-        if cursor.generation != log.generation:
-            index = log.index_of(seq)
+    def _walk_track(
+        self, consumer: Consumer, cursor: Cursor, track: Track, position: Position
+    ) -> bool:
+        """Show the browser ``track`` from ``position`` on (see the module rules); True
+        when it got to the track's end."""
+        selector, superseded = cursor.selector, self._superseded
         now = 0.0
         while consumer.credit > 0:
-            entry = log.at(index)
+            entry = track.next(position)
             if entry is None:
-                break
+                return True
             if entry.message.number_unwritten and entry.state != DEAD:
-                break  # its number is not on disk yet: wait for it
-            index += 1
-            if entry.seq < seq:
-                continue  # before a start that was beyond the end (a future number)
-            seq = entry.seq + 1
+                return False  # its number is not on disk yet: wait for it
+            track.passed(position, entry)
             if entry.state != AVAILABLE:  # a consumer holds it, or it is gone or held
                 continue  # a held entry comes through ``late`` once it is valid
             if superseded is not None and superseded(entry):
@@ -162,7 +165,7 @@ class Browsers:
                 if entry.expires_at <= now:
                     continue
             self._show(consumer, entry, selector)
-        cursor.seq, cursor.index, cursor.generation = seq, index, log.generation
+        return False
 
     def feed_all(self, consumers: dict[int, Consumer]) -> None:
         for cid in list(self.cursors):

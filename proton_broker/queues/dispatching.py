@@ -16,7 +16,7 @@ Rules this module owns:
   that it may have: not one it said was undeliverable to it (``undeliverable-here``), not
   one older than its replay period. Entries it passes over stay where they are, for the
   others; an entry whose time has passed leaves the queue instead of being acquired.
-* A consuming consumer with a selector takes entries in arrival order
+* A consuming consumer with a selector takes the first entry it matches in the queue's order
   (:mod:`~proton_broker.queues.selecting`); on a grouped queue the groups decide
   (:mod:`~proton_broker.queues.groups`).
 * A round ends when nobody in the ring can take anything; the ring's turn order is kept, so
@@ -277,7 +277,7 @@ class Dispatcher:
     def _take_selected(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry a consumer with a selector matches (see
         :mod:`proton_broker.queues.selecting` for its order)."""
-        found = self._picky.next_match(consumer_id, self._expire, self._numbers.next)
+        found = self._picky.next_match(consumer_id, self._expire)
         if found is not None:
             found.state = ACQUIRED  # first, so that a compaction the discard sets off drops it
             self._order.discard(found)  # out of the ordering, as if popped
@@ -310,4 +310,4 @@ class Dispatcher:
         entry.state = AVAILABLE
         self._order.requeue(entry)
         if self._picky_cursors:
-            self._picky.rewind(entry.seq)
+            self._picky.rewind(entry)

@@ -1,9 +1,10 @@
 """Queue entries and the orderings that decide which available entry is handed out next.
 
 A queue keeps every live entry twice: once in its :class:`ArrivalLog` (arrival order, for
-browsers, expiry and management) and, while the entry is *available*, in an ordering (FIFO,
-priority levels or sort key). An ordering knows nothing about consumers or outcomes; it
-only answers "which available entry comes first" in O(1) or O(log n).
+expiry, management and the walks of browsers and selectors on a FIFO queue) and, while the
+entry is *available*, in an ordering (FIFO, priority levels or sort key). An ordering knows
+nothing about consumers or outcomes; it only answers "which available entry comes first" in
+O(1) or O(log n).
 
 Rules owned here:
 
@@ -47,7 +48,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -276,20 +277,27 @@ def priority_level(priority: int, levels: int) -> int:
 
 
 class PriorityOrder:
-    """One FIFO per priority level; the highest non-empty level is served first."""
+    """One FIFO per priority level; the highest non-empty level is served first.
 
-    __slots__ = ("levels", "_fifos")
+    It also keeps each level's live entries in arrival order (``logs``, an
+    :class:`ArrivalLog` a level, rebuilt when the queue's log is): what browsers and
+    consumers with a selector walk, level by level (:mod:`~proton_broker.queues.walking`),
+    as the C++ broker's ``PriorityQueue`` keeps a position a level for each cursor."""
+
+    __slots__ = ("levels", "_fifos", "logs")
 
     def __init__(self, levels: int) -> None:
         self.levels = levels
         self._fifos = [FifoOrder() for _ in range(levels)]  # index = level
+        self.logs = [ArrivalLog() for _ in range(levels)]  # index = level
 
     def __len__(self) -> int:
         return sum(len(f) for f in self._fifos)
 
     def push(self, entry: Entry) -> None:
-        entry.rank = priority_level(entry.message.priority, self.levels)
-        self._fifos[entry.rank].push(entry)
+        rank = entry.rank = priority_level(entry.message.priority, self.levels)
+        self._fifos[rank].push(entry)
+        self.logs[rank].append(entry)
 
     def requeue(self, entry: Entry) -> None:
         self._fifos[entry.rank].requeue(entry)
@@ -314,13 +322,26 @@ class PriorityOrder:
 
 
 class SortedOrder:
-    """Ascending by the sort key's text; entries without the key first."""
+    """Ascending by the sort key's text; entries without the key first.
 
-    __slots__ = ("key", "_sorted")
+    Browsers and consumers with a selector walk ``items`` (its available entries, in its
+    order: :mod:`~proton_broker.queues.walking`); a new entry may sort before where one of
+    them is, so ``ahead`` (set by the queue) is told of each new entry. ``changes`` counts
+    the changes to ``items``: a walk that saw none since it last read may read on where it
+    was, without searching again."""
+
+    __slots__ = ("key", "_sorted", "ahead", "changes")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self._sorted: SortedList = SortedList()  # of (rank, seq, entry)
+        self.ahead: Callable[[Entry], None] | None = None
+        self.changes = 0
+
+    @property
+    def items(self) -> SortedList:
+        """The available entries as (rank, seq, entry), in the order they are handed out."""
+        return self._sorted
 
     def __len__(self) -> int:
         return len(self._sorted)
@@ -329,15 +350,24 @@ class SortedOrder:
         value = property_text(entry.message.application_property(self.key))
         entry.rank = (0, "") if value is None else (1, value)
         self._sorted.add((entry.rank, entry.seq, entry))
+        self.changes += 1
+        if self.ahead is not None:
+            self.ahead(entry)
 
     def requeue(self, entry: Entry) -> None:
         self._sorted.add((entry.rank, entry.seq, entry))
+        self.changes += 1
 
     def pop(self) -> Entry | None:
-        return self._sorted.pop(0)[2] if self._sorted else None
+        if not self._sorted:
+            return None
+        self.changes += 1
+        entry: Entry = self._sorted.pop(0)[2]
+        return entry
 
     def discard(self, entry: Entry) -> None:
         self._sorted.remove((entry.rank, entry.seq, entry))
+        self.changes += 1
 
     def victim(self) -> Entry | None:
         """The oldest of the entries with the highest key (handed out last)."""
@@ -354,7 +384,8 @@ _seq = attrgetter("seq")
 
 
 class ArrivalLog:
-    """Every live entry in arrival order: what browsers walk and management lists.
+    """Every live entry in arrival order: what browsers of a FIFO queue walk and management
+    lists (a priority queue keeps one a level beside it, its ``followers``).
 
     Removed entries stay as tombstones until they outnumber the live ones, or, on a
     last-value queue (``eager``), until they are a quarter of the list; then the list is
@@ -370,7 +401,7 @@ class ArrivalLog:
     before it), so readers see one log.
     """
 
-    __slots__ = ("_entries", "_dead", "generation", "_head", "_ratio", "packed")
+    __slots__ = ("_entries", "_dead", "generation", "_head", "_ratio", "packed", "followers")
 
     def __init__(self, eager: bool = False) -> None:
         self._ratio = 4 if eager else 2  # rebuild when dead * ratio > held
@@ -379,6 +410,9 @@ class ArrivalLog:
         self.generation = 0
         self._head = 0  # every entry before this index is dead (see first_live)
         self.packed: PackedTail | None = None
+        # Logs of some of the same entries (a priority queue's levels), told of no removal:
+        # they are rebuilt with this one, so together they never hold more.
+        self.followers: list[ArrivalLog] = []
 
     def __len__(self) -> int:
         """Entries held, tombstones included (what memory the log takes)."""
@@ -395,10 +429,16 @@ class ArrivalLog:
         self._dead += 1
         entries = self._entries
         if self._dead >= _COMPACT_MIN and self._dead * self._ratio > len(entries):
-            self._entries = [e for e in entries if e.state != DEAD]
-            self._dead = 0
-            self._head = 0
-            self.generation += 1
+            self.compact()
+            for follower in self.followers:
+                follower.compact()
+
+    def compact(self) -> None:
+        """Drop the dead entries; cursors holding an index find their place again."""
+        self._entries = [e for e in self._entries if e.state != DEAD]
+        self._dead = 0
+        self._head = 0
+        self.generation += 1
 
     def first_live(self) -> Entry | None:
         """The oldest live entry (the lowest position), or None. O(1) amortised: the dead

@@ -57,6 +57,7 @@ from proton_broker.queues.entries import (
     GONE,
     ArrivalLog,
     Entry,
+    SortedOrder,
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import EXPIRE_TO_ALTERNATE, QueueSettings, check_live_change
+from proton_broker.queues.walking import Walk
 
 
 @dataclass
@@ -140,8 +142,10 @@ class Queue:
         # the number, so the arrival log is ordered by it.
         self.numbers = Numbering(self, self.settings, self._numbers_written)
         self._expiry = Expiries()  # queues/expiry.py
+        # The queue's order as browsers and consumers with a selector walk it.
+        walk = Walk(self._order, self._log)  # queues/walking.py
         self._browsers = Browsers(  # queues/browsing.py
-            self._log,
+            walk,
             self._read_back,
             self.history.superseded if self._lvq else None,  # type: ignore[union-attr]
         )
@@ -152,9 +156,11 @@ class Queue:
         if self.history is not None:
             self.history.dropped = self._version_dropped
             self._browsers.history_watchers = self.history.watchers  # while anyone replays
-        # Consuming consumers with a selector walk the log from cursors of their own.
-        self._picky = Selecting(self._log, self._read_back)  # queues/selecting.py
+        # Consuming consumers with a selector walk the queue from places of their own.
+        self._picky = Selecting(walk, self._read_back)  # queues/selecting.py
         self._picky_cursors = self._picky.cursors  # read when entries come back, as above
+        if isinstance(self._order, SortedOrder):  # a new entry may sort before their places
+            self._order.ahead = self._sorted_ahead
         # Hold until valid and delivery delay: held entries by the time (ms) they may go.
         self._hold = self.settings.hold_on_publish
         self._held = Holds(self._wake_at)
@@ -317,6 +323,14 @@ class Queue:
         if self._ready or self._browse_cursors or self._browse_replays:
             self._wake()
         return True
+
+    def _sorted_ahead(self, entry: Entry) -> None:
+        """A new entry on a sorted queue: browsers and consumers with a selector past its
+        place in the order see it next (queues/walking.py)."""
+        if self._browse_cursors:
+            self._browsers.valid_again(entry)
+        if self._picky_cursors:
+            self._picky.rewind(entry)
 
     def _unpacked(self, messages: list[Message], expiries: list[float | None] | None) -> None:
         """Records made again from the packed tail join the log and the ordering, after

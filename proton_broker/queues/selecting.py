@@ -1,11 +1,14 @@
 """Consumers with a selector (JMS message selectors) that consume, not browse.
 
-Rules this module owns: such a consumer finds its next message by walking the arrival log
-from a cursor of its own, as Broker-J's consumers walk the queue, so a message it does not
-match is looked at once, not on every dispatch: O(1) amortised per message and consumer.
-It takes messages in arrival order, also on a priority or sorted queue. A message that
-becomes available again behind a cursor (released, or held until now) moves that cursor
-back to it. A paged-out message is read back to be matched and stays paged.
+Rules this module owns: such a consumer finds its next message by walking the queue's
+order from a place of its own (:mod:`~proton_broker.queues.walking`), as the consumers of
+both Qpid brokers walk their queue, so a message it does not match is looked at once, not
+on every dispatch: O(1) amortised per message and consumer on a FIFO queue (O(levels) on a
+priority queue, O(log n) on a sorted one). It takes the first message it matches in the
+queue's order: arrival order, priority levels, or sort order. A message that becomes
+available again behind a place (released, held until now, or new and sorting before it)
+moves that place back to it. A paged-out message is read back to be matched and stays
+paged.
 """
 
 from __future__ import annotations
@@ -14,74 +17,60 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from proton_broker.message import Message
-from proton_broker.queues.entries import AVAILABLE, ArrivalLog, Entry
+from proton_broker.queues.entries import AVAILABLE, Entry
 from proton_broker.queues.ports import MessageFilter
+from proton_broker.queues.walking import Position, Walk
 
 
 class SelectCursor:
-    """The next number a consumer may look at, its index in the log (valid for
-    ``generation``; -1: find it again), and the consumer's selector."""
+    """Where a consumer is (a position on each track of the queue's walk), and its
+    selector."""
 
-    __slots__ = ("seq", "index", "generation", "selector")
+    __slots__ = ("place", "selector")
 
-    def __init__(self, seq: int, index: int, generation: int, selector: MessageFilter) -> None:
-        self.seq, self.index, self.generation, self.selector = seq, index, generation, selector
+    def __init__(self, place: list[Position], selector: MessageFilter) -> None:
+        self.place, self.selector = place, selector
 
 
 class Selecting:
     """The consuming selectors of one queue."""
 
     def __init__(
-        self, log: ArrivalLog, read_back: Callable[[Message], AbstractContextManager[None]]
+        self, walk: Walk, read_back: Callable[[Message], AbstractContextManager[None]]
     ) -> None:
-        self._log = log
+        self._walk = walk
         self._read_back = read_back
         self.cursors: dict[int, SelectCursor] = {}
 
     def add(self, consumer_id: int, start: int, selector: MessageFilter) -> None:
-        log = self._log
-        self.cursors[consumer_id] = SelectCursor(
-            start, log.index_of(start), log.generation, selector
-        )
+        self.cursors[consumer_id] = SelectCursor(self._walk.start(start), selector)
 
     def remove(self, consumer_id: int) -> None:
         self.cursors.pop(consumer_id, None)
 
-    def rewind(self, seq: int) -> None:
-        """The entry at ``seq`` is available again: cursors past it look again from there."""
+    def rewind(self, entry: Entry) -> None:
+        """``entry`` is available again, or new behind a place: places past it look again
+        from there."""
+        back_to = self._walk.back_to
         for cursor in self.cursors.values():
-            if cursor.seq > seq:
-                cursor.seq, cursor.generation = seq, -1
+            back_to(cursor.place, entry)
 
-    def next_match(
-        self, consumer_id: int, expired: Callable[[Entry], bool], end: int
-    ) -> Entry | None:
-        """The next available entry the consumer matches, its cursor moved past it; None
-        (the cursor at ``end``, the queue's next number) when there is none. ``expired``
-        drops an entry whose time has passed and says so."""
+    def next_match(self, consumer_id: int, expired: Callable[[Entry], bool]) -> Entry | None:
+        """The next available entry the consumer matches, its place moved past it; None
+        when there is none. ``expired`` drops an entry whose time has passed and says
+        so."""
         cursor = self.cursors[consumer_id]
-        log = self._log
-        index = cursor.index if cursor.generation == log.generation else log.index_of(cursor.seq)
-        while True:
-            entry = log.at(index)
-            if entry is None:
-                break
-            index += 1
-            if (
-                entry.state != AVAILABLE
-                or entry.seq < cursor.seq
-                or (entry.excluded and consumer_id in entry.excluded)
-            ):
-                continue
-            generation = log.generation
-            if expired(entry):
-                if log.generation != generation:  # the log was compacted meanwhile
-                    index = log.index_of(entry.seq + 1)
-                continue
-            if self._matches(cursor.selector, entry.message):
-                cursor.seq, cursor.index, cursor.generation = entry.seq + 1, index, log.generation
-                return entry
-        cursor.seq, cursor.index, cursor.generation = end, index, log.generation
+        for track, position in zip(self._walk.tracks, cursor.place, strict=True):
+            while (entry := track.next(position)) is not None:
+                track.passed(position, entry)
+                if (
+                    entry.state != AVAILABLE
+                    or (entry.excluded and consumer_id in entry.excluded)
+                    or expired(entry)
+                ):
+                    continue
+                if self._matches(cursor.selector, entry.message):
+                    return entry
         return None
 
     def _matches(self, selector: MessageFilter, message: Message) -> bool:

@@ -170,3 +170,32 @@ def test_a_blocking_receiver_can_browse_and_accept(broker: RunningBroker) -> Non
     finally:
         conn.close()
     assert depth(broker, "browse-blocking") == 3
+
+
+def test_a_browser_of_a_priority_queue_sees_the_highest_priority_first_as_qpidd_browses(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    sender = client.sender("browse-prio", node_properties={"qpid.priorities": 10})
+    for n, priority in enumerate([1, 9, 5, 9, 0]):
+        client.wait_settled(client.send(sender, Message(body=n, priority=priority)))
+    browser = client.receiver("browse-prio", credit=10, browse=True)
+    assert [r.message.body for r in client.wait_received(browser, 5)] == [1, 3, 2, 0, 4]
+    client.wait_settled(client.send(sender, Message(body="new", priority=7)))
+    assert client.wait_received(browser, 6)[-1].message.body == "new"
+    assert depth(broker, "browse-prio") == 6
+
+
+def test_a_browser_of_a_sorted_queue_sees_the_sort_order_as_broker_j_browses(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    sender = client.sender("browse-sorted", node_properties={"qpid.queue_sort_key": "k"})
+    for key in ["m", "c", "x"]:
+        client.wait_settled(client.send(sender, Message(body=key, properties={"k": key})))
+    browser = client.receiver("browse-sorted", credit=10, browse=True)
+    assert [r.message.body for r in client.wait_received(browser, 3)] == ["c", "m", "x"]
+    client.wait_settled(client.send(sender, Message(body="a", properties={"k": "a"})))
+    assert client.wait_received(browser, 4)[-1].message.body == "a"  # shown next, once
+    client.pump(0.2)
+    assert len(client.received(browser)) == 4

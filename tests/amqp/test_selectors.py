@@ -50,6 +50,16 @@ def test_a_consumer_with_a_jms_selector_gets_matching_messages_and_leaves_the_re
     assert bodies(client, rest, 2) == [1, 3]
 
 
+def test_a_consumer_with_a_selector_on_a_priority_queue_takes_the_highest_priority_it_matches(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    client.sender("sel-prio", node_properties={"qpid.priorities": 10})
+    fill(client, "sel-prio", ["red", "blue", "red", "red"])  # priorities 0, 1, 2, 3
+    red = client.receiver("sel-prio", credit=10, filters=jms_selector("color = 'red'"))
+    assert bodies(client, red, 3) == [3, 2, 0]
+
+
 def test_the_applied_selector_is_echoed_in_the_attach_reply_as_it_was_sent(
     broker: RunningBroker,
 ) -> None:

@@ -11,6 +11,7 @@ from proton_broker.queues.entries import priority_level
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
+from proton_broker.selector import parse_selector
 from tests.queues import consumers
 
 
@@ -150,16 +151,52 @@ def test_the_expiry_sweep_removes_messages_from_their_level() -> None:
     assert q.depth == 1 and q.bytes == len(next(q.entries()).message.data)
 
 
-def test_browsers_see_arrival_order_and_take_nothing() -> None:
+def test_browsers_see_the_highest_level_first_and_take_nothing() -> None:
     q = priority_queue()
     for name, prio in [("a", 1), ("b", 9), ("c", 5)]:
         q.enqueue(msg(name, prio))
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser)
-    assert browser.names() == ["a", "b", "c"]
+    assert browser.names() == ["b", "c", "a"]
     q.enqueue(msg("d", 9))
-    assert browser.names() == ["a", "b", "c", "d"]
+    assert browser.names() == ["b", "c", "a", "d"]
     assert drain(q).names() == ["b", "d", "c", "a"]
+
+
+def test_a_browser_is_shown_a_new_higher_message_before_the_lower_ones_it_has_not_seen() -> None:
+    q = priority_queue()
+    for name, prio in [("low1", 1), ("low2", 1), ("mid", 5)]:
+        q.enqueue(msg(name, prio))
+    browser = Taker(credit=2, browse=True)
+    q.subscribe(browser)
+    assert browser.names() == ["mid", "low1"]
+    q.enqueue(msg("high", 9))
+    q.enqueue(msg("mid2", 5))
+    browser.grant(q, 10)
+    assert browser.names() == ["mid", "low1", "high", "mid2", "low2"]  # nothing twice
+
+
+def test_a_browser_passes_what_consumers_hold_and_keeps_its_place_per_level() -> None:
+    q = priority_queue()
+    for name, prio in [("a9", 9), ("b5", 5), ("c9", 9), ("d1", 1)]:
+        q.enqueue(msg(name, prio))
+    taken = drain(q, credit=1)  # takes a9
+    assert taken.names() == ["a9"]
+    browser = Taker(credit=10, browse=True)
+    q.subscribe(browser)
+    assert browser.names() == ["c9", "b5", "d1"]
+    q.release(taken.got[0])  # back on the queue: a browser does not see requeues
+    q.enqueue(msg("e5", 5))
+    assert browser.names() == ["c9", "b5", "d1", "e5"]
+
+
+def test_a_consumer_with_a_selector_takes_the_highest_level_it_matches_first() -> None:
+    q = priority_queue()
+    for name, prio in [("a", 1), ("b", 9), ("c", 5), ("d", 9)]:
+        q.enqueue(msg(name, prio))
+    picky = Taker(credit=10)
+    q.subscribe(picky, selector=parse_selector("name <> 'b'"))
+    assert picky.names() == ["d", "c", "a"]
 
 
 def test_depth_and_bytes_follow_enqueue_and_settle() -> None:
@@ -177,3 +214,29 @@ def test_depth_and_bytes_follow_enqueue_and_settle() -> None:
 def test_the_queue_kind_is_priority() -> None:
     assert priority_queue().kind == "priority"
     assert build_queue("q", QueueSettings(priorities=3))._order.levels == 3
+
+
+def test_the_levels_kept_for_browsers_let_go_of_consumed_messages_with_the_queue_log() -> None:
+    q = priority_queue()
+    for round_ in range(20):
+        for i in range(1000):
+            q.enqueue(msg(f"m{round_}-{i}", i % 10))
+        taker = drain(q, credit=1000)
+        for entry in taker.got:
+            q.settle(entry)
+    levels = q._order.logs  # type: ignore[attr-defined]
+    assert len(q._log) < 5000 and sum(len(log) for log in levels) <= len(q._log)
+
+
+def test_a_browser_keeps_its_place_on_every_level_when_the_logs_are_rebuilt() -> None:
+    q = priority_queue()
+    for i in range(4000):
+        q.enqueue(msg(f"m{i}", 9 if i % 2 else 1))
+    browser = Taker(credit=1500, browse=True)
+    q.subscribe(browser)  # sees 1500 of the 2000 at level 9
+    taker = drain(q, credit=3000)  # takes every level-9 message and 1000 at level 1
+    for entry in taker.got:
+        q.settle(entry)  # the logs are rebuilt meanwhile
+    browser.grant(q, 5000)
+    expected = [f"m{i}" for i in range(1, 3000, 2)] + [f"m{i}" for i in range(2000, 4000, 2)]
+    assert browser.names() == expected

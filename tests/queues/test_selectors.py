@@ -206,11 +206,10 @@ class SelectingModel(RuleBasedStateMachine):
     """Random sends (colours, priorities, some with a time to live or a delivery time),
     credit, accepts, releases, failed deliveries (two at most a message), and time passing,
     by consumers with selectors and one without, on a FIFO, a priority or a sorted queue
-    (by colour), against the rules: a consumer
-    gets only what its selector matches, a consumer with a selector the earliest arrival it
-    matches, one without the message its queue's order puts first (so a selector never
-    keeps a message from anyone else), and no consumer with credit is left waiting while a
-    message it may take is available."""
+    (by colour), against the rules: a consumer gets only what its selector matches, each the
+    message its queue's order puts first among those it may take (so a selector never keeps
+    a message from anyone else), and no consumer with credit is left waiting while a message
+    it may take is available."""
 
     @initialize(order=st.sampled_from(["fifo", "priority", "sorted"]))
     def start(self, order: str) -> None:
@@ -245,7 +244,7 @@ class SelectingModel(RuleBasedStateMachine):
         return wanted is None or self.color[n] in wanted
 
     def first_for(self, name: str, candidates: set[int]) -> int:
-        if name != "any" or self.order == "fifo":  # arrival order
+        if self.order == "fifo":  # arrival order
             return min(candidates)
         if self.order == "sorted":  # by the key's text, then arrival
             return min(candidates, key=lambda n: (self.color[n], n))

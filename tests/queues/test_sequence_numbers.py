@@ -106,14 +106,14 @@ def test_a_browser_from_a_future_number_waits_for_it() -> None:
     assert numbers(browser) == [4]
 
 
-def test_on_a_priority_queue_browsing_from_a_number_follows_number_order() -> None:
+def test_on_a_priority_queue_browsing_from_a_number_sees_the_numbers_from_it_by_level() -> None:
     q = build_queue("prio", parse_settings({"qpid.priorities": 10}))
     for priority in (1, 9, 5, 7):
         q.enqueue(msg(priority, priority))
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser, from_number=2)
-    assert numbers(browser) == [2, 3, 4]
-    assert [body(e.message) for e in browser.got] == [9, 5, 7]
+    assert numbers(browser) == [2, 4, 3]
+    assert [body(e.message) for e in browser.got] == [9, 7, 5]
 
 
 def body(message: Message) -> object:

@@ -11,6 +11,7 @@ from proton_broker.message import Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from proton_broker.selector import parse_selector
 from tests.queues import consumers
 
 _MISSING = object()
@@ -125,14 +126,38 @@ def test_expired_messages_are_skipped_and_removed() -> None:
     assert q.depth == 1 and q.stats.expired == 2
 
 
-def test_browsers_see_arrival_order_on_a_sorted_queue() -> None:
+def test_browsers_see_sort_order_on_a_sorted_queue() -> None:
     q = sorted_queue()
     for rank in ["c", "a", "b"]:
         q.enqueue(msg(rank, rank))
     browser = Taker(credit=10, browse=True)
     q.subscribe(browser)
-    assert browser.names() == ["c", "a", "b"]
+    assert browser.names() == ["a", "b", "c"]
     assert q.depth == 3
+
+
+def test_a_browser_is_shown_a_new_message_sorting_before_its_place_next_and_nothing_twice() -> None:
+    q = sorted_queue()
+    for rank in ["b", "d", "f"]:
+        q.enqueue(msg(rank, rank))
+    browser = Taker(credit=2, browse=True)
+    q.subscribe(browser)
+    assert browser.names() == ["b", "d"]
+    q.enqueue(msg("a", "a"))  # before its place
+    q.enqueue(msg("e", "e"))  # after it
+    browser.grant(q, 10)
+    assert browser.names() == ["b", "d", "a", "e", "f"]
+
+
+def test_a_consumer_with_a_selector_takes_in_sort_order_and_looks_back_for_new_ones() -> None:
+    q = sorted_queue()
+    for rank in ["x", "c", "a"]:
+        q.enqueue(msg(rank, rank))
+    picky = Taker(credit=3)
+    q.subscribe(picky, selector=parse_selector("name <> 'x'"))
+    assert picky.names() == ["a", "c"]  # and it looked at "x"
+    q.enqueue(msg("b", "b"))  # sorts before where it is
+    assert picky.names() == ["a", "c", "b"]
 
 
 def test_settled_messages_leave_the_queue() -> None:
