@@ -27,6 +27,9 @@ Rules this module owns:
   attribute.
 * DELETE refuses a queue holding messages (409) unless ``force`` is true (an application
   property or a body entry), as ``qpid-config del queue --force`` has it.
+* Broker-J's queue operation ``clearQueue`` removes the available messages (the broker's
+  purge: held ones stay with their consumers, none goes to the alternate; the ACL's
+  ``purge``) and answers how many, as Broker-J's ``Queue.clearQueue`` does.
 * Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
   answers 404 and 501). Errors from the broker's own table map to statuses in
   :data:`STATUS_FOR`.
@@ -90,6 +93,8 @@ KIND_TYPES = {kind: name for name, kind in QUEUE_KINDS.items()}
 QUEUE_TYPES = (QUEUE_TYPE, *QUEUE_KINDS)
 
 ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
+# Broker-J's queue operation that removes the available messages (qpidd's purge).
+CLEAR_QUEUE = "clearQueue"
 NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "RELOAD-ACL")
 RELOAD_ACL_METHOD = "reloadACLFile"  # qpidd's name for the method, in ACL rules
 
@@ -306,6 +311,16 @@ class Management:
                 f"unknown type {kind!r}; this node manages "
                 f"{', '.join((*QUEUE_TYPES, *ENTITY_TYPES))}",
             )
+        return self._queue_operation(operation, kind, properties, body, user)
+
+    def _queue_operation(
+        self,
+        operation: str,
+        kind: str,
+        properties: Mapping[str, Any],
+        body: Any,
+        user: str | None,
+    ) -> Response:
         if operation == "CREATE":
             return self.create(kind, properties, body, user)
         if operation == "READ":
@@ -318,10 +333,13 @@ class Management:
             return self.update(queue, body)
         if operation == "DELETE":
             return self.delete(self._find(kind, properties), properties, body, user)
+        if operation == CLEAR_QUEUE:
+            queue = self._find(kind, properties)
+            return Response(OK, "OK", self.broker.purge_queue(queue.name, user=user))
         raise ManagementError(
             BAD_REQUEST,
             f"unknown operation {operation!r} for type "
-            f"{kind!r}; supported: {', '.join(ENTITY_OPERATIONS)}",
+            f"{kind!r}; supported: {', '.join((*ENTITY_OPERATIONS, CLEAR_QUEUE))}",
         )
 
     # ---- entity operations ----------------------------------------------------------
@@ -584,6 +602,8 @@ def _operations(entity_type: str) -> dict[str, list[str]]:
     if entity_type == EXCHANGE_TYPE or EXCHANGE_TYPE in TYPE_HIERARCHY.get(entity_type, ()):
         crud["bind"] = ["destination", "bindingKey", "arguments", "replaceExistingArguments"]
         crud["unbind"] = ["destination", "bindingKey"]
+    if entity_type in QUEUE_TYPES:
+        crud[CLEAR_QUEUE] = []
     return crud
 
 

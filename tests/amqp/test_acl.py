@@ -290,8 +290,9 @@ def test_management_operations_are_checked_and_a_denied_one_changes_nothing(
         created = bob.request("CREATE", QUEUE, "app.bob", {})
         read = bob.request("READ", QUEUE, "private")
         query = bob.node("QUERY", {})
+        cleared = bob.request("clearQueue", QUEUE, "app.out")  # purge queue: not bob's
         assert bob.request("READ", QUEUE, "app.out").ok  # access queue name=app.*
-    for reply in (deleted, created, read, query):
+    for reply in (deleted, created, read, query, cleared):
         assert reply.status == 403, reply
         assert "bob" in reply.description
     assert depth(secured, "app.out") == before and depth(secured, "app.bob") is None

@@ -370,7 +370,7 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
     attributes = node.ask({"operation": "GET-ATTRIBUTES", **NODE, "entityType": QUEUE}).body
     assert {"lvqKey", "queueDepthMessages", "totalEnqueuedMessages"} <= set(attributes[QUEUE])
     operations = node.ask({"operation": "GET-OPERATIONS", **NODE}).body
-    assert set(operations[QUEUE]) == {"CREATE", "READ", "UPDATE", "DELETE"}
+    assert set(operations[QUEUE]) == {"CREATE", "READ", "UPDATE", "DELETE", "clearQueue"}
     assert "RELOAD-ACL" in operations["org.amqp.management"]
 
 
@@ -427,6 +427,28 @@ def test_update_accepts_a_read_map_sent_back_with_one_change(node: Node) -> None
     for read_only, value in read_only_changes:
         changed = {**attributes, read_only: value}
         assert status(node.ask(entity("UPDATE", "roundtrip"), changed))[0] == 400
+
+
+# ---- clearQueue (Broker-J's queue operation) ------------------------------------------------
+
+
+def test_clear_queue_removes_the_available_messages_and_answers_how_many(
+    broker: RunningBroker, node: Node
+) -> None:
+    node.ask(entity("CREATE", "clearing"))
+    send_all(broker, "clearing", [Message(body=n) for n in range(4)])
+    client = broker.client()
+    receiver = client.receiver("clearing", credit=1)
+    (held,) = client.wait_received(receiver, 1)  # held unsettled: it stays with its consumer
+    reply = node.ask(entity("clearQueue", "clearing"))
+    assert status(reply) == (200, "OK") and reply.body == 3
+    assert broker.call(lambda: broker.broker.queues["clearing"].depth) == 1
+    client.settle_all([held])
+    assert status(node.ask(entity("clearQueue", "clearing")))[0] == 200
+
+
+def test_clear_queue_of_an_unknown_queue_is_a_404(node: Node) -> None:
+    assert status(node.ask(entity("clearQueue", "nowhere")))[0] == 404
 
 
 # ---- DELETE ------------------------------------------------------------------------------------
