@@ -17,7 +17,9 @@ Rules this module owns:
 * CREATE reads its attributes with the same parser as an attach
   (:func:`proton_broker.queues.settings.parse_options`), so a name the attach refuses is
   refused here too: a bad attribute is a 400 naming it, and nothing is created. A queue
-  that exists already is a 409, as in Broker-J.
+  that exists already is a 409, as in Broker-J. A queue is durable unless the request says
+  ``durable: false``, as Broker-J's ``durable`` defaults to true: a client written for
+  Broker-J does not find its queue gone after a restart.
 * Answers name a queue's kind as Broker-J's do: ``type`` is the AMQP name of its type class
   (``org.apache.qpid.LastValueQueue``), ``qpid-type`` the kind (``lvq``). Requests may give
   either attribute as either name.
@@ -361,6 +363,7 @@ class Management:
         if name in self.broker.queues:
             raise ManagementError(CONFLICT, f"queue '{name}' already exists")
         options = _options_of(attributes)
+        options.setdefault("durable", True)  # Broker-J's default (see the module rules)
         parsed = parse_options(options)
         if parsed.unknown:
             raise unknown_options_error(name, parsed.unknown)

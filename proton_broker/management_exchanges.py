@@ -6,7 +6,8 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   ``org.apache.qpid.DirectExchange``, ``TopicExchange``, ``FanoutExchange`` and
   ``HeadersExchange``. CREATE takes ``type`` or ``qpid-type`` (``direct``, ``topic``,
   ``fanout``, ``headers``, or the kind's class name; a kind in the request implies it; all
-  given must agree), ``durable`` and ``arguments``; one that exists is a 409.
+  given must agree), ``durable`` (true unless given: Broker-J's default) and
+  ``arguments``; one that exists is a 409.
   READ and QUERY give ``name``, ``id``, ``type`` (as Broker-J: the class name,
   ``org.apache.qpid.TopicExchange``), ``qpid-type`` (the kind, ``topic``), ``durable``,
   ``arguments``, ``alternateBinding``, ``bindingCount``, ``messagesRouted`` and
@@ -177,7 +178,7 @@ class ExchangeEntities:
             raise InvalidField(f"unknown exchange attribute {unknown[0]!r}")
         if name in self.broker.exchanges:
             raise PreconditionFailed(f"exchange '{name}' already exists")
-        durable = to_bool("durable", attributes.get("durable", False))
+        durable = to_bool("durable", attributes.get("durable", True))  # Broker-J's default
         arguments = attributes.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             raise InvalidField("'arguments' must be a map")

@@ -92,9 +92,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 def add_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
     kind, name = args.command[2], args.command[3]
     # Broker-J takes the kind from `qpid-type` only (a body `type` alone is a 400 there).
-    body: dict[str, Any] = {"name": name, "type": kind, "qpid-type": kind}
-    if args.durable:
-        body["durable"] = True
+    # Always says which: the node's default, as Broker-J's, is durable; qpid-config's is not.
+    body: dict[str, Any] = {"name": name, "type": kind, "qpid-type": kind, "durable": args.durable}
     arguments = _pairs(args.argument)
     if args.alternate_exchange is not None:
         arguments[ALTERNATE] = args.alternate_exchange

@@ -268,7 +268,10 @@ def create_queue(management: Management, user: str, name: Any, given: Any) -> An
     if not isinstance(given, Mapping):
         raise RequestError(400, "'options' must be an object of queue options", "options")
     properties = {"operation": "CREATE", "type": QUEUE_TYPE, "name": name}
-    return {"attributes": json_safe(answer(management.handle(properties, dict(given), user)))}
+    # The form sends only what the user set: an unticked "durable" means not durable (the
+    # management node's default is Broker-J's, durable).
+    options = {"durable": False, **given}
+    return {"attributes": json_safe(answer(management.handle(properties, options, user)))}
 
 
 def update_queue(management: Management, user: str, name: str, given: Any) -> Any:

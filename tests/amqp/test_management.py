@@ -500,6 +500,21 @@ def test_deleting_a_durable_queue_removes_it_and_its_messages_from_the_store(
             brokers.current.stop()
 
 
+def test_create_without_durable_makes_a_durable_queue_as_broker_j_does(tmp_path: Path) -> None:
+    brokers = Restartable(tmp_path / "data")
+    try:
+        node = Node(brokers.start().client())
+        assert node.ask(entity("CREATE", "lasting")).body["durable"] is True
+        assert node.ask(entity("CREATE", "passing"), {"durable": False}).body["durable"] is False
+        send_all(brokers.current, "lasting", [Message(body="kept", durable=True)])  # type: ignore[arg-type]
+        broker = brokers.restart()
+        assert queues(broker) >= {"lasting"} and "passing" not in queues(broker)
+        assert drain(broker, "lasting", 1) == ["kept"]
+    finally:
+        if brokers.current is not None:
+            brokers.current.stop()
+
+
 # ---- replies -------------------------------------------------------------------------------
 
 

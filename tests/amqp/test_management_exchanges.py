@@ -20,6 +20,10 @@ def test_an_exchange_is_created_read_and_deleted(broker: RunningBroker) -> None:
     made = node.ask(entity("CREATE", "news", EXCHANGE), {"type": "topic", "durable": True})
     assert status(made) == (201, "Created")
     assert made.body["qpid-type"] == "topic" and made.body["durable"] is True
+    plain = node.ask(entity("CREATE", "plain-news", EXCHANGE), {"type": "topic"})
+    assert plain.body["durable"] is True  # Broker-J's default
+    passing = node.ask(entity("CREATE", "passing", EXCHANGE), {"type": "fanout", "durable": False})
+    assert passing.body["durable"] is False
     read = node.ask(entity("READ", "news", EXCHANGE))
     assert read.body["name"] == "news" and read.body["bindingCount"] == 0
     assert read.body["messagesIn"] == read.body["messagesRouted"] == 0  # Broker-J's name too

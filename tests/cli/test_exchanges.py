@@ -44,6 +44,13 @@ def test_an_exchange_is_added_listed_and_deleted(broker: RunningBroker) -> None:
     assert broker.call(lambda: "alerts" in broker.broker.exchanges) is False
 
 
+def test_an_exchange_added_without_durable_is_not_durable_as_qpid_config_adds_it(
+    broker: RunningBroker,
+) -> None:
+    assert tool(broker, "add", "exchange", "topic", "passing").returncode == 0
+    assert broker.call(lambda: broker.broker.exchanges.named("passing").durable) is False
+
+
 def test_a_headers_binding_is_made_with_all_or_any(broker: RunningBroker) -> None:
     tool(broker, "add", "queue", "red")
     done = tool(broker, "bind", "amq.match", "red", "red-key", "all", "colour=red", "kind=car")

@@ -166,6 +166,7 @@ def test_creating_a_queue_takes_every_option_the_attach_takes(console: ConsoleCl
     assert status == 201 and body["attributes"]["priorities"] == 5
     assert body["attributes"]["qpid-type"] == "priority"
     assert body["attributes"]["type"] == "org.apache.qpid.PriorityQueue"
+    assert body["attributes"]["durable"] is False  # "durable" left unticked
     assert console.change("POST", "/console/api/queues", {"name": "ranked"})[0] == 409
 
 
