@@ -382,8 +382,9 @@ class Broker:
     # ---- exchanges and bindings --------------------------------------------------------
 
     def node(self, name: str) -> Queue | ExchangeAddress | None:
-        """What an address names: a queue first, then an exchange (qpidd's order, which
-        logs a warning when a name is both), then ``exchange/subject``; None: nothing."""
+        """What an address names: a queue first, then an exchange (a warning is logged
+        when a name is both), then ``exchange/key``: Broker-J's order
+        (``Session_1_0.getSendingDestination``); None: nothing."""
         queue = self.queues.get(name)
         exchange = self.exchanges.get(name)
         if queue is not None:

@@ -10,8 +10,13 @@ descriptors are those of the AMQP filter registry):
   binds ``#`` (everything), a headers exchange ``x-match: all`` (everything), a direct
   exchange the empty key, each echoed under the name ``default-subject-filter`` or
   ``default-headers-filter``. A topic filter on a direct exchange is taken as a direct one
-  and echoed so; a headers filter on another type, or a key filter on a headers exchange,
-  is refused with ``amqp:invalid-field``. One binding filter at most.
+  and echoed so. As both Qpid brokers do, what does not fit is passed over, not refused,
+  and not echoed: a key filter after the first (qpidd's ``Filter::setFilter`` keeps the
+  first), a headers filter on another type, a key filter (or an address's subject, which
+  qpid::messaging sends as one) on a headers exchange, which then binds ``x-match: all``
+  unless a headers filter says otherwise (qpidd's ``Filter::bind``; Broker-J's
+  ``BindingInfo`` skips the filters that do not match the exchange's type). A binding
+  filter whose value is of the wrong type is refused with ``amqp:invalid-field``.
 * ``selector-filter`` goes into the binding (``x-filter-jms-selector``), so the
   subscription queue holds only what its receivers select. ``no-local-filter`` (a list,
   or the string Qpid JMS sends) keeps the messages the subscriber's own connection
@@ -91,20 +96,19 @@ def read_subscription(
 def _binding(
     kind: str, address: ExchangeAddress, filters: dict[str, Any], echo: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    """The binding key and arguments the filters (or the address' subject) ask for."""
-    keys = {n: f for n, f in filters.items() if _is(f, DIRECT_BINDING) or _is(f, TOPIC_BINDING)}
-    headers = {n: f for n, f in filters.items() if _is(f, HEADERS_BINDING)}
-    if len(keys) + len(headers) > 1:
-        raise InvalidField("one binding filter at most", "filter")
-    if headers:
-        return _headers_binding(kind, *next(iter(headers.items())), echo)
-    if keys:
-        return _key_binding(kind, *next(iter(keys.items())), echo)
-    if address.subject is not None:
-        return address.subject, {}
+    """The binding key and arguments the filters (or the address' subject) ask for; the
+    filters that do not fit are passed over (see the module rules)."""
     if kind == HEADERS:
+        for name, raw in filters.items():
+            if _is(raw, HEADERS_BINDING):
+                return _headers_binding(name, raw, echo)
         echo[DEFAULT_HEADERS] = DecodedDescribed(HEADERS_BINDING[0], {X_MATCH: MATCH_ALL})
         return "", {X_MATCH: MATCH_ALL}
+    for name, raw in filters.items():
+        if _is(raw, DIRECT_BINDING) or _is(raw, TOPIC_BINDING):
+            return _key_binding(kind, name, raw, echo)
+    if address.subject is not None:
+        return address.subject, {}
     default = "#" if kind == TOPIC else ""
     descriptor = TOPIC_BINDING if kind == TOPIC else DIRECT_BINDING
     echo[DEFAULT_SUBJECT] = DecodedDescribed(descriptor[0], default)
@@ -112,12 +116,8 @@ def _binding(
 
 
 def _headers_binding(
-    kind: str, name: str, raw: DecodedDescribed, echo: dict[str, Any]
+    name: str, raw: DecodedDescribed, echo: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    if kind != HEADERS:
-        raise InvalidField(
-            f"a headers binding filter needs a headers exchange, not {kind}", "filter"
-        )
     if not isinstance(raw.value, dict):
         raise InvalidField(f"binding filter '{name}' must be a map", "filter")
     echo[name] = raw
@@ -129,8 +129,6 @@ def _key_binding(
 ) -> tuple[str, dict[str, Any]]:
     if not isinstance(raw.value, str):
         raise InvalidField(f"binding filter '{name}' must be a string", "filter")
-    if kind == HEADERS:
-        raise InvalidField("a headers exchange binds with a headers filter", "filter")
     if kind == DIRECT and _is(raw, TOPIC_BINDING):  # qpidd takes it as a direct one
         raw = DecodedDescribed(_like(raw.descriptor, DIRECT_BINDING), raw.value)
     echo[name] = raw

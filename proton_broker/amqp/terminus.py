@@ -111,7 +111,8 @@ def exchange_options(
 ) -> tuple[bool, str | None, dict[str, Any]]:
     """Whether the attach asks for an exchange, the type it names (None: it names none),
     and the options left for a queue. An exchange is asked for by ``exchange-type``, by
-    ``supported-dist-modes`` ``copy`` (qpidd), by the ``temporary-topic`` capability on a
+    ``supported-dist-modes`` ``copy`` (what qpid::messaging sends for a topic node, beside
+    the ``topic`` capability), by the ``temporary-topic`` capability on a
     dynamic node (Qpid JMS) or the ``topic`` capability without ``queue`` (Qpid JMS's
     topics; Broker-J makes an exchange for them)."""
     rest = {k: v for k, v in options.items() if k not in _EXCHANGE_OPTIONS}

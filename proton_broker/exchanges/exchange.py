@@ -19,9 +19,11 @@ Rules this module owns (qpidd's and Broker-J's exchanges, AMQP 0-10's types):
   subscriptions put their selector there) also needs the message to match that selector
   (a bad selector is refused with ``InvalidField``, field ``filter``). Only queues with such
   bindings pay for it: their bindings are checked again, one by one.
-* The routing key of a message (:func:`routing_key`): its ``subject`` (qpidd); else the
-  subject of the address the sender attached to (``exchange/subject``); else, as Broker-J
-  falls back, the application property ``routing-key`` or ``routing_key``; else its ``to``
+* The routing key of a message (:func:`routing_key`), in Broker-J's order
+  (``NodeReceivingDestination.getRoutingAddress``): the key of the address the sender
+  attached to, or the relay's ``to`` named (``exchange/key``), whatever the message says;
+  else the application property ``routing-key`` or ``routing_key``; else its ``subject``
+  (qpidd's only source: it knows neither ``exchange/key`` nor the property); else its ``to``
   with the exchange's name and a ``/`` taken off the front; else ``""``.
 * Unroutable messages: dropped and counted (qpidd; Broker-J's default ``DISCARD``), unless
   the exchange was declared with Broker-J's argument ``unroutableMessageBehaviour:
@@ -85,16 +87,17 @@ ROUTING_KEY_PROPERTIES = ("routing-key", "routing_key")
 
 
 def routing_key(message: Message, exchange: str, default: str | None = None) -> str:
-    """The key ``message`` is routed with through ``exchange`` (see the module rules)."""
-    if message.subject is not None:
-        return message.subject
-    if default is not None:
+    """The key ``message`` is routed with through ``exchange`` (see the module rules);
+    ``default``: the key of the address it was sent to (``exchange/key``)."""
+    if default:
         return default
     if message.app_properties_span is not None:
         for name in ROUTING_KEY_PROPERTIES:
             value = message.application_property(name)
-            if isinstance(value, str):
+            if isinstance(value, str) and value:
                 return value
+    if message.subject:
+        return message.subject
     to = message.to
     if not to or to == exchange:
         return ""

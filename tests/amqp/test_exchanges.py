@@ -77,16 +77,20 @@ def test_a_subscription_is_echoed_with_distribution_mode_copy_as_broker_j_does(
     assert broker.call(lambda: sum(q.depth for q in broker.broker.queues.values())) == 0
 
 
-def test_a_subject_in_the_address_is_the_binding_key_and_the_default_subject(
+def test_the_key_in_an_address_is_the_binding_key_and_the_routing_key_as_broker_j_has_it(
     broker: RunningBroker,
 ) -> None:
     client = broker.client()
     uk = subscriber(client, "amq.topic/news.uk")
+    fr = subscriber(client, "amq.topic/news.fr")
     all_news = subscriber(client, "amq.topic/news.#")
     publish(client, "amq.topic/news.uk", Message(body="from the address"))
-    publish(client, "amq.topic/news.uk", Message(subject="news.fr", body="its own subject"))
-    assert bodies(client, uk, 1) == ["from the address"]
-    assert bodies(client, all_news, 2) == ["from the address", "its own subject"]
+    # Qpid JMS sends JMSType as the subject: the address's key still wins
+    publish(client, "amq.topic/news.uk", Message(subject="a-jms-type", body="typed"))
+    publish(client, "amq.topic", Message(subject="news.fr", body="its own subject"))
+    assert bodies(client, uk, 2) == ["from the address", "typed"]
+    assert bodies(client, fr, 1) == ["its own subject"]
+    assert bodies(client, all_news, 3) == ["from the address", "typed", "its own subject"]
 
 
 def test_a_direct_exchange_routes_by_the_equal_key_and_echoes_a_topic_filter_as_direct(
@@ -210,9 +214,10 @@ def test_the_relay_routes_to_an_exchange_by_to_and_subject(broker: RunningBroker
         None,
         Message(address="amq.topic", subject="news.uk", body="by subject"),
         Message(address="amq.topic/news.fr", body="by address"),
+        Message(address="amq.topic/news.de", subject="elsewhere", body="by address first"),
     )
-    assert outcomes == [Disposition.ACCEPTED] * 2
-    assert bodies(client, news, 2) == ["by subject", "by address"]
+    assert outcomes == [Disposition.ACCEPTED] * 3
+    assert bodies(client, news, 3) == ["by subject", "by address", "by address first"]
 
 
 def test_an_unroutable_message_is_accepted_dropped_and_counted(broker: RunningBroker) -> None:
@@ -224,13 +229,15 @@ def test_an_unroutable_message_is_accepted_dropped_and_counted(broker: RunningBr
     assert broker.call(lambda: (exchange.routed, exchange.dropped)) == (0, 1)
 
 
-def test_without_a_subject_the_routing_key_falls_back_to_the_routing_key_property(
+def test_the_routing_key_property_comes_before_the_subject_as_broker_j_reads_it(
     broker: RunningBroker,
 ) -> None:
     client = broker.client()
     eu = subscriber(client, "amq.direct/eu")
     publish(client, "amq.direct", Message(properties={"routing-key": "eu"}, body="by property"))
-    assert bodies(client, eu, 1) == ["by property"]
+    both = Message(subject="us", properties={"routing_key": "eu"}, body="property first")
+    publish(client, "amq.direct", both)
+    assert bodies(client, eu, 2) == ["by property", "property first"]
 
 
 def test_a_queue_is_found_before_an_exchange_of_the_same_name(broker: RunningBroker) -> None:
@@ -430,9 +437,6 @@ def test_a_transactional_publish_reaches_every_subscriber_at_commit_and_none_at_
 @pytest.mark.parametrize(
     ("address", "filters", "says"),
     [
-        ("amq.topic", {"h": Described(HEADERS, {"x-match": "all"})}, "needs a headers exchange"),
-        ("amq.match", {"k": Described(DIRECT, "key")}, "binds with a headers filter"),
-        ("amq.topic", {"a": Described(TOPIC, "a.#"), "b": Described(TOPIC, "b.#")}, "one binding"),
         ("amq.topic", {"k": Described(TOPIC, 5)}, "must be a string"),
         ("amq.match", {"h": Described(HEADERS, "all")}, "must be a map"),
         ("amq.topic", {"s": Described(SELECTOR, "colour = ")}, "invalid selector"),
@@ -453,6 +457,30 @@ def test_a_filter_a_subscription_cannot_use_is_refused_and_nothing_is_left(
         0,
         0,
     )
+
+
+def test_binding_filters_that_do_not_fit_are_passed_over_and_not_echoed_as_both_brokers_do(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    two_keys = {"a": Described(TOPIC, "a.#"), "b": Described(TOPIC, "b.#")}
+    first = subscriber(client, "amq.topic", filters=two_keys)  # the first is kept (qpidd)
+    headers_on_topic = subscriber(
+        client, "amq.topic", filters={"h": Described(HEADERS, {"x-match": "all"})}
+    )
+    key_on_headers = subscriber(client, "amq.match", filters={"k": Described(DIRECT, "key")})
+    subject_on_headers = subscriber(client, "amq.match/anything")  # qpid::messaging's address
+    for link in (first, headers_on_topic, key_on_headers, subject_on_headers):
+        client.wait(lambda link=link: link.remote_source.address is not None)
+    assert list(terminus_map(first.remote_source.filter)) == ["a"]
+    assert list(terminus_map(headers_on_topic.remote_source.filter)) == ["default-subject-filter"]
+    assert list(terminus_map(key_on_headers.remote_source.filter)) == ["default-headers-filter"]
+    publish(client, "amq.topic", Message(subject="b.1", body="b"), Message(subject="a.1", body="a"))
+    publish(client, "amq.match", Message(properties={"colour": "red"}, body="any"))
+    assert bodies(client, first, 1) == ["a"]
+    assert bodies(client, headers_on_topic, 2) == ["b", "a"]  # binds "#"
+    assert bodies(client, key_on_headers, 1) == ["any"]  # binds x-match all
+    assert bodies(client, subject_on_headers, 1) == ["any"]
 
 
 def test_an_exchange_made_by_an_attach_takes_its_alternate_from_the_node_properties(
