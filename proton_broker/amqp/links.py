@@ -27,10 +27,12 @@ Rules owned here:
   the anonymous relay, whose credit serves every queue) are stored, and their settlement is
   withheld until the queue resumes (the C++ broker's shape). Nothing is refused or lost;
 * a consumer never receives more than its credit; drain is answered at once;
-* browsed (``copy``) deliveries are sent unsettled unless the receiver asked for
-  ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) and Broker-J
-  (``ConsumerTarget_1_0``) do; whatever outcome the browser gives settles the delivery and
-  changes nothing on the queue (nothing removed, released or counted as redelivered);
+* deliveries, browsed (``copy``) ones too, are sent unsettled unless the receiver asked for
+  ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) on a queue and Broker-J
+  (``ConsumerTarget_1_0``) everywhere (qpidd pre-settles on its exclusive subscription
+  queues unless ``unsettled`` is asked for: a listed difference); whatever outcome a
+  browser gives settles the delivery and changes nothing on the queue (nothing removed,
+  released or counted as redelivered);
 * a consumer's unsettled deliveries go back to the queue when its link goes away;
 * a producer whose queue or exchange was deleted stays attached until its next transfer,
   which is left unsettled while the link is detached with ``amqp:resource-deleted``
