@@ -110,6 +110,7 @@ class EngineClient:
         expiry_never: bool = False,
         null_source: bool = False,
         rcv_settle_second: bool = False,
+        timeout: int = 0,
     ) -> Link:
         """Attach a receiving link. ``node_properties`` go into the source's
         dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there;
@@ -117,7 +118,7 @@ class EngineClient:
         ``durable`` and ``expiry_never`` as Qpid JMS asks for a durable subscription
         (terminus durability unsettled-state, expiry policy never); ``null_source`` as it
         looks one up to unsubscribe; ``rcv_settle_second`` as a client in receiver settle
-        mode second."""
+        mode second; ``timeout`` the source's (qpid::messaging's link timeout)."""
         link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
         if null_source:
             link.source.type = Terminus.UNSPECIFIED
@@ -127,6 +128,7 @@ class EngineClient:
             link.source.durability = Terminus.DELIVERIES
         if expiry_never:
             link.source.expiry_policy = Terminus.EXPIRE_NEVER
+        link.source.timeout = timeout
         if browse:
             link.source.distribution_mode = Terminus.DIST_MODE_COPY
         if settled:

@@ -89,6 +89,7 @@ def read_subscription(
         durable=source.durability != Terminus.NONDURABLE,
         kept=kept,
         shared=shared,
+        linger=source.timeout,
     )
     return SubscriptionRequest(subscription, no_local, echo)
 

@@ -17,6 +17,14 @@ durable and shared subscriptions as Broker-J serves them):
   with no other link on it. While other links hold it, that close is answered with
   ``amqp:resource-locked`` and the subscription stays (Broker-J's "There are consumers").
   Kept or not is the subscription's, fixed when it is made.
+* A source ``timeout`` T > 0 makes the subscription linger: its queue is deleted T seconds
+  after its last link goes, unless a link attaches to it again meanwhile (qpidd's
+  ``Session::setupOutgoing``: the queue is auto-delete with that delay, whatever the expiry
+  policy, unless its node properties give a delay of their own). qpid::messaging asks for
+  120 seconds on a ``{link: {durable: True}}`` receiver, so a reconnecting program finds
+  what was published meanwhile. The queue carries it as ``auto-delete`` with
+  ``qpid.auto_delete_timeout`` (:mod:`proton_broker.lifetime` deletes it); an unsubscribe
+  still deletes it at once.
 * The queue is marked as a subscription queue, shared or exclusive, and the mark is stored
   with it. A receiver never takes over a queue that is not a subscription queue: an
   ordinary queue of that name is used only if it is bound as the receiver asks (qpidd) and
@@ -71,6 +79,7 @@ class Subscription:
     durable: bool = False  # stored
     kept: bool = False  # outlives its links (expiry policy never)
     shared: bool = False
+    linger: int = 0  # seconds it outlives its last link (the source timeout; 0: none)
 
     @staticmethod
     def binding(key: str, arguments: Mapping[str, Any] | None = None) -> tuple[str, Any]:
@@ -84,6 +93,7 @@ class Subscriptions:
         self.broker = broker
         self._holders: Counter[str] = Counter()
         self._kept: dict[str, bool] = {}  # name -> outlives its links
+        broker.deletion_watchers.append(lambda queue: self._kept.pop(queue.name, None))
 
     def attach(self, wanted: Subscription, user: str | None = None) -> Queue:
         """The subscription queue for a new link: the existing one, or made now (and
@@ -95,6 +105,8 @@ class Subscriptions:
         if queue is None:
             mode = SHARED_SUBSCRIPTION if wanted.shared else EXCLUSIVE_SUBSCRIPTION
             options = {**wanted.options, "durable": wanted.durable, "subscription": mode}
+            if wanted.linger and "qpid.auto_delete_timeout" not in wanted.options:
+                options.update({"auto-delete": True, "qpid.auto_delete_timeout": wanted.linger})
             queue = broker.declare(wanted.name, options, user=user)
             try:
                 for key, arguments in wanted.bindings:
@@ -156,9 +168,11 @@ class Subscriptions:
             return None
         del self._holders[name]
         queue = self.broker.queues.get(name)
-        if (not kept or unsubscribe) and queue is not None and queue.settings.subscription:
-            self._kept.pop(name, None)
-            self.broker.delete_queue(name, force=True)  # never an ordinary queue
+        if queue is None or not queue.settings.subscription:
+            return None  # never an ordinary queue
+        lingers = bool(queue.settings.auto_delete_timeout)  # lifetime.py deletes it later
+        if unsubscribe or (not kept and not lingers):
+            self.broker.delete_queue(name, force=True)
         return None
 
     def _bindings(self, name: str) -> set[tuple[str, str, tuple[tuple[str, Any], ...]]]:

@@ -99,6 +99,24 @@ def test_a_plain_subscription_is_named_for_its_container_and_link_and_ends_with_
     assert queues(broker) == []
 
 
+def test_a_subscription_with_a_source_timeout_outlives_its_link_that_long_as_qpidd_keeps_it(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container="app")
+    receiver = client.receiver("amq.topic", credit=10, name="news", durable=True, timeout=1)
+    assert receiver.remote_source.timeout == 1
+    receiver.close()  # qpid::messaging closes its receiver (closed=true)
+    client.pump(0.2)
+    publish(client, "while away")
+    assert queues(broker) == ["app_news"]
+    again = client.receiver("amq.topic", credit=10, name="news", durable=True, timeout=1)
+    assert take(client, again, 1) == ["while away"]  # nothing published meanwhile was lost
+    again.close()
+    client.pump(0.5)
+    assert queues(broker) == ["app_news"]  # a new wait started when the second link went
+    client.wait(lambda: not queues(broker), timeout=5)
+
+
 def test_a_subscription_that_is_not_shared_takes_one_link_at_a_time(
     broker: RunningBroker,
 ) -> None:
