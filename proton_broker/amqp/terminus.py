@@ -31,6 +31,7 @@ from proton_broker.codec.encode import SEQUENCE_NUMBER
 from proton_broker.codec.values import DecodeError, decode_value
 from proton_broker.codec.values import Described as DecodedDescribed
 from proton_broker.errors import InvalidField
+from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, Exchange
 from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
 from proton_broker.queues.history import SEQUENCE, SEQUENCE_KEY, sequence_start
@@ -258,6 +259,24 @@ def _map_of(data: Data, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidField(f"{what} must be a map, got {value!r}", what)
     return {str(property_text(k)): v for k, v in value.items()}
+
+
+def echo_exchange_properties(local: Terminus, asked: Mapping[str, Any], exchange: Exchange) -> None:
+    """Answer node properties given for an exchange with what the exchange is, as qpidd's
+    ``NodeProperties::write`` does (nothing when none were given): ``supported-dist-modes``
+    ``copy``, and, where they were asked about, ``durable`` (when it is), ``exchange-type``
+    (its own, whatever was asked: qpid::messaging's ``assert`` compares them) and its
+    ``alternate-exchange`` (when it has one)."""
+    if not asked:
+        return
+    echo: dict[str, Any] = {"supported-dist-modes": "copy"}
+    if "durable" in asked and exchange.durable:
+        echo["durable"] = True
+    if EXCHANGE_TYPE in asked:
+        echo[EXCHANGE_TYPE] = exchange.kind
+    if exchange.alternate is not None and any(k in asked for k in ALTERNATE_ARGUMENTS):
+        echo["alternate-exchange"] = exchange.alternate
+    local.properties.put_dict({symbol(k): v for k, v in echo.items()})
 
 
 def echo_properties(local: Terminus, echo: Mapping[str, str]) -> None:

@@ -304,12 +304,34 @@ def test_supported_dist_modes_copy_and_an_exchange_type_make_that_exchange(
     assert kinds == {"events": "topic", "by-key": "direct"}
 
 
-def test_an_exchange_of_another_type_than_asked_is_refused(broker: RunningBroker) -> None:
+def test_an_exchange_of_another_type_than_asked_answers_its_own_type_as_qpidd_does(
+    broker: RunningBroker,
+) -> None:
+    """The client's own check (qpid::messaging's assert) compares the echo."""
     client = broker.client()
-    link = client.sender("amq.topic", node_properties={"exchange-type": "fanout"})
+    asked = {"exchange-type": "fanout", "durable": True}
+    link = client.sender("amq.topic", node_properties=asked)
+    client.wait(lambda: link.remote_target.address is not None)
+    echoed = terminus_map(link.remote_target.properties)
+    assert echoed == {"supported-dist-modes": "copy", "durable": True, "exchange-type": "topic"}
+    plain = client.sender("amq.topic")  # no node properties: none echoed
+    client.wait(lambda: plain.remote_target.address is not None)
+    assert terminus_map(plain.remote_target.properties) == {}
+
+
+def test_create_on_demand_of_an_exchange_of_another_type_is_a_precondition_failure(
+    broker: RunningBroker,
+) -> None:
+    """qpidd's Session::resolve, emulating 0-10's exchange-declare."""
+    client = broker.client()
+    link = client.sender(
+        "amq.topic",
+        node_properties={"exchange-type": "fanout"},
+        capabilities=["topic", "create-on-demand"],
+    )
     client.wait_closed(link)
-    assert link.remote_condition.name == "amqp:invalid-field"
-    assert "has type 'topic', not 'fanout'" in link.remote_condition.description
+    assert link.remote_condition.name == "amqp:precondition-failed"
+    assert "Exchange of different type already exists" in link.remote_condition.description
 
 
 def test_a_temporary_topic_lives_as_long_as_its_link(broker: RunningBroker) -> None:
