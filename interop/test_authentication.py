@@ -155,18 +155,17 @@ def test_with_a_wrong_password_or_as_an_unknown_user_each_client_is_refused_and_
 
 # Without a user, rhea, rhea-promise and amqp10 skip SASL altogether: the broker, which
 # requires it, closes the socket, and each client sees only that. Proton C++ offers SASL
-# ANONYMOUS, which the broker does not offer back. rhea-promise pipelines its open frame
-# after its header: when that frame reaches the broker after the socket closed, the
-# broker's kernel answers it with a reset, and the client may read the reset
-# (ECONNRESET) before the end of the stream ("Failed to connect"). Either is the refusal.
-NO_CREDENTIALS: dict[str, tuple[Callable[[str, str], object], str | tuple[str, ...]]] = {
+# ANONYMOUS, which the broker does not offer back. rhea-promise sends its open frame after
+# its header: the broker lingers over the closed connection (amqp/lingering.py), so that
+# frame never draws a reset and the client always reports the refusal itself.
+NO_CREDENTIALS: dict[str, tuple[Callable[[str, str], object], str]] = {
     "rhea": (
         lambda url, queue: RHEA.send(url, queue, [{"body": "x"}]),
         "disconnected: ",
     ),
     "rhea-promise": (
         lambda url, queue: node_round_trip("rhea_promise_round_trip.js", url, queue, 1),
-        ("error: Error: Failed to connect", "error: Error: read ECONNRESET"),
+        "error: Error: Failed to connect",
     ),
     "amqp10": (
         lambda url, queue: node_round_trip("amqp10_round_trip.js", url, queue, 1),
@@ -187,8 +186,7 @@ def test_with_no_credentials_each_client_is_refused(
     started = time.monotonic()
     with pytest.raises(ClientError) as refused:
         attempt(broker.url, queue)
-    reports = (report,) if isinstance(report, str) else report
-    assert any(each in str(refused.value) for each in reports), refused.value
+    assert report in str(refused.value)
     assert time.monotonic() - started < 5  # refused, not left to time out
     if client != "proton-cpp":
         assert log_lines(broker, "Client skipped authentication")

@@ -25,7 +25,6 @@ are told apart by their ``_impl`` pointer.
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from proton._selectable import Selectable
 from proton.handlers import IOHandler
 from proton.reactor import Container
 
+from proton_broker.amqp.lingering import Lingerer
 from proton_broker.amqp.poller import PollSelector, readable_now
 from proton_broker.queues.queue import Queue
 
@@ -50,7 +50,6 @@ PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
 BACKLOG = 1024  # connections the kernel keeps waiting for a listener (Proton asks for 10)
 ACCEPT_BURST = BACKLOG  # connections a listener accepts at most between two selects
-LEFTOVER_READS = 16  # reads of 64 KiB at most before a connection's socket is closed
 
 
 # ---- the reactor with a fast lane -----------------------------------------------------------
@@ -76,6 +75,7 @@ class BrokerContainer(Container):
         assert not io._selector.selectables, "the selector is replaced before any socket"
         self._selector = io._selector = PollSelector()  # type: ignore[assignment]
         self._io_final = io.on_selectable_final
+        self._lingerer = Lingerer(self._selector)  # closed connections end in order
         io.on_selectable_final = self._on_selectable_final  # type: ignore[method-assign]
         self._dirty_transports: dict[Any, None] = {}
         # Queues that received messages this pass; dispatched once the pass's events are
@@ -103,10 +103,15 @@ class BrokerContainer(Container):
         return sock.getsockname()[:2]
 
     def _on_selectable_final(self, event: Event) -> None:
-        """``IOHandler.on_selectable_final`` (the socket is closed), after reading what the
-        peer sent that its transport will never read (see _read_leftovers)."""
-        _read_leftovers(event.selectable._delegate)  # type: ignore[union-attr]
+        """``IOHandler.on_selectable_final`` (the socket is closed), the connection ending
+        in order first (amqp/lingering.py)."""
+        self._lingerer.close(event.selectable._delegate)  # type: ignore[union-attr]
         self._io_final(event)
+
+    def close_lingering(self) -> None:
+        """Close the sockets still lingering (the broker is stopping)."""
+        for lingering in list(self._lingerer.sockets):
+            self._lingerer.done(lingering)
 
     def _accept_more(self) -> None:
         """Proton's acceptor takes one connection each time its socket is reported
@@ -317,22 +322,3 @@ class BrokerContainer(Container):
         except Exception as exc:  # contained, see contain_fault
             self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
         event.dispatch(self.global_handler)
-
-
-def _read_leftovers(sock: Any) -> None:
-    """Read and drop what a connection's peer sent after the broker stopped reading (a
-    client that pipelines its open frame after a header the broker refuses). Closing a
-    socket with unread data sends a reset instead of an orderly end, and a reset can make
-    the peer drop the broker's last frames unread: the SASL outcome, or the close with the
-    error saying why (rhea then reported ECONNRESET instead of the refusal)."""
-    if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_STREAM:
-        return  # the injector's pipe
-    try:
-        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            return  # a listener
-        sock.setblocking(False)
-        for _ in range(LEFTOVER_READS):
-            if not sock.recv(65536):
-                return  # the peer has closed its side too
-    except OSError:
-        return  # nothing left to read (or nothing to read from)

@@ -320,6 +320,7 @@ class Server(Handler):
 
     def _stop_loop(self) -> None:
         self.broker.close()  # pending store writes finish first
+        self.container.close_lingering()
         self.container.stop()
 
     def on_reactor_init(self, event: Event) -> None:

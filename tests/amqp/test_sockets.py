@@ -93,3 +93,25 @@ def test_a_refused_stream_is_ended_in_order_so_the_client_reads_the_answer_sent_
                 answer += chunk
             sock.close()
             assert answer.startswith(b"AMQP")
+
+
+def test_a_refused_client_whose_late_bytes_arrive_after_the_answer_is_not_reset() -> None:
+    # A client that sends its open frame straight after its header (rhea, Proton) may have
+    # that frame reach the broker after the broker refused the header and finished with
+    # the connection. The broker lingers (amqp/lingering.py): it reads and drops what comes,
+    # so the client reads the answer and an orderly end, never a reset.
+    with BrokerProcess("--store", "memory") as broker:
+        sock = socket.create_connection(("127.0.0.1", broker.port))
+        sock.settimeout(5)
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")  # not AMQP: refused with the broker's header
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"AMQP")  # and then the end of the stream
+        time.sleep(0.2)  # the broker is done with the connection by now
+        sock.sendall(b"late bytes, as a pipelined open frame")
+        time.sleep(0.2)  # were the socket closed, the kernel's reset has come back by now
+        sock.sendall(b"more")  # after a reset: BrokenPipeError / ConnectionResetError
+        sock.close()
+        time.sleep(0.1)
+        assert half_closed(broker.port) == 0
