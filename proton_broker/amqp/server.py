@@ -602,7 +602,7 @@ class Server(Handler):
         credit = self.config.broker.producer_credit
         link.source.copy(link.remote_source)
         if isinstance(node, ExchangeAddress):
-            self._echo_exchange(link, link.target, target, node)
+            self._echo_exchange(link.target, target, node, options)
             return ProducerLink(link, self.broker, None, credit, self._user_of(link), node)
         self._own_if_dynamic(link, target, node, options)
         self._echo(link.target, target, node, options)
@@ -707,8 +707,9 @@ class Server(Handler):
         """The exchange a terminus names, or asks to be made (a dynamic node with the
         ``temporary-topic`` capability, as Qpid JMS asks for a temporary topic, or
         ``supported-dist-modes: copy`` or an ``exchange-type``, as qpidd reads them);
-        None when it is about a queue. An alternate in ``options`` is the exchange's (taken
-        out of them: it is no subscription queue's), applied when the attach makes it."""
+        None when it is about a queue. An alternate in ``options`` is the exchange's,
+        applied when the attach makes it (a subscription queue does not take it: see
+        _subscribe)."""
         wanted, kind, options_for_queue = exchange_options(terminus, options)
         address = terminus.address
         found = None
@@ -719,7 +720,7 @@ class Server(Handler):
         if found is None and not wanted:
             return None
         # qpidd's node properties for an exchange: its alternate, read when it is made
-        alternate = {k: options.pop(k) for k in ALTERNATE_ARGUMENTS if k in options}
+        alternate = {k: options[k] for k in ALTERNATE_ARGUMENTS if k in options}
         options_for_queue = {k: v for k, v in options_for_queue.items() if k not in alternate}
         if found is None:
             found = self._new_exchange(link, terminus, kind or TOPIC, alternate)
@@ -772,7 +773,9 @@ class Server(Handler):
     ) -> ConsumerLink:
         """A receiver on an exchange: its subscription queue (amqp/subscribing.py,
         exchanges/subscriptions.py), then a consumer of that queue."""
-        request = read_subscription(link, source, address, options)
+        # An alternate in the node properties is the exchange's, not the subscription queue's.
+        queue_options = {k: v for k, v in options.items() if k not in ALTERNATE_ARGUMENTS}
+        request = read_subscription(link, source, address, queue_options)
         user = self._user_of(link)
         wanted = request.subscription
         existing = self.broker.queues.get(wanted.name)
@@ -781,7 +784,7 @@ class Server(Handler):
         no_local = link.connection._impl if request.no_local else None
         if no_local is not None:
             self.broker.no_local_link(wanted.name, no_local)
-        self._echo_exchange(link, link.source, source, address)
+        self._echo_exchange(link.source, source, address, options)
         if request.echo:
             echo_filters(link.source, request.echo)
         # Each subscriber gets a copy of what the exchange routes: Broker-J's answer
@@ -822,13 +825,18 @@ class Server(Handler):
         return consumer
 
     def _echo_exchange(
-        self, link: Link, local: Terminus, remote: Terminus, address: ExchangeAddress
+        self,
+        local: Terminus,
+        remote: Terminus,
+        address: ExchangeAddress,
+        options: dict[str, Any],
     ) -> None:
+        """Our half of an attach to an exchange; ``options``: the node properties it gave."""
         honoured = exchange_capabilities(capabilities_of(remote), address)
         exchange = address.exchange
         name = exchange.name
         echo_terminus(local, remote, remote.address if not remote.dynamic else name, honoured)
-        echo_exchange_properties(local, node_options(link, remote), exchange)
+        echo_exchange_properties(local, options, exchange)
 
     def _authorise(
         self,
