@@ -45,6 +45,7 @@ queue. Adding an attribute is one line there.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -56,10 +57,14 @@ from proton_broker.management_exchanges import (
     BINDING_TYPE,
     ENTITY_TYPES,
     EXCHANGE_TYPE,
+    GET_STATISTICS,
+    RESET_STATISTICS,
     TYPE_HIERARCHY,
     ExchangeEntities,
     attribute_names,
     json_text,
+    statistics,
+    wanted_statistics,
 )
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
@@ -97,6 +102,8 @@ QUEUE_TYPES = (QUEUE_TYPE, *QUEUE_KINDS)
 ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
 # Broker-J's queue operation that removes the available messages (qpidd's purge).
 CLEAR_QUEUE = "clearQueue"
+# Broker-J's queue operations this node has (beside CREATE, READ, UPDATE, DELETE).
+QUEUE_OPERATIONS = (CLEAR_QUEUE, GET_STATISTICS, RESET_STATISTICS)
 NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "RELOAD-ACL")
 RELOAD_ACL_METHOD = "reloadACLFile"  # qpidd's name for the method, in ACL rules
 
@@ -178,6 +185,45 @@ def _lvq_keys(queue: Queue) -> int | None:
 
 Reader = Callable[[Queue], Any]
 
+
+def _oldest_message_age(queue: Queue) -> int:
+    """How long ago the oldest message on the queue arrived, in milliseconds (0: none)."""
+    arrival = queue.oldest_arrival()
+    return 0 if arrival is None else max(0, int((time.time() - arrival) * 1000))
+
+
+# A queue's statistics: what getStatistics answers (besides bindingCount, which the broker
+# knows), and what READ and QUERY give after the settings.
+QUEUE_STATISTICS: dict[str, Reader] = {
+    # Broker-J's (its Queue's statistics, under the same names and meanings)
+    "queueDepthMessages": lambda q: q.depth,
+    "queueDepthBytes": lambda q: q.bytes,
+    "consumerCount": lambda q: q.consumer_count,
+    "consumerCountWithCredit": lambda q: q.consumers_with_credit(),
+    "availableMessages": lambda q: q.depth - q.unacknowledged,  # held ones too, as Broker-J
+    "unacknowledgedMessages": lambda q: q.unacknowledged,
+    "totalEnqueuedMessages": lambda q: q.stats.enqueued,
+    "totalEnqueuedBytes": lambda q: q.stats.enqueued_bytes,
+    # every message that left, for any reason (as Broker-J and qpidd count dequeues)
+    "totalDequeuedMessages": lambda q: q.removed,
+    "totalDequeuedBytes": lambda q: q.removed_bytes,
+    "totalExpiredMessages": lambda q: q.stats.expired,
+    "totalExpiredBytes": lambda q: q.stats.expired_bytes,
+    "oldestMessageAge": _oldest_message_age,
+    # this broker's own
+    "totalConsumedMessages": lambda q: q.stats.dequeued,  # accepted by a consumer
+    "totalEvictedMessages": lambda q: q.stats.evicted,
+    "totalRejectedMessages": lambda q: q.stats.rejected,
+    "totalRefusedMessages": lambda q: q.stats.refused,
+    "totalReleasedMessages": lambda q: q.stats.released,
+    "totalRedeliveredMessages": lambda q: q.stats.redelivered,
+    "totalReplacedMessages": lambda q: q.stats.replaced,
+    "totalDuplicateMessages": lambda q: q.stats.duplicates,
+    "totalDeadLetteredMessages": lambda q: q.stats.dead_lettered,
+    "totalDeliveryAttemptsExhausted": lambda q: q.stats.exhausted,
+    "totalDeadLettersDiscarded": lambda q: q.stats.discarded,
+}
+
 QUEUE_ATTRIBUTES: dict[str, Reader] = {
     # identity
     "name": lambda q: q.name,
@@ -213,24 +259,11 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "alternateBinding": lambda q: {"destination": q.alternate} if q.alternate else None,
     "maximumDeliveryAttempts": lambda q: q.max_delivery_attempts,
     "expiryPolicy": lambda q: q.settings.expiry_policy.upper(),
+    "description": lambda q: q.settings.description,
+    "context": lambda q: dict(q.settings.context) if q.settings.context is not None else None,
     "arguments": lambda q: dict(q.options),  # as declared, under the names then used
-    # statistics
-    "queueDepthMessages": lambda q: q.depth,
-    "queueDepthBytes": lambda q: q.bytes,
-    "consumerCount": lambda q: q.consumer_count,
-    "totalEnqueuedMessages": lambda q: q.stats.enqueued,
-    "totalDequeuedMessages": lambda q: q.stats.dequeued,
-    "totalExpiredMessages": lambda q: q.stats.expired,
-    "totalEvictedMessages": lambda q: q.stats.evicted,
-    "totalRejectedMessages": lambda q: q.stats.rejected,
-    "totalRefusedMessages": lambda q: q.stats.refused,
-    "totalReleasedMessages": lambda q: q.stats.released,
-    "totalRedeliveredMessages": lambda q: q.stats.redelivered,
-    "totalReplacedMessages": lambda q: q.stats.replaced,
-    "totalDuplicateMessages": lambda q: q.stats.duplicates,
-    "totalDeadLetteredMessages": lambda q: q.stats.dead_lettered,
-    "totalDeliveryAttemptsExhausted": lambda q: q.stats.exhausted,
-    "totalDeadLettersDiscarded": lambda q: q.stats.discarded,
+    # statistics (getStatistics gives these alone)
+    **QUEUE_STATISTICS,
     # queue sequence numbers (x-opt-sequence-number): the lowest still on the queue (the
     # next when it is empty) and the one the next message will get
     "earliestSequenceNumber": lambda q: q.earliest_sequence_number,
@@ -242,6 +275,21 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "messageGroups": lambda q: _groups(q) if q.settings.grouped else None,
     "lvqKeyCount": _lvq_keys,
 }
+# The figures of the moment among the attributes: UPDATE passes over them, whatever their
+# value, since a READ map sent back as UPDATE carries figures that have moved since.
+FIGURES = frozenset(
+    {
+        *QUEUE_STATISTICS,
+        "bindingCount",
+        "earliestSequenceNumber",
+        "nextSequenceNumber",
+        "flowStopped",
+        "queueFlowStopped",
+        "messageGroupCount",
+        "messageGroups",
+        "lvqKeyCount",
+    }
+)
 # What UPDATE may send back unchanged but never change: every attribute that is not a
 # queue option (identity, statistics, anything added to the table later).
 # ("type" is also an x-declare option the parser understands and ignores.)
@@ -338,11 +386,28 @@ class Management:
         if operation == CLEAR_QUEUE:
             queue = self._find(kind, properties)
             return Response(OK, "OK", self.broker.purge_queue(queue.name, user=user))
+        if operation == GET_STATISTICS:
+            queue = self._find(kind, properties)
+            self._check(user, "access", queue)
+            return Response(OK, "OK", self._statistics(queue, wanted_statistics(properties)))
+        if operation == RESET_STATISTICS:
+            queue = self._find(kind, properties)
+            self._check(user, "update", queue)
+            queue.reset_statistics()
+            return Response(OK, "OK")
         raise ManagementError(
             BAD_REQUEST,
             f"unknown operation {operation!r} for type "
-            f"{kind!r}; supported: {', '.join((*ENTITY_OPERATIONS, CLEAR_QUEUE))}",
+            f"{kind!r}; supported: {', '.join((*ENTITY_OPERATIONS, *QUEUE_OPERATIONS))}",
         )
+
+    def _statistics(self, queue: Queue, wanted: frozenset[str] | None) -> dict[str, Any]:
+        """Broker-J's getStatistics of ``queue``: every statistic, or those ``wanted``."""
+        readers: dict[str, Reader] = {
+            **QUEUE_STATISTICS,
+            "bindingCount": lambda q: len(self.broker.exchanges.bindings_of(q.name)),
+        }
+        return statistics(readers, queue, wanted)
 
     # ---- entity operations ----------------------------------------------------------
 
@@ -383,6 +448,8 @@ class Management:
             if key in ("name", "object-path"):
                 if str(value).rsplit("/", 1)[-1] != queue.name:
                     raise ManagementError(BAD_REQUEST, f"cannot change the value of '{key}'")
+            elif key in FIGURES:
+                continue  # figures of the moment, read back with the rest: never settings
             elif key in READ_ONLY:
                 allowed = (
                     (queue.kind, KIND_TYPES[queue.kind])
@@ -607,6 +674,9 @@ def _operations(entity_type: str) -> dict[str, list[str]]:
         crud["unbind"] = ["destination", "bindingKey"]
     if entity_type in QUEUE_TYPES:
         crud[CLEAR_QUEUE] = []
+    if entity_type != BINDING_TYPE:
+        crud[GET_STATISTICS] = ["statistics"]
+        crud[RESET_STATISTICS] = []
     return crud
 
 

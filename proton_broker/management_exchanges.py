@@ -40,8 +40,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from proton_broker.errors import IntegrityViolation, InvalidField, NotFound, PreconditionFailed
-from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, EXCHANGE_TYPES, Binding, Exchange
-from proton_broker.queues.settings import to_bool
+from proton_broker.exchanges.exchange import (
+    ALTERNATE_ARGUMENTS,
+    EXCHANGE_TYPES,
+    UNROUTABLE,
+    Binding,
+    Exchange,
+)
+from proton_broker.queues.settings import to_bool, to_context, to_description
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -58,8 +64,10 @@ KIND_ATTRIBUTES = ("type", "qpid-type")  # either names the kind, by itself or i
 BINDING_TYPE = "org.apache.qpid.Binding"
 EXCHANGE_ENTITY_TYPES = (EXCHANGE_TYPE, *EXCHANGE_KINDS)
 ENTITY_TYPES = (*EXCHANGE_ENTITY_TYPES, BINDING_TYPE)
+# Broker-J's operations on every object; this node has them for queues and exchanges.
+GET_STATISTICS, RESET_STATISTICS = "getStatistics", "resetStatistics"
 # Broker-J's operations on an exchange (beside CREATE, READ, UPDATE, DELETE).
-EXCHANGE_OPERATIONS = ("bind", "unbind")
+EXCHANGE_OPERATIONS = ("bind", "unbind", GET_STATISTICS, RESET_STATISTICS)
 
 TYPE_HIERARCHY = {
     EXCHANGE_TYPE: [],
@@ -67,6 +75,16 @@ TYPE_HIERARCHY = {
     BINDING_TYPE: [],
 }
 
+# An exchange's statistics, Broker-J's names and meanings: what getStatistics answers, and
+# what READ and QUERY give after the settings.
+EXCHANGE_STATISTICS: dict[str, Callable[[Exchange], Any]] = {
+    "bindingCount": lambda e: e.binding_count,
+    "messagesIn": lambda e: e.routed + e.dropped,  # every message routed through it
+    "bytesIn": lambda e: e.routed_bytes + e.dropped_bytes,
+    "messagesDropped": lambda e: e.dropped,  # routed to no queue
+    "bytesDropped": lambda e: e.dropped_bytes,
+    "messagesRouted": lambda e: e.routed,  # this broker's own: routed to some queue
+}
 EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "name": lambda e: e.name,
     "id": lambda e: _identity("exchange", e.name),
@@ -77,10 +95,11 @@ EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "durable": lambda e: e.durable,
     "arguments": lambda e: dict(e.arguments),
     "alternateBinding": lambda e: {"destination": e.alternate} if e.alternate else None,
-    "bindingCount": lambda e: e.binding_count,
-    "messagesRouted": lambda e: e.routed,
-    "messagesIn": lambda e: e.routed,  # Broker-J's name for it
-    "messagesDropped": lambda e: e.dropped,
+    "unroutableMessageBehaviour": lambda e: "REJECT" if e.rejects_unroutable else "DISCARD",
+    "lifetimePolicy": lambda e: "PERMANENT",
+    "description": lambda e: e.arguments.get("description"),
+    "context": lambda e: e.arguments.get("context"),
+    **EXCHANGE_STATISTICS,
 }
 BINDING_ATTRIBUTES: dict[str, Callable[[Binding], Any]] = {
     "name": lambda b: b.key,
@@ -90,6 +109,12 @@ BINDING_ATTRIBUTES: dict[str, Callable[[Binding], Any]] = {
     "bindingKey": lambda b: b.key,
     "arguments": lambda b: dict(b.arguments),
 }
+
+
+# Attributes of a CREATE kept among the exchange's arguments: its alternate, Broker-J's
+# unroutableMessageBehaviour (see exchanges/exchange.py), and what Broker-J's objects say of
+# themselves (no effect).
+_KEPT = (*ALTERNATE_ARGUMENTS, UNROUTABLE, "description", "context")
 
 
 def _identity(*parts: str) -> str:
@@ -144,12 +169,28 @@ class ExchangeEntities:
             return 200, "OK", self._exchange_operation(operation, exchange, properties, user)
         raise InvalidField(f"unknown operation {operation!r} for type {kind!r}")
 
+    def _statistics(
+        self, operation: str, exchange: Exchange, properties: Mapping[str, Any], user: str | None
+    ) -> dict[str, Any] | None:
+        """Broker-J's getStatistics (the ACL's ``access``) and resetStatistics (``update``)."""
+        reading = operation == GET_STATISTICS
+        if user is not None:
+            action = "access" if reading else "update"
+            self.broker.access.check(user, action, "exchange", exchange.name)
+        if reading:
+            return statistics(EXCHANGE_STATISTICS, exchange, wanted_statistics(properties))
+        exchange.reset_statistics()
+        return None
+
     def _exchange_operation(
         self, operation: str, exchange: Exchange, properties: Mapping[str, Any], user: str | None
-    ) -> bool:
+    ) -> Any:
         """Broker-J's exchange operations, their parameters the application properties:
         ``bind(destination, bindingKey, arguments, replaceExistingArguments)`` and
-        ``unbind(destination, bindingKey)``; each answers whether it changed anything."""
+        ``unbind(destination, bindingKey)``, each answering whether it changed anything;
+        ``getStatistics(statistics)`` and ``resetStatistics()``."""
+        if operation in (GET_STATISTICS, RESET_STATISTICS):
+            return self._statistics(operation, exchange, properties, user)
         destination = properties.get("destination")
         if not isinstance(destination, str) or not destination:
             raise InvalidField(f"'{operation}' needs a 'destination' (a queue)")
@@ -172,18 +213,28 @@ class ExchangeEntities:
         if not name:
             raise InvalidField("CREATE needs a 'name'")
         exchange_type = _exchange_type(kind, attributes)
-        known = {"name", "type", "durable", "arguments", "qpid-type", *ALTERNATE_ARGUMENTS}
+        known = {"name", "type", "durable", "arguments", "qpid-type", "lifetimePolicy", *_KEPT}
         unknown = sorted(set(attributes) - known)
         if unknown:
             raise InvalidField(f"unknown exchange attribute {unknown[0]!r}")
         if name in self.broker.exchanges:
             raise PreconditionFailed(f"exchange '{name}' already exists")
         durable = to_bool("durable", attributes.get("durable", True))  # Broker-J's default
+        lifetime = attributes.get("lifetimePolicy")
+        if lifetime is not None and lifetime != "PERMANENT":
+            raise InvalidField(
+                f"an exchange's lifetimePolicy can only be PERMANENT here, not {lifetime!r}",
+                "lifetimePolicy",
+            )
         arguments = attributes.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             raise InvalidField("'arguments' must be a map")
-        alternates = {k: v for k, v in attributes.items() if k in ALTERNATE_ARGUMENTS and v}
-        arguments = {**arguments, **alternates}
+        kept = {k: v for k, v in attributes.items() if k in _KEPT and v is not None}
+        if "context" in kept:
+            kept["context"] = to_context("context", kept["context"])
+        if "description" in kept:
+            kept["description"] = to_description("description", kept["description"])
+        arguments = {**arguments, **kept}
         exchange = self.broker.declare_exchange(name, exchange_type, durable, arguments, user)
         return 201, "Created", exchange_attributes(exchange)
 
@@ -310,6 +361,30 @@ def json_text(value: Any, name: str, kind: str) -> Any:
         return json.loads(value)
     except ValueError:
         raise InvalidField(f"'{name}' is neither {kind} nor JSON text", name) from None
+
+
+def wanted_statistics(properties: Mapping[str, Any]) -> frozenset[str] | None:
+    """The statistics a getStatistics request names in its ``statistics`` parameter (an
+    application property: a list of names, or JSON text of one); None, or an empty list,
+    asks for every one (Broker-J's default)."""
+    value = json_text(properties.get("statistics"), "statistics", "a list")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise InvalidField("'statistics' must be a list of statistic names", "statistics")
+    return frozenset(value) or None
+
+
+def statistics(
+    readers: Mapping[str, Callable[[Any], Any]], subject: Any, wanted: frozenset[str] | None
+) -> dict[str, Any]:
+    """Broker-J's getStatistics answer: each statistic of ``subject`` (those ``wanted``, all
+    if None) that has a value; a name it does not have is left out, as Broker-J leaves it."""
+    return {
+        name: value
+        for name, read in readers.items()
+        if (wanted is None or name in wanted) and (value := read(subject)) is not None
+    }
 
 
 def _json_map(value: Any, name: str) -> dict[str, Any]:

@@ -31,7 +31,8 @@ Rules this module owns (qpidd's and Broker-J's exchanges, AMQP 0-10's types):
   destination"), unless its link asks to discard them (Broker-J's ``DISCARD_UNROUTABLE``
   capability). :attr:`Exchange.rejects_unroutable` says which.
 * Counters: ``routed`` (messages that reached at least one queue) and ``dropped`` (reached
-  none: unroutable, counted, and what happens to them is the broker's rule).
+  none: unroutable, counted, and what happens to them is the broker's rule), each with its
+  bytes; management's ``resetStatistics`` sets them back to zero.
 """
 
 from __future__ import annotations
@@ -248,6 +249,8 @@ class Exchange:
         self._selected: Counter[str] = Counter()  # queue -> how many of those it has
         self.routed = 0
         self.dropped = 0
+        self.routed_bytes = 0
+        self.dropped_bytes = 0
         self.deleted = False  # set when the broker deletes it (links still holding it see)
 
     @property
@@ -324,9 +327,15 @@ class Exchange:
             }
         if queues:
             self.routed += 1
+            self.routed_bytes += message.size
         else:
             self.dropped += 1
+            self.dropped_bytes += message.size
         return queues
+
+    def reset_statistics(self) -> None:
+        """Management's resetStatistics: the counters start again from zero."""
+        self.routed = self.dropped = self.routed_bytes = self.dropped_bytes = 0
 
     def _selects(self, queue: str, key: str, message: Message) -> bool:
         """Whether one of ``queue``'s bindings matches ``message``, its selector too."""

@@ -102,6 +102,8 @@ HELP = {
     "expiry_policy": "what happens to expired messages: DELETE or ROUTE_TO_ALTERNATE",
     "duplicate_count": "message-ids remembered for duplicate detection",
     "duplicate_seconds": "seconds message-ids are remembered for duplicate detection",
+    "description": "what the queue is for, in words (no effect)",
+    "context": "Broker-J's context variables (JSON map; no effect)",
 }
 
 

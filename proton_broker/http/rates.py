@@ -11,8 +11,9 @@ Rules this module owns (docs/console.md, "Rates and plots"):
 * A rate is the difference of a counter between two samples over the time between them:
   messages in are the queues' enqueued counts, messages out their dequeued ones (accepted
   by a consumer; expiries, purges and replacements are not deliveries). A queue that is
-  new or was deleted between two samples is left out of that difference, so no rate is
-  ever negative.
+  new or was deleted between two samples is left out of that difference, and one whose
+  counters were reset between them (management's ``resetStatistics``) counts from zero, so
+  no rate is ever negative.
 * The broker's figures (messages in and out per second, messages queued) are kept for the
   last ``console.history`` samples. A queue's are kept for at most
   ``console.max_plotted_queues`` queues, those whose page was looked at most recently: a
@@ -69,6 +70,8 @@ class Rates:
             count = counts[name] = (stats.enqueued, stats.dequeued)
             depth += queue.depth
             before = previous.get(name)
+            if before is not None and (count[0] < before[0] or count[1] < before[1]):
+                before = (0, 0)  # its counters were reset (management's resetStatistics)
             rate: tuple[float, float] | None = None
             if before is not None and elapsed:
                 compared = True

@@ -68,6 +68,9 @@ class Dispatcher:
         forget_expired: Callable[[Entry], None],
     ) -> None:
         self.consumers: dict[int, Consumer] = {}
+        # Entries handed to consumers and not yet settled or given back (the queue counts
+        # them down as they are).
+        self.acquired = 0
         self.ready: deque[Consumer] = deque()  # the ring: consumers with credit
         self._in_ready: set[int] = set()
         # Consumers with a replay period: consumer id -> the first position they may take.
@@ -229,6 +232,7 @@ class Dispatcher:
                 ready.rotate(-1)
                 continue
             misses = 0
+            self.acquired += 1
             if entry.message.paged:
                 page_in(self._hooks, entry.message)
             consumer.deliver(entry)

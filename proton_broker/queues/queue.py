@@ -76,9 +76,14 @@ from proton_broker.queues.walking import Walk
 
 @dataclass
 class QueueStats:
+    """The queue's cumulative counters (management's ``resetStatistics`` sets them back to
+    zero, as Broker-J's does; the queue's depth is not among them)."""
+
     enqueued: int = 0
-    dequeued: int = 0
+    enqueued_bytes: int = 0
+    dequeued: int = 0  # consumed: accepted by a consumer
     expired: int = 0
+    expired_bytes: int = 0
     rejected: int = 0
     released: int = 0
     redelivered: int = 0
@@ -90,6 +95,11 @@ class QueueStats:
     dead_lettered: int = 0  # sent to the queue's alternate
     exhausted: int = 0  # reached the maximum delivery attempts
     discarded: int = 0  # given up on with nowhere to go (no alternate at the maximum, no route)
+    grown_bytes: int = 0  # what consumers' annotations added to messages they gave back
+
+    def reset(self) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, 0)
 
 
 # Why a message left for the alternate (the x-opt-dead-letter-reason it carries there).
@@ -116,6 +126,7 @@ class Queue:
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
+        self._reset_at = (0, 0)  # depth and bytes when the statistics were last reset
         self._last_arrival = 0.0  # the arrival time the last message got (see the rules)
         self._lvq = parts.history is not None and parts.history.indexes  # a last-value queue
         self._log = ArrivalLog(eager=self._lvq)  # see ArrivalLog
@@ -277,7 +288,9 @@ class Queue:
         budget.used += size
         if budget.used > budget.limit:
             budget.went_over()
-        self.stats.enqueued += 1
+        stats = self.stats
+        stats.enqueued += 1
+        stats.enqueued_bytes += size
         packed = self._packed
         # Behind packed messages a message must pack (or unpack them); otherwise only on a
         # deep queue with no consumer waiting, which would take it at once (queues/packed.py).
@@ -521,6 +534,41 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self._consumers)
 
+    @property
+    def removed(self) -> int:
+        """Messages that have left since the statistics were reset, whatever took them:
+        consumed, expired, rejected, replaced, purged... (what qpidd and Broker-J count as
+        dequeued). O(1): every message that joins is counted, so what left is what joined
+        less what is here, with no step on a message's way out."""
+        return self.stats.enqueued + self._reset_at[0] - self.depth
+
+    @property
+    def removed_bytes(self) -> int:
+        """The bytes of :attr:`removed`'s messages (as they were when they left)."""
+        stats = self.stats
+        return stats.enqueued_bytes + stats.grown_bytes + self._reset_at[1] - self.bytes
+
+    def reset_statistics(self) -> None:
+        """Management's resetStatistics: the counters start again from zero; the depth, and
+        what is on the queue, stay."""
+        self.stats.reset()
+        self._reset_at = (self.depth, self.bytes)
+
+    @property
+    def unacknowledged(self) -> int:
+        """Messages consumers hold: handed out and not yet settled or given back. O(1)."""
+        return self._dispatcher.acquired
+
+    def consumers_with_credit(self) -> int:
+        """Consumers (browsers included) that can take a message now. O(consumers)."""
+        return sum(1 for consumer in self._consumers.values() if consumer.credit > 0)
+
+    def oldest_arrival(self) -> float | None:
+        """When the oldest message on the queue arrived (seconds since the epoch), or None
+        when it is empty. O(1) amortised."""
+        entry = self._log.first_live()
+        return None if entry is None else entry.message.arrival
+
     def _drop_if_expired(self, entry: Entry) -> bool:
         """An entry just acquired (or, for a consumer with a selector, about to be) whose
         time has passed leaves the queue instead."""
@@ -542,6 +590,7 @@ class Queue:
     def _expiring(self, entry: Entry) -> None:
         """Counted, and sent to the alternate first if the expiry policy says so."""
         self.stats.expired += 1
+        self.stats.expired_bytes += entry.message.size
         if self.settings.expiry_policy == EXPIRE_TO_ALTERNATE:
             self._dead_letter(entry, EXPIRED)
 
@@ -550,6 +599,7 @@ class Queue:
     def settle(self, entry: Entry) -> None:
         """The consumer accepted the entry: it leaves the queue."""
         if entry.state == ACQUIRED:
+            self._dispatcher.acquired -= 1
             self._remove(entry)
             self.stats.dequeued += 1
 
@@ -557,6 +607,7 @@ class Queue:
         """The consumer rejected the entry (``detail``: the description of its error): it
         goes to the alternate, or is discarded (qpidd)."""
         if entry.state == ACQUIRED:
+            self._dispatcher.acquired -= 1
             self.stats.rejected += 1
             self._dead_letter(entry, REJECTED, detail)
             self._remove(entry)
@@ -578,6 +629,7 @@ class Queue:
         """
         if entry.state != ACQUIRED:
             return
+        self._dispatcher.acquired -= 1  # whatever happens below, it leaves its consumer
         if self._superseded(entry):  # a newer value for its key is on the queue
             self._remove(entry)
             self.stats.replaced += 1
@@ -612,6 +664,7 @@ class Queue:
             return
         grown = merge_annotations(message, annotations)
         self.bytes += grown
+        self.stats.grown_bytes += grown
         self._budget.used += grown
 
     # ---- expiry and housekeeping ---------------------------------------------------------
@@ -703,6 +756,7 @@ class Queue:
                 dropped += 1
         self._held.clear()
         self._expiry.clear()
+        self._dispatcher.acquired = 0
         return dropped
 
     def purge(self) -> int:

@@ -135,6 +135,10 @@ class QueueSettings:
     # the ids seen in the last T seconds; both None: off
     duplicate_count: int | None = None
     duplicate_seconds: float | None = None
+    # What Broker-J's objects say of themselves (its ``description`` and ``context``
+    # attributes): kept, shown and changed by management, no effect on behaviour.
+    description: str | None = None
+    context: Mapping[str, str] | None = None
 
     @property
     def detects_duplicates(self) -> bool:
@@ -306,6 +310,24 @@ def to_text(name: str, value: Any) -> str:
     raise _bad(name, value, "a non-empty string")
 
 
+def to_description(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise _bad(name, value, "a string")
+
+
+def to_context(name: str, value: Any) -> dict[str, str]:
+    """Broker-J's ``context``: a map of variable names to text (or JSON text of one)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise _bad(name, value, "a map of names to values") from None
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise _bad(name, value, "a map of names to values")
+    return {key: str(item) for key, item in value.items()}
+
+
 def to_policy(name: str, value: Any) -> str:
     text = value.strip().lower().replace("-", "_") if isinstance(value, str) else None
     if text in OVERFLOW_POLICIES:
@@ -474,6 +496,8 @@ _option("expiry_policy", to_expiry_policy, "expiryPolicy")
 _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
 _option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
+_option("description", to_description, "description")
+_option("context", to_context, "context")
 _option("", to_dist_modes, "supported-dist-modes")
 _option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node
 # Deprecated C++ LVQ modes: handled in _legacy_lvq.
@@ -542,6 +566,7 @@ def option_table() -> list[OptionInfo]:
         to_priorities: "int",
         to_seconds: "number",
         to_filters: "map",
+        to_context: "map",
     }
     choices: dict[Converter, tuple[str, ...]] = {
         to_policy: tuple(p.upper() for p in OVERFLOW_POLICIES),
@@ -759,6 +784,8 @@ LIVE_SETTINGS = frozenset(
         "alternate",
         "max_delivery_attempts",
         "expiry_policy",
+        "description",
+        "context",
     }
 )
 
@@ -776,10 +803,13 @@ def check_live_change(current: QueueSettings, new: QueueSettings) -> None:
 
 
 def _as_text(value: Any) -> str:
-    """How a recognised option is echoed: as a string, as the Qpid C++ broker does."""
+    """How a recognised option is echoed: as a string, as the Qpid C++ broker does (a map as
+    JSON text, which the option's parser reads back: the echo is what a queue keeps)."""
     descriptor = getattr(value, "descriptor", None)
     if descriptor is not None:
         return str(descriptor)
+    if isinstance(value, Mapping):
+        return json.dumps(value, default=str)
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)
     return str(value)

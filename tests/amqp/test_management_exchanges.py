@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from proton import Message
 
+from tests.amqp.test_durability import send_all
 from tests.amqp.test_management import Node, assert_named_as_broker_j_names_it, entity, status
 from tests.conftest import RunningBroker
 
@@ -221,3 +222,53 @@ def test_query_without_an_entity_type_lists_every_entity_as_broker_j_does(
     assert [row[at] for row in window.body["results"]] == ["amq.direct", "amq.fanout"]
     named = node.ask({**NODE, "operation": "QUERY", "count": 1}, {"attributeNames": ["name"]})
     assert named.body == {"attributeNames": ["name"], "results": [["orders.#"]]}
+
+
+def test_get_statistics_answers_broker_js_exchange_statistics(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    broker.call(lambda: broker.broker.declare("routed"))
+    node.ask(entity("CREATE", "routed", BINDING, exchange="amq.direct", queue="routed"))
+    send_all(broker, "amq.direct/routed", [Message(body="r" * 10) for _ in range(2)])
+    send_all(broker, "amq.direct/nowhere", [Message(body="d" * 10)])  # dropped
+    reply = node.ask(entity("getStatistics", "amq.direct", EXCHANGE))
+    assert status(reply)[0] == 200
+    figures = reply.body
+    assert (figures["messagesIn"], figures["messagesDropped"], figures["bindingCount"]) == (3, 1, 1)
+    assert figures["bytesIn"] > figures["bytesDropped"] > 10
+    assert figures["messagesRouted"] == 2  # this broker's own
+    read = node.ask(entity("READ", "amq.direct", EXCHANGE)).body
+    assert read["messagesIn"] == 3 and read["bytesIn"] == figures["bytesIn"]
+    wanted = node.ask(entity("getStatistics", "amq.direct", EXCHANGE, statistics=["bytesIn"]))
+    assert wanted.body == {"bytesIn": figures["bytesIn"]}
+    assert status(node.ask(entity("resetStatistics", "amq.direct", EXCHANGE)))[0] == 200
+    after = node.ask(entity("getStatistics", "amq.direct", EXCHANGE)).body
+    assert (after["messagesIn"], after["bytesIn"], after["bindingCount"]) == (0, 0, 1)
+    operations = node.ask({**NODE, "operation": "GET-OPERATIONS", "entityType": EXCHANGE}).body
+    assert {"getStatistics", "resetStatistics"} <= set(operations[EXCHANGE])
+
+
+def test_create_takes_broker_js_other_exchange_attributes(broker: RunningBroker) -> None:
+    node = Node(broker.client())
+    made = node.ask(
+        entity("CREATE", "strict", EXCHANGE),
+        {
+            "type": "direct",
+            "description": "no silent drops",
+            "context": {"owner": "ops"},
+            "unroutableMessageBehaviour": "REJECT",
+            "lifetimePolicy": "PERMANENT",
+        },
+    )
+    assert status(made)[0] == 201
+    assert made.body["description"] == "no silent drops"
+    assert made.body["context"] == {"owner": "ops"}
+    assert made.body["unroutableMessageBehaviour"] == "REJECT"
+    assert made.body["lifetimePolicy"] == "PERMANENT"
+    assert broker.call(lambda: broker.broker.exchanges.named("strict").rejects_unroutable)
+    plain = node.ask(entity("CREATE", "lenient", EXCHANGE), {"type": "direct"}).body
+    assert plain["unroutableMessageBehaviour"] == "DISCARD" and plain["description"] is None
+    passing = {"type": "direct", "lifetimePolicy": "DELETE_ON_NO_OUTBOUND_LINKS"}
+    refused = node.ask(entity("CREATE", "passing", EXCHANGE), passing)
+    assert status(refused)[0] == 400 and "lifetimePolicy" in status(refused)[1]
+    unknown = node.ask(entity("CREATE", "odd", EXCHANGE), {"type": "direct", "colour": "red"})
+    assert status(unknown) == (400, "unknown exchange attribute 'colour'")

@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 from proton_broker.message import Message
-from proton_broker.queues.entries import Entry
+from proton_broker.queues.entries import ACQUIRED, Entry
 from proton_broker.queues.queue import Queue
 
 _ids = itertools.count(1)
@@ -55,3 +55,13 @@ class Told(Taker):
     def deliver(self, entry: Entry) -> None:
         super().deliver(entry)
         self.journal.append((self, entry))
+
+
+def check_figures(queue: Queue, sent: int) -> None:
+    """The queue's management figures agree with its entries and with the ``sent`` messages
+    it was given: the messages consumers hold are the acquired entries, and every message
+    sent is either still there or counted as gone."""
+    entries = list(queue.entries())
+    assert queue.unacknowledged == sum(1 for entry in entries if entry.state == ACQUIRED)
+    assert queue.stats.enqueued == sent
+    assert queue.removed == sent - queue.depth

@@ -21,6 +21,7 @@ from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from tests.queues import consumers
 from tests.queues.compaction import compact_as_usual, compact_early
+from tests.queues.consumers import check_figures
 from tests.queues.memory import traced_bytes_per_message
 
 _MISSING = object()
@@ -433,6 +434,8 @@ class LastValueModel(RuleBasedStateMachine):
     def the_queue_holds_what_the_model_holds(self) -> None:
         assert live(self.q) == [each[0] for each in self.live]
         check_accounting(self.q)
+        assert self.q.unacknowledged == len(self.held)
+        check_figures(self.q, self.sent)
         current = {each[1] for each in self.live if not each[3]}
         assert self.q.history is not None and self.q.history.standing == len(current)
 

@@ -31,7 +31,7 @@ from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import parse_selector
 from proton_broker.store.base import Unit
 from proton_broker.store.sqlite import SqliteStore
-from tests.queues.consumers import Taker
+from tests.queues.consumers import Taker, check_figures
 
 
 def queue(**options: Any) -> Queue:
@@ -749,6 +749,8 @@ class OverflowModel(RuleBasedStateMachine):
         assert self.q.bytes == sum(len(self.sent[self.number_of(e)]) for e in entries)
         in_memory = sum(len(e.message.data) for e in entries)
         assert self.q.hooks.budget.used == in_memory
+        assert self.q.unacknowledged == len(self.held)
+        check_figures(self.q, len(self.sent))
 
     def over(self) -> bool:
         return (self.count is not None and self.q.depth > self.count) or (

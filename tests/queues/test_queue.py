@@ -18,7 +18,7 @@ from proton_broker.queues.factory import build_queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import parse_selector
 from tests.queues.compaction import compact_as_usual, compact_early
-from tests.queues.consumers import Taker, Told
+from tests.queues.consumers import Taker, Told, check_figures
 from tests.queues.memory import traced_bytes_per_message
 
 
@@ -320,6 +320,8 @@ class BrowsingModel(RuleBasedStateMachine):
     @invariant()
     def the_queue_holds_what_is_live(self) -> None:
         assert self.q.depth == len(self.live)
+        assert self.q.unacknowledged == len(self.taken)
+        check_figures(self.q, len(self.color))
 
 
 BrowsingModel.TestCase.settings = settings(

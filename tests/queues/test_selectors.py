@@ -21,7 +21,7 @@ from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import Selector, parse_selector
 from tests.queues.compaction import compact_as_usual, compact_early
-from tests.queues.consumers import Taker, Told
+from tests.queues.consumers import Taker, Told, check_figures
 
 
 def msg(color: str, n: int, **fields: Any) -> Message:
@@ -337,6 +337,8 @@ class SelectingModel(RuleBasedStateMachine):
     def the_queue_holds_what_is_available_taken_or_not_yet_due(self) -> None:
         held = sum(len(entries) for entries in self.held.values())
         assert self.q.depth == len(self.available) + held + len(self.due)
+        assert self.q.unacknowledged == held
+        check_figures(self.q, len(self.color))
 
 
 SelectingModel.TestCase.settings = settings(
