@@ -426,6 +426,31 @@ class Broker:
             log.info('EXH-1001 Create : "%s" : %s%s', name, kind, " : durable" if durable else "")
         return exchange
 
+    def update_exchange(
+        self, name: str, arguments: Mapping[str, Any], user: str | None = None
+    ) -> Exchange:
+        """Give exchange ``name`` new ``arguments`` (see :meth:`Exchange.rearrange`): a new
+        alternate must exist, and the old one is then free to be deleted; a durable
+        exchange's arguments are saved. Nothing changes if anything is refused."""
+        exchange = self.exchanges.named(name)
+        if user is not None:
+            self.access.check(user, "update", "exchange", name, {"type": exchange.kind})
+        old = exchange.alternate
+        previous = exchange.arguments
+        exchange.rearrange(arguments)
+        if exchange.alternate is not None and exchange.alternate != old:
+            try:
+                self.dead_letters.check_exists(exchange.alternate, f"exchange '{name}'")
+            except NotFound:
+                exchange.rearrange(previous)
+                raise
+        self.dead_letters.unuse(old, f"exchange '{name}'")
+        self.dead_letters.use(exchange.alternate, f"exchange '{name}'")
+        if exchange.durable and self.store is not None:
+            self.store.save_exchange(name, exchange.kind, exchange.arguments)
+        log.info('exchange "%s" updated: %s', name, exchange.arguments)
+        return exchange
+
     def delete_exchange(self, name: str, user: str | None = None) -> None:
         """Delete exchange ``name`` and its bindings (its queues stay)."""
         exchange = self.exchanges.named(name)

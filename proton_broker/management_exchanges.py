@@ -14,7 +14,10 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   ``messagesDropped``. DELETE removes the exchange and its bindings (the queues stay); the
   four default exchanges cannot be deleted, nor an exchange that is an alternate (403, as
   Broker-J answers its ``IntegrityViolationException``).
-  Nothing of an exchange can be changed: UPDATE is a 400. Broker-J's exchange operations
+  UPDATE changes what Broker-J changes on a live exchange: its alternate
+  (``alternateBinding``, or the qpid names), ``unroutableMessageBehaviour``,
+  ``description`` and ``context``; the rest of a READ map may be sent back unchanged (its
+  statistics whatever their value), anything else is a 400 naming it. Broker-J's exchange operations
   ``bind`` and ``unbind`` take their parameters from the application properties
   (``destination``, ``bindingKey``, ``arguments``, ``replaceExistingArguments``) and
   answer whether they changed anything.
@@ -117,6 +120,25 @@ BINDING_ATTRIBUTES: dict[str, Callable[[Binding], Any]] = {
 _KEPT = (*ALTERNATE_ARGUMENTS, UNROUTABLE, "description", "context")
 
 
+def _kept_value(key: str, value: Any) -> Any:
+    """An attribute kept among the arguments, checked (the exchange checks the rest)."""
+    if key == "context":
+        return to_context(key, value)
+    if key == "description":
+        return to_description(key, value)
+    return value
+
+
+def _unchanged(key: str, value: Any, current: Any, exchange: Exchange) -> bool:
+    """Whether an UPDATE's ``value`` of ``key`` is what the exchange has (``current``, as
+    READ gives it; the type may also be given as the kind or its class name)."""
+    if key in KIND_ATTRIBUTES:
+        return value in (exchange.kind, KIND_TYPES[exchange.kind])
+    if isinstance(value, str) and isinstance(current, str):
+        return value.upper() == current.upper()
+    return bool(value == current)
+
+
 def _identity(*parts: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "proton-broker:" + "\0".join(parts)))
 
@@ -164,10 +186,40 @@ class ExchangeEntities:
             self.broker.delete_exchange(exchange.name, user=user)
             return 204, "Deleted", {}
         if operation == "UPDATE":
-            raise InvalidField("nothing of an exchange can be changed; delete and create")
+            return 200, "OK", self._update_exchange(exchange, attributes, user)
         if operation in EXCHANGE_OPERATIONS:
             return 200, "OK", self._exchange_operation(operation, exchange, properties, user)
         raise InvalidField(f"unknown operation {operation!r} for type {kind!r}")
+
+    def _update_exchange(
+        self, exchange: Exchange, attributes: Mapping[str, Any], user: str | None
+    ) -> dict[str, Any]:
+        """UPDATE: what Broker-J changes on a live exchange (its alternate,
+        ``unroutableMessageBehaviour``, ``description``, ``context``). The rest of a READ
+        map may be sent back unchanged (its statistics whatever their value); anything else
+        is a 400 naming it, and nothing changes."""
+        current = exchange_attributes(exchange)
+        arguments = dict(exchange.arguments)
+        for key, value in attributes.items():
+            if key in EXCHANGE_STATISTICS:
+                continue  # figures of the moment, read back with the rest: never settings
+            if key in current and _unchanged(key, value, current[key], exchange):
+                continue
+            if key not in _KEPT:
+                raise InvalidField(
+                    f"attribute {key!r} of an exchange cannot be changed; delete and create it",
+                    key,
+                )
+            if key in ALTERNATE_ARGUMENTS:  # one alternate, however it was named
+                for name in ALTERNATE_ARGUMENTS:
+                    arguments.pop(name, None)
+            if value is None or value == "":
+                arguments.pop(key, None)
+            else:
+                arguments[key] = _kept_value(key, value)
+        if arguments != exchange.arguments:
+            self.broker.update_exchange(exchange.name, arguments, user=user)
+        return exchange_attributes(exchange)
 
     def _statistics(
         self, operation: str, exchange: Exchange, properties: Mapping[str, Any], user: str | None
@@ -229,11 +281,7 @@ class ExchangeEntities:
         arguments = attributes.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             raise InvalidField("'arguments' must be a map")
-        kept = {k: v for k, v in attributes.items() if k in _KEPT and v is not None}
-        if "context" in kept:
-            kept["context"] = to_context("context", kept["context"])
-        if "description" in kept:
-            kept["description"] = to_description("description", kept["description"])
+        kept = {k: _kept_value(k, v) for k, v in attributes.items() if k in _KEPT and v is not None}
         arguments = {**arguments, **kept}
         exchange = self.broker.declare_exchange(name, exchange_type, durable, arguments, user)
         return 201, "Created", exchange_attributes(exchange)

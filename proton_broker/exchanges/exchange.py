@@ -333,6 +333,14 @@ class Exchange:
             self.dropped_bytes += message.size
         return queues
 
+    def rearrange(self, arguments: Mapping[str, Any]) -> None:
+        """Take new ``arguments`` (management's UPDATE: the alternate and what becomes of
+        unroutable messages may change on a live exchange, as in Broker-J); refused with
+        ``InvalidField``, changing nothing, if they do not read."""
+        arguments = dict(arguments)
+        rejects, alternate = _unroutable(arguments) == "REJECT", _alternate(arguments)
+        self.arguments, self.rejects_unroutable, self.alternate = arguments, rejects, alternate
+
     def reset_statistics(self) -> None:
         """Management's resetStatistics: the counters start again from zero."""
         self.routed = self.dropped = self.routed_bytes = self.dropped_bytes = 0

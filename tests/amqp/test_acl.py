@@ -292,7 +292,10 @@ def test_management_operations_are_checked_and_a_denied_one_changes_nothing(
         query = bob.node("QUERY", {})
         cleared = bob.request("clearQueue", QUEUE, "app.out")  # purge queue: not bob's
         assert bob.request("READ", QUEUE, "app.out").ok  # access queue name=app.*
-    for reply in (deleted, created, read, query, cleared):
+        assert bob.request("getStatistics", QUEUE, "app.out").ok  # access queue too
+        reset = bob.request("resetStatistics", QUEUE, "app.out")  # update queue: not bob's
+        exchange = bob.request("resetStatistics", "org.apache.qpid.Exchange", "amq.direct")
+    for reply in (deleted, created, read, query, cleared, reset, exchange):
         assert reply.status == 403, reply
         assert "bob" in reply.description
     assert depth(secured, "app.out") == before and depth(secured, "app.bob") is None

@@ -3,9 +3,11 @@ Broker-J's type names and qpid-config's refusals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from proton import Message
 
-from tests.amqp.test_durability import send_all
+from tests.amqp.test_durability import Restartable, drain, send_all
 from tests.amqp.test_management import Node, assert_named_as_broker_j_names_it, entity, status
 from tests.conftest import RunningBroker
 
@@ -272,3 +274,64 @@ def test_create_takes_broker_js_other_exchange_attributes(broker: RunningBroker)
     assert status(refused)[0] == 400 and "lifetimePolicy" in status(refused)[1]
     unknown = node.ask(entity("CREATE", "odd", EXCHANGE), {"type": "direct", "colour": "red"})
     assert status(unknown) == (400, "unknown exchange attribute 'colour'")
+
+
+def test_update_changes_an_exchanges_alternate_and_unroutable_behaviour(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    for name in ("first-dlq", "second-dlq"):
+        broker.call(lambda name=name: broker.broker.declare(name))
+    made = node.ask(
+        entity("CREATE", "sorting", EXCHANGE),
+        {"type": "direct", "alternateBinding": {"destination": "first-dlq"}},
+    )
+    assert status(made)[0] == 201
+    moved = {**made.body, "alternateBinding": {"destination": "second-dlq"}, "bytesIn": 7}
+    reply = node.ask(entity("UPDATE", "sorting", EXCHANGE), moved)  # a READ map sent back
+    assert status(reply)[0] == 200, status(reply)
+    assert reply.body["alternateBinding"] == {"destination": "second-dlq"}
+    send_all(broker, "sorting/nowhere", [Message(body="lost?")])
+    assert drain(broker, "second-dlq", 1) == ["lost?"]
+    assert status(node.ask(entity("DELETE", "first-dlq")))[0] == 204  # no longer in use
+    strict = node.ask(
+        entity("UPDATE", "sorting", EXCHANGE), {"unroutableMessageBehaviour": "REJECT"}
+    )
+    assert strict.body["unroutableMessageBehaviour"] == "REJECT"
+    assert broker.call(lambda: broker.broker.exchanges.named("sorting").rejects_unroutable)
+    cleared = node.ask(entity("UPDATE", "sorting", EXCHANGE), {"alternateBinding": None})
+    assert cleared.body["alternateBinding"] is None
+
+
+def test_update_of_what_an_exchange_cannot_change_is_refused_and_changes_nothing(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "fixed", EXCHANGE), {"type": "direct"})
+    nowhere = node.ask(
+        entity("UPDATE", "fixed", EXCHANGE), {"alternateBinding": {"destination": "nowhere"}}
+    )
+    assert status(nowhere)[0] == 404
+    retyped = node.ask(entity("UPDATE", "fixed", EXCHANGE), {"type": "topic"})
+    assert status(retyped)[0] == 400 and "'type'" in status(retyped)[1]
+    odd = node.ask(entity("UPDATE", "fixed", EXCHANGE), {"unroutableMessageBehaviour": "BOUNCE"})
+    assert status(odd)[0] == 400
+    read = node.ask(entity("READ", "fixed", EXCHANGE)).body
+    assert read["alternateBinding"] is None and read["unroutableMessageBehaviour"] == "DISCARD"
+    assert read["qpid-type"] == "direct"
+
+
+def test_a_durable_exchanges_update_survives_a_restart(tmp_path: Path) -> None:
+    brokers = Restartable(tmp_path / "data")
+    try:
+        node = Node(brokers.start().client())
+        node.ask(entity("CREATE", "kept", EXCHANGE), {"type": "fanout", "durable": True})
+        changes = {"description": "audit trail", "unroutableMessageBehaviour": "REJECT"}
+        assert status(node.ask(entity("UPDATE", "kept", EXCHANGE), changes))[0] == 200
+        node = Node(brokers.restart().client())
+        read = node.ask(entity("READ", "kept", EXCHANGE)).body
+        assert read["description"] == "audit trail"
+        assert read["unroutableMessageBehaviour"] == "REJECT"
+    finally:
+        if brokers.current is not None:
+            brokers.current.stop()
