@@ -328,6 +328,23 @@ def to_context(name: str, value: Any) -> dict[str, str]:
     return {key: str(item) for key, item in value.items()}
 
 
+def _only_default(default: Any, feature: str) -> Converter:
+    """A converter for a Broker-J attribute whose feature this broker does not have: its
+    default is understood (asks for nothing), any other value is NotImplementedByBroker."""
+
+    def convert(name: str, value: Any) -> Any:
+        same = str(value).upper() == str(default).upper()
+        if same or (isinstance(default, int) and _is_integer(value) and int(value) == default):
+            return NOTHING
+        raise NotImplementedByBroker(f"queue option '{name}' = {value!r}: {feature}")
+
+    return convert
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())
+
+
 def to_policy(name: str, value: Any) -> str:
     text = value.strip().lower().replace("-", "_") if isinstance(value, str) else None
     if text in OVERFLOW_POLICIES:
@@ -496,6 +513,29 @@ _option("expiry_policy", to_expiry_policy, "expiryPolicy")
 _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
 _option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
+_option(
+    "",
+    _only_default(
+        "DEFAULT",
+        "a queue's own message durability is not supported (a durable "
+        "message on a durable queue is kept)",
+    ),
+    "messageDurability",
+)
+_option(
+    "",
+    _only_default(0, "standby consumers are not supported (every consumer is live)"),
+    "maximumLiveConsumers",
+)
+_option(
+    "",
+    _only_default(
+        False,
+        "a queue that drops its owner's own messages is not supported (a "
+        "receiver's no-local filter on an exchange is)",
+    ),
+    "noLocal",
+)
 _option("description", to_description, "description")
 _option("context", to_context, "context")
 _option("", to_dist_modes, "supported-dist-modes")
@@ -514,7 +554,9 @@ _UNSUPPORTED = {
 _FAIRSHARE_LEVEL = ("qpid.fairshare-", "x-qpid-fairshare-")  # qpidd's per-level shares
 # qpidd's options with nothing to change here (alerts are QMF events, the rest tune its
 # store, paging and federation): accepted, echoed, and logged as having no effect, so
-# addresses written for qpidd attach unchanged.
+# addresses written for qpidd attach unchanged. Broker-J's alert thresholds (log messages
+# there) likewise, and its maximumDistinctGroups: the number of buckets its standard groups
+# are hashed into (groups that share one share a consumer); groups here are never merged.
 _NO_EFFECT = frozenset(
     (
         "qpid.alert_count",
@@ -535,6 +577,12 @@ _NO_EFFECT = frozenset(
         "qpid.trace.id",
         "qpid.trace.exclude",
         "qpid.replicate",
+        "alertThresholdQueueDepthMessages",
+        "alertThresholdQueueDepthBytes",
+        "alertThresholdMessageAge",
+        "alertThresholdMessageSize",
+        "alertRepeatGap",
+        "maximumDistinctGroups",
     )
 )
 
@@ -607,7 +655,7 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
             raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED['qpid.fairshare']}")
         if key in _NO_EFFECT:
             parsed.echo[key] = _as_text(value)
-            parsed.notices.append(f"queue option '{key}' (qpidd's) has no effect here")
+            parsed.notices.append(f"queue option '{key}' has no effect here")
             continue
         if key in _DEPRECATED_LVQ:
             _legacy_lvq(key, value, values, parsed)

@@ -441,6 +441,28 @@ def test_update_accepts_a_read_map_sent_back_with_one_change(node: Node) -> None
     assert reply.body["queueDepthMessages"] == 0
 
 
+def test_create_takes_broker_js_other_attributes_at_their_defaults(
+    broker: RunningBroker, node: Node
+) -> None:
+    """What a Broker-J client sends along (its defaults, alert thresholds) creates the
+    queue; a value asking for a feature this broker lacks is a 501, and nothing is made."""
+    made = node.ask(
+        entity("CREATE", "broker-j-style"),
+        {
+            "messageDurability": "DEFAULT",
+            "maximumLiveConsumers": 0,
+            "noLocal": False,
+            "alertThresholdQueueDepthMessages": 1000,
+            "alertThresholdMessageAge": 60000,
+            "maximumDistinctGroups": 255,
+        },
+    )
+    assert status(made)[0] == 201
+    never = node.ask(entity("CREATE", "never-stored"), {"messageDurability": "NEVER"})
+    assert status(never)[0] == 501 and "messageDurability" in status(never)[1]
+    assert "never-stored" not in queues(broker)
+
+
 def test_description_and_context_are_kept_read_back_and_changed(node: Node) -> None:
     made = node.ask(
         entity("CREATE", "described"), {"description": "orders", "context": {"team": "red"}}

@@ -249,6 +249,40 @@ def test_recognised_features_the_broker_lacks_are_not_implemented(key: str) -> N
     assert key in caught.value.description
 
 
+@pytest.mark.parametrize(
+    ("key", "default", "other"),
+    [
+        ("messageDurability", "DEFAULT", "ALWAYS"),
+        ("maximumLiveConsumers", 0, 2),
+        ("noLocal", False, True),
+    ],
+)
+def test_broker_j_attributes_the_broker_lacks_take_their_default_alone(
+    key: str, default: Any, other: Any
+) -> None:
+    parsed = parse_options({key: default})
+    assert not parsed.unknown and parsed.settings == QueueSettings()
+    with pytest.raises(NotImplementedByBroker) as caught:
+        parse_options({key: other})
+    assert key in caught.value.description
+
+
+@pytest.mark.parametrize(
+    "key", ["alertThresholdQueueDepthMessages", "alertRepeatGap", "maximumDistinctGroups"]
+)
+def test_broker_j_alerts_and_group_buckets_are_taken_and_said_to_have_no_effect(key: str) -> None:
+    parsed = parse_options({key: 255})
+    assert not parsed.unknown and parsed.settings == QueueSettings()
+    assert parsed.notices == [f"queue option '{key}' has no effect here"]
+
+
+def test_description_and_context_are_kept_and_read_from_json_text() -> None:
+    settings = parse_options({"description": "d", "context": '{"a": 1}'}).settings
+    assert (settings.description, settings.context) == ("d", {"a": "1"})
+    with pytest.raises(InvalidField):
+        parse_options({"context": "[1]"})
+
+
 def test_symbol_keys_are_read_as_their_text() -> None:
     class Symbol(str):
         pass
