@@ -233,8 +233,8 @@ class ProducerLink:
 
     def start(self) -> None:
         queue = self.queue
-        if queue is not None and queue.flow_controlled:
-            queue.watch_flow(self)
+        if queue is not None:
+            queue.watch_flow(self)  # flow control may come later (management's UPDATE)
             if queue.flow_stopped:
                 self.stopped = True  # no credit until the queue resumes
                 return

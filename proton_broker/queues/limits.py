@@ -49,11 +49,13 @@ class Limits:
         owner: Queue,
         limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None,
         flow: FlowControl | None,
+        observers: dict[FlowObserver, None] | None = None,
     ) -> None:
         self.owner = owner
         self.limit = limit
         self.flow = flow
-        self.observers: dict[FlowObserver, None] = {}
+        # The queue's producers (its own map: they are told even if limits come later).
+        self.observers: dict[FlowObserver, None] = {} if observers is None else observers
 
     def admit(self, message: Message) -> None:
         """A reject queue refuses what would take it over its limit."""
@@ -101,7 +103,33 @@ class Limits:
             for observer in list(self.observers):
                 observer.flow_resumed(owner)
 
-    def _make_room(self, ring: RingPolicy, newest: Entry) -> None:
+    def took_over(self, stopped: bool) -> None:
+        """These limits replace others on a live queue (management's UPDATE), whose
+        producers were ``stopped`` or not: they apply now, as Broker-J applies a new
+        overflow policy at once. A ring over its limit makes room; producer flow control
+        stops the producers over its stop level, and keeps stopped ones stopped until the
+        queue is down to its resume level. Flow to disk pages out what arrives from now on."""
+        owner, limit, flow = self.owner, self.limit, self.flow
+        depth, nbytes = owner.depth, owner.bytes
+        if type(limit) is RingPolicy and limit.needs_room(depth, nbytes):
+            self._make_room(limit, None)
+        elif limit is not None and limit.limit.over(depth, nbytes):
+            limit.went_over(depth, nbytes)
+        if flow is not None:
+            if stopped and not flow.resume.reached_down_to(depth, nbytes):
+                flow.over = True  # still stopped, until the queue drains
+            else:
+                flow.enqueued(depth, nbytes)
+        now = flow is not None and flow.over
+        if now != owner.flow_stopped:
+            owner.flow_stopped = now
+            for observer in list(self.observers):
+                if now:
+                    observer.flow_stopped(owner)
+                else:
+                    observer.flow_resumed(owner)
+
+    def _make_room(self, ring: RingPolicy, newest: Entry | None) -> None:
         """Delete the least significant available entries until the queue is within its
         limit; ``newest`` only if something more significant is available."""
         owner = self.owner

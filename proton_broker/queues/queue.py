@@ -40,6 +40,7 @@ The queue knows nothing about sockets or AMQP: consumers are objects with ``cred
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -64,13 +65,24 @@ from proton_broker.queues.filters import default_replay_seconds
 from proton_broker.queues.holds import Holds, held_until
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
+from proton_broker.queues.overflow import (
+    FlowToDiskPolicy,
+    RingPolicy,
+    make_flow_control,
+    make_limit,
+)
 
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
     from proton_broker.queues.history import History
 from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks
 from proton_broker.queues.selecting import Selecting
-from proton_broker.queues.settings import EXPIRE_TO_ALTERNATE, QueueSettings, check_live_change
+from proton_broker.queues.settings import (
+    EXPIRE_TO_ALTERNATE,
+    LIMIT_SETTINGS,
+    QueueSettings,
+    check_live_change,
+)
 from proton_broker.queues.walking import Walk
 
 
@@ -142,8 +154,9 @@ class Queue:
         self.history = parts.history  # per-key numbers, on a queue with a key (history.py)
         # Limits (see the module rules): both None on a queue without, which then costs one
         # test of ``_limited`` per enqueue and per removal.
+        self._flow_watchers: dict[FlowObserver, None] = {}  # producers, told of flow control
         self.limits = (
-            Limits(self, parts.limit, parts.flow)  # queues/limits.py
+            Limits(self, parts.limit, parts.flow, self._flow_watchers)  # queues/limits.py
             if parts.limit is not None or parts.flow is not None
             else None
         )
@@ -454,13 +467,12 @@ class Queue:
         return self.limits is not None and self.limits.flow is not None
 
     def watch_flow(self, observer: FlowObserver) -> None:
-        """Have ``observer`` told when producers must stop and may resume."""
-        if self.limits is not None:
-            self.limits.observers[observer] = None
+        """Have ``observer`` told when producers must stop and may resume (also once flow
+        control is added to a live queue: see :meth:`update_settings`)."""
+        self._flow_watchers[observer] = None
 
     def unwatch_flow(self, observer: FlowObserver) -> None:
-        if self.limits is not None:
-            self.limits.observers.pop(observer, None)
+        self._flow_watchers.pop(observer, None)
 
     def check_admission(self, message: Message) -> None:
         """Raise :class:`ResourceLimitExceeded` if ``message`` would be refused now (a
@@ -790,9 +802,37 @@ class Queue:
         ``LIVE_SETTINGS`` in settings.py): they apply to consumers that attach and messages
         that arrive from now on."""
         check_live_change(self.settings, settings)
+        limits_changed = any(
+            getattr(settings, name) != getattr(self.settings, name) for name in LIMIT_SETTINGS
+        )
         self.settings = settings
         self._ttl_bounds = has_ttl_bounds(settings)
         self._dispatcher.default_replay = default_replay_seconds(settings.default_filters)
+        if limits_changed:
+            self._change_limits(settings)
+
+    def _change_limits(self, settings: QueueSettings) -> None:
+        """New limits, overflow policy or flow thresholds on a live queue: they apply now
+        (see :meth:`Limits.took_over`). A queue that packs its newest messages
+        (queues/packed.py) unpacks them and packs no more once it has a ring or flow to
+        disk, which pack nothing: O(n) once."""
+        limit = make_limit(self.name, settings)
+        flow = make_flow_control(self.name, settings)
+        packed = self._packed
+        if packed is not None and type(limit) in (RingPolicy, FlowToDiskPolicy):
+            packed.unpack_all()
+            packed.after = sys.maxsize
+        if limit is None and flow is None:
+            self.limits = None
+        else:
+            self.limits = Limits(self, limit, flow, self._flow_watchers)
+        self._limited = self.limits is not None
+        if self.limits is not None:
+            self.limits.took_over(self.flow_stopped)
+        elif self.flow_stopped:
+            self.flow_stopped = False
+            for observer in list(self._flow_watchers):
+                observer.flow_resumed(self)
 
     def entries(self) -> Iterator[Entry]:
         """Live entries in arrival order (for management and tests; O(n))."""

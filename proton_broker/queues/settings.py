@@ -821,8 +821,21 @@ def differences(settings: QueueSettings, parsed: ParsedOptions) -> list[str]:
     return out
 
 
+# The limits, the overflow policy and the flow thresholds: a live queue takes new ones at
+# once (Queue.update_settings rebuilds its limits), as Broker-J does.
+LIMIT_SETTINGS = (
+    "max_count",
+    "max_size",
+    "overflow_policy",
+    "flow_stop_count",
+    "flow_stop_size",
+    "flow_resume_count",
+    "flow_resume_size",
+    "flow_resume_percent",
+)
 # Settings a live queue can take at once (Queue.update_settings): each is read when a
-# consumer attaches or a message arrives, and nothing already queued depends on it.
+# consumer attaches or a message arrives, and nothing already queued depends on it, or
+# (the limits) the queue applies them at once.
 LIVE_SETTINGS = frozenset(
     {
         "ensure_nondestructive",
@@ -834,6 +847,7 @@ LIVE_SETTINGS = frozenset(
         "expiry_policy",
         "description",
         "context",
+        *LIMIT_SETTINGS,
     }
 )
 

@@ -463,6 +463,33 @@ def test_create_takes_broker_js_other_attributes_at_their_defaults(
     assert "never-stored" not in queues(broker)
 
 
+def test_update_changes_a_live_queues_limits_at_once_as_broker_j_does(
+    broker: RunningBroker, node: Node
+) -> None:
+    node.ask(
+        entity("CREATE", "bounded"), {"overflowPolicy": "REJECT", "maximumQueueDepthMessages": 1}
+    )
+    client = broker.client()
+    sender = client.sender("bounded")
+    client.wait(lambda: sender.credit > 0)
+    first, second = (client.send(sender, Message(body=n)) for n in range(2))
+    assert client.wait_settled(second).remote_state == Disposition.REJECTED
+    raised = node.ask(entity("UPDATE", "bounded"), {"maximumQueueDepthMessages": 3})
+    assert status(raised)[0] == 200 and raised.body["maximumQueueDepthMessages"] == 3
+    third = client.send(sender, Message(body=2))
+    assert client.wait_settled(third).remote_state == Disposition.ACCEPTED
+    # Producer flow control now: the sender attached before it has its credit withdrawn.
+    pfc = {"overflowPolicy": "PRODUCER_FLOW_CONTROL", "maximumQueueDepthMessages": 1}
+    assert status(node.ask(entity("UPDATE", "bounded"), pfc))[0] == 200
+    client.wait(lambda: sender.credit == 0)
+    ring = {"overflowPolicy": "RING", "maximumQueueDepthMessages": 1}
+    assert status(node.ask(entity("UPDATE", "bounded"), ring))[0] == 200
+    client.wait(lambda: sender.credit > 0)  # a ring never stops its producers
+    figures = node.ask(entity("READ", "bounded")).body
+    assert (figures["queueDepthMessages"], figures["totalEvictedMessages"]) == (1, 1)
+    assert drain(broker, "bounded", 1) == [2]  # the oldest made room
+
+
 def test_description_and_context_are_kept_read_back_and_changed(node: Node) -> None:
     made = node.ask(
         entity("CREATE", "described"), {"description": "orders", "context": {"team": "red"}}

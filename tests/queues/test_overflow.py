@@ -510,6 +510,71 @@ def test_only_queues_with_flow_control_say_so() -> None:
     assert not build_queue("plain").flow_controlled
 
 
+# ---- limits changed on a live queue (management's UPDATE) ------------------------------------
+
+
+def changed(q: Queue, **options: Any) -> None:
+    """Give ``q`` new settings, as management's UPDATE does."""
+    q.update_settings(parse_settings(options))
+
+
+def test_a_raised_reject_limit_lets_more_in_at_once() -> None:
+    q = queue(overflowPolicy="reject", maximumQueueDepthMessages=2)
+    q.enqueue(msg(0))
+    q.enqueue(msg(1))
+    with pytest.raises(ResourceLimitExceeded):
+        q.enqueue(msg(2))
+    changed(q, overflowPolicy="reject", maximumQueueDepthMessages=3)
+    q.enqueue(msg(2))
+    with pytest.raises(ResourceLimitExceeded):
+        q.enqueue(msg(3))
+    changed(q)  # no limit at all
+    q.enqueue(msg(3))
+    assert bodies(q) == [0, 1, 2, 3] and q.limits is None
+
+
+def test_a_queue_made_a_ring_makes_room_at_once_even_one_that_packs() -> None:
+    q = build_queue("q", pack_after=2)  # its newest messages packed (queues/packed.py)
+    for n in range(5):
+        q.enqueue(msg(n))
+    changed(q, overflowPolicy="ring", maximumQueueDepthMessages=3)
+    assert bodies(q) == [2, 3, 4] and q.stats.evicted == 2
+    q.enqueue(msg(5))
+    assert bodies(q) == [3, 4, 5]
+    assert take(q, 5).bodies() == [b"3", b"4", b"5"]
+
+
+def test_flow_control_added_later_stops_producers_already_there_and_goes_with_it() -> None:
+    q = build_queue("q")
+    observer = Observer()
+    q.watch_flow(observer)  # a producer attached while the queue had no flow control
+    for n in range(3):
+        q.enqueue(msg(n))
+    changed(q, overflowPolicy="producer_flow_control", maximumQueueDepthMessages=2)
+    assert q.flow_stopped and observer.events == ["stopped"]
+    changed(q, overflowPolicy="producer_flow_control", maximumQueueDepthMessages=10)
+    assert not q.flow_stopped and observer.events == ["stopped", "resumed"]
+    changed(q, overflowPolicy="producer_flow_control", maximumQueueDepthMessages=2)
+    changed(q)
+    assert not q.flow_stopped and observer.events[-1] == "resumed"
+
+
+def test_stopped_producers_stay_stopped_until_the_new_resume_level() -> None:
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=4)
+    observer = Observer()
+    q.watch_flow(observer)
+    for n in range(5):
+        q.enqueue(msg(n))
+    assert q.flow_stopped
+    # A stop level the queue is no longer over, whose resume level (80% of 5: 4) it is not
+    # down to yet.
+    changed(q, overflowPolicy="producer_flow_control", maximumQueueDepthMessages=5)
+    assert q.flow_stopped and observer.events == ["stopped"]
+    taker = take(q, 1)
+    q.settle(taker.got[0])
+    assert not q.flow_stopped and observer.events == ["stopped", "resumed"]
+
+
 # ---- operational log -----------------------------------------------------------------------
 
 
