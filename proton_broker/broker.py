@@ -338,10 +338,12 @@ class Broker:
         finishes after a deletion must not join (or be left in the store for) it."""
         return self.queues.get(queue.name) is queue
 
-    def update_queue(self, name: str, changes: Mapping[str, Any]) -> Queue:
+    def update_queue(self, name: str, changes: Mapping[str, Any], user: str | None = None) -> Queue:
         """Change settings of a live queue (only those :meth:`Queue.update_settings`
-        accepts); the options are checked as on an attach, and a durable queue's new
-        options are saved. Nothing changes if anything is refused."""
+        accepts); the options are checked as on an attach, ``user`` (if any) must be
+        allowed to ``update`` the queue as it will be (the ACL's limit properties are
+        checked against the new limits), and a durable queue's new options are saved.
+        Nothing changes if anything is refused."""
         queue = self.queues.get(name)
         if queue is None:
             raise NotFound(f"Node not found: {name}")
@@ -364,6 +366,8 @@ class Broker:
                 f"queue ('{name}'); delete and create it again",
                 fixed[0],
             )
+        if user is not None:
+            self.access.check(user, "update", "queue", name, queue_properties(merged.settings))
         alternate = queue.alternate
         if "alternate" in parsed.given:
             alternate = merged.settings.alternate

@@ -380,7 +380,7 @@ class Management:
         if operation == "UPDATE":
             queue = self._find(kind, properties)
             self._check(user, "update", queue)
-            return self.update(queue, body)
+            return self.update(queue, body, user)
         if operation == "DELETE":
             return self.delete(self._find(kind, properties), properties, body, user)
         if operation == CLEAR_QUEUE:
@@ -440,7 +440,7 @@ class Management:
         queue = self.broker.declare(name, options, user=user)
         return Response(CREATED, "Created", queue_attributes(queue))
 
-    def update(self, queue: Queue, body: Any) -> Response:
+    def update(self, queue: Queue, body: Any, user: str | None = None) -> Response:
         attributes = _attribute_map(body, "UPDATE")
         current = queue_attributes(queue)
         options: dict[str, Any] = {}
@@ -465,7 +465,7 @@ class Management:
             elif value is not None and not (key in current and _same(value, current[key])):
                 options[key] = value  # a change (unchanged ones: READ, edit, UPDATE)
         if options:
-            self.broker.update_queue(queue.name, options)
+            self.broker.update_queue(queue.name, options, user=user)
         return Response(OK, "OK", queue_attributes(queue))
 
     def delete(

@@ -48,6 +48,7 @@ acl allow carol browse queue name=app.in
 acl deny carol consume queue name=app.in
 acl allow carol create queue name=app.carol.* durable=false queuemaxcountupperlimit=100
 acl allow carol consume queue name=app.carol.*
+acl allow carol update queue name=app.carol.* queuemaxcountupperlimit=100
 acl allow carol publish exchange routingkey=app.carol.#
 acl allow carol access method name=get-types
 acl allow carol access query name=queue
@@ -308,6 +309,25 @@ def test_management_operations_are_checked_and_a_denied_one_changes_nothing(
     with manage(secured, "alice") as alice:
         assert alice.node("QUERY", {}).ok
         assert alice.request("READ", QUEUE, "app.out").ok
+
+
+def test_an_update_is_checked_against_the_limits_it_asks_for(secured: BrokerProcess) -> None:
+    """The ACL's limit properties bound an UPDATE as they bound a create: a user may not
+    raise a queue past what it may create."""
+    with manage(secured, "carol") as carol:
+        limited = {"durable": False, "maximumQueueDepthMessages": 50}
+        assert carol.request("CREATE", QUEUE, "app.carol.limited", limited).ok
+        assert carol.request(
+            "UPDATE", QUEUE, "app.carol.limited", {"maximumQueueDepthMessages": 80}
+        ).ok
+        raised = carol.request(
+            "UPDATE", QUEUE, "app.carol.limited", {"maximumQueueDepthMessages": 500}
+        )
+        assert raised.status == 403 and "carol" in raised.description
+        kept = carol.request("READ", QUEUE, "app.carol.limited").body
+    assert kept["maximumQueueDepthMessages"] == 80
+    with manage(secured, "alice") as alice:  # out of carol's queue quota again
+        assert alice.request("DELETE", QUEUE, "app.carol.limited").ok
 
 
 def config(process: BrokerProcess, user: str, *words: str) -> subprocess.CompletedProcess[str]:
