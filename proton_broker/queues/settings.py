@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -665,7 +666,7 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
             parsed.unknown[key] = value
             continue
         target, convert = spec
-        converted = convert(key, value)
+        converted = convert(key, _typed_text_read(value))
         parsed.echo[key] = _as_text(value)
         if target and converted is not NOTHING:
             _assign(values, parsed.given, target, key, converted)
@@ -864,6 +865,19 @@ def check_live_change(current: QueueSettings, new: QueueSettings) -> None:
         raise InvalidField("cannot change on a live queue: " + ", ".join(fixed), fixed[0])
 
 
+# How an earlier version of this broker kept a number of an AMQP type as text ("uint(5)",
+# Proton's repr), in the store among a queue's options: read back as the number's text.
+_TYPED_TEXT = re.compile(r"(?:u?byte|u?short|u?int|u?long|int32|float32)\((-?[0-9.eE+-]+)\)")
+
+
+def _typed_text_read(value: Any) -> Any:
+    if isinstance(value, str):
+        match = _TYPED_TEXT.fullmatch(value.strip())
+        if match is not None:
+            return match.group(1)
+    return value
+
+
 def _as_text(value: Any) -> str:
     """How a recognised option is echoed: as a string, as the Qpid C++ broker does (a map as
     JSON text, which the option's parser reads back: the echo is what a queue keeps)."""
@@ -872,6 +886,12 @@ def _as_text(value: Any) -> str:
         return str(descriptor)
     if isinstance(value, Mapping):
         return json.dumps(value, default=str)
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):  # an AMQP type (uint, ulong...) reads "uint(5)" as text
+        return str(int(value))
+    if isinstance(value, float):
+        return str(float(value))
     if isinstance(value, (list, tuple)):
-        return " ".join(str(v) for v in value)
+        return " ".join(_as_text(v) for v in value)
     return str(value)

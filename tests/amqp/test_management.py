@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proton import Disposition, Link, Message
+from proton import Disposition, Link, Message, uint, ulong
 
 from tests.amqp.test_durability import Restartable, drain, send_all
 from tests.conftest import RunningBroker
@@ -679,6 +679,26 @@ def test_maps_set_by_update_survive_a_restart(tmp_path: Path) -> None:
         read = node.ask(entity("READ", "kept")).body
         assert read["defaultFilters"] == filters and read["context"] == {"team": "red"}
         assert read["description"] == "d"
+    finally:
+        if brokers.current is not None:
+            brokers.current.stop()
+
+
+def test_numbers_of_any_amqp_type_are_kept_as_numbers_across_an_update_and_a_restart(
+    tmp_path: Path,
+) -> None:
+    """rhea and qpid::messaging send whole numbers as uint or ulong: a queue keeps their
+    value, not the text of its type, so an UPDATE and a restart read them again."""
+    brokers = Restartable(tmp_path / "data")
+    try:
+        node = Node(brokers.start().client())
+        limits = {"overflowPolicy": "REJECT", "maximumQueueDepthMessages": uint(5)}
+        assert status(node.ask(entity("CREATE", "typed"), limits))[0] == 201
+        raised = node.ask(entity("UPDATE", "typed"), {"maximumQueueDepthBytes": ulong(1000)})
+        assert status(raised)[0] == 200, status(raised)
+        node = Node(brokers.restart().client())
+        read = node.ask(entity("READ", "typed")).body
+        assert (read["maximumQueueDepthMessages"], read["maximumQueueDepthBytes"]) == (5, 1000)
     finally:
         if brokers.current is not None:
             brokers.current.stop()

@@ -283,6 +283,14 @@ def test_description_and_context_are_kept_and_read_from_json_text() -> None:
         parse_options({"context": "[1]"})
 
 
+def test_a_number_an_earlier_version_kept_as_the_text_of_its_type_is_read_back() -> None:
+    """Stores written before numbers of AMQP types were kept as numbers hold "uint(5)"."""
+    settings = parse_options({"qpid.max_count": "uint(5)", "qpid.max_size": "ulong(100)"})
+    assert (settings.settings.max_count, settings.settings.max_size) == (5, 100)
+    with pytest.raises(InvalidField):
+        parse_options({"qpid.max_count": "uint(five)"})
+
+
 def test_symbol_keys_are_read_as_their_text() -> None:
     class Symbol(str):
         pass

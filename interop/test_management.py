@@ -1,0 +1,79 @@
+"""rhea as a Broker-J management client: CREATE, getStatistics (its parameter a list in
+the application properties), resetStatistics and an UPDATE of a live queue's limit, over
+``$management``, each answer checked against what the broker did."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from interop.clients import NODE_DIR, PYTHON, RHEA, run
+from proton_broker.testing import BrokerProcess
+
+QUEUE = "org.apache.qpid.Queue"
+EXCHANGE = "org.apache.qpid.Exchange"
+
+
+def manage(broker: BrokerProcess, *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    """Send ``requests`` ({properties, body}) with rhea; their answers, in order."""
+    answers = run(["node", str(NODE_DIR / "management.js"), broker.url, json.dumps(requests)], 20)
+    assert [a["correlation_id"] for a in answers] == [f"request-{n}" for n in range(len(requests))]
+    return answers
+
+
+def request(operation: str, kind: str, name: str, body: Any = None, **more: Any) -> dict:
+    return {
+        "properties": {"operation": operation, "type": kind, "name": name, **more},
+        "body": body,
+    }
+
+
+def test_rhea_creates_a_queue_and_reads_its_statistics_as_broker_j_names_them(
+    broker: BrokerProcess, queue: str
+) -> None:
+    (created,) = manage(broker, request("CREATE", QUEUE, queue, {"description": "from rhea"}))
+    assert created["statusCode"] == 201 and created["body"]["description"] == "from rhea"
+    PYTHON.send(broker.url, queue, [{"id": n, "body": f"m{n}"} for n in range(3)])
+    wanted = ["queueDepthMessages", "totalEnqueuedMessages", "unacknowledgedMessages"]
+    stats, reset, after = manage(
+        broker,
+        request("getStatistics", QUEUE, queue, statistics=wanted),
+        request("resetStatistics", QUEUE, queue),
+        request("getStatistics", QUEUE, queue, statistics=wanted),
+    )
+    assert stats["statusCode"] == 200
+    assert stats["body"] == {
+        "queueDepthMessages": 3,
+        "totalEnqueuedMessages": 3,
+        "unacknowledgedMessages": 0,
+    }
+    assert reset["statusCode"] == 200
+    assert after["body"] == {
+        "queueDepthMessages": 3,
+        "totalEnqueuedMessages": 0,
+        "unacknowledgedMessages": 0,
+    }
+    assert [m["body"] for m in RHEA.receive(broker.url, queue, 3)] == ["m0", "m1", "m2"]
+    (drained,) = manage(broker, request("getStatistics", QUEUE, queue))
+    assert drained["body"]["totalDequeuedMessages"] == 3
+    assert drained["body"]["queueDepthMessages"] == 0
+
+
+def test_rhea_raises_a_live_queues_limit_and_the_next_message_gets_in(
+    broker: BrokerProcess, queue: str
+) -> None:
+    limited = {"overflowPolicy": "REJECT", "maximumQueueDepthMessages": 1}
+    (created,) = manage(broker, request("CREATE", QUEUE, queue, limited))
+    assert created["statusCode"] == 201
+    PYTHON.send(broker.url, queue, [{"id": 0, "body": "first"}])
+    (raised,) = manage(broker, request("UPDATE", QUEUE, queue, {"maximumQueueDepthMessages": 2}))
+    assert raised["statusCode"] == 200, raised
+    assert raised["body"]["maximumQueueDepthMessages"] == 2
+    PYTHON.send(broker.url, queue, [{"id": 1, "body": "second"}])  # refused before the UPDATE
+    assert [m["body"] for m in PYTHON.receive(broker.url, queue, 2)] == ["first", "second"]
+
+
+def test_rhea_reads_an_exchanges_statistics(broker: BrokerProcess) -> None:
+    (stats,) = manage(broker, request("getStatistics", EXCHANGE, "amq.direct"))
+    assert stats["statusCode"] == 200
+    assert {"messagesIn", "bytesIn", "messagesDropped", "bytesDropped"} <= set(stats["body"])
