@@ -34,6 +34,11 @@ Rules this module owns:
   the queue is deleted go to the queue's alternate when it has one, before they leave. A
   message that reaches the maximum without an alternate is discarded and said so.
 
+* Figures for management, none of them a step on a message's way out: the messages
+  consumers hold are counted as they are handed out and as they come back or are settled;
+  what has left is what joined less what is here (so it counts every way out, as both Qpid
+  brokers count dequeues); the oldest message is the arrival log's first live entry.
+
 The queue knows nothing about sockets or AMQP: consumers are objects with ``credit`` and a
 ``deliver(entry)`` method supplied by the protocol adapter (:mod:`~proton_broker.queues.ports`).
 """
@@ -800,7 +805,7 @@ class Queue:
     def update_settings(self, settings: QueueSettings) -> None:
         """Take new settings that differ only where a live queue can follow at once (see
         ``LIVE_SETTINGS`` in settings.py): they apply to consumers that attach and messages
-        that arrive from now on."""
+        that arrive from now on, and new limits apply at once (:meth:`_change_limits`)."""
         check_live_change(self.settings, settings)
         limits_changed = any(
             getattr(settings, name) != getattr(self.settings, name) for name in LIMIT_SETTINGS
