@@ -66,6 +66,7 @@ from proton_broker.management_exchanges import (
     statistics,
     wanted_statistics,
 )
+from proton_broker.management_messages import MESSAGE_OPERATIONS, message_operation
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     GROUPS_NONE,
@@ -103,7 +104,7 @@ ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
 # Broker-J's queue operation that removes the available messages (qpidd's purge).
 CLEAR_QUEUE = "clearQueue"
 # Broker-J's queue operations this node has (beside CREATE, READ, UPDATE, DELETE).
-QUEUE_OPERATIONS = (CLEAR_QUEUE, GET_STATISTICS, RESET_STATISTICS)
+QUEUE_OPERATIONS = (CLEAR_QUEUE, GET_STATISTICS, RESET_STATISTICS, *MESSAGE_OPERATIONS)
 NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "RELOAD-ACL")
 RELOAD_ACL_METHOD = "reloadACLFile"  # qpidd's name for the method, in ACL rules
 
@@ -395,6 +396,11 @@ class Management:
             self._check(user, "update", queue)
             queue.reset_statistics()
             return Response(OK, "OK")
+        if operation in MESSAGE_OPERATIONS:  # management_messages.py
+            queue = self._find(kind, properties)
+            if user is not None:  # they show what messages say, as a browser sees them
+                self.broker.access.receive(user, queue.name, queue.settings, browse=True)
+            return Response(OK, "OK", message_operation(queue, operation, properties))
         raise ManagementError(
             BAD_REQUEST,
             f"unknown operation {operation!r} for type "
@@ -578,7 +584,7 @@ class Management:
         rows: list[dict[str, Any]] | list[Queue] | list[dict[str, Any] | Queue]
         if entity_type is None:  # bindings, exchanges, then queues: Broker-J's order
             names = list(names) or _EVERY_ATTRIBUTE
-            rows = [
+            rows = [  # type: ignore[assignment] # rows of every kind: maps and queues
                 *self.exchanges.rows(BINDING_TYPE, properties),
                 *self.exchanges.rows(EXCHANGE_TYPE, properties),
                 *self._queues_of(QUEUE_TYPE),
@@ -674,6 +680,7 @@ def _operations(entity_type: str) -> dict[str, list[str]]:
         crud["unbind"] = ["destination", "bindingKey"]
     if entity_type in QUEUE_TYPES:
         crud[CLEAR_QUEUE] = []
+        crud.update(MESSAGE_OPERATIONS)
     if entity_type != BINDING_TYPE:
         crud[GET_STATISTICS] = ["statistics"]
         crud[RESET_STATISTICS] = []
@@ -787,7 +794,7 @@ def _window(items: list[Any], offset: int | None, count: int | None) -> list[Any
 def status_of(error: errors.BrokerError) -> int:
     """The status a management answer gives ``error`` (:data:`STATUS_FOR`, by class)."""
     for cls in type(error).__mro__:
-        status = STATUS_FOR.get(cls)  # type: ignore[arg-type]
+        status = STATUS_FOR.get(cls)
         if status is not None:
             return status
     return INTERNAL_ERROR

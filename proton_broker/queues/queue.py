@@ -802,6 +802,40 @@ class Queue:
                 seen.append((entry.seq, entry.state, message.data))
         return seen
 
+    def listed(self, first: int, count: int) -> list[tuple[Entry, bytes]]:
+        """Up to ``count`` live entries from the ``first`` (0: the oldest) in arrival order,
+        each with its bytes (read back if paged out), taking none: what management's
+        getMessageInfo shows. O(first + count): packed messages on the way are unpacked,
+        as a consumer reaching them would."""
+        found: list[tuple[Entry, bytes]] = []
+        log, index, position = self._log, 0, 0
+        while len(found) < count:
+            entry = log.at(index)
+            if entry is None:
+                break
+            index += 1
+            if entry.state == DEAD:
+                continue
+            if position >= first:
+                found.append((entry, self._bytes_of(entry.message)))
+            position += 1
+        return found
+
+    def numbered(self, number: int) -> tuple[Entry, bytes] | None:
+        """The live entry at queue position ``number`` (its ``x-opt-sequence-number``) with
+        its bytes, or None. O(log n)."""
+        log = self._log
+        entry = log.at(log.index_of(number))
+        if entry is None or entry.seq != number or entry.state == DEAD:
+            return None
+        return entry, self._bytes_of(entry.message)
+
+    def _bytes_of(self, message: Message) -> bytes:
+        if not message.paged:
+            return message.data
+        with self._read_back(message):
+            return message.data
+
     def update_settings(self, settings: QueueSettings) -> None:
         """Take new settings that differ only where a live queue can follow at once (see
         ``LIVE_SETTINGS`` in settings.py): they apply to consumers that attach and messages

@@ -374,6 +374,7 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
     assert set(operations[QUEUE]) == {
         *("CREATE", "READ", "UPDATE", "DELETE"),
         *("clearQueue", "getStatistics", "resetStatistics"),
+        *("getMessageInfo", "getMessageInfoById"),
     }
     assert operations[QUEUE]["getStatistics"] == ["statistics"]
     assert "RELOAD-ACL" in operations["org.amqp.management"]
@@ -524,6 +525,72 @@ def test_clear_queue_removes_the_available_messages_and_answers_how_many(
 
 def test_clear_queue_of_an_unknown_queue_is_a_404(node: Node) -> None:
     assert status(node.ask(entity("clearQueue", "nowhere")))[0] == 404
+
+
+# ---- getMessageInfo and getMessageInfoById (Broker-J's operations) ---------------------------
+
+
+def test_get_message_info_lists_the_messages_waiting_as_broker_j_describes_them(
+    broker: RunningBroker, node: Node
+) -> None:
+    node.ask(entity("CREATE", "described-messages"))
+    sent = [
+        Message(
+            id=f"m{n}",
+            subject="order",
+            correlation_id="c1",
+            content_type="text/plain",
+            priority=7,
+            durable=True,
+            properties={"n": n},
+            body=f"order {n}",
+        )
+        for n in range(3)
+    ]
+    send_all(broker, "described-messages", sent)
+    client = broker.client()
+    receiver = client.receiver("described-messages", credit=1)
+    client.wait_received(receiver, 1)  # held: Acquired
+    reply = node.ask(entity("getMessageInfo", "described-messages"))
+    assert status(reply)[0] == 200
+    infos = reply.body
+    assert [i["messageId"] for i in infos] == ["m0", "m1", "m2"]
+    assert [i["state"] for i in infos] == ["Acquired", "Available", "Available"]
+    first = infos[0]
+    assert (first["type"], first["correlationId"], first["mimeType"]) == (
+        "order",
+        "c1",
+        "text/plain",
+    )
+    assert (first["priority"], first["persistent"], first["messageType"]) == (7, True, "AMQP 1.0")
+    assert first["deliveryCount"] == 0 and first["size"] > 0 and first["arrivalTime"] > 0
+    assert "headers" not in first  # includeHeaders is false by default
+    second = node.ask(
+        entity("getMessageInfo", "described-messages", first="1", last=1, includeHeaders=True)
+    ).body
+    assert [(i["messageId"], i["headers"]) for i in second] == [("m1", {"n": 1})]
+    by_id = node.ask(
+        entity("getMessageInfoById", "described-messages", messageId=infos[2]["id"])
+    ).body
+    assert by_id["messageId"] == "m2" and by_id["headers"] == {"n": 2}  # headers by default
+    gone = node.ask(entity("getMessageInfoById", "described-messages", messageId=999))
+    assert status(gone)[0] == 404
+    bad = node.ask(entity("getMessageInfo", "described-messages", first="one"))
+    assert status(bad)[0] == 400 and "first" in status(bad)[1]
+
+
+def test_get_message_info_pages_through_a_deep_queue_that_packs_its_messages(
+    broker: RunningBroker, node: Node
+) -> None:
+    """A deep plain queue keeps its newest messages packed (queues/packed.py): a page past
+    the unpacked ones still shows them, and nothing is taken."""
+    node.ask(entity("CREATE", "deep"))
+    broker.call(lambda: setattr(broker.broker.queues["deep"]._packed, "after", 5))
+    send_all(broker, "deep", [Message(id=f"d{n}", body=n) for n in range(40)])
+    assert broker.call(lambda: broker.broker.queues["deep"]._packed.size) > 30
+    page = node.ask(entity("getMessageInfo", "deep", first=30, last=34)).body
+    assert [i["messageId"] for i in page] == [f"d{n}" for n in range(30, 35)]
+    assert broker.call(lambda: broker.broker.queues["deep"].depth) == 40
 
 
 # ---- getStatistics and resetStatistics (Broker-J's operations) -------------------------------

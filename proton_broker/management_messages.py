@@ -1,0 +1,128 @@
+"""Broker-J's message operations on a queue, on the ``$management`` node: what an operator's
+tool reads about the messages waiting (the queue operations themselves are in
+:mod:`management`).
+
+Rules this module owns (Broker-J's ``Queue.getMessageInfo`` and ``getMessageInfoById``, its
+``MessageInfo`` names):
+
+* ``getMessageInfo(first, last, includeHeaders)``: the messages at positions ``first`` to
+  ``last`` (0: the oldest; -1: from the start, or to the end), in arrival order, taking
+  none. At most :data:`MAX_MESSAGE_INFO` are answered at once (Broker-J has no bound): a
+  tool pages through a deep queue with ``first`` and ``last``.
+* ``getMessageInfoById(messageId, includeHeaders)``: one message, by its ``id``; 404 if it
+  is not on the queue. A message's ``id`` is its queue position, the number consumers see
+  as ``x-opt-sequence-number``.
+* Each message is a map of Broker-J's names: ``id``, ``size``, ``messageType`` (``AMQP
+  1.0``), ``state`` (``Available``, ``Held`` for one not valid yet, ``Acquired``),
+  ``deliveryCount``, ``arrivalTime`` (ms since the epoch), ``persistent``, and from its
+  properties ``messageId``, ``correlationId`` (as text), ``userId``, ``to``, ``replyTo``,
+  ``type`` (the subject, as Broker-J reads it), ``mimeType``, ``encoding``, ``groupId``,
+  ``timestamp`` (its creation time), ``expirationTime`` (when it expires on this queue),
+  ``priority``; with ``includeHeaders`` its application properties as ``headers``. A field
+  the message does not have is left out, as Broker-J leaves out nulls.
+* Parameters are application properties of the request; numbers and booleans may be given
+  as text, as JMS management clients send them. The ACL's ``browse queue`` (falling back
+  to ``consume``, as for a browser) guards both: they show messages' contents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from proton_broker.codec.sections import parse_message
+from proton_broker.errors import InvalidField, NotFound
+from proton_broker.queues.entries import ACQUIRED, HELD, Entry
+from proton_broker.queues.queue import Queue
+
+GET_MESSAGE_INFO, GET_MESSAGE_INFO_BY_ID = "getMessageInfo", "getMessageInfoById"
+MESSAGE_OPERATIONS = {
+    GET_MESSAGE_INFO: ["first", "last", "includeHeaders"],
+    GET_MESSAGE_INFO_BY_ID: ["messageId", "includeHeaders"],
+}
+MAX_MESSAGE_INFO = 1000  # messages one getMessageInfo answers at most
+_STATES = {ACQUIRED: "Acquired", HELD: "Held"}  # otherwise Available
+# Fields of the properties section (AMQP 1.0 3.2.4) and Broker-J's names for them.
+_PROPERTY_FIELDS = {
+    0: "messageId",
+    1: "userId",
+    2: "to",
+    3: "type",  # subject
+    4: "replyTo",
+    5: "correlationId",
+    6: "mimeType",  # content-type
+    7: "encoding",  # content-encoding
+    10: "groupId",
+}
+_TEXT = frozenset({"messageId", "correlationId", "userId"})  # ids of any type, as text
+
+
+def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any]) -> Any:
+    """Answer ``operation`` (one of :data:`MESSAGE_OPERATIONS`) on ``queue``."""
+    headers = _boolean(properties, "includeHeaders", operation == GET_MESSAGE_INFO_BY_ID)
+    if operation == GET_MESSAGE_INFO_BY_ID:
+        number = _integer(properties, "messageId", None)
+        found = None if number is None else queue.numbered(number)
+        if found is None:
+            raise NotFound(f"no message {number} on queue '{queue.name}'")
+        return _info(queue, *found, headers)
+    first = max(_integer(properties, "first", -1) or 0, 0)
+    last = _integer(properties, "last", -1)
+    count = MAX_MESSAGE_INFO if last is None or last < 0 else last - first + 1
+    listed = queue.listed(first, min(max(count, 0), MAX_MESSAGE_INFO))
+    return [_info(queue, entry, data, headers) for entry, data in listed]
+
+
+def _info(queue: Queue, entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:
+    """One message as Broker-J's MessageInfo, nulls left out."""
+    message = parse_message(data)  # a copy: the queued record keeps no decoded fields
+    info: dict[str, Any] = {
+        "id": entry.seq,
+        "size": len(data),
+        "messageType": "AMQP 1.0",
+        "state": _STATES.get(entry.state, "Available"),
+        "deliveryCount": entry.delivery_count,
+        "arrivalTime": int(entry.message.arrival * 1000),
+        "persistent": message.durable,
+        "priority": message.priority,
+    }
+    for index, name in _PROPERTY_FIELDS.items():
+        value = message.properties_field(index)
+        if value is not None:
+            info[name] = _text(value) if name in _TEXT else value
+    if message.creation_time is not None:
+        info["timestamp"] = message.creation_time
+    if entry.expires_at is not None:
+        info["expirationTime"] = int(entry.expires_at * 1000)
+    if headers:
+        info["headers"] = dict(message.application_properties)
+    return info
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _integer(properties: Mapping[str, Any], name: str, default: int | None) -> int | None:
+    value = properties.get(name)
+    if value is None:
+        return default
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidField(f"'{name}' must be an integer, not {value!r}", name) from None
+
+
+def _boolean(properties: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = properties.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InvalidField(f"'{name}' must be true or false, not {value!r}", name)
