@@ -66,7 +66,11 @@ from proton_broker.management_exchanges import (
     statistics,
     wanted_statistics,
 )
-from proton_broker.management_messages import MESSAGE_OPERATIONS, message_operation
+from proton_broker.management_messages import (
+    DELETE_MESSAGES,
+    MESSAGE_OPERATIONS,
+    message_operation,
+)
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     GROUPS_NONE,
@@ -384,28 +388,42 @@ class Management:
             return self.update(queue, body, user)
         if operation == "DELETE":
             return self.delete(self._find(kind, properties), properties, body, user)
-        if operation == CLEAR_QUEUE:
-            queue = self._find(kind, properties)
-            return Response(OK, "OK", self.broker.purge_queue(queue.name, user=user))
-        if operation == GET_STATISTICS:
-            queue = self._find(kind, properties)
-            self._check(user, "access", queue)
-            return Response(OK, "OK", self._statistics(queue, wanted_statistics(properties)))
-        if operation == RESET_STATISTICS:
-            queue = self._find(kind, properties)
-            self._check(user, "update", queue)
-            queue.reset_statistics()
-            return Response(OK, "OK")
-        if operation in MESSAGE_OPERATIONS:  # management_messages.py
-            queue = self._find(kind, properties)
-            if user is not None:  # they show what messages say, as a browser sees them
-                self.broker.access.receive(user, queue.name, queue.settings, browse=True)
-            return Response(OK, "OK", message_operation(queue, operation, properties))
+        if operation in QUEUE_OPERATIONS:
+            return self._broker_j_operation(
+                operation, self._find(kind, properties), properties, user
+            )
         raise ManagementError(
             BAD_REQUEST,
             f"unknown operation {operation!r} for type "
             f"{kind!r}; supported: {', '.join((*ENTITY_OPERATIONS, *QUEUE_OPERATIONS))}",
         )
+
+    def _broker_j_operation(
+        self, operation: str, queue: Queue, properties: Mapping[str, Any], user: str | None
+    ) -> Response:
+        """Broker-J's queue operations (:data:`QUEUE_OPERATIONS`), each asking the ACL."""
+        if operation == CLEAR_QUEUE:
+            return Response(OK, "OK", self.broker.purge_queue(queue.name, user=user))
+        if operation == GET_STATISTICS:
+            self._check(user, "access", queue)
+            return Response(OK, "OK", self._statistics(queue, wanted_statistics(properties)))
+        if operation == RESET_STATISTICS:
+            self._check(user, "update", queue)
+            queue.reset_statistics()
+            return Response(OK, "OK")
+        if operation == DELETE_MESSAGES:  # management_messages.py
+            self._check(user, "purge", queue)
+            deleted = message_operation(queue, operation, properties)
+            log.info(
+                'QUE-1011 Purge : "%s" : %d message(s) deleted by %s',
+                queue.name,
+                len(deleted),
+                user,
+            )
+            return Response(OK, "OK", deleted)
+        if user is not None:  # they show what messages say, as a browser sees them
+            self.broker.access.receive(user, queue.name, queue.settings, browse=True)
+        return Response(OK, "OK", message_operation(queue, operation, properties))
 
     def _statistics(self, queue: Queue, wanted: frozenset[str] | None) -> dict[str, Any]:
         """Broker-J's getStatistics of ``queue``: every statistic, or those ``wanted``."""

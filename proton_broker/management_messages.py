@@ -20,9 +20,16 @@ Rules this module owns (Broker-J's ``Queue.getMessageInfo`` and ``getMessageInfo
   ``timestamp`` (its creation time), ``expirationTime`` (when it expires on this queue),
   ``priority``; with ``includeHeaders`` its application properties as ``headers``. A field
   the message does not have is left out, as Broker-J leaves out nulls.
+* ``deleteMessages(messageIds, selector, limit)``: removes the messages with those ids (a
+  list; none given: any) that the JMS selector selects (none given: all), oldest first, at
+  most ``limit`` (-1: no bound), and answers their ids. Only messages nobody holds go
+  (available ones, and held ones not valid yet): those consumers hold stay with them, as a
+  purge leaves them (Broker-J takes them from their consumers), and none goes to the
+  alternate. The ACL's ``purge queue`` guards it.
 * Parameters are application properties of the request; numbers and booleans may be given
-  as text, as JMS management clients send them. The ACL's ``browse queue`` (falling back
-  to ``consume``, as for a browser) guards both: they show messages' contents.
+  as text, and lists as JSON text, as JMS management clients send them. The ACL's
+  ``browse queue`` (falling back to ``consume``, as for a browser) guards the two that show
+  messages: they show what messages say.
 """
 
 from __future__ import annotations
@@ -32,13 +39,17 @@ from typing import Any
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, NotFound
+from proton_broker.management_exchanges import json_text
 from proton_broker.queues.entries import ACQUIRED, HELD, Entry
 from proton_broker.queues.queue import Queue
+from proton_broker.selector import parse_selector
 
 GET_MESSAGE_INFO, GET_MESSAGE_INFO_BY_ID = "getMessageInfo", "getMessageInfoById"
+DELETE_MESSAGES = "deleteMessages"
 MESSAGE_OPERATIONS = {
     GET_MESSAGE_INFO: ["first", "last", "includeHeaders"],
     GET_MESSAGE_INFO_BY_ID: ["messageId", "includeHeaders"],
+    DELETE_MESSAGES: ["messageIds", "selector", "limit"],
 }
 MAX_MESSAGE_INFO = 1000  # messages one getMessageInfo answers at most
 _STATES = {ACQUIRED: "Acquired", HELD: "Held"}  # otherwise Available
@@ -59,6 +70,8 @@ _TEXT = frozenset({"messageId", "correlationId", "userId"})  # ids of any type, 
 
 def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any]) -> Any:
     """Answer ``operation`` (one of :data:`MESSAGE_OPERATIONS`) on ``queue``."""
+    if operation == DELETE_MESSAGES:
+        return _delete_messages(queue, properties)
     headers = _boolean(properties, "includeHeaders", operation == GET_MESSAGE_INFO_BY_ID)
     if operation == GET_MESSAGE_INFO_BY_ID:
         number = _integer(properties, "messageId", None)
@@ -71,6 +84,29 @@ def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any
     count = MAX_MESSAGE_INFO if last is None or last < 0 else last - first + 1
     listed = queue.listed(first, min(max(count, 0), MAX_MESSAGE_INFO))
     return [_info(queue, entry, data, headers) for entry, data in listed]
+
+
+def _delete_messages(queue: Queue, properties: Mapping[str, Any]) -> list[int]:
+    ids = json_text(properties.get("messageIds"), "messageIds", "a list")
+    if ids is not None and (
+        not isinstance(ids, list) or not all(_is_integer(each) for each in ids)
+    ):
+        raise InvalidField("'messageIds' must be a list of message ids (numbers)", "messageIds")
+    selector = properties.get("selector")
+    if selector is not None and not isinstance(selector, str):
+        raise InvalidField("'selector' must be a JMS selector (text)", "selector")
+    matches = parse_selector(selector) if selector else None
+    limit = _integer(properties, "limit", -1)
+    numbers = None if ids is None else {int(each) for each in ids}
+    return queue.delete_messages(numbers, matches, -1 if limit is None or limit < 0 else limit)
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.strip().lstrip("-").isdigit()
 
 
 def _info(queue: Queue, entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:

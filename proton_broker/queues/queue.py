@@ -61,6 +61,7 @@ from proton_broker.queues.entries import (
     AVAILABLE,
     DEAD,
     GONE,
+    HELD,
     ArrivalLog,
     Entry,
     SortedOrder,
@@ -80,7 +81,7 @@ from proton_broker.queues.overflow import (
 if TYPE_CHECKING:
     from proton_broker.queues.factory import QueueParts
     from proton_broker.queues.history import History
-from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks
+from proton_broker.queues.ports import FlowObserver, Journal, LoopHooks, MessageFilter
 from proton_broker.queues.selecting import Selecting
 from proton_broker.queues.settings import (
     EXPIRE_TO_ALTERNATE,
@@ -820,6 +821,41 @@ class Queue:
                 found.append((entry, self._bytes_of(entry.message)))
             position += 1
         return found
+
+    def delete_messages(
+        self, numbers: set[int] | None, matches: MessageFilter | None, limit: int
+    ) -> list[int]:
+        """Remove the messages at the queue positions ``numbers`` (None: any) that
+        ``matches`` selects (None: all), oldest first, at most ``limit`` of them (-1: no
+        bound), as management's deleteMessages asks; their positions, in that order. Only
+        messages nobody holds go: available ones, and held ones not valid yet. Messages
+        consumers hold stay with them, as a purge leaves them, and nothing goes to the
+        alternate. O(n) at most (packed messages on the way are unpacked)."""
+        deleted: list[int] = []
+        log, index = self._log, 0
+        wanted = None if numbers is None else set(numbers)
+        while limit != 0 and (wanted is None or wanted):
+            entry = log.at(index)
+            if entry is None:
+                break
+            index += 1
+            if entry.state not in (AVAILABLE, HELD) or (
+                wanted is not None and entry.seq not in wanted
+            ):
+                continue
+            if matches is not None:
+                with self._read_back(entry.message) if entry.message.paged else nullcontext():
+                    if not matches.matches(entry.message):
+                        continue
+            if wanted is not None:
+                wanted.discard(entry.seq)
+            deleted.append(entry.seq)
+            generation = log.generation
+            self._remove(entry)
+            if log.generation != generation:  # compacted: find the next one again
+                index = log.index_of(entry.seq + 1)
+            limit -= 1
+        return deleted
 
     def numbered(self, number: int) -> tuple[Entry, bytes] | None:
         """The live entry at queue position ``number`` (its ``x-opt-sequence-number``) with

@@ -297,8 +297,9 @@ def test_management_operations_are_checked_and_a_denied_one_changes_nothing(
         reset = bob.request("resetStatistics", QUEUE, "app.out")  # update queue: not bob's
         exchange = bob.request("resetStatistics", "org.apache.qpid.Exchange", "amq.direct")
         shown = bob.request("getMessageInfo", QUEUE, "app.out")  # as a browser: not bob's
+        pruned = bob.request("deleteMessages", QUEUE, "app.out")  # purge queue: not bob's
         assert bob.request("getMessageInfo", QUEUE, "app.in").ok  # browse falls to consume
-    for reply in (deleted, created, read, query, cleared, reset, exchange, shown):
+    for reply in (deleted, created, read, query, cleared, reset, exchange, shown, pruned):
         assert reply.status == 403, reply
         assert "bob" in reply.description
     assert depth(secured, "app.out") == before and depth(secured, "app.bob") is None

@@ -6,6 +6,7 @@ receiver's node, a named queue, or Broker-J's receiver attached to ``$management
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -374,7 +375,7 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
     assert set(operations[QUEUE]) == {
         *("CREATE", "READ", "UPDATE", "DELETE"),
         *("clearQueue", "getStatistics", "resetStatistics"),
-        *("getMessageInfo", "getMessageInfoById"),
+        *("getMessageInfo", "getMessageInfoById", "deleteMessages"),
     }
     assert operations[QUEUE]["getStatistics"] == ["statistics"]
     assert "RELOAD-ACL" in operations["org.amqp.management"]
@@ -591,6 +592,33 @@ def test_get_message_info_pages_through_a_deep_queue_that_packs_its_messages(
     page = node.ask(entity("getMessageInfo", "deep", first=30, last=34)).body
     assert [i["messageId"] for i in page] == [f"d{n}" for n in range(30, 35)]
     assert broker.call(lambda: broker.broker.queues["deep"].depth) == 40
+
+
+def test_delete_messages_removes_those_named_or_selected_that_nobody_holds(
+    broker: RunningBroker, node: Node
+) -> None:
+    node.ask(entity("CREATE", "pruned"))
+    colours = ["red", "blue", "red", "blue", "red"]
+    send_all(
+        broker,
+        "pruned",
+        [Message(id=f"p{n}", properties={"colour": c}) for n, c in enumerate(colours)],
+    )
+    client = broker.client()
+    receiver = client.receiver("pruned", credit=1)
+    client.wait_received(receiver, 1)  # p0, held by its consumer
+    ids = [i["id"] for i in node.ask(entity("getMessageInfo", "pruned")).body]
+    named = node.ask(entity("deleteMessages", "pruned", messageIds=ids[:3]))
+    assert status(named)[0] == 200 and named.body == ids[1:3]  # p0 stays with its consumer
+    selected = node.ask(entity("deleteMessages", "pruned", selector="colour = 'red'", limit="1"))
+    assert selected.body == [ids[4]]
+    left = node.ask(entity("getMessageInfo", "pruned")).body
+    assert [i["messageId"] for i in left] == ["p0", "p3"]
+    as_text = node.ask(entity("deleteMessages", "pruned", messageIds=json.dumps([ids[3]])))
+    assert as_text.body == [ids[3]]  # a list as JSON text, as JMS clients send it
+    bad = node.ask(entity("deleteMessages", "pruned", selector="colour = "))
+    assert status(bad)[0] == 400
+    assert broker.call(lambda: broker.broker.queues["pruned"].depth) == 1
 
 
 # ---- getStatistics and resetStatistics (Broker-J's operations) -------------------------------

@@ -328,3 +328,32 @@ BrowsingModel.TestCase.settings = settings(
     max_examples=100, stateful_step_count=50, deadline=None, suppress_health_check=list(HealthCheck)
 )
 test_browsers_keep_their_rules_at_random = BrowsingModel.TestCase
+
+
+def test_deleting_messages_walks_on_through_compactions_and_packed_messages() -> None:
+    compact_early()
+    try:
+        q = build_queue("q", pack_after=10)
+        for i in range(100):
+            q.enqueue(msg(i))
+        numbers = [entry.seq for entry, _ in q.listed(0, 100)]
+        evens = set(numbers[::2])
+        assert q.delete_messages(evens, None, -1) == numbers[::2]
+        assert [data for _, data in q.listed(0, 100)] == [b"%d" % i for i in range(1, 100, 2)]
+        assert q.delete_messages(None, None, 5) == numbers[1:10:2]
+        assert q.delete_messages(None, None, -1) == numbers[11::2]
+        assert q.depth == 0 and q.removed == 100
+    finally:
+        compact_as_usual()
+
+
+def test_deleting_messages_leaves_those_a_consumer_holds() -> None:
+    q = build_queue("q")
+    for i in range(3):
+        q.enqueue(msg(i))
+    taker = Taker(credit=1)
+    q.subscribe(taker)
+    held = taker.got[0].seq
+    assert q.delete_messages({held}, None, -1) == []
+    assert q.delete_messages(None, None, -1) == [held + 1, held + 2]
+    assert q.depth == 1 and q.unacknowledged == 1
