@@ -1,6 +1,7 @@
 """rhea as a Broker-J management client: CREATE, getStatistics (its parameter a list in
-the application properties), resetStatistics and an UPDATE of a live queue's limit, over
-``$management``, each answer checked against what the broker did."""
+the application properties), resetStatistics, an UPDATE of a live queue's limit,
+getMessageInfo and deleteMessages, over ``$management``, each answer checked against what
+the broker did."""
 
 from __future__ import annotations
 
@@ -77,3 +78,13 @@ def test_rhea_reads_an_exchanges_statistics(broker: BrokerProcess) -> None:
     (stats,) = manage(broker, request("getStatistics", EXCHANGE, "amq.direct"))
     assert stats["statusCode"] == 200
     assert {"messagesIn", "bytesIn", "messagesDropped", "bytesDropped"} <= set(stats["body"])
+
+
+def test_rhea_lists_and_deletes_messages_by_id(broker: BrokerProcess, queue: str) -> None:
+    PYTHON.send(broker.url, queue, [{"id": n, "body": f"m{n}"} for n in range(4)])
+    (listed,) = manage(broker, request("getMessageInfo", QUEUE, queue, includeHeaders=True))
+    ids = [info["id"] for info in listed["body"]]
+    assert len(ids) == 4 and all(info["state"] == "Available" for info in listed["body"])
+    (deleted,) = manage(broker, request("deleteMessages", QUEUE, queue, messageIds=ids[1:3]))
+    assert deleted["statusCode"] == 200 and deleted["body"] == ids[1:3]
+    assert [m["body"] for m in RHEA.receive(broker.url, queue, 2)] == ["m0", "m3"]
