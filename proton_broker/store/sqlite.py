@@ -23,6 +23,10 @@ Rules this module owns:
   file whose space is reserved in advance (store/removals.py), so a broker that stops
   before then finishes them at its next start and says how many (``MST-1013``): an
   acknowledged message is not delivered again.
+* Arguments (an exchange's, a binding's) are JSON whose values keep their AMQP types where
+  JSON has none: binary as ``{"$binary": hex}`` and a UUID as ``{"$uuid": text}``, so a
+  headers binding on such a value matches the same after a restart. Anything else JSON
+  cannot say is kept as its text.
 * Integrity: each message row carries a CRC-32 of its bytes, checked at recovery, and the
   file passes SQLite's ``quick_check`` at open. A file that fails either is refused with an
   error naming it (and the row): altered data is never served silently.
@@ -41,6 +45,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -245,9 +250,9 @@ class SqliteStore(Store):
         for name, options in db.execute("SELECT name, options FROM queues"):
             recovered.queues[name] = json.loads(options)
         for name, kind, arguments in db.execute("SELECT name, type, arguments FROM exchanges"):
-            recovered.exchanges[name] = (kind, json.loads(arguments))
+            recovered.exchanges[name] = (kind, _arguments_read(arguments))
         recovered.bindings = [
-            (exchange, queue, key, json.loads(arguments))
+            (exchange, queue, key, _arguments_read(arguments))
             for exchange, queue, key, arguments in db.execute(
                 "SELECT exchange, queue, key, arguments FROM bindings ORDER BY rowid"
             )
@@ -309,7 +314,7 @@ class SqliteStore(Store):
     def save_exchange(self, name: str, kind: str, arguments: Mapping[str, Any]) -> None:
         self._declare(
             "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?)",
-            (name, kind, json.dumps(dict(arguments), default=str)),
+            (name, kind, _arguments_text(arguments)),
         )
 
     def delete_exchange(self, name: str) -> None:
@@ -324,7 +329,7 @@ class SqliteStore(Store):
     ) -> None:
         self._declare(
             "INSERT OR REPLACE INTO bindings VALUES (?, ?, ?, ?)",
-            (exchange, queue, key, json.dumps(dict(arguments), default=str)),
+            (exchange, queue, key, _arguments_text(arguments)),
         )
 
     def delete_binding(self, exchange: str, queue: str, key: str) -> None:
@@ -696,3 +701,29 @@ def _completions(done: list[Completion], error: StoreError | None) -> Callable[[
             callback(error)
 
     return run
+
+
+def _arguments_text(arguments: Mapping[str, Any]) -> str:
+    """Arguments as JSON, binary and UUID values kept as such (see the module rules)."""
+    return json.dumps(dict(arguments), default=_typed)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"$binary": value.hex()}
+    if isinstance(value, uuid.UUID):
+        return {"$uuid": str(value)}
+    return str(value)
+
+
+def _arguments_read(text: str) -> Any:
+    return json.loads(text, object_hook=_untyped)
+
+
+def _untyped(value: dict[str, Any]) -> Any:
+    if len(value) == 1:
+        if isinstance(value.get("$binary"), str):
+            return bytes.fromhex(value["$binary"])
+        if isinstance(value.get("$uuid"), str):
+            return uuid.UUID(value["$uuid"])
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -375,6 +376,18 @@ def test_durable_exchanges_and_bindings_are_recovered_with_their_arguments(
         ("match", "q", "red", {"x-match": "any", "colour": "red"}),
         ("news", "q", "uk.#", {}),
     ]
+
+
+def test_binding_arguments_keep_binary_and_uuid_values(backend: Backend) -> None:
+    """A headers binding on a binary or UUID value matches the same after a restart."""
+    store = backend.store
+    store.save_queue("q", {})
+    store.save_exchange("match", "headers", {})
+    tag = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    arguments = {"x-match": "all", "key": b"\x00\xff", "tag": tag, "count": 3}
+    store.save_binding("match", "q", "typed", arguments)
+    recovered = backend.reopen()
+    assert recovered.bindings == [("match", "q", "typed", arguments)]
 
 
 def test_bindings_go_with_their_binding_their_exchange_or_their_queue(backend: Backend) -> None:
