@@ -6,19 +6,21 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   ``org.apache.qpid.DirectExchange``, ``TopicExchange``, ``FanoutExchange`` and
   ``HeadersExchange``. CREATE takes ``type`` or ``qpid-type`` (``direct``, ``topic``,
   ``fanout``, ``headers``, or the kind's class name; a kind in the request implies it; all
-  given must agree), ``durable`` (true unless given: Broker-J's default) and
-  ``arguments``; one that exists is a 409.
+  given must agree), ``durable`` (true unless given: Broker-J's default), ``arguments``,
+  and Broker-J's ``alternateBinding``, ``unroutableMessageBehaviour``, ``lifetimePolicy``
+  (``PERMANENT`` only), ``description`` and ``context``; one that exists is a 409.
   READ and QUERY give ``name``, ``id``, ``type`` (as Broker-J: the class name,
   ``org.apache.qpid.TopicExchange``), ``qpid-type`` (the kind, ``topic``), ``durable``,
-  ``arguments``, ``alternateBinding``, ``bindingCount``, ``messagesRouted`` and
-  ``messagesDropped``. DELETE removes the exchange and its bindings (the queues stay); the
-  four default exchanges cannot be deleted, nor an exchange that is an alternate (403, as
-  Broker-J answers its ``IntegrityViolationException``).
+  ``arguments``, those attributes of Broker-J's, and the statistics
+  (:data:`EXCHANGE_STATISTICS`), which ``getStatistics`` gives alone and
+  ``resetStatistics`` sets back to zero. DELETE removes the exchange and its bindings
+  (the queues stay); the four default exchanges cannot be deleted, nor an exchange that
+  is an alternate (403, as Broker-J answers its ``IntegrityViolationException``).
   UPDATE changes what Broker-J changes on a live exchange: its alternate
   (``alternateBinding``, or the qpid names), ``unroutableMessageBehaviour``,
   ``description`` and ``context``; the rest of a READ map may be sent back unchanged (its
-  statistics whatever their value), anything else is a 400 naming it. Broker-J's exchange operations
-  ``bind`` and ``unbind`` take their parameters from the application properties
+  statistics whatever their value), anything else is a 400 naming it. Broker-J's exchange
+  operations ``bind`` and ``unbind`` take their parameters from the application properties
   (``destination``, ``bindingKey``, ``arguments``, ``replaceExistingArguments``) and
   answer whether they changed anything.
 * Bindings: ``org.apache.qpid.Binding``, this broker's own entity type (Broker-J manages
