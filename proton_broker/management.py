@@ -23,15 +23,19 @@ Rules this module owns:
 * Answers name a queue's kind as Broker-J's do: ``type`` is the AMQP name of its type class
   (``org.apache.qpid.LastValueQueue``), ``qpid-type`` the kind (``lvq``). Requests may give
   either attribute as either name.
-* Read-only attributes (``id``, ``type``, ``qpid-type``, statistics) may be sent back on
-  UPDATE unchanged, so READ, edit, UPDATE works; a different value is a 400. Only
-  :data:`LIVE_SETTINGS` can change on a live queue; anything else is a 400 naming the
-  attribute.
+* Read-only attributes (``id``, ``type``, ``qpid-type``) may be sent back on UPDATE
+  unchanged, so READ, edit, UPDATE works; a different value is a 400. The live figures
+  (:data:`FIGURES`) are passed over whatever their value, as Broker-J passes over names
+  that are not attributes. Only :data:`LIVE_SETTINGS` can change on a live queue (the
+  limits among them, applied at once); anything else is a 400 naming the attribute.
 * DELETE refuses a queue holding messages (409) unless ``force`` is true (an application
   property or a body entry), as ``qpid-config del queue --force`` has it.
 * Broker-J's queue operation ``clearQueue`` removes the available messages (the broker's
   purge: held ones stay with their consumers, none goes to the alternate; the ACL's
   ``purge``) and answers how many, as Broker-J's ``Queue.clearQueue`` does.
+* Broker-J's ``getStatistics`` answers :data:`QUEUE_STATISTICS` (its names and meanings;
+  ``bindingCount`` from the broker), all or those named; ``resetStatistics`` sets the
+  counters back to zero. Its message operations are :mod:`proton_broker.management_messages`'s.
 * Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
   answers 404 and 501). Errors from the broker's own table map to statuses in
   :data:`STATUS_FOR`.
