@@ -792,16 +792,7 @@ class Queue:
         """The first ``count`` messages on the queue, in arrival order, as (number, state,
         bytes), without taking them: what a console shows. Reads no further than that
         (O(count), beyond entries that have left and not yet been compacted)."""
-        seen: list[tuple[int, int, bytes]] = []
-        for entry in self._log:
-            if len(seen) >= count:
-                break
-            if entry.state == DEAD:
-                continue
-            message = entry.message
-            with self._read_back(message) if message.paged else nullcontext():
-                seen.append((entry.seq, entry.state, message.data))
-        return seen
+        return [(entry.seq, entry.state, data) for entry, data in self.listed(0, count)]
 
     def listed(self, first: int, count: int) -> list[tuple[Entry, bytes]]:
         """Up to ``count`` live entries from the ``first`` (0: the oldest) in arrival order,
@@ -809,17 +800,13 @@ class Queue:
         getMessageInfo shows. O(first + count): packed messages on the way are unpacked,
         as a consumer reaching them would."""
         found: list[tuple[Entry, bytes]] = []
-        log, index, position = self._log, 0, 0
-        while len(found) < count:
-            entry = log.at(index)
-            if entry is None:
-                break
-            index += 1
-            if entry.state == DEAD:
-                continue
+        if count <= 0:
+            return found
+        for position, entry in enumerate(self._walk()):
             if position >= first:
                 found.append((entry, self._bytes_of(entry.message)))
-            position += 1
+                if len(found) >= count:
+                    break
         return found
 
     def delete_messages(
@@ -832,13 +819,10 @@ class Queue:
         consumers hold stay with them, as a purge leaves them, and nothing goes to the
         alternate. O(n) at most (packed messages on the way are unpacked)."""
         deleted: list[int] = []
-        log, index = self._log, 0
         wanted = None if numbers is None else set(numbers)
-        while limit != 0 and (wanted is None or wanted):
-            entry = log.at(index)
-            if entry is None:
+        for entry in self._walk():
+            if limit == 0 or wanted == set():
                 break
-            index += 1
             if entry.state not in (AVAILABLE, HELD) or (
                 wanted is not None and entry.seq not in wanted
             ):
@@ -850,12 +834,23 @@ class Queue:
             if wanted is not None:
                 wanted.discard(entry.seq)
             deleted.append(entry.seq)
-            generation = log.generation
             self._remove(entry)
-            if log.generation != generation:  # compacted: find the next one again
-                index = log.index_of(entry.seq + 1)
             limit -= 1
         return deleted
+
+    def _walk(self) -> Iterator[Entry]:
+        """The live entries, oldest first, read as they are reached (packed ones unpacked
+        on the way, none before it is needed). The caller may remove the entry it was
+        given: a compaction of the log meanwhile is followed."""
+        log, index = self._log, 0
+        while (entry := log.at(index)) is not None:
+            generation = log.generation
+            if entry.state != DEAD:
+                yield entry
+            if log.generation != generation:  # compacted: find the next one again
+                index = log.index_of(entry.seq + 1)
+            else:
+                index += 1
 
     def numbered(self, number: int) -> tuple[Entry, bytes] | None:
         """The live entry at queue position ``number`` (its ``x-opt-sequence-number``) with
