@@ -66,6 +66,7 @@ from proton_broker.management_exchanges import (
     TYPE_HIERARCHY,
     ExchangeEntities,
     attribute_names,
+    integer_parameter,
     json_text,
     statistics,
     wanted_statistics,
@@ -617,7 +618,9 @@ class Management:
         else:
             names = list(names) or QUERY_DEFAULT
             rows = self._queues_of(entity_type)
-        rows = _window(rows, _integer(properties, "offset"), _integer(properties, "count"))
+        rows = _window(
+            rows, integer_parameter(properties, "offset"), integer_parameter(properties, "count")
+        )
         results = [_query_row(row, names) for row in rows]  # a queue is read in the window only
         return Response(OK, "OK", {"attributeNames": names, "results": results})
 
@@ -792,17 +795,6 @@ def _same(value: Any, current: Any) -> bool:
     return value == current or (
         isinstance(current, str) and isinstance(value, str) and value.upper() == current.upper()
     )
-
-
-def _integer(properties: Mapping[str, Any], name: str) -> int | None:
-    value = properties.get(name)
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise ManagementError(BAD_REQUEST, f"'{name}' must be an integer, got {value!r}")
 
 
 def _window(items: list[Any], offset: int | None, count: int | None) -> list[Any]:

@@ -413,6 +413,27 @@ def json_text(value: Any, name: str, kind: str) -> Any:
         raise InvalidField(f"'{name}' is neither {kind} nor JSON text", name) from None
 
 
+def integer(value: Any) -> int | None:
+    """``value`` as a whole number: an integer, or its text (JMS management clients send
+    numbers as text); None when it is neither."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def integer_parameter(properties: Mapping[str, Any], name: str) -> int | None:
+    """The integer parameter ``name`` of a request (None when not given)."""
+    value = properties.get(name)
+    if value is None:
+        return None
+    number = integer(value)
+    if number is None:
+        raise InvalidField(f"'{name}' must be an integer, got {value!r}", name)
+    return number
+
+
 def wanted_statistics(properties: Mapping[str, Any]) -> frozenset[str] | None:
     """The statistics a getStatistics request names in its ``statistics`` parameter (an
     application property: a list of names, or JSON text of one); None, or an empty list,

@@ -39,7 +39,7 @@ from typing import Any
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, NotFound
-from proton_broker.management_exchanges import json_text
+from proton_broker.management_exchanges import integer, integer_parameter, json_text
 from proton_broker.queues.entries import ACQUIRED, HELD, Entry
 from proton_broker.queues.queue import Queue
 from proton_broker.selector import parse_selector
@@ -74,42 +74,35 @@ def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any
         return _delete_messages(queue, properties)
     headers = _boolean(properties, "includeHeaders", operation == GET_MESSAGE_INFO_BY_ID)
     if operation == GET_MESSAGE_INFO_BY_ID:
-        number = _integer(properties, "messageId", None)
+        number = integer_parameter(properties, "messageId")
         found = None if number is None else queue.numbered(number)
         if found is None:
             raise NotFound(f"no message {number} on queue '{queue.name}'")
-        return _info(queue, *found, headers)
-    first = max(_integer(properties, "first", -1) or 0, 0)
-    last = _integer(properties, "last", -1)
+        return _info(*found, headers)
+    first = max(integer_parameter(properties, "first") or 0, 0)
+    last = integer_parameter(properties, "last")
     count = MAX_MESSAGE_INFO if last is None or last < 0 else last - first + 1
-    listed = queue.listed(first, min(max(count, 0), MAX_MESSAGE_INFO))
-    return [_info(queue, entry, data, headers) for entry, data in listed]
+    listed = queue.listed(first, min(count, MAX_MESSAGE_INFO))
+    return [_info(entry, data, headers) for entry, data in listed]
 
 
 def _delete_messages(queue: Queue, properties: Mapping[str, Any]) -> list[int]:
     ids = json_text(properties.get("messageIds"), "messageIds", "a list")
-    if ids is not None and (
-        not isinstance(ids, list) or not all(_is_integer(each) for each in ids)
-    ):
-        raise InvalidField("'messageIds' must be a list of message ids (numbers)", "messageIds")
+    wanted: set[int] | None = None
+    if ids is not None:
+        numbers = [integer(each) for each in ids] if isinstance(ids, list) else [None]
+        if None in numbers:
+            raise InvalidField("'messageIds' must be a list of message ids (numbers)", "messageIds")
+        wanted = {number for number in numbers if number is not None}
     selector = properties.get("selector")
     if selector is not None and not isinstance(selector, str):
         raise InvalidField("'selector' must be a JMS selector (text)", "selector")
     matches = parse_selector(selector) if selector else None
-    limit = _integer(properties, "limit", -1)
-    numbers = None if ids is None else {int(each) for each in ids}
-    return queue.delete_messages(numbers, matches, -1 if limit is None or limit < 0 else limit)
+    limit = integer_parameter(properties, "limit")
+    return queue.delete_messages(wanted, matches, -1 if limit is None or limit < 0 else limit)
 
 
-def _is_integer(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, str) and value.strip().lstrip("-").isdigit()
-
-
-def _info(queue: Queue, entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:
+def _info(entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:
     """One message as Broker-J's MessageInfo, nulls left out."""
     message = parse_message(data)  # a copy: the queued record keeps no decoded fields
     info: dict[str, Any] = {
@@ -139,18 +132,6 @@ def _text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
-
-
-def _integer(properties: Mapping[str, Any], name: str, default: int | None) -> int | None:
-    value = properties.get(name)
-    if value is None:
-        return default
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        return int(value)
-    except (TypeError, ValueError):
-        raise InvalidField(f"'{name}' must be an integer, not {value!r}", name) from None
 
 
 def _boolean(properties: Mapping[str, Any], name: str, default: bool) -> bool:
