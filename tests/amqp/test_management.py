@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from proton import Disposition, Link, Message, uint, ulong
 
-from tests.amqp.test_durability import Restartable, drain, send_all
+from tests.amqp.test_durability import Restartable, brokers, drain, send_all  # noqa: F401 - fixture
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, LinkLog
 
@@ -727,76 +726,60 @@ def test_delete_with_force_detaches_consumers_with_resource_deleted(
 
 
 def test_deleting_a_durable_queue_removes_it_and_its_messages_from_the_store(
-    tmp_path: Path,
+    brokers: Restartable,  # noqa: F811 - the fixture
 ) -> None:
-    brokers = Restartable(tmp_path / "data")
-    try:
-        broker = brokers.start()
-        node = Node(broker.client())
-        node.ask(entity("CREATE", "kept"), {"durable": True})
-        node.ask(entity("CREATE", "gone"), {"durable": True})
-        send_all(broker, "gone", [Message(body="old", durable=True)])
-        assert status(node.ask(entity("DELETE", "gone", force=True)))[0] == 204
-        broker = brokers.restart()
-        assert queues(broker) == {"kept"}
-        node = Node(broker.client())
-        node.ask(entity("CREATE", "gone"), {"durable": True})
-        assert drain(broker, "gone", 0) == []
-    finally:
-        if brokers.current is not None:
-            brokers.current.stop()
+    broker = brokers.start()
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "kept"), {"durable": True})
+    node.ask(entity("CREATE", "gone"), {"durable": True})
+    send_all(broker, "gone", [Message(body="old", durable=True)])
+    assert status(node.ask(entity("DELETE", "gone", force=True)))[0] == 204
+    broker = brokers.restart()
+    assert queues(broker) == {"kept"}
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "gone"), {"durable": True})
+    assert drain(broker, "gone", 0) == []
 
 
-def test_create_without_durable_makes_a_durable_queue_as_broker_j_does(tmp_path: Path) -> None:
-    brokers = Restartable(tmp_path / "data")
-    try:
-        node = Node(brokers.start().client())
-        assert node.ask(entity("CREATE", "lasting")).body["durable"] is True
-        assert node.ask(entity("CREATE", "passing"), {"durable": False}).body["durable"] is False
-        send_all(brokers.current, "lasting", [Message(body="kept", durable=True)])  # type: ignore[arg-type]
-        broker = brokers.restart()
-        assert queues(broker) >= {"lasting"} and "passing" not in queues(broker)
-        assert drain(broker, "lasting", 1) == ["kept"]
-    finally:
-        if brokers.current is not None:
-            brokers.current.stop()
+def test_create_without_durable_makes_a_durable_queue_as_broker_j_does(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    node = Node(brokers.start().client())
+    assert node.ask(entity("CREATE", "lasting")).body["durable"] is True
+    assert node.ask(entity("CREATE", "passing"), {"durable": False}).body["durable"] is False
+    send_all(brokers.current, "lasting", [Message(body="kept", durable=True)])  # type: ignore[arg-type]
+    broker = brokers.restart()
+    assert queues(broker) >= {"lasting"} and "passing" not in queues(broker)
+    assert drain(broker, "lasting", 1) == ["kept"]
 
 
-def test_maps_set_by_update_survive_a_restart(tmp_path: Path) -> None:
-    brokers = Restartable(tmp_path / "data")
-    try:
-        node = Node(brokers.start().client())
-        node.ask(entity("CREATE", "kept"))
-        filters = {"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}
-        changes = {"defaultFilters": filters, "context": {"team": "red"}, "description": "d"}
-        assert status(node.ask(entity("UPDATE", "kept"), changes))[0] == 200
-        node = Node(brokers.restart().client())
-        read = node.ask(entity("READ", "kept")).body
-        assert read["defaultFilters"] == filters and read["context"] == {"team": "red"}
-        assert read["description"] == "d"
-    finally:
-        if brokers.current is not None:
-            brokers.current.stop()
+def test_maps_set_by_update_survive_a_restart(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    node = Node(brokers.start().client())
+    node.ask(entity("CREATE", "kept"))
+    filters = {"x-qpid-replay-period": {"x-qpid-replay-period": ["60"]}}
+    changes = {"defaultFilters": filters, "context": {"team": "red"}, "description": "d"}
+    assert status(node.ask(entity("UPDATE", "kept"), changes))[0] == 200
+    node = Node(brokers.restart().client())
+    read = node.ask(entity("READ", "kept")).body
+    assert read["defaultFilters"] == filters and read["context"] == {"team": "red"}
+    assert read["description"] == "d"
 
 
 def test_numbers_of_any_amqp_type_are_kept_as_numbers_across_an_update_and_a_restart(
-    tmp_path: Path,
+    brokers: Restartable,  # noqa: F811 - the fixture
 ) -> None:
     """rhea and qpid::messaging send whole numbers as uint or ulong: a queue keeps their
     value, not the text of its type, so an UPDATE and a restart read them again."""
-    brokers = Restartable(tmp_path / "data")
-    try:
-        node = Node(brokers.start().client())
-        limits = {"overflowPolicy": "REJECT", "maximumQueueDepthMessages": uint(5)}
-        assert status(node.ask(entity("CREATE", "typed"), limits))[0] == 201
-        raised = node.ask(entity("UPDATE", "typed"), {"maximumQueueDepthBytes": ulong(1000)})
-        assert status(raised)[0] == 200, status(raised)
-        node = Node(brokers.restart().client())
-        read = node.ask(entity("READ", "typed")).body
-        assert (read["maximumQueueDepthMessages"], read["maximumQueueDepthBytes"]) == (5, 1000)
-    finally:
-        if brokers.current is not None:
-            brokers.current.stop()
+    node = Node(brokers.start().client())
+    limits = {"overflowPolicy": "REJECT", "maximumQueueDepthMessages": uint(5)}
+    assert status(node.ask(entity("CREATE", "typed"), limits))[0] == 201
+    raised = node.ask(entity("UPDATE", "typed"), {"maximumQueueDepthBytes": ulong(1000)})
+    assert status(raised)[0] == 200, status(raised)
+    node = Node(brokers.restart().client())
+    read = node.ask(entity("READ", "typed")).body
+    assert (read["maximumQueueDepthMessages"], read["maximumQueueDepthBytes"]) == (5, 1000)
 
 
 # ---- replies -------------------------------------------------------------------------------

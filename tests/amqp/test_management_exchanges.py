@@ -3,11 +3,9 @@ Broker-J's type names and qpid-config's refusals."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from proton import Message
 
-from tests.amqp.test_durability import Restartable, drain, send_all
+from tests.amqp.test_durability import Restartable, brokers, drain, send_all  # noqa: F401 - fixture
 from tests.amqp.test_management import Node, assert_named_as_broker_j_names_it, entity, status
 from tests.conftest import RunningBroker
 
@@ -321,17 +319,14 @@ def test_update_of_what_an_exchange_cannot_change_is_refused_and_changes_nothing
     assert read["qpid-type"] == "direct"
 
 
-def test_a_durable_exchanges_update_survives_a_restart(tmp_path: Path) -> None:
-    brokers = Restartable(tmp_path / "data")
-    try:
-        node = Node(brokers.start().client())
-        node.ask(entity("CREATE", "kept", EXCHANGE), {"type": "fanout", "durable": True})
-        changes = {"description": "audit trail", "unroutableMessageBehaviour": "REJECT"}
-        assert status(node.ask(entity("UPDATE", "kept", EXCHANGE), changes))[0] == 200
-        node = Node(brokers.restart().client())
-        read = node.ask(entity("READ", "kept", EXCHANGE)).body
-        assert read["description"] == "audit trail"
-        assert read["unroutableMessageBehaviour"] == "REJECT"
-    finally:
-        if brokers.current is not None:
-            brokers.current.stop()
+def test_a_durable_exchanges_update_survives_a_restart(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    node = Node(brokers.start().client())
+    node.ask(entity("CREATE", "kept", EXCHANGE), {"type": "fanout", "durable": True})
+    changes = {"description": "audit trail", "unroutableMessageBehaviour": "REJECT"}
+    assert status(node.ask(entity("UPDATE", "kept", EXCHANGE), changes))[0] == 200
+    node = Node(brokers.restart().client())
+    read = node.ask(entity("READ", "kept", EXCHANGE)).body
+    assert read["description"] == "audit trail"
+    assert read["unroutableMessageBehaviour"] == "REJECT"
