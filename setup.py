@@ -16,5 +16,10 @@ setup(
             optional=True,
         ),
         Extension("proton_broker._collector", ["proton_broker/_collector.pyx"], optional=True),
+        Extension(
+            "proton_broker.amqp._engine",
+            ["proton_broker/amqp/_engine.pyx"],
+            optional=True,
+        ),
     ]
 )

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from cproton_ffi import ffi, lib
 from proton import Data, Delivery, Link
 
+from proton_broker.amqp import engine
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
     RESOURCE_DELETED,
@@ -70,6 +71,7 @@ from proton_broker.amqp.coordinator import (
     transaction_of,
     transactional_outcome,
 )
+from proton_broker.amqp.engine import ABORTED, PARTIAL
 from proton_broker.amqp.terminus import capabilities_of
 from proton_broker.codec.encode import (
     KEYED_SECTION_PREFIX,
@@ -115,17 +117,20 @@ _readable = lib.pn_delivery_readable
 _partial = lib.pn_delivery_partial
 _aborted = lib.pn_delivery_aborted
 _pending = lib.pn_delivery_pending
-_recv = lib.pn_link_recv
-_advance = lib.pn_link_advance
-_send = lib.pn_link_send
 _new_delivery = lib.pn_delivery
-_settled = lib.pn_delivery_settled
+_settled = engine.settled
 _update = lib.pn_delivery_update
-_settle = lib.pn_delivery_settle
-_remote_state = lib.pn_delivery_remote_state
+_settle = engine.settle
+_remote_state = engine.remote_state
 _link_credit = lib.pn_link_credit
 _link_flow = lib.pn_link_flow
-_unpack = ffi.unpack
+# A transfer's steps (engine.py), compiled where they were built.
+_transfer_size, _take, _accept, _send_whole = (
+    engine.transfer_size,
+    engine.take,
+    engine.accept,
+    engine.send,
+)
 _number_section = number_section
 _keyed_section = keyed_section
 _TERMINAL = frozenset((PN_ACCEPTED, PN_REJECTED, PN_RELEASED, PN_MODIFIED))
@@ -218,8 +223,6 @@ class ProducerLink:
         self.closed = False
         self._used = 0  # transfers since the last credit top-up
         self._counted = 0  # transfers before the last top-up (see received)
-        self._buf = ffi.new("char[]", 4096)  # reused for every transfer's bytes
-        self._buf_size = 4096
         self.may_reject = allows_rejected(link)
         # Transfers waiting for their own or an earlier durable message's write.
         self._pending: deque[_Pending] = deque()
@@ -243,28 +246,19 @@ class ProducerLink:
 
     def on_delivery(self, dlv: Any) -> None:  # noqa: C901 - the transfer hot path, measured
         """A transfer arrived (or progressed): store complete messages and settle them."""
-        if not _readable(dlv):
+        size = _transfer_size(dlv)
+        if size < 0:
+            if size == PARTIAL:  # wait for the last frame; Proton buffers the partial message
+                if _pending(dlv) > self.max_size:  # ...up to the largest we accept
+                    self._refuse_oversized(dlv)
+            elif size == ABORTED:
+                _settle(dlv)
             return
-        if _partial(dlv):  # wait for the last frame; Proton buffers the partial message...
-            if _pending(dlv) > self.max_size:  # ...up to the largest we accept
-                self._refuse_oversized(dlv)
-            return
-        impl = self.impl
-        if _aborted(dlv):
-            _settle(dlv)
-            return
-        size = _pending(dlv)
         if size > self.max_size:
             self._refuse_oversized(dlv)
             return
-        buf = self._buf
-        if size > self._buf_size:
-            self._buf_size = size * 2
-            buf = self._buf = ffi.new("char[]", self._buf_size)
-        _recv(impl, buf, size)
-        _advance(impl)
         try:
-            message = parse_message(_unpack(buf, size))  # one copy: C buffer -> bytes
+            message = parse_message(_take(self.impl, size))
         except DecodeError as exc:
             self._refuse_malformed(dlv, str(exc))
             return
@@ -372,9 +366,7 @@ class ProducerLink:
         if queue is not None and queue.flow_stopped and not _settled(dlv):
             self._hold(dlv, queue)
             return
-        if not _settled(dlv):
-            _update(dlv, PN_ACCEPTED)
-        _settle(dlv)
+        _accept(dlv)
 
     # ---- durable messages: accepted only once on disk, in the order sent ----------------
 
@@ -496,12 +488,7 @@ class ProducerLink:
 
     def _skip(self, dlv: Any) -> None:
         """Read a complete transfer's bytes without keeping them."""
-        size = _pending(dlv)
-        if size > self._buf_size:
-            self._buf_size = size * 2
-            self._buf = ffi.new("char[]", self._buf_size)
-        _recv(self.impl, self._buf, size)
-        _advance(self.impl)
+        _take(self.impl, _pending(dlv))
 
     # ---- our queue was deleted --------------------------------------------------------------
 
@@ -707,8 +694,7 @@ class ConsumerLink:
         self._sent += 1
         _U64.pack_into(self._tag_bytes, 0, self._sent)
         dlv = _new_delivery(impl, self._tag_value)
-        _send(impl, data, len(data))
-        _advance(impl)
+        _send_whole(impl, data)
         self.credit -= 1
         if self.presettled:
             _settle(dlv)

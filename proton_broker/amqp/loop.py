@@ -35,6 +35,7 @@ from proton._selectable import Selectable
 from proton.handlers import IOHandler
 from proton.reactor import Container
 
+from proton_broker.amqp import engine
 from proton_broker.amqp.lingering import Lingerer
 from proton_broker.amqp.poller import PollSelector, readable_now
 from proton_broker.queues.queue import Queue
@@ -233,7 +234,7 @@ class BrokerContainer(Container):
     def process(self) -> bool:  # noqa: C901 - mirrors Reactor.process, plus the fast lane
         self.mark()
         collector = self._collector._impl
-        peek, pop, event_type = lib.pn_collector_peek, lib.pn_collector_pop, lib.pn_event_type
+        peek, pop, event_type = lib.pn_collector_peek, engine.pop, engine.event_type
         event_link, event_delivery = lib.pn_event_link, lib.pn_event_delivery
         event_transport, incref = lib.pn_event_transport, lib.pn_incref
         links = self._server.links
