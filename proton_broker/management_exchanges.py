@@ -248,7 +248,10 @@ class ExchangeEntities:
         destination = properties.get("destination")
         if not isinstance(destination, str) or not destination:
             raise InvalidField(f"'{operation}' needs a 'destination' (a queue)")
-        key = str(properties.get("bindingKey") or "")
+        key = properties.get("bindingKey")
+        if key is None:  # mandatory, as in Broker-J ("" for none); other values as text
+            raise InvalidField(f"'{operation}' needs a 'bindingKey' (\"\" for none)")
+        key = str(key).lower() if isinstance(key, bool) else str(key)
         if operation == "unbind":
             return self.broker.unbind(exchange.name, destination, key, user=user)
         arguments = _json_map(properties.get("arguments"), "arguments")

@@ -92,10 +92,29 @@ def test_an_exchange_binds_and_unbinds_with_broker_js_operations(broker: Running
     unbind = {**topic, "operation": "unbind", "destination": "shipping", "bindingKey": "ship.#"}
     assert node.ask(unbind).body is True and node.ask(unbind).body is False
     matched = {"type": EXCHANGE, "name": "amq.match", "operation": "bind"}
-    headers = node.ask({**matched, "destination": "shipping", "arguments": '{"x-match": "all"}'})
+    headers = node.ask(
+        {**matched, "destination": "shipping", "bindingKey": "", "arguments": '{"x-match": "all"}'}
+    )
     assert headers.body is True  # a map parameter as JSON text, as JMS clients send it
     operations = node.ask({**NODE, "operation": "GET-OPERATIONS", "entityType": EXCHANGE}).body
     assert "bind" in operations[EXCHANGE] and "unbind" in operations[FANOUT_EXCHANGE]
+
+
+def test_bind_and_unbind_need_a_binding_key_as_in_broker_j(broker: RunningBroker) -> None:
+    """Broker-J's ``bindingKey`` parameter is mandatory (an empty one binds with no key): a
+    request without it is refused naming it, and nothing is bound or unbound."""
+    node = Node(broker.client())
+    broker.call(lambda: broker.broker.declare("shipping"))
+    topic = {"type": EXCHANGE, "name": "amq.topic", "destination": "shipping"}
+    for operation in ("bind", "unbind"):
+        refused = node.ask({**topic, "operation": operation})
+        assert status(refused)[0] == 400 and "bindingKey" in status(refused)[1]
+    bound = broker.call(lambda: broker.broker.exchanges.named("amq.topic").bindings_of("shipping"))
+    assert bound == []
+    direct = {"type": EXCHANGE, "name": "amq.direct", "destination": "shipping"}
+    assert node.ask({**direct, "operation": "bind", "bindingKey": 7}).body is True
+    keys = broker.call(lambda: broker.broker.exchanges.named("amq.direct").bindings_of("shipping"))
+    assert [b.key for b in keys] == ["7"]  # a value of another type, as text
 
 
 def test_a_headers_binding_takes_its_arguments_and_refuses_bad_ones(broker: RunningBroker) -> None:
