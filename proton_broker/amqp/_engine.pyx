@@ -171,8 +171,15 @@ def accept(dlv):
     _settle(d)
 
 
-def send(link, bytes data):
-    """Send ``data`` as the link's current delivery, whole, and move on to the next."""
+def send_with(link, bytes data, Py_ssize_t at, bytes section):
+    """Send ``data`` with ``section`` inserted at offset ``at`` as the link's current
+    delivery, whole, and move on to the next: three appends to the delivery, where joining
+    the pieces first made a copy of the message."""
+    if at < 0 or at > PyBytes_GET_SIZE(data):
+        raise ValueError(f"offset {at} is outside the message")
     cdef void *l = _address(link)
-    _send(l, PyBytes_AS_STRING(data), <size_t>PyBytes_GET_SIZE(data))
+    cdef const char *bytes_ = PyBytes_AS_STRING(data)
+    _send(l, bytes_, <size_t>at)
+    _send(l, PyBytes_AS_STRING(section), <size_t>PyBytes_GET_SIZE(section))
+    _send(l, bytes_ + at, <size_t>(PyBytes_GET_SIZE(data) - at))
     _advance(l)

@@ -9,8 +9,10 @@ Rules owned here:
   complete (its size) or not yet readable, still arriving (:data:`PARTIAL`) or aborted,
   asked in that order; :func:`take` reads a complete transfer's bytes into a new bytes
   object and moves the link on. :func:`accept` settles it accepted (the producer may have
-  settled it already: then it is only settled). A consumer's delivery is sent whole and the
-  link moved on by :func:`send`.
+  settled it already: then it is only settled). A consumer's delivery is sent whole, with a
+  section inserted into the message's bytes (its queue sequence number), and the link
+  moved on by :func:`send_with`; the compiled copy appends the three pieces to the
+  delivery without joining them first.
 * The functions below, and cffi's own for the single calls, are the reference. Where the
   package was built with a C compiler the same steps run compiled (``_engine.pyx``), each
   a single call that makes its engine calls without releasing the GIL: each call through
@@ -71,9 +73,13 @@ def accept_python(dlv: Any) -> None:
     _settle(dlv)
 
 
-def send_python(link: Any, data: bytes) -> None:
-    """Send ``data`` as the link's current delivery, whole, and move on to the next."""
-    _send(link, data, len(data))
+def send_with_python(link: Any, data: bytes, at: int, section: bytes) -> None:
+    """Send ``data`` with ``section`` inserted at offset ``at`` as the link's current
+    delivery, whole, and move on to the next."""
+    if not 0 <= at <= len(data):
+        raise ValueError(f"offset {at} is outside the message")
+    whole = data[:at] + section + data[at:]
+    _send(link, whole, len(whole))
     _advance(link)
 
 
@@ -106,4 +112,6 @@ transfer_size: Callable[[Any], int] = (
 )
 take: Callable[[Any, int], bytes] = take_python if COMPILED is None else COMPILED.take
 accept: Callable[[Any], None] = accept_python if COMPILED is None else COMPILED.accept
-send: Callable[[Any, bytes], None] = send_python if COMPILED is None else COMPILED.send
+send_with: Callable[[Any, bytes, int, bytes], None] = (
+    send_with_python if COMPILED is None else COMPILED.send_with
+)

@@ -125,11 +125,11 @@ _remote_state = engine.remote_state
 _link_credit = lib.pn_link_credit
 _link_flow = lib.pn_link_flow
 # A transfer's steps (engine.py), compiled where they were built.
-_transfer_size, _take, _accept, _send_whole = (
+_transfer_size, _take, _accept, _send_with = (
     engine.transfer_size,
     engine.take,
     engine.accept,
-    engine.send,
+    engine.send_with,
 )
 _number_section = number_section
 _keyed_section = keyed_section
@@ -686,15 +686,15 @@ class ConsumerLink:
                 if sequence is None
                 else _keyed_section(KEYED_SECTION_PREFIX, sequence, NUMBER_PAIR, number)
             )
-            data = data[:at] + section + data[at:]
         else:
             data = with_sequence_number(message, number, _header_now(entry, header_sent))
+            at, section = len(data), b""
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).
         self._sent += 1
         _U64.pack_into(self._tag_bytes, 0, self._sent)
         dlv = _new_delivery(impl, self._tag_value)
-        _send_whole(impl, data)
+        _send_with(impl, data, at, section)  # the section goes in as the bytes go out
         self.credit -= 1
         if self.presettled:
             _settle(dlv)

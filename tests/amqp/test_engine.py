@@ -23,7 +23,7 @@ PYTHON = SimpleNamespace(
     transfer_size=engine.transfer_size_python,
     take=engine.take_python,
     accept=engine.accept_python,
-    send=engine.send_python,
+    send_with=engine.send_with_python,
 )
 STEPS = [pytest.param(PYTHON, id="python")]
 if engine.COMPILED is not None:
@@ -142,23 +142,48 @@ def test_accepting_a_transfer_the_producer_settled_only_settles_it(pair: Pair, s
     assert pair.receiver.unsettled == 0
 
 
-@pytest.mark.parametrize("steps", STEPS)
-def test_a_delivery_is_sent_whole_and_the_link_moves_on(pair: Pair, steps: Any) -> None:
-    # The server sends this time: a sender on the server, a receiver on the client.
+def consumer_link(pair: Pair) -> tuple[Link, Link]:
+    """A sender on the server and the client's receiver of it, with credit for three."""
     out = pair.server.session_head(Endpoint.LOCAL_ACTIVE).sender("back")
     out.open()
     pair.pump()
     into = pair.client.link_head(Endpoint.LOCAL_UNINIT | Endpoint.REMOTE_ACTIVE)
     into.open()
-    into.flow(1)
+    into.flow(3)
     pair.pump()
+    return out, into
+
+
+@pytest.mark.parametrize("steps", STEPS)
+@pytest.mark.parametrize(
+    ("at", "expected"),
+    [
+        (2, b"a [section]delivery's bytes"),
+        (0, b"[section]a delivery's bytes"),
+        (18, b"a delivery's bytes[section]"),
+    ],
+)
+def test_a_delivery_is_sent_whole_with_its_section_inserted(
+    pair: Pair, steps: Any, at: int, expected: bytes
+) -> None:
+    out, into = consumer_link(pair)
     out.delivery(b"t")
-    steps.send(out._impl, b"a delivery's bytes")
-    assert out.current is None
+    steps.send_with(out._impl, b"a delivery's bytes", at, b"[section]")
+    assert out.current is None  # the link moved on
     pair.pump()
     arrived = into.current
     assert arrived is not None and not arrived.partial
-    assert into.recv(arrived.pending) == b"a delivery's bytes"
+    assert into.recv(arrived.pending) == expected
+
+
+@pytest.mark.parametrize("steps", STEPS)
+def test_a_section_outside_the_message_is_refused_and_nothing_sent(pair: Pair, steps: Any) -> None:
+    out, _ = consumer_link(pair)
+    out.delivery(b"t")
+    for at in (-1, 19):
+        with pytest.raises(ValueError, match="outside the message"):
+            steps.send_with(out._impl, b"a delivery's bytes", at, b"[section]")
+    assert out.current is not None and out.current.pending == 0
 
 
 def event_types(pair: Pair, steps: Any) -> list[int]:
