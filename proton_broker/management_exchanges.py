@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from proton_broker.codec.values import as_text
 from proton_broker.errors import IntegrityViolation, InvalidField, NotFound, PreconditionFailed
 from proton_broker.exchanges.exchange import (
     ALTERNATE_ARGUMENTS,
@@ -248,10 +249,10 @@ class ExchangeEntities:
         destination = properties.get("destination")
         if not isinstance(destination, str) or not destination:
             raise InvalidField(f"'{operation}' needs a 'destination' (a queue)")
-        key = properties.get("bindingKey")
-        if key is None:  # mandatory, as in Broker-J ("" for none); other values as text
+        given = properties.get("bindingKey")
+        if given is None:  # mandatory, as in Broker-J ("" for none); other values as text
             raise InvalidField(f"'{operation}' needs a 'bindingKey' (\"\" for none)")
-        key = str(key).lower() if isinstance(key, bool) else str(key)
+        key = str(as_text(given))  # a uint(7) binds "7", as Broker-J's converter has it
         if operation == "unbind":
             return self.broker.unbind(exchange.name, destination, key, user=user)
         arguments = _json_map(properties.get("arguments"), "arguments")
@@ -493,4 +494,4 @@ def _binding_names(
     key = given("bindingKey", "name")
     if not isinstance(exchange, str) or not isinstance(queue, str):
         raise InvalidField("a binding is named by 'exchange', 'queue' and 'name' (its key)")
-    return exchange, queue, "" if key is None else str(key)
+    return exchange, queue, "" if key is None else str(as_text(key))

@@ -678,3 +678,21 @@ def decode_properties(data: bytes, pos: int) -> list[Any]:
             value = decode_value(data, at)
             fields = value if isinstance(value, list) else []
     return fields[:13] + [None] * (13 - len(fields))
+
+
+def as_text(value: Any) -> str | None:
+    """A property or annotation value as text (None stays None). Numbers are their decimal
+    text whatever AMQP type they had (Proton's ``ulong(5)`` is "5", not its repr)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return str(float(value))
+    return str(value)

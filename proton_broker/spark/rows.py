@@ -30,6 +30,8 @@ from typing import Any
 from cproton import pn_message_get_content_encoding, pn_message_get_content_type
 from proton import Message
 
+from proton_broker.codec.values import as_text as text
+
 _FIELDS = (
     ("queue", "STRING"),
     ("sequence_number", "BIGINT"),
@@ -94,24 +96,6 @@ _WRITE_PROPERTIES = (
 )
 _WRITE_HEADER = ("durable", "priority", "ttl")
 _WRITE_IGNORED = ("body_text",)  # a row read from the source carries both bodies
-
-
-def text(value: Any) -> str | None:
-    """A property or annotation value as text (None stays None). Numbers are their decimal
-    text whatever AMQP type they had (Proton's ``ulong(5)`` is "5", not its repr)."""
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, float):
-        return str(float(value))
-    return str(value)
 
 
 def _text_map(values: Mapping[Any, Any] | None) -> dict[str, str | None]:
