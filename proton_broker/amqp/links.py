@@ -113,9 +113,6 @@ PN_MODIFIED = lib.PN_MODIFIED
 
 # The engine functions the hot path calls, bound once (a module global is cheaper to reach
 # than an attribute of the cffi ``lib``).
-_readable = lib.pn_delivery_readable
-_partial = lib.pn_delivery_partial
-_aborted = lib.pn_delivery_aborted
 _pending = lib.pn_delivery_pending
 _new_delivery = lib.pn_delivery
 _settled = engine.settled
@@ -483,7 +480,8 @@ class ProducerLink:
     def _discard(self, dlv: Any) -> None:
         """A transfer after we detached: read (so the session window moves on), not stored,
         not settled."""
-        if _readable(dlv) and not _partial(dlv):
+        size = _transfer_size(dlv)
+        if size >= 0 or size == ABORTED:
             self._skip(dlv)
 
     def _skip(self, dlv: Any) -> None:
@@ -507,12 +505,12 @@ class ProducerLink:
         self.on_delivery = self._detach_deleted  # type: ignore[method-assign]
 
     def _detach_deleted(self, dlv: Any) -> None:
-        if not _readable(dlv) or _partial(dlv):
-            return
-        if _aborted(dlv):
+        size = _transfer_size(dlv)
+        if size == ABORTED:
             _settle(dlv)
+        if size < 0:
             return
-        self._skip(dlv)
+        _take(self.impl, size)
         assert self.queue is not None
         self._detach_gone(f"queue '{self.queue.name}' was deleted")
 
