@@ -72,10 +72,14 @@ from proton_broker.management_exchanges import (
     wanted_statistics,
 )
 from proton_broker.management_messages import (
+    COPY_MESSAGES,
     DELETE_MESSAGES,
     MESSAGE_OPERATIONS,
+    MOVE_MESSAGES,
     message_operation,
+    selection,
 )
+from proton_broker.moving import Transfer
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     GROUPS_NONE,
@@ -145,6 +149,24 @@ class Response:
     description: str
     body: Any = None
     properties: dict[str, Any] = field(default_factory=dict)
+    # An answer that waits for the store (moveMessages, copyMessages): status, description
+    # and body are its own once :meth:`finish` runs, and the reply goes then.
+    pending: bool = False
+    _waiters: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    def when_done(self, waiter: Callable[[], None]) -> None:
+        """Run ``waiter`` once the answer is complete (now, unless it is pending)."""
+        if self.pending:
+            self._waiters.append(waiter)
+        else:
+            waiter()
+
+    def finish(self) -> None:
+        """The answer is complete: those waiting for it run."""
+        self.pending = False
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter()
 
 
 class ManagementError(Exception):
@@ -416,6 +438,8 @@ class Management:
             self._check(user, "update", queue)
             queue.reset_statistics()
             return Response(OK, "OK")
+        if operation in (MOVE_MESSAGES, COPY_MESSAGES):
+            return self._transfer(operation, queue, properties, user)
         if operation == DELETE_MESSAGES:  # management_messages.py
             self._check(user, "purge", queue)
             deleted = message_operation(queue, operation, properties)
@@ -429,6 +453,63 @@ class Management:
         if user is not None:  # they show what messages say, as a browser sees them
             self.broker.access.receive(user, queue.name, queue.settings, browse=True)
         return Response(OK, "OK", message_operation(queue, operation, properties))
+
+    def _transfer(
+        self, operation: str, source: Queue, properties: Mapping[str, Any], user: str | None
+    ) -> Response:
+        """Broker-J's moveMessages and copyMessages (:mod:`proton_broker.moving`), which
+        the ACL's ``move`` rule for the source, with the destination as ``queuename``,
+        guards (qpidd's check for its queue move); the answer waits for the store."""
+        destination = self._destination(source, properties)
+        wanted, matches, limit = selection(properties)
+        if user is not None:
+            self.broker.access.check(
+                user,
+                "move",
+                "queue",
+                source.name,
+                {"queuename": destination.name},
+                f"move messages from queue '{source.name}' to queue '{destination.name}'",
+            )
+        response = Response(OK, "OK", pending=True)
+
+        def done(moved: list[int], error: BaseException | None) -> None:
+            response.body = moved
+            if error is not None:
+                response.status = INTERNAL_ERROR
+                response.description = (
+                    f"the store could not write the {operation}: {error}; the messages are on "
+                    f"'{destination.name}' in memory only"
+                )
+            log.info(  # Broker-J's words
+                "QUE-1016 : Operation : %s : %s: %s: %d (by %s)",
+                operation,
+                source.name,
+                destination.name,
+                len(moved),
+                user,
+            )
+            response.finish()
+
+        move = operation == MOVE_MESSAGES
+        Transfer(self.broker, source, destination, move).run(wanted, matches, limit, done)
+        return response
+
+    def _destination(self, source: Queue, properties: Mapping[str, Any]) -> Queue:
+        """The queue a move or a copy names as its ``destination`` (a name or an identity);
+        400 for none, an unknown one or the source itself (Broker-J's answer to a
+        parameter it cannot convert)."""
+        given = properties.get("destination")
+        if given is None or given == "":
+            raise ManagementError(
+                BAD_REQUEST, "'destination' is required: the queue the messages go to"
+            )
+        destination = self._by_name_or_identity(None, given)
+        if destination is None:
+            raise ManagementError(BAD_REQUEST, f"'destination': there is no queue {given!r}")
+        if destination is source:
+            raise ManagementError(BAD_REQUEST, "'destination' is the queue itself")
+        return destination
 
     def _statistics(self, queue: Queue, wanted: frozenset[str] | None) -> dict[str, Any]:
         """Broker-J's getStatistics of ``queue``: every statistic, or those ``wanted``."""

@@ -41,16 +41,21 @@ from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField, NotFound
 from proton_broker.management_exchanges import integer, integer_parameter, json_text
 from proton_broker.queues.entries import ACQUIRED, HELD, Entry
+from proton_broker.queues.ports import MessageFilter
 from proton_broker.queues.queue import Queue
 from proton_broker.selector import parse_selector
 
 GET_MESSAGE_INFO, GET_MESSAGE_INFO_BY_ID = "getMessageInfo", "getMessageInfoById"
 DELETE_MESSAGES = "deleteMessages"
+MOVE_MESSAGES, COPY_MESSAGES = "moveMessages", "copyMessages"  # proton_broker/moving.py
 MESSAGE_OPERATIONS = {
     GET_MESSAGE_INFO: ["first", "last", "includeHeaders"],
     GET_MESSAGE_INFO_BY_ID: ["messageId", "includeHeaders"],
     DELETE_MESSAGES: ["messageIds", "selector", "limit"],
+    MOVE_MESSAGES: ["destination", "messageIds", "selector", "limit"],
+    COPY_MESSAGES: ["destination", "messageIds", "selector", "limit"],
 }
+Selection = tuple[set[int] | None, MessageFilter | None, int]  # ids, selector, limit
 MAX_MESSAGE_INFO = 1000  # messages one getMessageInfo answers at most
 _STATES = {ACQUIRED: "Acquired", HELD: "Held"}  # otherwise Available
 # Fields of the properties section (AMQP 1.0 3.2.4) and Broker-J's names for them.
@@ -87,6 +92,12 @@ def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any
 
 
 def _delete_messages(queue: Queue, properties: Mapping[str, Any]) -> list[int]:
+    return queue.delete_messages(*selection(properties))
+
+
+def selection(properties: Mapping[str, Any]) -> Selection:
+    """The messages deleteMessages, moveMessages and copyMessages are asked for: the ids
+    (a list; None: any), the selector (None: all) and the limit (-1: no bound)."""
     ids = json_text(properties.get("messageIds"), "messageIds", "a list")
     wanted: set[int] | None = None
     if ids is not None:
@@ -99,7 +110,7 @@ def _delete_messages(queue: Queue, properties: Mapping[str, Any]) -> list[int]:
         raise InvalidField("'selector' must be a JMS selector (text)", "selector")
     matches = parse_selector(selector) if selector else None
     limit = integer_parameter(properties, "limit")
-    return queue.delete_messages(wanted, matches, -1 if limit is None or limit < 0 else limit)
+    return wanted, matches, -1 if limit is None or limit < 0 else limit
 
 
 def _info(entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:

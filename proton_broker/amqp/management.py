@@ -117,9 +117,30 @@ class ManagementNode:
         properties = {str(k): v for k, v in (request.properties or {}).items()}
         response = self.management.handle(properties, request.body, user)
         correlation = request.correlation_id if request.correlation_id is not None else request.id
+        if not response.pending:
+            self._answer(response, target, request.reply_to, correlation, properties)
+            return
+
+        def answer_later() -> None:  # the request was accepted: a failure now is only logged
+            try:
+                self._answer(response, target, request.reply_to, correlation, properties)
+            except BrokerError as exc:
+                log.warning("management reply lost: %s", exc.description)
+
+        response.when_done(answer_later)
+
+    def _answer(
+        self,
+        response: Response,
+        target: Queue,
+        reply_to: str,
+        correlation: Any,
+        properties: dict[str, Any],
+    ) -> None:
+        """Queue the reply on ``target``; BrokerError when it cannot be."""
         try:
             echoed = properties if response.status >= FAILURE else {}
-            reply = _reply(response, request.reply_to, correlation, echoed)
+            reply = _reply(response, reply_to, correlation, echoed)
             target.enqueue(parse_message(reply))
         except BrokerError as exc:  # e.g. a full reject-policy reply queue
             exc.description = (

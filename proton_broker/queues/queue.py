@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -818,25 +818,43 @@ class Queue:
         messages nobody holds go: available ones, and held ones not valid yet. Messages
         consumers hold stay with them, as a purge leaves them, and nothing goes to the
         alternate. O(n) at most (packed messages on the way are unpacked)."""
-        deleted: list[int] = []
+        return self.select_messages(numbers, matches, limit)
+
+    def select_messages(
+        self,
+        numbers: set[int] | None,
+        matches: MessageFilter | None,
+        limit: int,
+        act: Callable[[Message], bool] | None = None,
+        remove: bool = True,
+    ) -> list[int]:
+        """The messages :meth:`delete_messages` selects, for management's deleteMessages,
+        moveMessages and copyMessages: ``act`` (if any) is given each one first, its bytes
+        in memory (a paged one's read back), and answers False to stop before it. With
+        ``remove`` each then leaves the queue, as :meth:`delete_messages` says; without it
+        every live message may be selected, those consumers hold too, and each stays.
+        Their positions, in order."""
+        selected: list[int] = []
         wanted = None if numbers is None else set(numbers)
+        states = (AVAILABLE, HELD) if remove else (AVAILABLE, HELD, ACQUIRED)
         for entry in self._walk():
             if limit == 0 or wanted == set():
                 break
-            if entry.state not in (AVAILABLE, HELD) or (
-                wanted is not None and entry.seq not in wanted
-            ):
+            if entry.state not in states or (wanted is not None and entry.seq not in wanted):
                 continue
-            if matches is not None:
-                with self._read_back(entry.message) if entry.message.paged else nullcontext():
-                    if not matches.matches(entry.message):
-                        continue
+            message = entry.message
+            with self._read_back(message) if message.paged else nullcontext():
+                if matches is not None and not matches.matches(message):
+                    continue
+                if act is not None and not act(message):
+                    break
             if wanted is not None:
                 wanted.discard(entry.seq)
-            deleted.append(entry.seq)
-            self._remove(entry)
+            selected.append(entry.seq)
+            if remove:
+                self._remove(entry)
             limit -= 1
-        return deleted
+        return selected
 
     def _walk(self) -> Iterator[Entry]:
         """The live entries, oldest first, read as they are reached (packed ones unpacked

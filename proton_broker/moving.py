@@ -1,0 +1,140 @@
+"""Moving and copying messages from one queue to another: Broker-J's ``moveMessages`` and
+``copyMessages`` queue operations (``Queue.moveMessages``/``copyMessages``, run as one
+transaction each: ``MoveMessagesTransaction``, ``CopyMessagesTransaction``).
+
+Rules this module owns:
+
+* **Which messages**: those at the queue positions asked for (none: any) that the JMS
+  selector selects (none: all), oldest first, at most the limit, as for deleteMessages
+  (:mod:`proton_broker.management_messages`). A move takes only messages nobody holds
+  (available ones, and held ones not valid yet), as Broker-J's move acquires each one; a
+  copy takes every message on the queue, those consumers hold too, which stay with them.
+* **The destination** is another queue. When it has a size limit, whatever its policy, the
+  operation stops before the first message that would take it over the limit, counting
+  the messages already on their way (Broker-J's ``QueueSizeLimitRespectingTransaction``):
+  nothing is refused or evicted because of a move. A message the destination refuses as it
+  joins (a duplicate it has seen, a number below its key's) goes back on the source, at
+  its end (a copy is dropped), and is not in the answer.
+* **Each message lands as its producer sent it**: the same bytes, a record of its own on
+  the destination with that queue's next number, a delivery count from 0, its arrival time
+  kept (so a time to live goes on running); a destination with a key numbers it in its key
+  as any message that arrives.
+* **Nothing is lost or doubled**: one store transaction writes the durable messages bound
+  for a durable destination and, for a move, removes those a durable source stored (those
+  its history still keeps stay stored, as history). The messages join the destination once
+  that is on disk, and the answer waits for them, as Broker-J answers after its
+  transaction. A transaction that cannot be written leaves the store as it was: the moved
+  messages still join the destination (in memory only, and a restart finds them on the
+  source again), and the answer is an error saying so.
+* The answer is the moved or copied messages' positions on the source, in order (Broker-J
+  answers their message ids, and also lists the one that found the destination full: this
+  broker lists only what moved).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from proton_broker.codec.sections import parse_message
+from proton_broker.errors import BrokerError
+from proton_broker.message import Message
+from proton_broker.queues.ports import MessageFilter
+from proton_broker.queues.queue import Queue
+from proton_broker.store.base import StoredMessage, Unit
+
+if TYPE_CHECKING:
+    from proton_broker.broker import Broker
+
+log = logging.getLogger("proton_broker.moving")
+
+Done = Callable[[list[int], BaseException | None], None]  # (positions moved, store error)
+
+
+class Transfer:
+    """One move or copy from ``source`` to ``destination``: select, store, join."""
+
+    def __init__(self, broker: Broker, source: Queue, destination: Queue, move: bool) -> None:
+        self.broker = broker
+        self.source = source
+        self.destination = destination
+        self.move = move
+        self.unit = Unit()
+        self._records: list[Message] = []  # as each lands on the destination
+        self._count = 0  # on their way to the destination, for its limits
+        self._bytes = 0
+
+    def run(
+        self, numbers: set[int] | None, matches: MessageFilter | None, limit: int, done: Done
+    ) -> None:
+        """Take the messages (see the module rules), then ``done(positions, error)`` once
+        they are on the destination (at once when nothing is stored)."""
+        positions = self.source.select_messages(
+            numbers, matches, limit, self._take, remove=self.move
+        )
+        landing = list(zip(positions, self._records, strict=True))
+        unit = self.unit
+        if not (unit.enqueues or unit.dequeues):
+            self._join(landing, done, None)
+            return
+        store = self.broker.store
+        assert store is not None
+        unit.done = lambda error: self._join(landing, done, error)
+        store.commit(unit)
+
+    def _take(self, message: Message) -> bool:
+        """Whether ``message`` goes (its bytes in memory now): False stops the walk."""
+        if not self._within_limits(message):
+            return False
+        landing = parse_message(bytes(message.data))  # a record of its own, as sent
+        landing.arrival = message.arrival
+        self._count += 1
+        self._bytes += landing.size
+        store = self.broker.store
+        if store is not None and landing.durable and self.destination.persistent:
+            landing.store_id = store.next_id()
+            self.unit.enqueues.append(
+                StoredMessage(landing.store_id, self.destination.name, landing.data, time.time())
+            )
+        # removed in this transaction, not by the queue; a row its history keeps stays, and
+        # the queue retires it (history only)
+        stored = message.store_id is not None and self.source.persistent
+        if self.move and stored and not message.in_history:
+            self.unit.dequeues.append(message.store_id)  # type: ignore[arg-type] # stored
+            message.store_id = None
+        self._records.append(landing)
+        return True
+
+    def _within_limits(self, message: Message) -> bool:
+        """Broker-J's rule: a destination with a limit takes no more than it has room for."""
+        settings = self.destination.settings
+        count, size = settings.max_count, settings.max_size
+        if count is not None and self.destination.depth + self._count + 1 > count:
+            return False
+        return size is None or self.destination.bytes + self._bytes + message.size <= size
+
+    def _join(
+        self, landing: list[tuple[int, Message]], done: Done, error: BaseException | None
+    ) -> None:
+        """The messages join the destination (written, or not if ``error``)."""
+        joined = []
+        for position, message in landing:
+            if error is not None:
+                message.store_id = None
+            if self._lands(message, self.destination):
+                joined.append(position)
+            elif not (self.move and self._lands(message, self.source)):
+                self.broker.forget(message)  # a copy the destination would not take
+        done(joined, error)
+
+    def _lands(self, message: Message, queue: Queue) -> bool:
+        """Whether ``message`` joins ``queue`` (still the broker's, and taking it)."""
+        if not self.broker.is_live(queue):
+            return False
+        try:
+            return queue.enqueue(message, now=message.arrival, admitted=True)
+        except BrokerError as exc:
+            log.warning('"%s" refused a message moved to it: %s', queue.name, exc.description)
+            return False
