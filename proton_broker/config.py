@@ -93,6 +93,10 @@ class BrokerSection:
     # Seconds a queue made on demand may stay without links and messages before the
     # periodic check deletes it (docs/queue-lifetime.md); 0: never.
     idle_queue_timeout: float = _at_least(0.0, 0)
+    # From where management's confidential operations (getMessageContent: what a message
+    # says) may be asked for without TLS (docs/management.md); Broker-J's port attribute
+    # allowConfidentialOperationsOnInsecureChannels, false by default there.
+    confidential_without_tls: str = _one_of("loopback", *PEER_POLICIES)
 
 
 @dataclass

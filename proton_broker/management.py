@@ -72,10 +72,13 @@ from proton_broker.management_exchanges import (
     wanted_statistics,
 )
 from proton_broker.management_messages import (
+    CONFIDENTIAL_OPERATIONS,
     COPY_MESSAGES,
     DELETE_MESSAGES,
+    GET_MESSAGE_CONTENT,
     MESSAGE_OPERATIONS,
     MOVE_MESSAGES,
+    message_content,
     message_operation,
     selection,
 )
@@ -355,10 +358,25 @@ class Management:
         self.broker = broker
         self.exchanges = ExchangeEntities(broker)
 
-    def handle(self, properties: Mapping[str, Any], body: Any, user: str | None = None) -> Response:
+    def handle(
+        self,
+        properties: Mapping[str, Any],
+        body: Any,
+        user: str | None = None,
+        confidential: bool = False,
+    ) -> Response:
         """Answer one request: ``properties`` are its application properties, ``user`` who
-        sent it (the ACL decides what it may do; None: the broker itself)."""
+        sent it (the ACL decides what it may do; None: the broker itself), ``confidential``
+        whether it came where confidential operations may be asked for (over TLS, or from
+        where ``broker.confidential_without_tls`` allows: Broker-J's secure operations)."""
         try:
+            operation = properties.get("operation")
+            if operation in CONFIDENTIAL_OPERATIONS and not confidential:
+                raise ManagementError(  # Broker-J's words
+                    FORBIDDEN,
+                    f"Operation '{operation}' can only be performed over a secure (AMQPS) "
+                    "connection",
+                )
             return self._handle(properties, body, user)
         except ManagementError as exc:
             return Response(exc.status, exc.description)
@@ -438,6 +456,10 @@ class Management:
             self._check(user, "update", queue)
             queue.reset_statistics()
             return Response(OK, "OK")
+        if operation == GET_MESSAGE_CONTENT:  # management_messages.py; as a browser sees it
+            if user is not None:
+                self.broker.access.receive(user, queue.name, queue.settings, browse=True)
+            return Response(OK, "OK", message_content(queue, properties))
         if operation in (MOVE_MESSAGES, COPY_MESSAGES):
             return self._transfer(operation, queue, properties, user)
         if operation == DELETE_MESSAGES:  # management_messages.py

@@ -26,18 +26,35 @@ Rules this module owns (Broker-J's ``Queue.getMessageInfo`` and ``getMessageInfo
   (available ones, and held ones not valid yet): those consumers hold stay with them, as a
   purge leaves them (Broker-J takes them from their consumers), and none goes to the
   alternate. The ACL's ``purge queue`` guards it.
+* ``getMessageContent(messageId, limit, returnJson, decompressBeforeLimiting)``, one of
+  Broker-J's secure operations: only over TLS, or from where
+  ``broker.confidential_without_tls`` allows (403 otherwise, in Broker-J's words). It
+  answers message ``messageId``'s content as Broker-J gives an AMQP 1.0 message's: its
+  body sections as encoded (from the first to the end of the message, a footer too), the
+  first ``limit`` bytes (-1: all), as a data section; 404 if it is not on the queue
+  (Broker-J: 200 and nothing). With ``returnJson``, the body's value as JSON text
+  (Broker-J's conversion: an amqp-value's value, the bytes of data sections joined as a
+  list of signed byte values, amqp-sequence lists joined; a type JSON has not as its
+  text), and when ``limit`` is below the content's size, cut to about that many
+  characters as Broker-J's ``MessageContentJsonConverter`` cuts (a text ends in ``...``,
+  what does not fit is left out). With ``decompressBeforeLimiting`` and a limit, a body
+  whose content-encoding is ``gzip`` is decompressed, cut and compressed again; another
+  content-encoding is a 400.
 * Parameters are application properties of the request; numbers and booleans may be given
   as text, and lists as JSON text, as JMS management clients send them. The ACL's
-  ``browse queue`` (falling back to ``consume``, as for a browser) guards the two that show
-  messages: they show what messages say.
+  ``browse queue`` (falling back to ``consume``, as for a browser) guards the three that
+  show messages: they show what messages say.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from proton_broker.codec.sections import parse_message
+from proton_broker.codec.sections import body_of, body_start, parse_message
 from proton_broker.errors import InvalidField, NotFound
 from proton_broker.management_exchanges import integer, integer_parameter, json_text
 from proton_broker.queues.entries import ACQUIRED, HELD, Entry
@@ -48,14 +65,18 @@ from proton_broker.selector import parse_selector
 GET_MESSAGE_INFO, GET_MESSAGE_INFO_BY_ID = "getMessageInfo", "getMessageInfoById"
 DELETE_MESSAGES = "deleteMessages"
 MOVE_MESSAGES, COPY_MESSAGES = "moveMessages", "copyMessages"  # proton_broker/moving.py
+GET_MESSAGE_CONTENT = "getMessageContent"
+CONFIDENTIAL_OPERATIONS = frozenset({GET_MESSAGE_CONTENT})  # Broker-J's secure operations
 MESSAGE_OPERATIONS = {
     GET_MESSAGE_INFO: ["first", "last", "includeHeaders"],
     GET_MESSAGE_INFO_BY_ID: ["messageId", "includeHeaders"],
+    GET_MESSAGE_CONTENT: ["messageId", "limit", "returnJson", "decompressBeforeLimiting"],
     DELETE_MESSAGES: ["messageIds", "selector", "limit"],
     MOVE_MESSAGES: ["destination", "messageIds", "selector", "limit"],
     COPY_MESSAGES: ["destination", "messageIds", "selector", "limit"],
 }
 Selection = tuple[set[int] | None, MessageFilter | None, int]  # ids, selector, limit
+GZIP = "gzip"
 MAX_MESSAGE_INFO = 1000  # messages one getMessageInfo answers at most
 _STATES = {ACQUIRED: "Acquired", HELD: "Held"}  # otherwise Available
 # Fields of the properties section (AMQP 1.0 3.2.4) and Broker-J's names for them.
@@ -111,6 +132,133 @@ def selection(properties: Mapping[str, Any]) -> Selection:
     matches = parse_selector(selector) if selector else None
     limit = integer_parameter(properties, "limit")
     return wanted, matches, -1 if limit is None or limit < 0 else limit
+
+
+def message_content(queue: Queue, properties: Mapping[str, Any]) -> bytes:
+    """Broker-J's getMessageContent (see the module rules): the body of message
+    ``messageId`` as encoded, or with ``returnJson`` as JSON text, cut at ``limit``."""
+    number = integer_parameter(properties, "messageId")
+    if number is None:
+        raise InvalidField("'messageId' is required: the message's id", "messageId")
+    found = queue.numbered(number)
+    if found is None:
+        raise NotFound(f"no message {number} on queue '{queue.name}'")
+    data = found[1]
+    limit = integer_parameter(properties, "limit")
+    limit = -1 if limit is None or limit < 0 else limit
+    content = data[body_start(data) :]
+    if _boolean(properties, "returnJson", False):
+        cut = limit if 0 <= limit < len(content) else -1
+        return _json_body(body_of(parse_message(data)), cut).encode()
+    if _boolean(properties, "decompressBeforeLimiting", False):
+        encoding = parse_message(data).properties_field(7)  # content-encoding
+        if encoding not in (None, "", "identity", GZIP):
+            raise InvalidField(
+                f"Requested decompression of message with unknown compression '{encoding}'",
+                "decompressBeforeLimiting",
+            )
+        if encoding == GZIP and limit >= 0:
+            return _gzip_cut(body_of(parse_message(data)), limit)
+    return content if limit < 0 else content[:limit]
+
+
+def _gzip_cut(body: Any, limit: int) -> bytes:
+    """A gzip-compressed body's first ``limit`` bytes once decompressed, compressed again
+    (Broker-J's decompressBeforeLimiting); 400 if it is not gzip data."""
+    if not isinstance(body, bytes):
+        raise InvalidField("only a binary body can be decompressed", "decompressBeforeLimiting")
+    try:
+        plain = gzip.decompress(body)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InvalidField(
+            f"the body is not gzip data: {exc}", "decompressBeforeLimiting"
+        ) from None
+    return gzip.compress(plain[:limit])
+
+
+def _json_body(body: Any, limit: int) -> str:
+    """``body`` as JSON text as Broker-J writes it: binary as a list of signed byte values,
+    other types the JSON has not as their text; with ``limit`` (not -1) cut to about that
+    many characters (Broker-J's MessageContentJsonConverter: texts end in ``...``)."""
+    value = _jsonable(body) if limit < 0 else _Cut(limit).copy(body)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return _signed(value)
+    if isinstance(value, Mapping):
+        return {_key(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(each) for each in value]
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    return key if isinstance(key, str) else str(_jsonable(key))
+
+
+def _signed(data: bytes | bytearray) -> list[int]:
+    return [byte - 256 if byte > 127 else byte for byte in data]
+
+
+class _Cut:
+    """Broker-J's truncation of a body shown as JSON: a budget of characters, spent as
+    the value is written; what does not fit is left out (texts cut, ending in ``...``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.remaining = limit
+
+    def copy(self, value: Any) -> Any:
+        if value is None:
+            self.remaining -= 4
+            return None
+        if isinstance(value, bool | int | float):
+            self.remaining -= len(json.dumps(value))
+            return value
+        if isinstance(value, str):
+            return self._text(value)
+        if isinstance(value, Mapping):
+            return self._map(value)
+        if isinstance(value, list | tuple):
+            return self._list(list(value))
+        if isinstance(value, bytes | bytearray):
+            return self._list(_signed(value))
+        return self._text(str(value))
+
+    def _text(self, text: str) -> str:
+        written = len(json.dumps(text, ensure_ascii=False))
+        if self.remaining >= written:
+            self.remaining -= written
+            return text
+        if self.remaining > 0:
+            cut = text[: self.remaining] + "..."
+            self.remaining -= len(cut)
+            return cut
+        return "..."
+
+    def _list(self, items: list[Any]) -> list[Any]:
+        self.remaining -= 2  # the brackets
+        copied = []
+        for item in items:
+            if self.remaining <= 0:
+                break
+            copied.append(self.copy(item))
+            self.remaining -= 1  # a comma
+        return copied
+
+    def _map(self, source: Mapping[Any, Any]) -> dict[str, Any]:
+        self.remaining -= 2  # the braces
+        copied = {}
+        for key, value in source.items():
+            if self.remaining <= 0:
+                break
+            name = _key(self.copy(key))
+            copied[name] = self.copy(value)
+            self.remaining -= 2  # a colon and a comma
+        return copied
 
 
 def _info(entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:

@@ -104,8 +104,15 @@ class ManagementNode:
                 f"reply-to '{reply_to}' names no node; the request was not performed"
             ) from None
 
-    def request(self, data: bytes, user: str | None = None, connection: Any = None) -> None:
-        """Perform one encoded request (sent on ``connection``) and queue its reply; raises
+    def request(
+        self,
+        data: bytes,
+        user: str | None = None,
+        connection: Any = None,
+        confidential: bool = False,
+    ) -> None:
+        """Perform one encoded request (sent on ``connection``, over which confidential
+        operations may be asked for or not) and queue its reply; raises
         :class:`BrokerError` (the request is then rejected) when there is nowhere to
         answer."""
         request = Message()
@@ -115,7 +122,7 @@ class ManagementNode:
             raise InvalidField(f"unreadable management request: {exc}") from None
         target = self._reply_target(request.reply_to, connection)
         properties = {str(k): v for k, v in (request.properties or {}).items()}
-        response = self.management.handle(properties, request.body, user)
+        response = self.management.handle(properties, request.body, user, confidential)
         correlation = request.correlation_id if request.correlation_id is not None else request.id
         if not response.pending:
             self._answer(response, target, request.reply_to, correlation, properties)
@@ -173,6 +180,7 @@ def _reply(response: Response, address: str, correlation: Any, echoed: dict[str,
             "statusDescription": response.description,
         },
         body=response.body,
+        inferred=isinstance(response.body, bytes),  # bytes: a data section (Broker-J's)
     )
     reply.id = str(uuid.uuid4())
     return reply.encode()
@@ -182,16 +190,23 @@ class RequestLink(ControlLink):
     """A link on which a client sends management requests (target ``$management``)."""
 
     def __init__(
-        self, link: Link, node: ManagementNode, credit: int, user: str, max_size: int
+        self,
+        link: Link,
+        node: ManagementNode,
+        credit: int,
+        user: str,
+        max_size: int,
+        confidential: bool = False,
     ) -> None:
         super().__init__(link, credit, max_size)
         self.node = node
         self.user = user  # who sends the requests: the ACL decides what each may do
+        self.confidential = confidential  # over TLS, or from where plain is allowed for them
         self.queue: Queue | None = None  # no queue behind it (see Server._queue_deleted)
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
         try:
-            self.node.request(data, self.user, self.link.connection._impl)
+            self.node.request(data, self.user, self.link.connection._impl, self.confidential)
         except BrokerError as exc:
             log.info("management request refused: %s", exc.description)
             if not delivery.settled:

@@ -96,6 +96,7 @@ from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import differences, parse_options
 from proton_broker.security.basic import ANONYMOUS
+from proton_broker.security.peers import allowed
 
 log = logging.getLogger("proton_broker.amqp")
 
@@ -349,6 +350,13 @@ class Server(Handler):
 
     # ---- connections and sessions --------------------------------------------------------
 
+    def _confidential(self, conn: Any) -> bool:
+        """Whether management's confidential operations may be asked for on ``conn``: it
+        came over TLS, or from where ``broker.confidential_without_tls`` allows."""
+        if getattr(conn, "_acceptor", None) is self._tls_acceptor is not None:
+            return True
+        return allowed(self.config.broker.confidential_without_tls, client_address(conn.url))
+
     def on_connection_bound(self, event: Event) -> None:
         transport: Transport = event.transport
         conn = event.connection
@@ -596,6 +604,7 @@ class Server(Handler):
                 self.config.broker.producer_credit,
                 self._user_of(link),
                 self.config.broker.max_message_size,
+                self._confidential(link.connection),
             )
         options = node_options(link, target)
         node = self._node(link, target, options, required=False)

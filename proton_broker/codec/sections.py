@@ -508,6 +508,18 @@ def merge_annotations(message: Message, annotations: bytes) -> int:
     return grown
 
 
+def body_start(data: bytes) -> int:
+    """Where the body of ``data``, a whole parsed message, begins: the offset of its first
+    body section (data, amqp-sequence or amqp-value), or its end without one."""
+    pos, end = 0, len(data)
+    while pos < end:
+        code, at = section_code(data, pos, end)
+        if code in (DATA, AMQP_SEQUENCE, AMQP_VALUE):
+            return pos
+        pos = skip(data, at, end)
+    return end
+
+
 def body_of(message: Message) -> Any:
     """The decoded body of a parsed message: an amqp-value's value, the bytes of its data
     sections joined, or the lists of its amqp-sequence sections joined; None without one."""

@@ -375,7 +375,7 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
         *("CREATE", "READ", "UPDATE", "DELETE"),
         *("clearQueue", "getStatistics", "resetStatistics"),
         *("getMessageInfo", "getMessageInfoById", "deleteMessages"),
-        *("moveMessages", "copyMessages"),
+        *("getMessageContent", "moveMessages", "copyMessages"),
     }
     assert operations[QUEUE]["moveMessages"] == ["destination", "messageIds", "selector", "limit"]
     assert operations[QUEUE]["getStatistics"] == ["statistics"]
