@@ -55,6 +55,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from proton_broker.codec.sections import body_of, body_start, parse_message
+from proton_broker.codec.values import as_text
 from proton_broker.errors import InvalidField, NotFound
 from proton_broker.management_exchanges import integer, integer_parameter, json_text
 from proton_broker.queues.entries import ACQUIRED, HELD, Entry
@@ -277,7 +278,7 @@ def _info(entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:
     for index, name in _PROPERTY_FIELDS.items():
         value = message.properties_field(index)
         if value is not None:
-            info[name] = _text(value) if name in _TEXT else value
+            info[name] = as_text(value) if name in _TEXT else value
     if message.creation_time is not None:
         info["timestamp"] = message.creation_time
     if entry.expires_at is not None:
@@ -285,12 +286,6 @@ def _info(entry: Entry, data: bytes, headers: bool) -> dict[str, Any]:
     if headers:
         info["headers"] = dict(message.application_properties)
     return info
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
 
 
 def _boolean(properties: Mapping[str, Any], name: str, default: bool) -> bool:

@@ -595,6 +595,22 @@ def test_get_message_info_pages_through_a_deep_queue_that_packs_its_messages(
     assert broker.call(lambda: broker.broker.queues["deep"].depth) == 40
 
 
+def test_message_ids_of_number_types_are_shown_as_their_decimal_text(
+    broker: RunningBroker, node: Node
+) -> None:
+    """As Broker-J shows them (the id's text), not Proton's repr ("ulong(7)")."""
+    send_all(
+        broker,
+        "numbered-ids",
+        [Message(id=ulong(7), correlation_id=uint(8)), Message(id=b"raw", body="x")],
+    )
+    infos = node.ask(entity("getMessageInfo", "numbered-ids")).body
+    assert [(i["messageId"], i.get("correlationId")) for i in infos] == [
+        ("7", "8"),
+        ("raw", None),
+    ]
+
+
 def test_delete_messages_removes_those_named_or_selected_that_nobody_holds(
     broker: RunningBroker, node: Node
 ) -> None:
