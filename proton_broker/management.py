@@ -72,7 +72,6 @@ from proton_broker.management_exchanges import (
     wanted_statistics,
 )
 from proton_broker.management_messages import (
-    CONFIDENTIAL_OPERATIONS,
     COPY_MESSAGES,
     DELETE_MESSAGES,
     GET_MESSAGE_CONTENT,
@@ -82,6 +81,7 @@ from proton_broker.management_messages import (
     message_operation,
     selection,
 )
+from proton_broker.management_messages import confidential as is_confidential
 from proton_broker.moving import Transfer
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
@@ -371,7 +371,7 @@ class Management:
         where ``broker.confidential_without_tls`` allows: Broker-J's secure operations)."""
         try:
             operation = properties.get("operation")
-            if operation in CONFIDENTIAL_OPERATIONS and not confidential:
+            if not confidential and is_confidential(operation, properties):
                 raise ManagementError(  # Broker-J's words
                     FORBIDDEN,
                     f"Operation '{operation}' can only be performed over a secure (AMQPS) "

@@ -26,13 +26,15 @@ Rules this module owns (Broker-J's ``Queue.getMessageInfo`` and ``getMessageInfo
   (available ones, and held ones not valid yet): those consumers hold stay with them, as a
   purge leaves them (Broker-J takes them from their consumers), and none goes to the
   alternate. The ACL's ``purge queue`` guards it.
-* ``getMessageContent(messageId, limit, returnJson, decompressBeforeLimiting)``, one of
-  Broker-J's secure operations: only over TLS, or from where
-  ``broker.confidential_without_tls`` allows (403 otherwise, in Broker-J's words). It
-  answers message ``messageId``'s content as Broker-J gives an AMQP 1.0 message's: its
-  body sections as encoded (from the first to the end of the message, a footer too), the
-  first ``limit`` bytes (-1: all), as a data section; 404 if it is not on the queue
-  (Broker-J: 200 and nothing). With ``returnJson``, the body's value as JSON text
+* Broker-J's secure operations, getMessageContent and the two above when they show the
+  application properties (``includeHeaders``: Broker-J's ``paramRequiringSecure``), are
+  answered only over TLS, or from where ``broker.confidential_without_tls`` allows (403
+  otherwise, in Broker-J's words).
+* ``getMessageContent(messageId, limit, returnJson, decompressBeforeLimiting)`` answers
+  message ``messageId``'s content as Broker-J gives an AMQP 1.0 message's: its body
+  sections as encoded (from the first to the end of the message, a footer too), the first
+  ``limit`` bytes (-1: all), as a data section; 404 if it is not on the queue (Broker-J:
+  200 and nothing). With ``returnJson``, the body's value as JSON text
   (Broker-J's conversion: an amqp-value's value, the bytes of data sections joined as a
   list of signed byte values, amqp-sequence lists joined; a type JSON has not as its
   text), and when ``limit`` is below the content's size, cut to about that many
@@ -67,7 +69,6 @@ GET_MESSAGE_INFO, GET_MESSAGE_INFO_BY_ID = "getMessageInfo", "getMessageInfoById
 DELETE_MESSAGES = "deleteMessages"
 MOVE_MESSAGES, COPY_MESSAGES = "moveMessages", "copyMessages"  # proton_broker/moving.py
 GET_MESSAGE_CONTENT = "getMessageContent"
-CONFIDENTIAL_OPERATIONS = frozenset({GET_MESSAGE_CONTENT})  # Broker-J's secure operations
 MESSAGE_OPERATIONS = {
     GET_MESSAGE_INFO: ["first", "last", "includeHeaders"],
     GET_MESSAGE_INFO_BY_ID: ["messageId", "includeHeaders"],
@@ -93,6 +94,17 @@ _PROPERTY_FIELDS = {
     10: "groupId",
 }
 _TEXT = frozenset({"messageId", "correlationId", "userId"})  # ids of any type, as text
+
+
+def confidential(operation: Any, properties: Mapping[str, Any]) -> bool:
+    """Whether ``operation`` asked with ``properties`` is one of Broker-J's secure ones
+    (see the module rules): getMessageContent, and the two getMessageInfo operations when
+    they show the application properties (``includeHeaders``, with its default)."""
+    if operation == GET_MESSAGE_CONTENT:
+        return True
+    if operation in (GET_MESSAGE_INFO, GET_MESSAGE_INFO_BY_ID):
+        return _boolean(properties, "includeHeaders", operation == GET_MESSAGE_INFO_BY_ID)
+    return False
 
 
 def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any]) -> Any:

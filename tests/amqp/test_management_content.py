@@ -125,3 +125,35 @@ def test_content_is_confidential_only_tls_gets_it_where_plain_is_never_allowed(
     )
     secure = ask_over(amqps(tls_only, client_domain(files["ca"])), asked)
     assert status(secure)[0] == 200 and bytes(secure.body).endswith(b"the plans")
+
+
+def test_message_info_with_headers_is_confidential_too_as_broker_j_says(
+    tls_only: RunningBroker,
+    files: dict[str, str],  # noqa: F811 - fixture
+) -> None:
+    """Broker-J's ``paramRequiringSecure``: getMessageInfo with includeHeaders true, and
+    getMessageInfoById, whose includeHeaders is true unless asked otherwise."""
+    send_all(tls_only, "private", [Message(properties={"pin": "1234"}, body="x")])
+    position = first_id(Node(tls_only.client()), "private")
+    by_id = {"messageId": position}
+    listed = ask_over(
+        BlockingConnection(tls_only.url, timeout=5), entity("getMessageInfo", "private")
+    )
+    with_headers = ask_over(
+        BlockingConnection(tls_only.url, timeout=5),
+        entity("getMessageInfo", "private", includeHeaders=True),
+    )
+    one = ask_over(
+        BlockingConnection(tls_only.url, timeout=5),
+        entity("getMessageInfoById", "private", **by_id),
+    )
+    one_bare = ask_over(
+        BlockingConnection(tls_only.url, timeout=5),
+        entity("getMessageInfoById", "private", includeHeaders=False, **by_id),
+    )
+    assert [status(r)[0] for r in (listed, with_headers, one, one_bare)] == [200, 403, 403, 200]
+    secure = ask_over(
+        amqps(tls_only, client_domain(files["ca"])),
+        entity("getMessageInfoById", "private", **by_id),
+    )
+    assert status(secure)[0] == 200 and secure.body["headers"] == {"pin": "1234"}
