@@ -26,6 +26,9 @@ Rules this module owns:
   transaction. A transaction that cannot be written leaves the store as it was: the moved
   messages still join the destination (in memory only, and a restart finds them on the
   source again), and the answer is an error saying so.
+* At most :data:`MAX_TRANSFER` messages a request (Broker-J has no bound): one request
+  holds the broker's loop while it selects and copies, and its store transaction holds
+  every message it writes. A tool repeats the request to move more.
 * The answer is the moved or copied messages' positions on the source, in order (Broker-J
   answers their message ids, and also lists the one that found the destination full: this
   broker lists only what moved).
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("proton_broker.moving")
 
+MAX_TRANSFER = 10_000  # messages one moveMessages or copyMessages takes at most
 Done = Callable[[list[int], BaseException | None], None]  # (positions moved, store error)
 
 
@@ -71,6 +75,7 @@ class Transfer:
     ) -> None:
         """Take the messages (see the module rules), then ``done(positions, error)`` once
         they are on the destination (at once when nothing is stored)."""
+        limit = MAX_TRANSFER if limit < 0 else min(limit, MAX_TRANSFER)
         positions = self.source.select_messages(
             numbers, matches, limit, self._take, remove=self.move
         )

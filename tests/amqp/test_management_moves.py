@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from proton import Message
 
+from proton_broker import moving
 from proton_broker.testing import BrokerProcess
 from tests.amqp.test_acl import QUEUE, depth, fill, manage, start_secured
 from tests.amqp.test_durability import Restartable, brokers, drain, send_all  # noqa: F401 - fixture
@@ -98,6 +100,24 @@ def test_a_full_destination_stops_a_move_before_the_message_that_would_overfill_
     assert moved.body == ids[:2]
     assert message_ids(node, "small") == ["s0", "n0", "n1"]
     assert message_ids(node, "many") == ["n2", "n3", "n4"]
+
+
+def test_one_request_moves_at_most_its_bound_and_a_tool_repeats_it(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(moving, "MAX_TRANSFER", 3)  # 10,000 in earnest
+    node = Node(broker.client())
+    for name in ("deep", "drained"):
+        node.ask(entity("CREATE", name))
+    send_all(broker, "deep", [Message(id=f"d{n}") for n in range(5)])
+    copied = node.ask(entity("copyMessages", "deep", destination="drained", limit=10))
+    assert len(copied.body) == 3  # a limit above the bound is the bound
+    first = node.ask(entity("moveMessages", "deep", destination="drained"))
+    assert first.body == copied.body
+    rest = node.ask(entity("moveMessages", "deep", destination="drained"))
+    assert len(rest.body) == 2
+    moved = ["d0", "d1", "d2", "d0", "d1", "d2", "d3", "d4"]
+    assert message_ids(node, "drained") == moved and message_ids(node, "deep") == []
 
 
 def test_a_destination_that_is_missing_unknown_or_the_queue_itself_is_a_400(
