@@ -261,7 +261,7 @@ class SharedSubscriptionModel(SubscriberModel):
 
 
 def test_shared_subscriptions_and_selectors_keep_their_promises_at_random() -> None:
-    run_model(SharedSubscriptionModel, steps=25, examples=20)  # about 3 s each
+    run_model(SharedSubscriptionModel, steps=25, examples=12)  # about 3.5 s each
 
 
 @pytest.mark.soak
