@@ -12,7 +12,9 @@ resume); this module acts on a queue, as Broker-J's overflow policy handlers do:
   a lower sort key): it is never the price of an acquired one.
 * **flow to disk**: a message that arrives over the limit has its bytes written to the
   store and dropped from memory while it waits; a consumer that takes it reads them back,
-  and a browser or selector reads them for the time it looks, leaving it paged.
+  and a browser or selector reads them for the time it looks, leaving it paged. Set on a
+  live queue (management's UPDATE), it pages out at once the waiting messages beyond its
+  limit, counted from the oldest.
 * **producer flow control**: over its stop threshold the queue sets
   :attr:`Queue.flow_stopped` and tells its :class:`~proton_broker.queues.ports.FlowObserver`
   objects; back at its resume threshold, it tells them again.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 from proton_broker.errors import ResourceLimitExceeded
@@ -108,11 +111,14 @@ class Limits:
         producers were ``stopped`` or not: they apply now, as Broker-J applies a new
         overflow policy at once. A ring over its limit makes room; producer flow control
         stops the producers over its stop level, and keeps stopped ones stopped until the
-        queue is down to its resume level. Flow to disk pages out what arrives from now on."""
+        queue is down to its resume level. Flow to disk pages out what is on the queue
+        beyond its limit now (:meth:`_page_out_beyond`), and what arrives over it."""
         owner, limit, flow = self.owner, self.limit, self.flow
         depth, nbytes = owner.depth, owner.bytes
         if type(limit) is RingPolicy and limit.needs_room(depth, nbytes):
             self._make_room(limit, None)
+        elif type(limit) is FlowToDiskPolicy and owner.hooks.pager is not None:
+            self._page_out_beyond(limit)
         elif limit is not None and limit.limit.over(depth, nbytes):
             limit.went_over(depth, nbytes)
         if flow is not None:
@@ -140,6 +146,22 @@ class Limits:
                 return  # only acquired entries are left: they leave when settled
             owner.evict(victim)
             ring.dropped += 1
+
+    def _page_out_beyond(self, limit: FlowToDiskPolicy) -> None:
+        """Flow to disk set on a live queue: the messages beyond its limit, counted from the
+        oldest, are paged out now, as if each had just arrived over it (Broker-J's flow to
+        disk flows the queue's tail when its limits change). Those consumers hold, and
+        those paged out already, count but stay as they are. O(n), once."""
+        owner = self.owner
+        pager = owner.hooks.pager
+        assert pager is not None
+        size = 0
+        for count, entry in enumerate(owner.entries(), 1):
+            message = entry.message
+            size += message.size
+            waiting = entry.state in (AVAILABLE, HELD) and not message.paged
+            if waiting and limit.pages_out(count, size):
+                pager.page_out(message, partial(self._paged_out, entry))
 
     def _paged_out(self, entry: Entry) -> None:
         """The entry's bytes are in the store: drop them from memory, unless a consumer

@@ -493,6 +493,22 @@ def test_update_changes_a_live_queues_limits_at_once_as_broker_j_does(
     assert drain(broker, "bounded", 1) == [2]  # the oldest made room
 
 
+def test_flow_to_disk_set_by_update_pages_out_what_is_already_beyond_the_limit(
+    broker: RunningBroker, node: Node
+) -> None:
+    node.ask(entity("CREATE", "swelling"))
+    send_all(broker, "swelling", [Message(body=f"m{n}" * 100) for n in range(6)])
+    paged = {"overflowPolicy": "FLOW_TO_DISK", "maximumQueueDepthMessages": 2}
+    assert status(node.ask(entity("UPDATE", "swelling"), paged))[0] == 200
+
+    def in_memory() -> list[bool]:
+        return [not e.message.paged for e in broker.broker.queues["swelling"].entries()]
+
+    expected = [True, True, False, False, False, False]  # written to the store, then dropped
+    broker.client().wait(lambda: broker.call(in_memory) == expected)
+    assert drain(broker, "swelling", 6) == [f"m{n}" * 100 for n in range(6)]
+
+
 def test_description_and_context_are_kept_read_back_and_changed(node: Node) -> None:
     made = node.ask(
         entity("CREATE", "described"), {"description": "orders", "context": {"team": "red"}}

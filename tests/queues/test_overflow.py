@@ -544,6 +544,25 @@ def test_a_queue_made_a_ring_makes_room_at_once_even_one_that_packs() -> None:
     assert take(q, 5).bodies() == [b"3", b"4", b"5"]
 
 
+def test_flow_to_disk_set_later_pages_out_what_is_beyond_the_limit_at_once(
+    pager: StorePager,
+) -> None:
+    """As Broker-J's flow to disk flows the tail when the limits change: what is already on
+    the queue beyond the new limit leaves memory, not only what arrives from now on."""
+    q = build_queue("q")
+    q.hooks.pager = pager
+    for n in range(5):
+        q.enqueue(msg(n, size=1000))
+    held = take(q, 1)  # the oldest, out with a consumer: it counts, and stays in memory
+    changed(q, overflowPolicy="flow_to_disk", maximumQueueDepthMessages=2)
+    pager.settle()  # type: ignore[attr-defined]
+    assert [e.message.paged for e in q.entries()] == [False, False, True, True, True]
+    assert q.stats.paged_out == 3 and q.depth == 5 and q.bytes == 5000
+    assert [int(e.message.data.rstrip(b".")) for e in held.got] == [0]
+    consumer = take(q, 10)
+    assert [int(e.message.data.rstrip(b".")) for e in consumer.got] == [1, 2, 3, 4]
+
+
 def test_flow_control_added_later_stops_producers_already_there_and_goes_with_it() -> None:
     q = build_queue("q")
     observer = Observer()
