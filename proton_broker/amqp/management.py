@@ -170,6 +170,9 @@ FAILURE = 400  # the first status whose reply carries the request's properties t
 
 
 def _reply(response: Response, address: str, correlation: Any, echoed: dict[str, Any]) -> bytes:
+    body = response.body
+    if body is None and response.status >= FAILURE:
+        body = b""  # Broker-J's failure answer: an empty bytes message
     reply = Message(
         address=address,
         correlation_id=correlation,
@@ -179,8 +182,8 @@ def _reply(response: Response, address: str, correlation: Any, echoed: dict[str,
             "statusCode": int32(response.status),
             "statusDescription": response.description,
         },
-        body=response.body,
-        inferred=isinstance(response.body, bytes),  # bytes: a data section (Broker-J's)
+        body=body,
+        inferred=isinstance(body, bytes),  # bytes: a data section (Broker-J's)
     )
     reply.id = str(uuid.uuid4())
     return reply.encode()

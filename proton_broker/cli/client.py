@@ -70,10 +70,11 @@ class ManagementClient:
             self.receiver.accept()
             if reply.correlation_id == correlation:
                 props = reply.properties or {}
+                body = reply.body
+                if isinstance(body, memoryview):  # Proton's view into the reply: copied
+                    body = bytes(body)  # before the reply goes
                 return Reply(
-                    int(props.get("statusCode", 500)),
-                    str(props.get("statusDescription", "")),
-                    reply.body,
+                    int(props.get("statusCode", 500)), str(props.get("statusDescription", "")), body
                 )
 
     def node(self, operation: str, body: Any = None, **properties: Any) -> Reply:

@@ -265,10 +265,12 @@ def test_create_and_update_take_type_and_qpid_type_as_the_kind_or_the_class(
 
 def test_a_failure_answers_with_the_request_properties_as_broker_j_does(node: Node) -> None:
     """Broker-J copies a failed request's application properties into its answer, so a
-    client sending many requests can tell which one failed; a success answers without."""
+    client sending many requests can tell which one failed; a success answers without. Its
+    failure body is empty bytes (a data section), as Broker-J's is."""
     node.ask(entity("CREATE", "present"))
     failed = node.ask(entity("READ", "absent", requestId="r-7"))
     assert status(failed)[0] == 404
+    assert failed.inferred and bytes(failed.body) == b""
     assert {"operation": "READ", "type": QUEUE, "name": "absent", "requestId": "r-7"}.items() <= (
         failed.properties.items()
     )

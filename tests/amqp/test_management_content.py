@@ -14,8 +14,9 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
+from proton_broker.cli.client import ManagementClient
 from tests.amqp.test_durability import send_all
-from tests.amqp.test_management import Node, entity, status
+from tests.amqp.test_management import QUEUE, Node, entity, status
 from tests.amqp.test_tls import amqps, ca, client_domain, files, tls_config  # noqa: F401 - fixtures
 from tests.conftest import RunningBroker
 
@@ -157,3 +158,16 @@ def test_message_info_with_headers_is_confidential_too_as_broker_j_says(
         entity("getMessageInfoById", "private", **by_id),
     )
     assert status(secure)[0] == 200 and secure.body["headers"] == {"pin": "1234"}
+
+
+def test_the_management_client_keeps_a_binary_answer_after_the_reply_is_gone(
+    broker: RunningBroker,
+) -> None:
+    """Proton's binary body is a view into its message; the CLI's client copies it."""
+    send_all(broker, "kept", [Message(body="keep me")])
+    with ManagementClient(broker.url) as client:
+        position = client.request("getMessageInfo", QUEUE, "kept").body[0]["id"]
+        shown = client.request("getMessageContent", QUEUE, "kept", messageId=position).body
+        for _ in range(3):  # later replies reuse what the first one held
+            assert client.request("getMessageInfo", QUEUE, "kept").ok
+    assert shown == b"\x00\x53\x77\xa1\x07keep me"
