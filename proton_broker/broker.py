@@ -373,6 +373,8 @@ class Broker:
             alternate = merged.settings.alternate
             if alternate is not None:
                 self.dead_letters.check_exists(alternate, f"queue '{name}'")
+        if merged.settings.exclusive != queue.settings.exclusive:
+            self.lifetimes.exclusivity_changed(queue, merged.settings.exclusive)
         queue.update_settings(merged.settings)
         self._set_dead_lettering(queue, alternate, merged.settings)
         queue.options = {**options, **parsed.echo}

@@ -27,7 +27,10 @@ Qpid C++ broker (qpidd's ``Queue::checkAutoDelete`` and its AMQP 1.0 session):
 * Exclusive: the queue belongs to the connection whose attach created it (or, for a queue
   made otherwise or whose owner closed, the next connection that attaches); a link from any
   other connection is refused (:class:`~proton_broker.errors.ResourceLocked`). Ownership
-  ends when the owning connection closes, as qpidd releases it.
+  ends when the owning connection closes, as qpidd releases it. Made exclusive on a live
+  queue (management's UPDATE), the queue belongs to the connection all its links come
+  from (none: the next to attach); links from several connections refuse the change
+  (Broker-J's ``switchToConnectionExclusivity``). Made not exclusive, it belongs to none.
 * The idle sweep (``broker.idle_queue_timeout`` > 0): a queue made on demand
   (``Queue.auto_created``: by an attach to a new name or by the HTTP gateway) that has had
   no link and no message for that many seconds is deleted by the periodic check. Queues of
@@ -49,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from proton_broker.errors import BrokerError, ResourceLocked
+from proton_broker.errors import BrokerError, InvalidField, ResourceLocked
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     DELETE_IF_EMPTY,
@@ -75,7 +78,7 @@ _SLACK = 0.01
 class _Life:
     """What one queue's lifetime depends on (kept from the first attach to deletion)."""
 
-    links: set[object] = field(default_factory=set)
+    links: dict[object, object] = field(default_factory=dict)  # link -> its connection
     controller: object | None = None  # the link whose attach created the queue
     anchor_gone: bool = False  # the controlling link went (or, without one, a link went)
     owner: object | None = None  # exclusive: the connection holding it
@@ -117,7 +120,7 @@ class Lifetimes:
         life = self._lives.get(queue)
         if life is None:
             life = self._lives[queue] = _Life()
-        life.links.add(link)
+        life.links[link] = connection
         if created:
             life.controller = link
         if queue.settings.exclusive and life.owner is None:
@@ -135,13 +138,36 @@ class Lifetimes:
         life = self._lives.get(queue)
         if life is None or link not in life.links:
             return  # a queue deleted meanwhile, or a link it never counted
-        life.links.discard(link)
+        del life.links[link]
         now = time.time() if now is None else now
         if life.controller is None or life.controller == link:
             life.anchor_gone = True
         if queue.auto_created and not life.links and not queue.depth:
             self._idle_since[queue] = now
         self._evaluate(queue, life, now)
+
+    def exclusivity_changed(self, queue: Queue, exclusive: bool) -> None:
+        """``queue`` is made exclusive or not on the fly (see the module rules); raises
+        :class:`~proton_broker.errors.InvalidField` (Broker-J's 400), and nothing changes,
+        when links from several connections are attached to a queue made exclusive."""
+        life = self._lives.get(queue)
+        if not exclusive:
+            if life is not None and life.owner is not None:
+                self._owned.get(life.owner, set()).discard(queue)
+                life.owner = None
+            return
+        connections = set(life.links.values()) if life is not None else set()
+        if len(connections) > 1:
+            raise InvalidField(  # Broker-J's words
+                "Unable to set exclusivity policy to CONNECTION as an existing combinations "
+                f"of consumers prevents this ({len(connections)} connections have links to "
+                f"queue '{queue.name}')",
+                "exclusive",
+            )
+        if connections and life is not None:
+            (owner,) = connections
+            life.owner = owner
+            self._owned.setdefault(owner, set()).add(queue)
 
     def connection_closed(self, connection: object, now: float | None = None) -> None:
         """``connection`` closed (its links were reported first): the exclusive queues it

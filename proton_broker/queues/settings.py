@@ -848,6 +848,7 @@ LIVE_SETTINGS = frozenset(
         "expiry_policy",
         "description",
         "context",
+        "exclusive",  # the broker's lifetimes apply it (proton_broker/lifetime.py)
         *LIMIT_SETTINGS,
     }
 )

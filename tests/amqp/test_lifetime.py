@@ -14,6 +14,7 @@ import pytest
 from proton import Data, Described, Disposition, Link, Message, symbol, ulong
 
 from proton_broker.config import Config
+from tests.amqp.test_management import Node, entity, status
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, LinkLog
 
@@ -165,6 +166,34 @@ def test_exclusive_ownership_ends_when_the_owning_connection_closes(broker: Runn
     owner_gone = other.receiver("held", credit=1)
     other.pump(0.1)
     assert owner_gone.remote_condition is None and owner_gone.remote_source.address == "held"
+
+
+def test_a_queue_made_exclusive_by_update_belongs_to_the_connection_using_it(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's UPDATE of ``exclusive``: the connection whose links are attached owns the
+    queue at once; with links from two connections the change is a 400 and nothing
+    changes; made not exclusive again, anyone may attach."""
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "shared-then-mine"))
+    owner, other = broker.client(), broker.client()
+    owner.receiver("shared-then-mine", credit=1)
+    visitor = other.receiver("shared-then-mine", credit=1)
+    other.pump(0.1)
+    refused = node.ask(entity("UPDATE", "shared-then-mine"), {"exclusive": "CONNECTION"})
+    assert status(refused)[0] == 400 and "CONNECTION" in status(refused)[1]
+    assert node.ask(entity("READ", "shared-then-mine")).body["exclusive"] is False
+    close(other, visitor)
+    made = node.ask(entity("UPDATE", "shared-then-mine"), {"exclusive": True})
+    assert status(made)[0] == 200 and made.body["exclusive"] is True
+    locked_out = other.sender("shared-then-mine")
+    assert refused_with(other, locked_out) == "amqp:resource-locked"
+    owner.sender("shared-then-mine")  # the owner's links are welcome
+    freed = node.ask(entity("UPDATE", "shared-then-mine"), {"exclusive": "NONE"})
+    assert status(freed)[0] == 200
+    welcome = other.sender("shared-then-mine")
+    other.pump(0.1)
+    assert welcome.remote_condition is None and welcome.remote_target.address
 
 
 def jms_temporary_queue(client: EngineClient) -> Link:
