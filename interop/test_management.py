@@ -1,7 +1,7 @@
 """rhea as a Broker-J management client: CREATE, getStatistics (its parameter a list in
 the application properties), resetStatistics, an UPDATE of a live queue's limit,
-getMessageInfo and deleteMessages, over ``$management``, each answer checked against what
-the broker did."""
+getMessageInfo, deleteMessages, copyMessages and moveMessages, over ``$management``, each
+answer checked against what the broker did."""
 
 from __future__ import annotations
 
@@ -88,3 +88,21 @@ def test_rhea_lists_and_deletes_messages_by_id(broker: BrokerProcess, queue: str
     (deleted,) = manage(broker, request("deleteMessages", QUEUE, queue, messageIds=ids[1:3]))
     assert deleted["statusCode"] == 200 and deleted["body"] == ids[1:3]
     assert [m["body"] for m in RHEA.receive(broker.url, queue, 2)] == ["m0", "m3"]
+
+
+def test_rhea_copies_and_moves_messages_to_another_queue(broker: BrokerProcess, queue: str) -> None:
+    target = f"{queue}-moved"
+    (created,) = manage(broker, request("CREATE", QUEUE, target))
+    assert created["statusCode"] == 201
+    PYTHON.send(broker.url, queue, [{"id": n, "body": f"m{n}"} for n in range(4)])
+    (listed,) = manage(broker, request("getMessageInfo", QUEUE, queue))
+    ids = [info["id"] for info in listed["body"]]
+    copied, moved = manage(
+        broker,
+        request("copyMessages", QUEUE, queue, destination=target, messageIds=ids[:1]),
+        request("moveMessages", QUEUE, queue, destination=target, messageIds=ids[2:]),
+    )
+    assert copied["statusCode"] == 200 and copied["body"] == ids[:1]
+    assert moved["statusCode"] == 200 and moved["body"] == ids[2:]
+    assert [m["body"] for m in RHEA.receive(broker.url, target, 3)] == ["m0", "m2", "m3"]
+    assert [m["body"] for m in RHEA.receive(broker.url, queue, 2)] == ["m0", "m1"]
