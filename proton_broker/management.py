@@ -74,10 +74,8 @@ from proton_broker.management_exchanges import (
 from proton_broker.management_messages import (
     COPY_MESSAGES,
     DELETE_MESSAGES,
-    GET_MESSAGE_CONTENT,
     MESSAGE_OPERATIONS,
     MOVE_MESSAGES,
-    message_content,
     message_operation,
     selection,
 )
@@ -456,10 +454,6 @@ class Management:
             self._check(user, "update", queue)
             queue.reset_statistics()
             return Response(OK, "OK")
-        if operation == GET_MESSAGE_CONTENT:  # management_messages.py; as a browser sees it
-            if user is not None:
-                self.broker.access.receive(user, queue.name, queue.settings, browse=True)
-            return Response(OK, "OK", message_content(queue, properties))
         if operation in (MOVE_MESSAGES, COPY_MESSAGES):
             return self._transfer(operation, queue, properties, user)
         if operation == DELETE_MESSAGES:  # management_messages.py

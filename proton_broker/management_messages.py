@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -111,6 +112,8 @@ def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any
     """Answer ``operation`` (one of :data:`MESSAGE_OPERATIONS`) on ``queue``."""
     if operation == DELETE_MESSAGES:
         return _delete_messages(queue, properties)
+    if operation == GET_MESSAGE_CONTENT:
+        return message_content(queue, properties)
     headers = _boolean(properties, "includeHeaders", operation == GET_MESSAGE_INFO_BY_ID)
     if operation == GET_MESSAGE_INFO_BY_ID:
         number = integer_parameter(properties, "messageId")
@@ -157,21 +160,22 @@ def message_content(queue: Queue, properties: Mapping[str, Any]) -> bytes:
     if found is None:
         raise NotFound(f"no message {number} on queue '{queue.name}'")
     data = found[1]
+    message = parse_message(data)  # a copy: the queued record keeps no decoded fields
     limit = integer_parameter(properties, "limit")
     limit = -1 if limit is None or limit < 0 else limit
     content = data[body_start(data) :]
     if _boolean(properties, "returnJson", False):
         cut = limit if 0 <= limit < len(content) else -1
-        return _json_body(body_of(parse_message(data)), cut).encode()
+        return _json_body(body_of(message), cut).encode()
     if _boolean(properties, "decompressBeforeLimiting", False):
-        encoding = parse_message(data).properties_field(7)  # content-encoding
+        encoding = message.properties_field(7)  # content-encoding
         if encoding not in (None, "", "identity", GZIP):
             raise InvalidField(
                 f"Requested decompression of message with unknown compression '{encoding}'",
                 "decompressBeforeLimiting",
             )
         if encoding == GZIP and limit >= 0:
-            return _gzip_cut(body_of(parse_message(data)), limit)
+            return _gzip_cut(body_of(message), limit)
     return content if limit < 0 else content[:limit]
 
 
@@ -193,24 +197,8 @@ def _json_body(body: Any, limit: int) -> str:
     """``body`` as JSON text as Broker-J writes it: binary as a list of signed byte values,
     other types the JSON has not as their text; with ``limit`` (not -1) cut to about that
     many characters (Broker-J's MessageContentJsonConverter: texts end in ``...``)."""
-    value = _jsonable(body) if limit < 0 else _Cut(limit).copy(body)
+    value = _Cut(math.inf if limit < 0 else limit).copy(body)  # no limit: nothing is cut
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, bytes | bytearray):
-        return _signed(value)
-    if isinstance(value, Mapping):
-        return {_key(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(each) for each in value]
-    return str(value)
-
-
-def _key(key: Any) -> str:
-    return key if isinstance(key, str) else str(_jsonable(key))
 
 
 def _signed(data: bytes | bytearray) -> list[int]:
@@ -221,7 +209,7 @@ class _Cut:
     """Broker-J's truncation of a body shown as JSON: a budget of characters, spent as
     the value is written; what does not fit is left out (texts cut, ending in ``...``)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: float) -> None:
         self.remaining = limit
 
     def copy(self, value: Any) -> Any:
@@ -247,7 +235,7 @@ class _Cut:
             self.remaining -= written
             return text
         if self.remaining > 0:
-            cut = text[: self.remaining] + "..."
+            cut = text[: int(self.remaining)] + "..."
             self.remaining -= len(cut)
             return cut
         return "..."
@@ -268,8 +256,8 @@ class _Cut:
         for key, value in source.items():
             if self.remaining <= 0:
                 break
-            name = _key(self.copy(key))
-            copied[name] = self.copy(value)
+            name = self.copy(key)
+            copied[name if isinstance(name, str) else str(name)] = self.copy(value)
             self.remaining -= 2  # a colon and a comma
         return copied
 
