@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError
 from proton_broker.message import Message
+from proton_broker.queues.overflow import Thresholds
 from proton_broker.queues.ports import MessageFilter
 from proton_broker.queues.queue import Queue
 from proton_broker.store.base import StoredMessage, Unit
@@ -114,11 +115,10 @@ class Transfer:
 
     def _within_limits(self, message: Message) -> bool:
         """Broker-J's rule: a destination with a limit takes no more than it has room for."""
-        settings = self.destination.settings
-        count, size = settings.max_count, settings.max_size
-        if count is not None and self.destination.depth + self._count + 1 > count:
-            return False
-        return size is None or self.destination.bytes + self._bytes + message.size <= size
+        destination = self.destination
+        limit = Thresholds(destination.settings.max_count, destination.settings.max_size)
+        depth = destination.depth + self._count + 1
+        return not limit.over(depth, destination.bytes + self._bytes + message.size)
 
     def _join(
         self, landing: list[tuple[int, Message]], done: Done, error: BaseException | None
