@@ -350,18 +350,21 @@ class Server(Handler):
 
     # ---- connections and sessions --------------------------------------------------------
 
+    def _over_tls(self, conn: Any) -> bool:
+        """Whether ``conn`` came in on the AMQPS listener."""
+        return getattr(conn, "_acceptor", None) is self._tls_acceptor is not None
+
     def _confidential(self, conn: Any) -> bool:
         """Whether management's confidential operations may be asked for on ``conn``: it
         came over TLS, or from where ``broker.confidential_without_tls`` allows."""
-        if getattr(conn, "_acceptor", None) is self._tls_acceptor is not None:
+        if self._over_tls(conn):
             return True
         return allowed(self.config.broker.confidential_without_tls, client_address(conn.url))
 
     def on_connection_bound(self, event: Event) -> None:
         transport: Transport = event.transport
         conn = event.connection
-        tls = getattr(conn, "_acceptor", None) is self._tls_acceptor is not None
-        sasl.configure(transport, self.config.sasl, client_address(conn.url), tls)
+        sasl.configure(transport, self.config.sasl, client_address(conn.url), self._over_tls(conn))
         transport.max_frame_size = self.config.broker.max_frame_size
         transport.channel_max = self.config.broker.max_sessions_per_connection - 1
         transport.idle_timeout = self.config.broker.idle_timeout
