@@ -9,10 +9,12 @@ Rules this module owns:
   (:mod:`proton_broker.management_messages`). A move takes only messages nobody holds
   (available ones, and held ones not valid yet), as Broker-J's move acquires each one; a
   copy takes every message on the queue, those consumers hold too, which stay with them.
-* **The destination** is another queue. When it has a size limit, whatever its policy, the
-  operation stops before the first message that would take it over the limit, counting
-  the messages already on their way (Broker-J's ``QueueSizeLimitRespectingTransaction``):
-  nothing is refused or evicted because of a move. A message the destination refuses as it
+* **The destination** is another queue. When it has a size limit and an overflow policy
+  (ring, reject, flow to disk, producer flow control), the operation stops before the
+  first message that would take it over the limit, counting the messages already on their
+  way (Broker-J's ``QueueSizeLimitRespectingTransaction``): nothing is refused or evicted
+  because of a move. A destination whose policy is ``none`` enforces no limit, and takes
+  every message (Broker-J's ``isUnderfull``). A message the destination refuses as it
   joins (a duplicate it has seen, a number below its key's) goes back on the source, at
   its end (a copy is dropped), and is not in the answer.
 * **Each message lands as its producer sent it**: the same bytes, a record of its own on
@@ -47,6 +49,7 @@ from proton_broker.message import Message
 from proton_broker.queues.overflow import Thresholds
 from proton_broker.queues.ports import MessageFilter
 from proton_broker.queues.queue import Queue
+from proton_broker.queues.settings import NONE
 from proton_broker.store.base import StoredMessage, Unit
 
 if TYPE_CHECKING:
@@ -114,8 +117,11 @@ class Transfer:
         return True
 
     def _within_limits(self, message: Message) -> bool:
-        """Broker-J's rule: a destination with a limit takes no more than it has room for."""
+        """Broker-J's rule: a destination with a limit it enforces takes no more than it has
+        room for."""
         destination = self.destination
+        if destination.settings.overflow_policy == NONE:
+            return True
         limit = Thresholds(destination.settings.max_count, destination.settings.max_size)
         depth = destination.depth + self._count + 1
         return not limit.over(depth, destination.bytes + self._bytes + message.size)

@@ -102,6 +102,25 @@ def test_a_full_destination_stops_a_move_before_the_message_that_would_overfill_
     assert message_ids(node, "many") == ["n2", "n3", "n4"]
 
 
+def test_a_destination_whose_overflow_policy_is_none_takes_every_message(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's isUnderfull: a maximum depth that no policy enforces does not stop a move,
+    as it does not stop a producer."""
+    node = Node(broker.client())
+    node.ask(entity("CREATE", "many"))
+    node.ask(
+        entity("CREATE", "unbounded"),
+        {"maximumQueueDepthMessages": 2, "overflowPolicy": "NONE"},
+    )
+    send_all(broker, "many", [Message(id=f"n{n}") for n in range(5)])
+    ids = ids_of(node, "many")
+    moved = node.ask(entity("moveMessages", "many", destination="unbounded"))
+    assert moved.body == ids
+    assert message_ids(node, "unbounded") == [f"n{n}" for n in range(5)]
+    assert message_ids(node, "many") == []
+
+
 def test_one_request_moves_at_most_its_bound_and_a_tool_repeats_it(
     broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
