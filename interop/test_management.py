@@ -1,7 +1,7 @@
 """rhea as a Broker-J management client: CREATE, getStatistics (its parameter a list in
 the application properties), resetStatistics, an UPDATE of a live queue's limit,
-getMessageInfo, deleteMessages, copyMessages and moveMessages, over ``$management``, each
-answer checked against what the broker did."""
+getMessageInfo, deleteMessages, copyMessages, moveMessages, getPublishingLinks and
+getConsumers, over ``$management``, each answer checked against what the broker did."""
 
 from __future__ import annotations
 
@@ -106,3 +106,27 @@ def test_rhea_copies_and_moves_messages_to_another_queue(broker: BrokerProcess, 
     assert moved["statusCode"] == 200 and moved["body"] == ids[2:]
     assert [m["body"] for m in RHEA.receive(broker.url, target, 3)] == ["m0", "m2", "m3"]
     assert [m["body"] for m in RHEA.receive(broker.url, queue, 2)] == ["m0", "m1"]
+
+
+def test_rhea_reads_the_publishing_links_and_consumers_of_a_queue(
+    broker: BrokerProcess, queue: str
+) -> None:
+    created, bound, links, consumers = manage(
+        broker,
+        request("CREATE", QUEUE, queue),
+        request("bind", EXCHANGE, "amq.direct", destination=queue, bindingKey="urgent"),
+        request("getPublishingLinks", QUEUE, queue),
+        request("getConsumers", QUEUE, queue),
+    )
+    assert created["statusCode"] == 201 and bound["body"] is True
+    assert links["statusCode"] == 200
+    assert links["body"] == [
+        {
+            "name": "urgent",
+            "type": "binding",
+            "bindingKey": "urgent",
+            "destination": queue,
+            "arguments": {},
+        }
+    ]
+    assert consumers["statusCode"] == 200 and consumers["body"] == []

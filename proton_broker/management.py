@@ -35,7 +35,8 @@ Rules this module owns:
   ``purge``) and answers how many, as Broker-J's ``Queue.clearQueue`` does.
 * Broker-J's ``getStatistics`` answers :data:`QUEUE_STATISTICS` (its names and meanings;
   ``bindingCount`` from the broker), all or those named; ``resetStatistics`` sets the
-  counters back to zero. Its message operations are :mod:`proton_broker.management_messages`'s.
+  counters back to zero. Its message operations are :mod:`proton_broker.management_messages`'s,
+  ``getConsumers`` and ``getPublishingLinks`` :mod:`proton_broker.management_links`'s.
 * Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
   answers 404 and 501). Errors from the broker's own table map to statuses in
   :data:`STATUS_FOR`.
@@ -71,6 +72,7 @@ from proton_broker.management_exchanges import (
     statistics,
     wanted_statistics,
 )
+from proton_broker.management_links import LINK_OPERATIONS, LinkDirectory, link_operation
 from proton_broker.management_messages import (
     COPY_MESSAGES,
     DELETE_MESSAGES,
@@ -118,7 +120,13 @@ ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
 # Broker-J's queue operation that removes the available messages (qpidd's purge).
 CLEAR_QUEUE = "clearQueue"
 # Broker-J's queue operations this node has (beside CREATE, READ, UPDATE, DELETE).
-QUEUE_OPERATIONS = (CLEAR_QUEUE, GET_STATISTICS, RESET_STATISTICS, *MESSAGE_OPERATIONS)
+QUEUE_OPERATIONS = (
+    CLEAR_QUEUE,
+    GET_STATISTICS,
+    RESET_STATISTICS,
+    *MESSAGE_OPERATIONS,
+    *LINK_OPERATIONS,
+)
 NODE_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "RELOAD-ACL")
 RELOAD_ACL_METHOD = "reloadACLFile"  # qpidd's name for the method, in ACL rules
 
@@ -352,9 +360,10 @@ def queue_attributes(queue: Queue, names: list[str] | None = None) -> dict[str, 
 class Management:
     """Performs management requests on a :class:`Broker` (on its event-loop thread)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, links: LinkDirectory | None = None) -> None:
         self.broker = broker
         self.exchanges = ExchangeEntities(broker)
+        self.links = links  # the protocol adapter's, for getConsumers and getPublishingLinks
 
     def handle(
         self,
@@ -456,6 +465,10 @@ class Management:
             return Response(OK, "OK")
         if operation in (MOVE_MESSAGES, COPY_MESSAGES):
             return self._transfer(operation, queue, properties, user)
+        if operation in LINK_OPERATIONS:  # management_links.py
+            self._check(user, "access", queue)
+            answer = link_operation(operation, queue.name, self.links, self.broker.exchanges)
+            return Response(OK, "OK", answer)
         if operation == DELETE_MESSAGES:  # management_messages.py
             self._check(user, "purge", queue)
             deleted = message_operation(queue, operation, properties)
@@ -803,6 +816,7 @@ def _operations(entity_type: str) -> dict[str, list[str]]:
     if entity_type in QUEUE_TYPES:
         crud[CLEAR_QUEUE] = []
         crud.update(MESSAGE_OPERATIONS)
+        crud.update({op: [] for op in LINK_OPERATIONS})
     if entity_type != BINDING_TYPE:
         crud[GET_STATISTICS] = ["statistics"]
         crud[RESET_STATISTICS] = []

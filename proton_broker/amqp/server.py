@@ -92,6 +92,7 @@ from proton_broker.errors import (
 )
 from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, TOPIC, ExchangeAddress
 from proton_broker.exchanges.subscriptions import subscription_name
+from proton_broker.management_links import ConsumerName, PublishingLink
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import differences, parse_options
@@ -148,7 +149,7 @@ class Server(Handler):
         # Links whose attach (being handled) created its queue: the controlling link of the
         # queue's lifetime policy (proton_broker/lifetime.py).
         self._created: set[Any] = set()
-        self.management = ManagementNode(broker)
+        self.management = ManagementNode(broker, self)  # self: its LinkDirectory
         broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
@@ -261,6 +262,30 @@ class Server(Handler):
                 }
             )
         return figures
+
+    def consumers_of(self, queue: str) -> list[ConsumerName]:
+        """The links consuming from or browsing ``queue``, as Broker-J names its consumers
+        (management_links.py; loop thread; O(links))."""
+        return [
+            ConsumerName(
+                self._numbers.get(state.link.connection._impl, 0),
+                _session_number(state.link.session),
+                state.link.remote_target.address or state.link.name,
+            )
+            for state in self.links.values()
+            if isinstance(state, ConsumerLink) and state.queue.name == queue
+        ]
+
+    def publishers_to(self, queue: str) -> list[PublishingLink]:
+        """The links sending to ``queue``'s address (management_links.py; loop thread;
+        O(links))."""
+        return [
+            PublishingLink(state.link.name, state.link.remote_target.address or queue)
+            for state in self.links.values()
+            if isinstance(state, ProducerLink)
+            and state.queue is not None  # None: an exchange or the relay
+            and state.queue.name == queue
+        ]
 
     def close_connection(self, connection_id: str, user: str) -> None:
         """Close connection ``connection_id`` (its number, as the console and the CON-
@@ -1031,6 +1056,17 @@ def _links_of(conn: Connection, session: Any = None) -> list[Link]:
             links.append(link)
         link = link.next(0)
     return links
+
+
+def _session_number(session: Any) -> int:
+    """``session``'s place among its connection's open sessions, from 0: its channel, as
+    Proton gives each new session the lowest free one (while none before it has ended)."""
+    number = 0
+    other = session.connection.session_head(Endpoint.LOCAL_ACTIVE)
+    while other is not None and other != session:
+        number += 1
+        other = other.next(Endpoint.LOCAL_ACTIVE)
+    return number
 
 
 def _traffic(links: list[Any]) -> tuple[int, int]:
