@@ -1,7 +1,8 @@
 """rhea as a Broker-J management client: CREATE, getStatistics (its parameter a list in
 the application properties), resetStatistics, an UPDATE of a live queue's limit,
 getMessageInfo, deleteMessages, copyMessages, moveMessages, getPublishingLinks and
-getConsumers, over ``$management``, each answer checked against what the broker did."""
+getConsumers, setContextVariable and removeContextVariable, over ``$management``, each answer
+checked against what the broker did."""
 
 from __future__ import annotations
 
@@ -130,3 +131,26 @@ def test_rhea_reads_the_publishing_links_and_consumers_of_a_queue(
         }
     ]
     assert consumers["statusCode"] == 200 and consumers["body"] == []
+
+
+def test_rhea_sets_and_removes_a_context_variable_by_object_path(
+    broker: BrokerProcess, queue: str
+) -> None:
+    """Broker-J's setContextVariable: ``name`` is the variable, the queue its object path."""
+
+    def variable(operation: str, **more: Any) -> dict:
+        path = {"index": "object-path", "key": queue}
+        return {"properties": {"operation": operation, "type": QUEUE, **path, **more}}
+
+    created, first, second, removed, read = manage(
+        broker,
+        request("CREATE", QUEUE, queue),
+        variable("setContextVariable", name="queue.queueFlowResumeLimit", value="70"),
+        variable("setContextVariable", name="queue.queueFlowResumeLimit", value="55.5"),
+        variable("removeContextVariable", name="queue.queueFlowResumeLimit"),
+        request("READ", QUEUE, queue),
+    )
+    assert created["statusCode"] == 201
+    assert first["statusCode"] == 200 and second["body"] == "70"
+    assert removed["statusCode"] == 200 and removed["body"] == "55.5"
+    assert not read["body"].get("context")

@@ -37,6 +37,8 @@ Rules this module owns:
   ``bindingCount`` from the broker), all or those named; ``resetStatistics`` sets the
   counters back to zero. Its message operations are :mod:`proton_broker.management_messages`'s,
   ``getConsumers`` and ``getPublishingLinks`` :mod:`proton_broker.management_links`'s.
+* ``setContextVariable`` and ``removeContextVariable``, on queues and exchanges, are a READ
+  and an UPDATE of the entity's ``context`` (:mod:`proton_broker.management_context`).
 * Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
   answers 404 and 501). Errors from the broker's own table map to statuses in
   :data:`STATUS_FOR`.
@@ -58,6 +60,12 @@ from typing import TYPE_CHECKING, Any
 
 from proton_broker import errors
 from proton_broker.broker import MANAGEMENT_NODE
+from proton_broker.management_context import (
+    CONTEXT_OPERATIONS,
+    NO_VALUE,
+    changed_context,
+    entity_properties,
+)
 from proton_broker.management_exchanges import (
     BINDING_TYPE,
     ENTITY_TYPES,
@@ -406,6 +414,8 @@ class Management:
             return self._node_operation(operation, properties, body, user)
         if kind is None:
             raise ManagementError(BAD_REQUEST, "the request has no 'type'")
+        if operation in CONTEXT_OPERATIONS:  # management_context.py
+            return self._context_variable(operation, properties, user)
         if kind in ENTITY_TYPES:
             attributes = _attribute_map(body, operation)
             status, said, answer = self.exchanges.handle(
@@ -419,6 +429,17 @@ class Management:
                 f"{', '.join((*QUEUE_TYPES, *ENTITY_TYPES))}",
             )
         return self._queue_operation(operation, kind, properties, body, user)
+
+    def _context_variable(
+        self, operation: str, properties: Mapping[str, Any], user: str | None
+    ) -> Response:
+        """setContextVariable and removeContextVariable on a queue or an exchange: a READ
+        of its context, then an UPDATE of it with the one variable changed."""
+        named = entity_properties(operation, properties)
+        current = self._handle({**named, "operation": "READ"}, None, user).body
+        after, before = changed_context(operation, properties, current.get("context"))
+        self._handle({**named, "operation": "UPDATE"}, {"context": after}, user)
+        return Response(OK, "OK", NO_VALUE if before is None else before)
 
     def _queue_operation(
         self,
@@ -813,10 +834,12 @@ def _operations(entity_type: str) -> dict[str, list[str]]:
     if entity_type == EXCHANGE_TYPE or EXCHANGE_TYPE in TYPE_HIERARCHY.get(entity_type, ()):
         crud["bind"] = ["destination", "bindingKey", "arguments", "replaceExistingArguments"]
         crud["unbind"] = ["destination", "bindingKey"]
+        crud.update(CONTEXT_OPERATIONS)
     if entity_type in QUEUE_TYPES:
         crud[CLEAR_QUEUE] = []
         crud.update(MESSAGE_OPERATIONS)
         crud.update({op: [] for op in LINK_OPERATIONS})
+        crud.update(CONTEXT_OPERATIONS)
     if entity_type != BINDING_TYPE:
         crud[GET_STATISTICS] = ["statistics"]
         crud[RESET_STATISTICS] = []

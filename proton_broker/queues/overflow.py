@@ -23,7 +23,9 @@ Rules this module owns:
 * **Resume thresholds**: an explicit C++ ``qpid.flow_resume_count/size`` R means "below R"
   (``QueueFlowLimit``: ``count < R``), so at or below R - 1; otherwise Broker-J's rule, at
   or below ``ceil(percent * stop / 100)`` (``ProducerFlowControlOverflowPolicyHandler``),
-  the percent from ``queueFlowResumeLimit`` (default 80). Hysteresis keeps producers from
+  the percent from the queue's ``queueFlowResumeLimit`` option, else from Broker-J's
+  context variable ``queue.queueFlowResumeLimit`` in its ``context`` (a number from 0 to
+  100, decimals allowed, as Broker-J reads a double), else 80. Hysteresis keeps producers from
   flapping at the limit. (Ring and reject log that they are back at the percent rounded
   down, so always below the limit.)
 * **Operational log** (logger ``proton_broker.queues``, Broker-J's codes): QUE-1003 once
@@ -193,18 +195,18 @@ class FlowControl(_Watch):
         return not self.over and self.limit.over(depth, nbytes) and self.went_over(depth, nbytes)
 
 
-def _percent_of(percent: int, stop: int | None) -> int | None:
+def _percent_of(percent: float, stop: int | None) -> int | None:
     """``percent`` of ``stop``, rounded down: where ring and reject log that they are back
     (hysteresis for the log alone, so at least one below the limit)."""
-    return None if stop is None else percent * stop // 100
+    return None if stop is None else int(percent * stop // 100)
 
 
-def _resume_at(explicit: int | None, stop: int | None, percent: int) -> int | None:
+def _resume_at(explicit: int | None, stop: int | None, percent: float) -> int | None:
     """The depth at or below which a measure lets producers resume (see the rules): the
     percent rounded up, as Broker-J rounds its resume limit."""
     if stop is None:
         return None
-    return explicit - 1 if explicit is not None else -(-percent * stop // 100)
+    return explicit - 1 if explicit is not None else int(-(-percent * stop // 100))
 
 
 _LIMITS: dict[str, type[RingPolicy | RejectPolicy | FlowToDiskPolicy]] = {
@@ -256,6 +258,6 @@ def make_flow_control(name: str, settings: QueueSettings) -> FlowControl | None:
     return FlowControl(name, Thresholds(stop_count, stop_size), resume)
 
 
-def _resume_percent(settings: QueueSettings) -> int:
-    percent = settings.flow_resume_percent
+def _resume_percent(settings: QueueSettings) -> float:
+    percent = settings.resume_percent  # the queue's option, or Broker-J's context variable
     return DEFAULT_RESUME_PERCENT if percent is None else percent

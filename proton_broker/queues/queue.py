@@ -890,7 +890,7 @@ class Queue:
         ``LIVE_SETTINGS`` in settings.py): they apply to consumers that attach and messages
         that arrive from now on, and new limits apply at once (:meth:`_change_limits`)."""
         check_live_change(self.settings, settings)
-        limits_changed = any(
+        limits_changed = settings.resume_percent != self.settings.resume_percent or any(
             getattr(settings, name) != getattr(self.settings, name) for name in LIMIT_SETTINGS
         )
         self.settings = settings

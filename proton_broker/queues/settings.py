@@ -51,6 +51,8 @@ from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.queues.filters import check_default_filters
 
 NONE, RING, REJECT = "none", "ring", "reject"
+# Broker-J's context variable for the flow resume percentage (QueueSettings.resume_percent).
+FLOW_RESUME_CONTEXT = "queue.queueFlowResumeLimit"
 PRODUCER_FLOW_CONTROL, FLOW_TO_DISK = "producer_flow_control", "flow_to_disk"
 OVERFLOW_POLICIES = (NONE, RING, REJECT, PRODUCER_FLOW_CONTROL, FLOW_TO_DISK)
 
@@ -137,9 +139,22 @@ class QueueSettings:
     duplicate_count: int | None = None
     duplicate_seconds: float | None = None
     # What Broker-J's objects say of themselves (its ``description`` and ``context``
-    # attributes): kept, shown and changed by management, no effect on behaviour.
+    # attributes): kept, shown and changed by management. Of the context's variables the
+    # queue reads Broker-J's ``queue.queueFlowResumeLimit`` (resume_percent); the rest are
+    # kept only.
     description: str | None = None
     context: Mapping[str, str] | None = None
+
+    @property
+    def resume_percent(self) -> float | None:
+        """The percentage of the limits at which stopped producers resume: the queue's own
+        option, else Broker-J's context variable ``queue.queueFlowResumeLimit`` (None: the
+        default, see queues/overflow.py)."""
+        if self.flow_resume_percent is not None:
+            return self.flow_resume_percent
+        if self.context is not None and FLOW_RESUME_CONTEXT in self.context:
+            return _context_percent(self.context[FLOW_RESUME_CONTEXT])
+        return None
 
     @property
     def detects_duplicates(self) -> bool:
@@ -315,6 +330,16 @@ def to_description(name: str, value: Any) -> str:
     if isinstance(value, str):
         return value
     raise _bad(name, value, "a string")
+
+
+def _context_percent(text: str) -> float | None:
+    """A context variable's percentage (Broker-J reads it as a double), or None if it is
+    not a number from 0 to 100."""
+    try:
+        percent = float(text)
+    except ValueError:
+        return None
+    return percent if 0.0 <= percent <= 100.0 else None
 
 
 def to_context(name: str, value: Any) -> dict[str, str]:
@@ -769,6 +794,19 @@ def validate(settings: QueueSettings, given: Mapping[str, str] | None = None) ->
             dlq,
         )
     _validate_flow(settings, given or {})
+    _validate_context(settings, given or {})
+
+
+def _validate_context(settings: QueueSettings, given: Mapping[str, str]) -> None:
+    """The context variables a queue reads must be what Broker-J's would accept."""
+    context = settings.context or {}
+    if FLOW_RESUME_CONTEXT in context and _context_percent(context[FLOW_RESUME_CONTEXT]) is None:
+        raise InvalidField(  # Broker-J's words, with the value
+            f"context variable '{FLOW_RESUME_CONTEXT}' "
+            f"({context[FLOW_RESUME_CONTEXT]!r}): flow resume limit value cannot be greater "
+            "than 100 or lower than 0",
+            given.get("context", "context"),
+        )
 
 
 def _validate_flow(settings: QueueSettings, given: Mapping[str, str]) -> None:

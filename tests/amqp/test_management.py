@@ -379,6 +379,7 @@ def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node
         *("getMessageInfo", "getMessageInfoById", "deleteMessages"),
         *("getMessageContent", "moveMessages", "copyMessages"),
         *("getConsumers", "getPublishingLinks"),
+        *("setContextVariable", "removeContextVariable"),
     }
     assert operations[QUEUE]["moveMessages"] == ["destination", "messageIds", "selector", "limit"]
     assert operations[QUEUE]["getStatistics"] == ["statistics"]
