@@ -108,6 +108,7 @@ class Broker:
         # exchanges and queues declared later).
         self.dead_letters = DeadLetters(self)
         self.loop_hooks.dead_letters = self.dead_letters
+        self.loop_hooks.self_destruct = self._self_destruct  # queues/limits.py
         self._starting = True
         self.lifetimes = Lifetimes(self)  # auto-delete, exclusive, the idle sweep (lifetime.py)
         for name, options in self.config.queues.items():
@@ -319,6 +320,25 @@ class Broker:
         where = f"moved to '{queue.alternate}'" if queue.alternate else "discarded"
         log.info('QUE-1002 Deleted : "%s" : %d message(s) %s', name, dropped, where)
         return dropped
+
+    def _self_destruct(self, queue: Queue) -> None:
+        """qpidd's self-destruct policy: ``queue`` went over its limit, so it is deleted as
+        a forced delete would (its consumers detached, its messages to its alternate or
+        discarded), after the enqueue that took it over, unless it has gone already."""
+
+        def destruct() -> None:
+            if self.queues.get(queue.name) is not queue:
+                return  # QUE-1003 said why (queues/overflow.py), QUE-1002 will say it went
+            try:
+                self.delete_queue(queue.name, force=True)
+            except BrokerError as exc:  # another queue's alternate: it stays
+                log.warning('"%s" could not delete itself: %s', queue.name, exc)
+
+        soon = self.loop_hooks.soon
+        if soon is None:
+            destruct()
+        else:
+            soon(destruct)
 
     def purge_queue(self, name: str, user: str | None = None) -> int:
         """Remove the available messages of queue ``name`` (qpidd's purge, which its ACL

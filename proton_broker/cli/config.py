@@ -60,7 +60,14 @@ DEFAULT_BROKER = "localhost:5672"
 # The default for -b when set (not PROTON_BROKER_*: that prefix is the broker's own config).
 BROKER_ENV = "PROTON_CONFIG_BROKER"
 QUEUE_TYPE = "org.apache.qpid.Queue"
-LIMIT_POLICIES = ("none", "ring", "reject", "flow-to-disk", "producer-flow-control")
+LIMIT_POLICIES = (
+    "none",
+    "ring",
+    "reject",
+    "flow-to-disk",
+    "producer-flow-control",
+    "self-destruct",
+)
 # qpid-config's options sent as the qpid option of the same name (qpid.flow_stop_size...).
 FLOW_OPTIONS = {
     "flow-stop-size": "producers are stopped when the queue holds this many bytes",

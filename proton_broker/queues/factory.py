@@ -52,7 +52,7 @@ from proton_broker.queues.history import History
 from proton_broker.queues.overflow import (
     FlowControl,
     FlowToDiskPolicy,
-    RejectPolicy,
+    LimitPolicy,
     RingPolicy,
     make_flow_control,
     make_limit,
@@ -78,7 +78,7 @@ class QueueParts:
     order: Ordering | GroupDistributor  # the groups, on a grouped queue
     groups: GroupDistributor | None
     history: History | None
-    limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None
+    limit: LimitPolicy | None
     flow: FlowControl | None
     entry: type[Entry]  # the entry kind: only what the queue's features use (entries.py)
     packed: PackedTail | None  # where a deep queue packs its newest messages (packed.py)

@@ -15,6 +15,8 @@ resume); this module acts on a queue, as Broker-J's overflow policy handlers do:
   and a browser or selector reads them for the time it looks, leaving it paged. Set on a
   live queue (management's UPDATE), it pages out at once the waiting messages beyond its
   limit, counted from the oldest.
+* **self-destruct**: the message that takes the queue over its limit joins it, and the
+  queue asks the broker to delete it (``LoopHooks.self_destruct``), once.
 * **producer flow control**: over its stop threshold the queue sets
   :attr:`Queue.flow_stopped` and tells its :class:`~proton_broker.queues.ports.FlowObserver`
   objects; back at its resume threshold, it tells them again.
@@ -35,8 +37,10 @@ from proton_broker.queues.entries import AVAILABLE, HELD, Entry
 from proton_broker.queues.overflow import (
     FlowControl,
     FlowToDiskPolicy,
+    LimitPolicy,
     RejectPolicy,
     RingPolicy,
+    SelfDestructPolicy,
 )
 from proton_broker.queues.ports import FlowObserver, LoopHooks, Pager
 
@@ -50,7 +54,7 @@ class Limits:
     def __init__(
         self,
         owner: Queue,
-        limit: RingPolicy | RejectPolicy | FlowToDiskPolicy | None,
+        limit: LimitPolicy | None,
         flow: FlowControl | None,
         observers: dict[FlowObserver, None] | None = None,
     ) -> None:
@@ -86,8 +90,13 @@ class Limits:
     def counted(self) -> None:
         """A message joined that needs no room made and is not paged (what a queue that
         packs its messages, queues/packed.py, has: neither a ring nor flow to disk): stop
-        producers if it is time."""
+        producers if it is time; a self-destruct queue over its limit is to be deleted."""
         owner = self.owner
+        limit = self.limit
+        if type(limit) is SelfDestructPolicy and limit.destructs(owner.depth, owner.bytes):
+            destruct = owner.hooks.self_destruct
+            if destruct is not None:
+                destruct(owner)
         flow = self.flow
         if flow is not None and flow.enqueued(owner.depth, owner.bytes):
             owner.flow_stopped = True

@@ -16,6 +16,12 @@ Rules this module owns:
   changes, with a description naming the queue and the limit.
 * **ring** only says whether the queue is over; which messages go is the queue's business
   (:meth:`proton_broker.queues.queue.Queue.enqueue`), since it owns the orderings.
+* **self-destruct** (the C++ broker's ``SelfDestructQueue``; Broker-J has no such policy):
+  the message that takes the queue over a limit joins it, and the queue is then deleted,
+  once, by the broker (queues/limits.py asks it): its consumers are detached, and its
+  messages go to its alternate or are discarded, as a forced delete does. qpidd's answer to
+  a subscriber too slow for its topic: its subscription ends, the publisher and the other
+  subscribers go on.
 * **producer flow control** (policy ``producer_flow_control``, whose stop thresholds are the
   limits, or the C++ ``qpid.flow_stop_count/size`` with any policy but ring) *stops* the
   queue's producers once a measure goes over its stop threshold, and *resumes* them once
@@ -45,6 +51,7 @@ from proton_broker.queues.settings import (
     PRODUCER_FLOW_CONTROL,
     REJECT,
     RING,
+    SELF_DESTRUCT,
     QueueSettings,
 )
 
@@ -184,6 +191,26 @@ class FlowToDiskPolicy(_Watch):
         return False
 
 
+class SelfDestructPolicy(_Watch):
+    """qpidd's ``self-destruct``: a message that takes the queue over its limit joins it,
+    and the queue then deletes itself (``SelfDestructQueue``), once."""
+
+    action = "deleting the queue (self-destruct)"
+    cleared = "nothing to delete"
+
+    def __init__(self, queue: str, limit: Thresholds, resume: Thresholds) -> None:
+        super().__init__(queue, limit, resume)
+        self.destroying = False
+
+    def destructs(self, depth: int, nbytes: int) -> bool:
+        """True the first time the queue is over its limit: it is to be deleted."""
+        if self.destroying or not self.limit.over(depth, nbytes):
+            return False
+        self.destroying = True
+        self.went_over(depth, nbytes)
+        return True
+
+
 class FlowControl(_Watch):
     """Stop producers over the stop thresholds; resume them at the resume thresholds."""
 
@@ -209,16 +236,18 @@ def _resume_at(explicit: int | None, stop: int | None, percent: float) -> int | 
     return explicit - 1 if explicit is not None else int(-(-percent * stop // 100))
 
 
-_LIMITS: dict[str, type[RingPolicy | RejectPolicy | FlowToDiskPolicy]] = {
+# A queue's limit policy: what it does when a message takes it over its limit.
+LimitPolicy = RingPolicy | RejectPolicy | FlowToDiskPolicy | SelfDestructPolicy
+
+_LIMITS: dict[str, type[LimitPolicy]] = {
     RING: RingPolicy,
     REJECT: RejectPolicy,
+    SELF_DESTRUCT: SelfDestructPolicy,
     FLOW_TO_DISK: FlowToDiskPolicy,
 }
 
 
-def make_limit(
-    name: str, settings: QueueSettings
-) -> RingPolicy | RejectPolicy | FlowToDiskPolicy | None:
+def make_limit(name: str, settings: QueueSettings) -> LimitPolicy | None:
     """The ring, reject or flow-to-disk policy ``settings`` ask for, or None when nothing
     is enforced."""
     policy, count, size = settings.overflow_policy, settings.max_count, settings.max_size

@@ -144,3 +144,6 @@ class LoopHooks:
     # Run a callable on the loop after the current operation (dead letters join their new
     # queues this way, never inside the queue operation that gave them up); None: at once.
     soon: Callable[[Callable[[], None]], object] | None = None
+    # Delete a self-destruct queue gone over its limit (queues/limits.py; the broker's, which
+    # does it after the current operation); None: nothing happens.
+    self_destruct: Callable[[Queue], object] | None = None

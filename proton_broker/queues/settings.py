@@ -54,7 +54,8 @@ NONE, RING, REJECT = "none", "ring", "reject"
 # Broker-J's context variable for the flow resume percentage (QueueSettings.resume_percent).
 FLOW_RESUME_CONTEXT = "queue.queueFlowResumeLimit"
 PRODUCER_FLOW_CONTROL, FLOW_TO_DISK = "producer_flow_control", "flow_to_disk"
-OVERFLOW_POLICIES = (NONE, RING, REJECT, PRODUCER_FLOW_CONTROL, FLOW_TO_DISK)
+SELF_DESTRUCT = "self_destruct"  # qpidd's: the queue deletes itself (queues/overflow.py)
+OVERFLOW_POLICIES = (NONE, RING, REJECT, PRODUCER_FLOW_CONTROL, FLOW_TO_DISK, SELF_DESTRUCT)
 
 GROUPS_NONE, GROUPS_STANDARD, GROUPS_SHARED = "none", "standard", "shared"
 

@@ -184,8 +184,8 @@ def queue_properties(settings: QueueSettings) -> dict[str, str]:
         "autodelete": _flag(settings.lifetime_policy != PERMANENT),
         "exclusive": _flag(settings.exclusive),
     }
-    if settings.overflow_policy != NONE:
-        properties["policytype"] = settings.overflow_policy
+    if settings.overflow_policy != NONE:  # qpidd's spelling: self-destruct
+        properties["policytype"] = settings.overflow_policy.replace("_", "-")
     if settings.alternate is not None:
         properties["alternate"] = settings.alternate
     if settings.max_count is not None:

@@ -433,3 +433,54 @@ def test_a_zero_broker_j_limit_refuses_every_message(broker: RunningBroker) -> N
         refused.remote.condition.description
         == "Maximum depth exceeded on 'nothing': 0 messages (limit 0)"
     )
+
+
+# ---- self-destruct (qpidd's) ----------------------------------------------------------------
+
+
+def test_a_self_destruct_subscription_ends_and_the_others_get_every_message(
+    broker: RunningBroker,
+) -> None:
+    """qpidd's testSelfDestructQueue: a subscription queue with ``qpid.policy_type:
+    self-destruct`` deletes itself when a message takes it over its limit, which detaches
+    its receiver (``amqp:resource-deleted``); every message is accepted, and a subscriber
+    without a limit gets them all."""
+    client = broker.client()
+    slow = client.receiver(
+        "amq.fanout",
+        name="slow",
+        link_properties={"qpid.max_count": 10, "qpid.policy_type": "self-destruct"},
+    )
+    fast = client.receiver("amq.fanout", name="fast", credit=100)
+    sender = client.sender("amq.fanout")
+    deliveries = [client.send(sender, Message(body=f"m{n}"), pump=False) for n in range(20)]
+    outcomes = [client.wait_settled(d).remote_state for d in deliveries]
+    assert outcomes == [Disposition.ACCEPTED] * 20
+    client.wait_closed(slow)
+    assert slow.remote_condition.name == "amqp:resource-deleted"
+    got = client.wait_received(fast, 20)
+    assert [r.message.body for r in got] == [f"m{n}" for n in range(20)]
+    queues = broker.call(lambda: sorted(broker.broker.queues))
+    assert not any("slow" in name for name in queues) and any("fast" in name for name in queues)
+
+
+def test_a_self_destruct_queue_holds_its_limit_then_goes_with_its_messages(
+    broker: RunningBroker,
+) -> None:
+    """The message that takes it over joins it and is accepted; then the queue is gone, as
+    a forced delete (its messages discarded, a sender's next transfer detached)."""
+    client = broker.client()
+    options = {"qpid.max_count": 3, "qpid.policy_type": "self-destruct"}
+    sender = client.sender("doomed", node_properties=options)
+    for n in range(3):
+        assert client.wait_settled(client.send(sender, Message(body=n))).remote_state == (
+            Disposition.ACCEPTED
+        )
+    assert depth(broker, "doomed") == 3
+    over = client.send(sender, Message(body=3))
+    assert client.wait_settled(over).remote_state == Disposition.ACCEPTED
+    client.wait(lambda: not broker.call(lambda: "doomed" in broker.broker.queues))
+    after = client.send(sender, Message(body=4))
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:resource-deleted"
+    assert after.remote_state != Disposition.ACCEPTED

@@ -26,6 +26,7 @@ from proton_broker.message import Header, Message
 from proton_broker.queues.entries import AVAILABLE, Entry, priority_level
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.overflow import make_flow_control
+from proton_broker.queues.packed import PACK_AFTER
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
 from proton_broker.selector import parse_selector
@@ -438,6 +439,39 @@ def test_the_resume_percentage_is_read_from_queue_flow_resume_limit() -> None:
     assert q.bytes == 500 and not q.flow_stopped
 
 
+def test_the_resume_percentage_may_come_from_broker_js_context_variable() -> None:
+    """Broker-J's ``queue.queueFlowResumeLimit`` in the queue's context; the queue's own
+    option comes first."""
+    context = {"queue.queueFlowResumeLimit": "45.5"}
+    q = queue(overflowPolicy="producer_flow_control", maximumQueueDepthMessages=10, context=context)
+    for i in range(11):
+        q.enqueue(msg(i))
+    taker = take(q, 11)
+    for entry in taker.got[:5]:
+        q.settle(entry)
+    assert q.depth == 6 and q.flow_stopped  # ceil(45.5% of 10) is 5: resumes at 5
+    assert queue_resumed_at(60, context, 6)  # the queue's own option: at 6
+    q.settle(taker.got[5])
+    assert q.depth == 5 and not q.flow_stopped
+
+
+def queue_resumed_at(percent: int, context: dict[str, str], remaining: int) -> bool:
+    """Whether a flow-controlled queue of limit 10 with ``queueFlowResumeLimit`` ``percent``
+    (and ``context``) has resumed its producers with ``remaining`` messages left."""
+    q = queue(
+        overflowPolicy="producer_flow_control",
+        maximumQueueDepthMessages=10,
+        queueFlowResumeLimit=percent,
+        context=context,
+    )
+    for i in range(11):
+        q.enqueue(msg(i))
+    taker = take(q, 11)
+    for entry in taker.got[: 11 - remaining]:
+        q.settle(entry)
+    return not q.flow_stopped
+
+
 def test_qpid_cpp_flow_stop_and_resume_counts_work_without_a_policy() -> None:
     q = queue(**{"qpid.flow_stop_count": 4, "qpid.flow_resume_count": 2})
     for i in range(5):
@@ -531,6 +565,23 @@ def test_a_raised_reject_limit_lets_more_in_at_once() -> None:
     changed(q)  # no limit at all
     q.enqueue(msg(3))
     assert bodies(q) == [0, 1, 2, 3] and q.limits is None
+
+
+def test_a_self_destruct_queue_takes_the_message_over_its_limit_then_asks_to_go_once() -> None:
+    """qpidd's SelfDestructQueue: nothing is refused; the queue asks the broker to delete
+    it (LoopHooks.self_destruct) when a message takes it over, and only the first time,
+    whether it packs its messages or not."""
+    for pack_after in (PACK_AFTER, 1):  # the usual queue, and one packing at once
+        asked: list[Queue] = []
+        settings = parse_settings({"qpid.policy_type": "self-destruct", "qpid.max_count": 3})
+        q = build_queue("q", settings, pack_after=pack_after)
+        q.hooks.self_destruct = asked.append
+        for n in range(3):
+            q.enqueue(msg(n))
+        assert asked == []
+        q.enqueue(msg(3))
+        q.enqueue(msg(4))
+        assert asked == [q] and bodies(q) == [0, 1, 2, 3, 4]
 
 
 def test_a_queue_made_a_ring_makes_room_at_once_even_one_that_packs() -> None:

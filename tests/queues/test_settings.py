@@ -195,7 +195,7 @@ def test_zero_priority_levels_is_a_plain_queue_as_qpidd_reads_it() -> None:
         ("x-qpid-priorities", 11),
         ("qpid.last_value_queue_key", ""),
         ("sortKey", 7),
-        ("qpid.policy_type", "self-destruct"),
+        ("qpid.policy_type", "self-destructing"),
         ("durable", "maybe"),
         ("qpid.flow_stop_count", -1),
         ("queueFlowResumeLimit", 101),

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from proton_broker.queues.settings import parse_settings
+from proton_broker.security.access import queue_properties
 from proton_broker.security.acl import Acl, AclError
 from tests.exchanges.reference import PATTERN_WORDS, WORDS, topic_reference
 
@@ -384,3 +386,13 @@ def test_the_example_file_in_the_docs_reads_and_means_what_the_page_says():
         rules = Acl.parse(example, "docs/acl.md")
         assert allowed(rules, "carol", "consume", "queue", "orders")
         assert not allowed(rules, "bob", "consume", "queue", "orders")
+
+
+def test_a_queue_s_policy_type_reads_as_qpidd_spells_it() -> None:
+    """qpidd's rule values are ``ring``, ``reject`` and ``self-destruct``: a self-destruct
+    queue's settings (self_destruct here) match ``policytype=self-destruct``."""
+    rules = acl("acl allow alice create queue policytype=self-destruct\nacl deny all all")
+    for policy, expected in (("self-destruct", True), ("ring", False)):
+        settings = parse_settings({"qpid.policy_type": policy, "qpid.max_count": 5})
+        properties = queue_properties(settings)
+        assert allowed(rules, "alice", "create", "queue", "q", **properties) is expected
