@@ -584,8 +584,11 @@ _FAIRSHARE_LEVEL = ("qpid.fairshare-", "x-qpid-fairshare-")  # qpidd's per-level
 # addresses written for qpidd attach unchanged. Broker-J's alert thresholds (log messages
 # there) likewise, and its maximumDistinctGroups: the number of buckets its standard groups
 # are hashed into (groups that share one share a consumer); groups here are never merged.
+# qpidd's qpid.group_timestamp feeds only its QMF group query ("not actually used", its
+# QueueSettings.h says).
 _NO_EFFECT = frozenset(
     (
+        "qpid.group_timestamp",
         "qpid.alert_count",
         "qpid.alert_size",
         "qpid.alert_repeat_gap",

@@ -268,7 +268,13 @@ def test_broker_j_attributes_the_broker_lacks_take_their_default_alone(
 
 
 @pytest.mark.parametrize(
-    "key", ["alertThresholdQueueDepthMessages", "alertRepeatGap", "maximumDistinctGroups"]
+    "key",
+    [
+        "alertThresholdQueueDepthMessages",
+        "alertRepeatGap",
+        "maximumDistinctGroups",
+        "qpid.group_timestamp",  # qpidd's, for its QMF group query only
+    ],
 )
 def test_broker_j_alerts_and_group_buckets_are_taken_and_said_to_have_no_effect(key: str) -> None:
     parsed = parse_options({key: 255})
