@@ -81,6 +81,7 @@ from proton_broker.codec.encode import (
     keyed_section,
     number_section,
     with_sequence_number,
+    with_stamped_number,
 )
 from proton_broker.codec.sections import parse_message
 from proton_broker.codec.values import DecodeError
@@ -645,6 +646,8 @@ class ConsumerLink:
         self.link = link
         self.impl = link._impl
         self.queue = queue
+        # qpidd's qpid.queue_msg_sequence: the annotation each delivery also carries
+        self._stamp = queue.settings.sequence_annotation
         self.browse = browse
         self.presettled = link.remote_snd_settle_mode == Link.SND_SETTLED
         self.credit = 0
@@ -668,8 +671,10 @@ class ConsumerLink:
         # that joins it, so a delivered message always has one)
         number: int = message.number  # type: ignore[assignment]
         header_sent = message.header
+        stamp = self._stamp
         if (
-            message.annotations_span is None
+            stamp is None
+            and message.annotations_span is None
             and entry.delivery_count == header_sent.delivery_count
             and header_sent.ttl is None
         ):
@@ -685,7 +690,12 @@ class ConsumerLink:
                 else _keyed_section(KEYED_SECTION_PREFIX, sequence, NUMBER_PAIR, number)
             )
         else:
-            data = with_sequence_number(message, number, _header_now(entry, header_sent))
+            header = _header_now(entry, header_sent)
+            data = (
+                with_sequence_number(message, number, header)
+                if stamp is None
+                else with_stamped_number(message, number, stamp, header)  # qpidd's, asked for
+            )
             at, section = len(data), b""
         impl = self.impl
         # Delivery tags: an 8-byte counter written into one reused buffer (Proton copies it).

@@ -211,6 +211,20 @@ def with_sequence_number(message: Message, number: int, header: bytes | None = N
     return b"".join((head, middle, data[stop:]))
 
 
+def with_stamped_number(
+    message: Message, number: int, stamp: str, header: bytes | None = None
+) -> bytes:
+    """:func:`with_sequence_number`'s bytes with qpidd's ``qpid.queue_msg_sequence``
+    annotation too: ``stamp`` set to ``number`` as a uint (qpidd's ``uint32_t``, so modulo
+    2^32), replacing one the message had. Only queues that ask for it pay for this."""
+    values = {}
+    if message.sequence is not None:
+        values[KEY_SEQUENCE] = b"\x81" + _I64.pack(message.sequence)
+    values[SEQUENCE_NUMBER] = b"\x80" + _U64.pack(number)
+    values[stamp] = b"\x70" + _U32.pack(number & 0xFFFFFFFF)
+    return with_annotations(message, values, header)
+
+
 def _map_with_number(
     data: bytes, at: int, stop: int, number: int, sequence: int | None = None
 ) -> bytes:

@@ -103,6 +103,9 @@ class QueueSettings:
     lvq_key: str | None = None  # application property giving the last-value key
     # per-key sequence numbers and history (the LVQ key, or this on other queues)
     sequence_key: str | None = None
+    # qpidd's qpid.queue_msg_sequence: every delivery also carries the message's queue
+    # number (a uint, modulo 2^32) as the message annotation of this name
+    sequence_annotation: str | None = None
     max_key_updates: int | None = None  # versions kept per key; None: the broker default
     # message groups
     group_mode: str = GROUPS_NONE
@@ -327,6 +330,19 @@ def to_text(name: str, value: Any) -> str:
     raise _bad(name, value, "a non-empty string")
 
 
+# The message annotations the broker itself sets on every delivery, which no queue's
+# qpid.queue_msg_sequence may name.
+_BROKER_ANNOTATIONS = frozenset({"x-opt-sequence-number", "x-opt-sequence"})
+
+
+def to_annotation_name(name: str, value: Any) -> str | None:
+    """qpidd's ``qpid.queue_msg_sequence``: the message annotation (a symbol, so ASCII) each
+    delivery carries the queue's number of the message under; empty, as in qpidd, is off."""
+    if isinstance(value, str) and value.isascii() and value not in _BROKER_ANNOTATIONS:
+        return value or None
+    raise _bad(name, value, "an annotation name (ASCII text, not one the broker sets)")
+
+
 def to_description(name: str, value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -482,6 +498,7 @@ _option("priorities", to_priorities, "qpid.priorities", "x-qpid-priorities", "pr
 _option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
 _option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
 _option("sequence_key", to_key, "sequenceKey", "qpid.sequence_key")
+_option("sequence_annotation", to_annotation_name, "qpid.queue_msg_sequence")
 _option("max_key_updates", to_count, "max_key_updates", "maxKeyUpdates")
 _option(
     "group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride", "messageGroupKey"
@@ -576,7 +593,6 @@ _UNSUPPORTED = {
     "no-local": "a queue that drops its owner's own messages is not supported (a receiver's "
     "no-local filter on an exchange is)",
     "qpid.filter": "a queue's own filter is not supported (a receiver's selector is)",
-    "qpid.queue_msg_sequence": "every delivery carries x-opt-sequence-number instead",
 }
 _FAIRSHARE_LEVEL = ("qpid.fairshare-", "x-qpid-fairshare-")  # qpidd's per-level shares
 # qpidd's options with nothing to change here (alerts are QMF events, the rest tune its

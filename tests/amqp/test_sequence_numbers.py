@@ -5,7 +5,7 @@ drain says where the end is; durable queues keep their numbers across a restart.
 from __future__ import annotations
 
 import pytest
-from proton import Described, Disposition, Message, Terminus, symbol, ulong
+from proton import Described, Disposition, Message, Terminus, symbol, uint, ulong
 
 from tests.amqp.test_durability import DURABLE, Restartable, brokers, send_all  # noqa: F401
 from tests.conftest import RunningBroker
@@ -222,3 +222,64 @@ def test_a_durable_queue_with_nothing_left_still_does_not_reuse_numbers(
     queue = broker.broker.queues["emptied"]
     assert broker.call(lambda: queue.depth) == 0
     assert broker.call(lambda: queue.next_sequence_number) > 3
+
+
+# ---- qpidd's qpid.queue_msg_sequence ---------------------------------------------------------
+
+STAMPED = {"qpid.queue_msg_sequence": "qpid.seq"}
+
+
+def stamp_of(received) -> int:  # type: ignore[no-untyped-def]
+    value = received.message.annotations[symbol("qpid.seq")]
+    assert type(value) is uint  # qpidd's uint32_t
+    return int(value)
+
+
+def test_qpid_queue_msg_sequence_stamps_each_delivery_with_the_queue_number_under_its_name(
+    broker: RunningBroker,
+) -> None:
+    """qpidd's Queue::push: ``addAnnotation(sequenceKey, (uint32_t)sequence)``; here the
+    number is the one x-opt-sequence-number carries, for consumers and browsers alike, and
+    replaces one the producer set."""
+    client = broker.client()
+    sender = client.sender("stamped", node_properties=STAMPED)
+    forged = Message(body="forged", annotations={symbol("qpid.seq"): uint(99), symbol("a"): 1})
+    for message in (Message(body="plain"), forged, Message(body="ttl", ttl=60)):
+        assert client.wait_settled(client.send(sender, message)).remote_state == (
+            Disposition.ACCEPTED
+        )
+    browser = client.receiver("stamped", credit=10, browse=True)
+    consumer = client.receiver("stamped", credit=10)
+    for link in (browser, consumer):
+        got = client.wait_received(link, 3)
+        assert [stamp_of(r) for r in got] == [number_of(r) for r in got] == [1, 2, 3]
+        assert got[1].message.annotations[symbol("a")] == 1  # the rest of its map kept
+    assert [r.message.body for r in got] == ["plain", "forged", "ttl"]
+
+
+def test_a_queue_without_it_stamps_nothing_more(broker: RunningBroker) -> None:
+    send(broker, "plain-numbers", 1)
+    client = broker.client()
+    (got,) = client.wait_received(client.receiver("plain-numbers", credit=1), 1)
+    assert set(got.message.annotations) == {symbol(NUMBER)}
+
+
+@pytest.mark.parametrize("name", ["x-opt-sequence-number", "x-opt-sequence", "séq", 7])
+def test_a_stamp_name_that_is_no_symbol_or_the_broker_s_own_is_refused(
+    broker: RunningBroker, name: object
+) -> None:
+    client = broker.client()
+    link = client.sender("bad-stamp", node_properties={"qpid.queue_msg_sequence": name})
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    assert "qpid.queue_msg_sequence" in link.remote_condition.description
+
+
+def test_a_keyed_queue_stamps_its_key_number_beside_both(broker: RunningBroker) -> None:
+    client = broker.client()
+    sender = client.sender("keyed-stamped", node_properties={**STAMPED, "sequenceKey": "k"})
+    for key in ("a", "a"):
+        client.wait_settled(client.send(sender, Message(body=key, properties={"k": key})))
+    got = client.wait_received(client.receiver("keyed-stamped", credit=10), 2)
+    assert [r.message.annotations[symbol("x-opt-sequence")] for r in got] == [1, 2]
+    assert [stamp_of(r) for r in got] == [number_of(r) for r in got] == [1, 2]
