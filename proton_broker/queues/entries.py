@@ -19,6 +19,9 @@ Rules owned here:
   way both Qpid brokers do it (AMQP 0-10 rule "priority-level-implementation"): priorities at
   or below ``5 - ceil(levels / 2)`` share the lowest level, each priority above that gets the
   next level, and the rest share the highest. Higher levels first; FIFO within a level.
+* Fair share (qpidd's ``qpid.fairshare``, on a priority queue): each level hands out at
+  most its share of messages in a row before the next lower level has a turn
+  (:class:`FairshareOrder`), so low priorities are not starved.
 * Sorted: ascending by the text of the sort-key application property ("alphanumeric");
   messages without the property come first; arrival order breaks ties.
 * An entry is out of the cyclic collector's view from the moment it is made, as a message
@@ -319,6 +322,48 @@ class PriorityOrder:
             if entry is not None:
                 return entry
         return None
+
+
+class FairshareOrder(PriorityOrder):
+    """A priority ordering with qpidd's fair share (``Fairshare``): a level with a share of
+    N hands out at most N messages in a row, then the next lower level has a turn (the
+    lowest hands over to the highest); a share of 0 is no bound. The turn passes on too
+    when the level in turn has nothing, and the count starts again at the level that
+    hands out. What the ordering hands out is counted, so an entry put back (expired on
+    its way, or refused by a consumer) counted too, as in qpidd, whose count is its
+    cursor's."""
+
+    __slots__ = ("shares", "_level", "_count")
+
+    def __init__(self, levels: int, shares: list[int]) -> None:
+        super().__init__(levels)
+        self.shares = shares  # index = level
+        self._level = levels - 1  # the level in turn: the highest first
+        self._count = 0  # what it has handed out in this turn
+
+    def pop(self) -> Entry | None:
+        fifos, level = self._fifos, self._level
+        share = self.shares[level]
+        if share:
+            self._count += 1
+            if self._count > share:
+                level = self._pass(level)
+        start = level
+        while True:
+            entry = fifos[level].pop()
+            if entry is not None:
+                self._level = level
+                return entry
+            level = self._pass(level)
+            if level == start:
+                self._level = level
+                return None
+
+    def _pass(self, level: int) -> int:
+        """The turn goes to the next lower level (the highest after the lowest), which has
+        handed out one by the time it is asked (qpidd's ``nextLevel``)."""
+        self._count = 1
+        return level - 1 if level else self.levels - 1
 
 
 class SortedOrder:

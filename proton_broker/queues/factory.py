@@ -9,6 +9,7 @@ priorities, then sort key, then last-value key):
 settings                                           part
 =================================================  ==========================================
 ``priorities`` (``x-qpid-priorities``)             :class:`~.entries.PriorityOrder` ordering
+``priorities`` and a share (``qpid.fairshare``)    :class:`~.entries.FairshareOrder` ordering
 ``sort_key`` (``qpid.queue_sort_key``)             :class:`~.entries.SortedOrder` ordering
 otherwise                                          :class:`~.entries.FifoOrder` ordering
 a group header key (``qpid.group_header_key``)     a group distributor in place of the
@@ -38,6 +39,7 @@ from typing import Any
 
 from proton_broker.queues.entries import (
     Entry,
+    FairshareOrder,
     FifoOrder,
     GroupedEntry,
     KeyedEntry,
@@ -86,10 +88,23 @@ class QueueParts:
 
 def make_ordering(settings: QueueSettings) -> Ordering:
     if settings.priorities is not None:
+        shares = fairshares(settings)
+        if shares is not None:
+            return FairshareOrder(settings.priorities, shares)
         return PriorityOrder(settings.priorities)
     if settings.sort_key is not None:
         return SortedOrder(settings.sort_key)
     return FifoOrder()
+
+
+def fairshares(settings: QueueSettings) -> list[int] | None:
+    """Each priority level's share (qpidd's ``qpid.fairshare`` for every level, then
+    ``qpid.fairshare-N`` for level N), or None when no level has one."""
+    levels = settings.priorities or 0
+    shares = [settings.fairshare or 0] * levels
+    for level, share in (settings.fairshare_levels or {}).items():
+        shares[level] = share
+    return shares if any(shares) else None
 
 
 def parts_for(

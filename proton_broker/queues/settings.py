@@ -99,6 +99,11 @@ class QueueSettings:
     durable: bool = False
     # queue type (at most one of the three)
     priorities: int | None = None  # number of priority levels; None: not a priority queue
+    # qpidd's fair share over the levels (queues/entries.py FairshareOrder): how many
+    # messages a level hands out in a row before the next lower one gets a turn, for every
+    # level, and for the levels given (level -> share); 0: no bound
+    fairshare: int | None = None
+    fairshare_levels: Mapping[int, int] | None = None
     sort_key: str | None = None  # application property giving the sort order
     lvq_key: str | None = None  # application property giving the last-value key
     # per-key sequence numbers and history (the LVQ key, or this on other queues)
@@ -495,6 +500,7 @@ def _option(target: str, convert: Converter, *names: str) -> None:
 
 _option("durable", to_bool, "durable")
 _option("priorities", to_priorities, "qpid.priorities", "x-qpid-priorities", "priorities")
+_option("fairshare", to_count, "qpid.fairshare", "x-qpid-fairshare")
 _option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
 _option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
 _option("sequence_key", to_key, "sequenceKey", "qpid.sequence_key")
@@ -588,8 +594,6 @@ _option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node
 _DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
 # Recognised, but a feature this broker does not have: refused with not-implemented.
 _UNSUPPORTED = {
-    "qpid.fairshare": "fair-share scheduling over priorities is not supported",
-    "x-qpid-fairshare": "fair-share scheduling over priorities is not supported",
     "no-local": "a queue that drops its owner's own messages is not supported (a receiver's "
     "no-local filter on an exchange is)",
     "qpid.filter": "a queue's own filter is not supported (a receiver's selector is)",
@@ -698,7 +702,8 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
         if key in _UNSUPPORTED:
             raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED[key]}")
         if key.startswith(_FAIRSHARE_LEVEL):
-            raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED['qpid.fairshare']}")
+            _fairshare_level(key, value, values, parsed)
+            continue
         if key in _NO_EFFECT:
             parsed.echo[key] = _as_text(value)
             parsed.notices.append(f"queue option '{key}' has no effect here")
@@ -747,6 +752,17 @@ def _assign(
         )
     values[target] = value
     given[target] = key
+
+
+def _fairshare_level(key: str, value: Any, values: dict[str, Any], parsed: ParsedOptions) -> None:
+    """qpidd's ``qpid.fairshare-N`` (``x-qpid-fairshare-N``): level N's share."""
+    level = key.rsplit("-", 1)[-1]
+    if not (level.isascii() and level.isdigit()):
+        raise _bad(key, key, "qpid.fairshare-N with N a priority level (0, 1, ...)")
+    levels = values.setdefault("fairshare_levels", {})
+    levels[int(level)] = to_count(key, _typed_text_read(value))
+    parsed.echo[key] = _as_text(value)
+    parsed.given.setdefault("fairshare_levels", key)
 
 
 def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOptions) -> None:
@@ -815,6 +831,28 @@ def validate(settings: QueueSettings, given: Mapping[str, str] | None = None) ->
         )
     _validate_flow(settings, given or {})
     _validate_context(settings, given or {})
+    _validate_fairshare(settings, given or {})
+
+
+def _validate_fairshare(settings: QueueSettings, given: Mapping[str, str]) -> None:
+    """qpidd's checks: fair shares need priorities, and a level the queue has."""
+    levels = settings.fairshare_levels or {}
+    if settings.fairshare is None and not levels:
+        return
+    named = given.get("fairshare") or given.get("fairshare_levels", "qpid.fairshare")
+    if settings.priorities is None:
+        raise InvalidField(  # qpidd's words
+            f"queue option '{named}': cannot specify fairshare settings when queue is not "
+            "enabled for priorities",
+            named,
+        )
+    beyond = sorted(level for level in levels if level >= settings.priorities)
+    if beyond:
+        raise InvalidField(
+            f"queue option 'qpid.fairshare-{beyond[0]}': the queue has priority levels 0 to "
+            f"{settings.priorities - 1}",
+            f"qpid.fairshare-{beyond[0]}",
+        )
 
 
 def _validate_context(settings: QueueSettings, given: Mapping[str, str]) -> None:

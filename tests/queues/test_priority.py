@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import proton
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proton_broker.codec.sections import parse_message
+from proton_broker.errors import InvalidField
 from proton_broker.message import Message
-from proton_broker.queues.entries import priority_level
-from proton_broker.queues.factory import build_queue
+from proton_broker.queues.entries import PriorityOrder, priority_level
+from proton_broker.queues.factory import build_queue, make_ordering
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import QueueSettings, parse_settings
 from proton_broker.selector import parse_selector
@@ -240,3 +243,84 @@ def test_a_browser_keeps_its_place_on_every_level_when_the_logs_are_rebuilt() ->
     browser.grant(q, 5000)
     expected = [f"m{i}" for i in range(1, 3000, 2)] + [f"m{i}" for i in range(2000, 4000, 2)]
     assert browser.names() == expected
+
+
+# ---- fair share (qpidd's qpid.fairshare) ----------------------------------------------------
+
+
+def fair_order(priorities: list[int], shares: dict[int, int], levels: int) -> list[int]:
+    """The order qpidd's own test expects (``ha_tests.py``'s ``fairshare`` generator): by
+    level, highest first, a level's run cut at its share, what is cut served in a later
+    round the same way. Returns indexes into ``priorities``."""
+    waiting = sorted(
+        range(len(priorities)), key=lambda i: priority_level(priorities[i], levels), reverse=True
+    )
+    order: list[int] = []
+    while waiting:
+        postponed, count, last = [], 0, None
+        for i in waiting:
+            level = priority_level(priorities[i], levels)
+            count = count + 1 if level == last else 1
+            last = level
+            share = shares.get(level, 0)
+            (postponed if share and count > share else order).append(i)
+        waiting = postponed
+    return order
+
+
+def fairshare_queue(levels: int, options: dict[str, int]) -> Queue:
+    return build_queue("p", parse_settings({"qpid.priorities": levels, **options}))
+
+
+def test_fair_share_hands_out_what_qpidds_own_test_expects() -> None:
+    """qpidd's test_priority_fairshare: 8 levels, the default share 5, and shares for
+    levels 7 to 1, as qpid.fairshare and qpid.fairshare-N."""
+    priorities = [4, 5, 3, 7, 8, 8, 2, 8, 2, 8, 8, 16, 6, 6, 6, 6, 6, 6, 8, 3, 5, 8, 3, 5]
+    priorities += [5, 3, 3, 8, 8, 3, 7, 3, 7, 7, 7, 8, 8, 8, 2, 3]
+    shares = {7: 0, 6: 4, 5: 3, 4: 2, 3: 2, 2: 2, 1: 2}
+    options = {"qpid.fairshare": 5, **{f"qpid.fairshare-{k}": v for k, v in shares.items()}}
+    q = fairshare_queue(8, options)
+    for i, priority in enumerate(priorities):
+        q.enqueue(msg(str(i), min(priority, 255)))
+    taken = [int(name) for name in drain(q, credit=1000).names()]
+    assert taken == fair_order(priorities, shares, 8)
+
+
+def test_a_level_that_used_its_share_lets_the_next_lower_one_have_a_turn() -> None:
+    q = fairshare_queue(2, {"x-qpid-fairshare": 2})
+    for i in range(5):
+        q.enqueue(msg(f"high{i}", 9))
+        q.enqueue(msg(f"low{i}", 0))
+    assert drain(q).names() == [
+        *("high0", "high1", "low0", "low1", "high2", "high3", "low2", "low3", "high4", "low4")
+    ]
+
+
+def test_fair_shares_need_priorities_and_a_level_the_queue_has() -> None:
+    with pytest.raises(InvalidField, match="enabled for priorities"):
+        parse_settings({"qpid.fairshare": 3})
+    with pytest.raises(InvalidField, match="qpid.fairshare-4"):
+        parse_settings({"qpid.priorities": 3, "qpid.fairshare-4": 1})
+    with pytest.raises(InvalidField, match="qpid.fairshare-x"):
+        parse_settings({"qpid.priorities": 3, "qpid.fairshare-x": 1})
+    no_share = parse_settings({"qpid.priorities": 3, "qpid.fairshare": 0})
+    assert type(make_ordering(no_share)) is PriorityOrder  # 0 is no bound: the plain ordering
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    levels=st.integers(1, 5),
+    priorities=st.lists(st.integers(0, 9), max_size=30),
+    shares=st.lists(st.integers(0, 4), min_size=5, max_size=5),
+)
+def test_fair_share_agrees_with_qpidds_model_of_it(
+    levels: int, priorities: list[int], shares: list[int]
+) -> None:
+    """Whatever the levels, messages and shares, a queue drained one message at a time
+    hands them out in the order qpidd's test model says."""
+    given_shares = {level: shares[level] for level in range(levels)}
+    q = fairshare_queue(levels, {f"qpid.fairshare-{k}": v for k, v in given_shares.items()})
+    for i, priority in enumerate(priorities):
+        q.enqueue(msg(str(i), priority))
+    taken = [int(name) for name in drain(q, credit=1000).names()]
+    assert taken == fair_order(priorities, given_shares, levels)
