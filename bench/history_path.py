@@ -12,7 +12,8 @@ to a consumer that keeps up (one credit) and settled: the queue path of ``bench/
   so at 10^6 keys the second queue's messages run with the budget full (its history lets
   go of older versions) and the third's with fewer keys held than arrive (whole keys are
   forgotten). Printed per queue: user and system CPU a message, and the part of it spent
-  forgetting (``History.forget``), with the keys forgotten so far. The cyclic collector
+  forgetting (``History.forget``), with the keys forgotten so far and the page faults the
+  queue's messages cost the process (memory touched for the first time). The cyclic collector
   runs with the broker's thresholds (``proton_broker.collector``).
 * ``--standing N`` has each queue hold N values of keys of their own first, taken by a
   consumer that never settles them: keys the forgetting hand passes but may not forget
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -118,14 +120,17 @@ def queues_in_turn(args: argparse.Namespace) -> None:
         run = cycle(queue, messages)
         spent[0] = 0.0
         before = os.times()
+        before_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         run(0, args.messages)
         after = os.times()
+        after_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         each = 1e6 / args.messages
         print(
             f"queue {number}: {(after.user - before.user) * each:.2f} µs user, "
             f"{(after.system - before.system) * each:.2f} µs system a message, "
             f"forgetting {spent[0] * each:.2f} µs of it; "
-            f"history {budget.used >> 20} MiB, {budget.forgotten:,} keys forgotten so far",
+            f"history {budget.used >> 20} MiB, {budget.forgotten:,} keys forgotten so far, "
+            f"faults {after_faults - before_faults:,}",
             flush=True,
         )
 
