@@ -16,6 +16,10 @@ Rules this module owns:
 * Enqueue, acquire, settle and release are O(1) amortised (O(log n) on a sorted queue),
   however long the queue grows.
 * A released entry goes back to its original position in the ordering.
+* qpidd's ``qpid.filter``: a queue with a JMS selector of its own takes only the messages
+  it selects. Any other is not taken, as a duplicate is not (``enqueue`` answers False,
+  and the message is answered accepted: qpidd's ``Queue::accept``); a message recovered
+  from the store was taken once and is not asked again. ``stats.filtered`` counts them.
 * A message's arrival time is the clock when it joins, to the millisecond: a message that
   joins within a millisecond of the one before shares that one's time (the same float, 24
   bytes less per queued message in a burst).
@@ -90,6 +94,7 @@ from proton_broker.queues.settings import (
     check_live_change,
 )
 from proton_broker.queues.walking import Walk
+from proton_broker.selector import parse_selector
 
 
 @dataclass
@@ -110,6 +115,7 @@ class QueueStats:
     paged_out: int = 0  # bytes dropped from memory, kept in the store (flow to disk)
     refused: int = 0  # refused by a reject policy
     duplicates: int = 0  # dropped by duplicate detection (answered accepted)
+    filtered: int = 0  # not matching qpidd's qpid.filter: not taken (answered accepted)
     dead_lettered: int = 0  # sent to the queue's alternate
     exhausted: int = 0  # reached the maximum delivery attempts
     discarded: int = 0  # given up on with nowhere to go (no alternate at the maximum, no route)
@@ -171,6 +177,11 @@ class Queue:
         # Queue sequence numbers and duplicate detection (queues/numbering.py); Entry.seq is
         # the number, so the arrival log is ordered by it.
         self.numbers = Numbering(self, self.settings, self._numbers_written)
+        # qpidd's qpid.filter: what a message must match to join (see enqueue)
+        text = self.settings.queue_filter
+        self._filter = parse_selector(text) if text is not None else None
+        # Whether enqueue screens messages at all: one test for both, most queues do neither.
+        self._screens = self.numbers.dedupe is not None or self._filter is not None
         self._expiry = Expiries()  # queues/expiry.py
         # The queue's order as browsers and consumers with a selector walk it.
         walk = Walk(self._order, self._log)  # queues/walking.py
@@ -255,7 +266,8 @@ class Queue:
         writing: bool = False,
     ) -> bool:
         """Append ``message`` with the queue's next sequence number and hand it out at once
-        if someone is waiting for it. False: a duplicate, dropped (see Numbering.seen).
+        if someone is waiting for it. False: a duplicate, dropped (see Numbering.seen), or
+        a message qpidd's ``qpid.filter`` does not select, not taken.
 
         With limits: raises :class:`ResourceLimitExceeded` (reject policy) before anything
         changes, unless the message was ``admitted`` earlier (a committed transaction's
@@ -266,11 +278,19 @@ class Queue:
         the store now that it has joined, with the number it got here, and reports
         written through ``numbers.stored`` (see queues/numbering.py)."""
         numbers = self.numbers
-        # The message-id is read from the bytes once, for every duplicate-detection step.
-        id_key = numbers.window_key(message) if numbers.dedupe is not None else None
-        if id_key is not None and number is None and numbers.seen(id_key, now):
-            self.stats.duplicates += 1
-            return False
+        id_key = None
+        if self._screens:  # duplicate detection, qpidd's qpid.filter: one test for both
+            # The message-id is read from the bytes once, for every duplicate-detection step
+            # (a recovered message's too: the window is rebuilt from them).
+            id_key = numbers.window_key(message) if numbers.dedupe is not None else None
+            if number is None:  # recovered ones were taken once: not asked again
+                if id_key is not None and numbers.seen(id_key, now):
+                    self.stats.duplicates += 1
+                    return False
+                screen = self._filter
+                if screen is not None and not screen.matches(message):
+                    self.stats.filtered += 1  # not for this queue
+                    return False
         limited = self._limited
         if limited and not admitted:
             self.limits.admit(message)  # type: ignore[union-attr] # limited: there are limits

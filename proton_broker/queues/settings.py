@@ -49,6 +49,7 @@ from typing import Any
 
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.queues.filters import check_default_filters
+from proton_broker.selector import parse_selector
 
 NONE, RING, REJECT = "none", "ring", "reject"
 # Broker-J's context variable for the flow resume percentage (QueueSettings.resume_percent).
@@ -108,6 +109,8 @@ class QueueSettings:
     lvq_key: str | None = None  # application property giving the last-value key
     # per-key sequence numbers and history (the LVQ key, or this on other queues)
     sequence_key: str | None = None
+    # qpidd's qpid.filter: a JMS selector a message must match to join (Queue.enqueue)
+    queue_filter: str | None = None
     # qpidd's qpid.queue_msg_sequence: every delivery also carries the message's queue
     # number (a uint, modulo 2^32) as the message annotation of this name
     sequence_annotation: str | None = None
@@ -348,6 +351,18 @@ def to_annotation_name(name: str, value: Any) -> str | None:
     raise _bad(name, value, "an annotation name (ASCII text, not one the broker sets)")
 
 
+def to_selector_text(name: str, value: Any) -> str | None:
+    """qpidd's ``qpid.filter``: a JMS selector every message must match to join the queue
+    (blank: none, as an empty selector selects everything)."""
+    if not isinstance(value, str):
+        raise _bad(name, value, "a JMS selector (text)")
+    try:
+        parse_selector(value)
+    except InvalidField as exc:
+        raise InvalidField(f"queue option '{name}': {exc.description}", name) from None
+    return value if value.strip() else None
+
+
 def to_description(name: str, value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -505,6 +520,7 @@ _option("sort_key", to_key, "qpid.queue_sort_key", "sortKey")
 _option("lvq_key", to_key, "qpid.last_value_queue_key", "lvqKey")
 _option("sequence_key", to_key, "sequenceKey", "qpid.sequence_key")
 _option("sequence_annotation", to_annotation_name, "qpid.queue_msg_sequence")
+_option("queue_filter", to_selector_text, "qpid.filter")
 _option("max_key_updates", to_count, "max_key_updates", "maxKeyUpdates")
 _option(
     "group_key", to_key, "qpid.group_header_key", "messageGroupKeyOverride", "messageGroupKey"
@@ -596,7 +612,6 @@ _DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
 _UNSUPPORTED = {
     "no-local": "a queue that drops its owner's own messages is not supported (a receiver's "
     "no-local filter on an exchange is)",
-    "qpid.filter": "a queue's own filter is not supported (a receiver's selector is)",
 }
 _FAIRSHARE_LEVEL = ("qpid.fairshare-", "x-qpid-fairshare-")  # qpidd's per-level shares
 # qpidd's options with nothing to change here (alerts are QMF events, the rest tune its

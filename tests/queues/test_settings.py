@@ -242,7 +242,7 @@ def test_unknown_keys_are_refused_by_parse_settings_naming_them() -> None:
     assert caught.value.field in ("x-custom", "qpid.nonsense")
 
 
-@pytest.mark.parametrize("key", ["qpid.filter", "no-local"])
+@pytest.mark.parametrize("key", ["no-local"])
 def test_recognised_features_the_broker_lacks_are_not_implemented(key: str) -> None:
     with pytest.raises(NotImplementedByBroker) as caught:
         parse_options({key: "x"})
