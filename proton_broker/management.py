@@ -299,6 +299,7 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "overflowPolicy": lambda q: q.settings.overflow_policy.upper(),
     "queueFlowResumeLimit": lambda q: q.settings.flow_resume_percent,
     "ensureNondestructiveConsumers": lambda q: q.settings.ensure_nondestructive,
+    "maximumLiveConsumers": lambda q: q.settings.max_live_consumers,
     "defaultFilters": lambda q: dict(q.settings.default_filters or {}) or None,
     "minimumMessageTtl": lambda q: q.settings.min_ttl or 0,
     "maximumMessageTtl": lambda q: q.settings.max_ttl or 0,

@@ -21,6 +21,12 @@ Rules this module owns:
   (:mod:`~proton_broker.queues.groups`).
 * A round ends when nobody in the ring can take anything; the ring's turn order is kept, so
   the next message goes to the consumer whose turn it was.
+* Standby (Broker-J's ``maximumLiveConsumers``): with a bound N, the first N consumers to
+  attach, browsers included, are live; those after them wait in standby, in the order they
+  attached, taking nothing and fed nothing, until a live one goes and the first of them
+  takes its place. A standby consumer's start (its replay period, its ``x-opt-sequence``
+  replay) is where it would have started as it attached, as Broker-J sets a consumer's
+  place as it is added. It counts among the queue's consumers.
 * Dispatch is re-entrant: a call made while it runs (a pre-settled delivery settling, which
   frees a group) only asks the running loop to go round once more.
 
@@ -66,8 +72,12 @@ class Dispatcher:
         hooks: LoopHooks,
         expire: Callable[[Entry], bool],
         forget_expired: Callable[[Entry], None],
+        max_live: int = 0,
     ) -> None:
-        self.consumers: dict[int, Consumer] = {}
+        self.consumers: dict[int, Consumer] = {}  # the live ones
+        # Standby (see the module rules): consumer id -> how it joins once live, in order.
+        self.max_live = max_live  # 0: every consumer is live
+        self.standby: dict[int, Callable[[], None]] = {}
         # Entries handed to consumers and not yet settled or given back (the queue counts
         # them down as they are).
         self.acquired = 0
@@ -138,14 +148,18 @@ class Dispatcher:
             raise NotImplementedByBroker(
                 "a replay period on a grouped queue is supported for browsing consumers only"
             )
-        self.consumers[consumer.id] = consumer
-        if consumer.browse:
-            self._browsers.add(consumer.id, start, selector)
-        elif selector is not None:
-            self._picky.add(consumer.id, start, selector)
-        elif start:
-            self.floors[consumer.id] = start
-        self.credit_granted(consumer)
+
+        def join() -> None:
+            self.consumers[consumer.id] = consumer
+            if consumer.browse:
+                self._browsers.add(consumer.id, start, selector)
+            elif selector is not None:
+                self._picky.add(consumer.id, start, selector)
+            elif start:
+                self.floors[consumer.id] = start
+            self.credit_granted(consumer)
+
+        self._admit(consumer, join)
 
     def _subscribe_replay(
         self, consumer: Consumer, start: int | str, key: str | None, selector: MessageFilter | None
@@ -161,9 +175,21 @@ class Dispatcher:
                 f"a {SEQUENCE} filter replays copies: browse (distribution mode copy)", SEQUENCE
             )
         replay = deque(Entry(v.seq, v.message, None) for v in self._history.replay(start, key))
-        self.consumers[consumer.id] = consumer
-        self._browsers.add_replay(consumer.id, key, replay, selector)
-        self.credit_granted(consumer)
+
+        def join() -> None:
+            self.consumers[consumer.id] = consumer
+            self._browsers.add_replay(consumer.id, key, replay, selector)
+            self.credit_granted(consumer)
+
+        self._admit(consumer, join)
+
+    def _admit(self, consumer: Consumer, join: Callable[[], None]) -> None:
+        """``consumer`` joins now, or waits in standby while the live ones are at the
+        bound (see the module rules)."""
+        if self.max_live and len(self.consumers) >= self.max_live:
+            self.standby[consumer.id] = join
+        else:
+            join()
 
     def _replay_start(self, period: float) -> int:
         """The first position a consumer with this replay period may see (Broker-J's
@@ -174,7 +200,16 @@ class Dispatcher:
         return self._numbers.next if first is None else first
 
     def remove(self, consumer: Consumer) -> None:
-        """``consumer`` is gone (its unsettled entries are released by the adapter)."""
+        """``consumer`` is gone (its unsettled entries are released by the adapter); the
+        first consumer in standby takes a live one's place."""
+        if self.standby.pop(consumer.id, None) is not None:
+            return  # it never took anything
+        self._leave(consumer)
+        if self.standby and len(self.consumers) < self.max_live:
+            first = next(iter(self.standby))
+            self.standby.pop(first)()
+
+    def _leave(self, consumer: Consumer) -> None:
         self.consumers.pop(consumer.id, None)
         self._browsers.remove(consumer.id)
         self.floors.pop(consumer.id, None)

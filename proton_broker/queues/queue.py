@@ -237,6 +237,7 @@ class Queue:
             self.hooks,
             self._drop_if_expired,
             self._expired,
+            self.settings.max_live_consumers,
         )
         dispatcher.wake = self._wake
         self._consumers = dispatcher.consumers
@@ -570,7 +571,8 @@ class Queue:
 
     @property
     def consumer_count(self) -> int:
-        return len(self._consumers)
+        """Consumers attached, those in standby included (Broker-J's ``consumerCount``)."""
+        return len(self._consumers) + len(self._dispatcher.standby)
 
     @property
     def removed(self) -> int:

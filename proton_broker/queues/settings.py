@@ -128,6 +128,9 @@ class QueueSettings:
     flow_resume_count: int | None = None
     flow_resume_size: int | None = None
     flow_resume_percent: int | None = None
+    # Broker-J's maximumLiveConsumers: consumers beyond it wait in standby (0: no bound;
+    # queues/dispatching.py)
+    max_live_consumers: int = 0
     # delivery control
     ensure_nondestructive: bool = False
     default_filters: Mapping[str, Any] | None = None
@@ -588,11 +591,7 @@ _option(
     ),
     "messageDurability",
 )
-_option(
-    "",
-    _only_default(0, "standby consumers are not supported (every consumer is live)"),
-    "maximumLiveConsumers",
-)
+_option("max_live_consumers", to_count, "maximumLiveConsumers")
 _option(
     "",
     _only_default(

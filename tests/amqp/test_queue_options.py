@@ -157,6 +157,25 @@ def test_a_filter_that_is_no_selector_is_refused_naming_the_option(broker: Runni
     assert not broker.call(lambda: "bad-filter" in broker.broker.queues)
 
 
+def test_consumers_beyond_maximum_live_consumers_stand_by_until_a_live_one_goes(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's maximumLiveConsumers: an exclusive consumer with a hot standby. The
+    standby receiver takes nothing while the first is attached; when it goes, what it held
+    comes back and the standby gets it."""
+    client = broker.client()
+    client.sender("jobs", node_properties={"maximumLiveConsumers": 1})
+    send_all(client, "jobs", [Message(body=n) for n in range(3)])
+    first = client.receiver("jobs", credit=10)
+    standby = client.receiver("jobs", credit=10)
+    assert [r.message.body for r in client.wait_received(first, 3)] == [0, 1, 2]
+    client.pump(0.2)
+    assert client.received(standby) == []
+    assert broker.call(lambda: broker.broker.queues["jobs"].consumer_count) == 2
+    first.close()  # nothing settled: all three go back
+    assert [r.message.body for r in client.wait_received(standby, 3)] == [0, 1, 2]
+
+
 def test_a_priority_queue_with_fewer_levels_groups_priorities_as_qpid_does(
     broker: RunningBroker,
 ) -> None:

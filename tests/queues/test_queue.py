@@ -357,3 +357,37 @@ def test_deleting_messages_leaves_those_a_consumer_holds() -> None:
     assert q.delete_messages({held}, None, -1) == []
     assert q.delete_messages(None, None, -1) == [held + 1, held + 2]
     assert q.depth == 1 and q.unacknowledged == 1
+
+
+# ---- standby consumers (Broker-J's maximumLiveConsumers) -----------------------------------
+
+
+def test_consumers_beyond_the_live_bound_wait_in_standby_and_take_a_place_that_frees() -> None:
+    q = build_queue("q", parse_settings({"maximumLiveConsumers": 1}))
+    live, standby, later = Taker(credit=10), Taker(credit=10), Taker(credit=10)
+    for consumer in (live, standby, later):
+        q.subscribe(consumer)
+    for n in range(3):
+        q.enqueue(msg(n))
+    assert live.bodies() == [b"0", b"1", b"2"] and standby.got == [] and later.got == []
+    assert q.consumer_count == 3
+    held = live.got[2]
+    q.settle(live.got[0])
+    q.settle(live.got[1])
+    q.unsubscribe(live)
+    q.release(held)  # what it held goes back, as the adapter gives it back
+    assert standby.bodies() == [b"2"] and later.got == []
+    q.unsubscribe(later)  # one in standby goes: nothing changes for the live one
+    q.enqueue(msg(3))
+    assert standby.bodies() == [b"2", b"3"] and q.consumer_count == 1
+
+
+def test_a_browser_counts_among_the_live_consumers_as_in_broker_j() -> None:
+    q = build_queue("q", parse_settings({"maximumLiveConsumers": 1}))
+    browser, consumer = Taker(credit=10, browse=True), Taker(credit=10)
+    q.subscribe(browser)
+    q.subscribe(consumer)
+    q.enqueue(msg(0))
+    assert browser.bodies() == [b"0"] and consumer.got == []
+    q.unsubscribe(browser)
+    assert consumer.bodies() == [b"0"]

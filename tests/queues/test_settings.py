@@ -253,7 +253,6 @@ def test_recognised_features_the_broker_lacks_are_not_implemented(key: str) -> N
     ("key", "default", "other"),
     [
         ("messageDurability", "DEFAULT", "ALWAYS"),
-        ("maximumLiveConsumers", 0, 2),
         ("noLocal", False, True),
     ],
 )
