@@ -210,6 +210,7 @@ class Dispatcher:
             self.standby.pop(first)()
 
     def _leave(self, consumer: Consumer) -> None:
+        """A live consumer's place in the ring, its cursors and its groups go with it."""
         self.consumers.pop(consumer.id, None)
         self._browsers.remove(consumer.id)
         self.floors.pop(consumer.id, None)
