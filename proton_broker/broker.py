@@ -110,6 +110,7 @@ class Broker:
         self.loop_hooks.dead_letters = self.dead_letters
         self.loop_hooks.self_destruct = self._self_destruct  # queues/limits.py
         self._starting = True
+        self._recovering = False  # bringing back the store's messages (open_store)
         self.lifetimes = Lifetimes(self)  # auto-delete, exclusive, the idle sweep (lifetime.py)
         for name, options in self.config.queues.items():
             self.declare(name, options)
@@ -321,10 +322,14 @@ class Broker:
         log.info('QUE-1002 Deleted : "%s" : %d message(s) %s', name, dropped, where)
         return dropped
 
-    def _self_destruct(self, queue: Queue) -> None:
+    def _self_destruct(self, queue: Queue) -> bool:
         """qpidd's self-destruct policy: ``queue`` went over its limit, so it is deleted as
         a forced delete would (its consumers detached, its messages to its alternate or
-        discarded), after the enqueue that took it over, unless it has gone already."""
+        discarded), after the enqueue that took it over, unless it has gone already. Not
+        while the broker recovers: messages recovered from the store do not count (qpidd
+        recovers them without the check), the next arrival does."""
+        if self._recovering:
+            return False
 
         def destruct() -> None:
             if self.queues.get(queue.name) is not queue:
@@ -339,6 +344,7 @@ class Broker:
             destruct()
         else:
             soon(destruct)
+        return True
 
     def purge_queue(self, name: str, user: str | None = None) -> int:
         """Remove the available messages of queue ``name`` (qpidd's purge, which its ACL
@@ -642,9 +648,13 @@ class Broker:
                 seen_on.numbers.restore_seen(records)
         floors = _number_floors(recovered)
         last: dict[str, int] = {}
-        for stored in recovered.messages:
-            number, fresh = _recovered_number(stored, recovered, floors, last)
-            self._recover(stored, stored.id in recovered.retired, number, fresh)
+        self._recovering = True  # see _self_destruct
+        try:
+            for stored in recovered.messages:
+                number, fresh = _recovered_number(stored, recovered, floors, last)
+                self._recover(stored, stored.id in recovered.retired, number, fresh)
+        finally:
+            self._recovering = False
         for name, numbered in self.queues.items():
             if numbered.history is not None:
                 counters = recovered.sequences.get(name, {})

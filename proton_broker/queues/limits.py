@@ -95,8 +95,8 @@ class Limits:
         limit = self.limit
         if type(limit) is SelfDestructPolicy and limit.destructs(owner.depth, owner.bytes):
             destruct = owner.hooks.self_destruct
-            if destruct is not None:
-                destruct(owner)
+            if destruct is not None and destruct(owner):  # not while the broker recovers
+                limit.destroyed(owner.depth, owner.bytes)
         flow = self.flow
         if flow is not None and flow.enqueued(owner.depth, owner.bytes):
             owner.flow_stopped = True
@@ -128,7 +128,11 @@ class Limits:
             self._make_room(limit, None)
         elif type(limit) is FlowToDiskPolicy and owner.hooks.pager is not None:
             self._page_out_beyond(limit)
-        elif limit is not None and limit.limit.over(depth, nbytes):
+        elif (
+            limit is not None
+            and type(limit) is not SelfDestructPolicy  # it goes at the next arrival
+            and limit.limit.over(depth, nbytes)
+        ):
             limit.went_over(depth, nbytes)
         if flow is not None:
             if stopped and not flow.resume.reached_down_to(depth, nbytes):

@@ -203,12 +203,13 @@ class SelfDestructPolicy(_Watch):
         self.destroying = False
 
     def destructs(self, depth: int, nbytes: int) -> bool:
-        """True the first time the queue is over its limit: it is to be deleted."""
-        if self.destroying or not self.limit.over(depth, nbytes):
-            return False
+        """Whether the queue, over its limit and not on its way out yet, is to be deleted
+        (the caller says so with :meth:`destroyed`, once the broker takes it on)."""
+        return not self.destroying and self.limit.over(depth, nbytes)
+
+    def destroyed(self, depth: int, nbytes: int) -> None:
         self.destroying = True
         self.went_over(depth, nbytes)
-        return True
 
 
 class FlowControl(_Watch):

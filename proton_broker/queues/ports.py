@@ -145,5 +145,6 @@ class LoopHooks:
     # queues this way, never inside the queue operation that gave them up); None: at once.
     soon: Callable[[Callable[[], None]], object] | None = None
     # Delete a self-destruct queue gone over its limit (queues/limits.py; the broker's, which
-    # does it after the current operation); None: nothing happens.
-    self_destruct: Callable[[Queue], object] | None = None
+    # does it after the current operation): whether it will (not for messages recovered
+    # from the store, as qpidd recovers them without the check); None: nothing happens.
+    self_destruct: Callable[[Queue], bool] | None = None

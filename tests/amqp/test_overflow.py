@@ -14,6 +14,8 @@ import pytest
 from proton import Data, Delivery, Disposition, Link, Message, Terminus, Timeout, symbol
 from proton.utils import BlockingConnection
 
+from tests.amqp.test_durability import Restartable, brokers, send_all  # noqa: F401 - fixture
+from tests.amqp.test_management import Node, entity, status
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient, LinkLog
 
@@ -484,3 +486,22 @@ def test_a_self_destruct_queue_holds_its_limit_then_goes_with_its_messages(
     client.wait_closed(sender)
     assert sender.remote_condition.name == "amqp:resource-deleted"
     assert after.remote_state != Disposition.ACCEPTED
+
+
+def test_a_self_destruct_queue_recovered_over_its_limit_goes_at_the_next_arrival(
+    brokers: Restartable,  # noqa: F811 - fixture
+) -> None:
+    """Messages recovered from the store do not set it off (qpidd recovers them without
+    the check); the next message that arrives does."""
+    broker = brokers.start()
+    node = Node(broker.client())
+    limit = {"overflowPolicy": "SELF_DESTRUCT", "maximumQueueDepthMessages": 5}
+    assert status(node.ask(entity("CREATE", "kept"), limit))[0] == 201
+    send_all(broker, "kept", [Message(body=n, durable=True) for n in range(4)])
+    lowered = node.ask(entity("UPDATE", "kept"), {"maximumQueueDepthMessages": 2})
+    assert status(lowered)[0] == 200
+    broker = brokers.restart()
+    assert depth(broker, "kept") == 4
+    client = broker.client()
+    client.send(client.sender("kept"), Message(body=4, durable=True))
+    client.wait(lambda: not broker.call(lambda: "kept" in broker.broker.queues))

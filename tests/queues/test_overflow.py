@@ -575,13 +575,25 @@ def test_a_self_destruct_queue_takes_the_message_over_its_limit_then_asks_to_go_
         asked: list[Queue] = []
         settings = parse_settings({"qpid.policy_type": "self-destruct", "qpid.max_count": 3})
         q = build_queue("q", settings, pack_after=pack_after)
-        q.hooks.self_destruct = asked.append
+        q.hooks.self_destruct = lambda queue, asked=asked: asked.append(queue) or True
         for n in range(3):
             q.enqueue(msg(n))
         assert asked == []
         q.enqueue(msg(3))
         q.enqueue(msg(4))
         assert asked == [q] and bodies(q) == [0, 1, 2, 3, 4]
+
+
+def test_a_self_destruct_queue_the_broker_spares_while_it_recovers_asks_again_later() -> None:
+    """The broker declines while it starts (messages recovered from the store do not
+    count, as in qpidd): the next arrival over the limit asks again."""
+    answers = [False, True, True]
+    asked: list[int] = []
+    q = build_queue("q", parse_settings({"qpid.policy_type": "self-destruct", "qpid.max_count": 1}))
+    q.hooks.self_destruct = lambda queue: asked.append(queue.depth) or answers.pop(0)
+    for n in range(4):
+        q.enqueue(msg(n))
+    assert asked == [2, 3]  # declined at 2, taken on at 3, not asked at 4
 
 
 def test_a_queue_made_a_ring_makes_room_at_once_even_one_that_packs() -> None:
