@@ -339,11 +339,7 @@ class Broker:
             except BrokerError as exc:  # another queue's alternate: it stays
                 log.warning('"%s" could not delete itself: %s', queue.name, exc)
 
-        soon = self.loop_hooks.soon
-        if soon is None:
-            destruct()
-        else:
-            soon(destruct)
+        self.loop_hooks.later(destruct)
         return True
 
     def purge_queue(self, name: str, user: str | None = None) -> int:

@@ -250,18 +250,11 @@ class DeadLetters:
             deletion.stored += stored
             deletion.joins.append(join)
         elif not stored:
-            self._later(join)
+            # It joins after the queue operation that gave it up: a full ring that evicts
+            # into a queue whose ring evicts back must not re-enter it.
+            self.broker.loop_hooks.later(join)
         else:
             self._commit_move(queue, message, stored, copies, join)
-
-    def _later(self, join: Callable[[], None]) -> None:
-        """Join after the queue operation that gave the message up (a full ring that
-        evicts into a queue whose ring evicts back must not re-enter it)."""
-        soon = self.broker.loop_hooks.soon
-        if soon is None:
-            join()
-        else:
-            soon(join)
 
     def _stored_copies(self, copies: list[tuple[Message, Queue]]) -> list[StoredMessage]:
         """The rows of the durable copies bound for durable queues (ids given now)."""

@@ -141,10 +141,18 @@ class LoopHooks:
     # Dead-lettering (the broker's): where messages go that a queue with an alternate
     # gives up on; None: discarded.
     dead_letters: DeadLetterSink | None = None
-    # Run a callable on the loop after the current operation (dead letters join their new
-    # queues this way, never inside the queue operation that gave them up); None: at once.
+    # Run a callable on the loop after the current operation (see later); None: at once.
     soon: Callable[[Callable[[], None]], object] | None = None
     # Delete a self-destruct queue gone over its limit (queues/limits.py; the broker's, which
     # does it after the current operation): whether it will (not for messages recovered
     # from the store, as qpidd recovers them without the check); None: nothing happens.
     self_destruct: Callable[[Queue], bool] | None = None
+
+    def later(self, call: Callable[[], None]) -> None:
+        """Run ``call`` after the current queue operation (``soon``), or at once without a
+        loop: what must not happen inside the operation that asked for it (dead letters
+        joining their new queues, a self-destruct queue's deletion)."""
+        if self.soon is None:
+            call()
+        else:
+            self.soon(call)
