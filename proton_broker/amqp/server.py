@@ -246,9 +246,7 @@ class Server(Handler):
         """The links consuming from (or browsing) queue ``queue_name``, as the web console's
         queue page lists them (loop thread; O(links))."""
         figures = []
-        for state in self.links.values():
-            if not isinstance(state, ConsumerLink) or state.queue.name != queue_name:
-                continue
+        for state in self._consumers_on(queue_name):
             conn = state.link.connection._impl
             figures.append(
                 {
@@ -272,9 +270,15 @@ class Server(Handler):
                 _session_number(state.link.session),
                 state.link.remote_target.address or state.link.name,
             )
-            for state in self.links.values()
-            if isinstance(state, ConsumerLink) and state.queue.name == queue
+            for state in self._consumers_on(queue)
         ]
+
+    def _consumers_on(self, queue_name: str) -> Iterator[ConsumerLink]:
+        """The states of the links consuming from or browsing queue ``queue_name``, in
+        the order they attached (O(links))."""
+        for state in self.links.values():
+            if isinstance(state, ConsumerLink) and state.queue.name == queue_name:
+                yield state
 
     def publishers_to(self, queue: str) -> list[PublishingLink]:
         """The links sending to ``queue``'s address (management_links.py; loop thread;
