@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proton_broker.codec.encode import KEY_SEQUENCE, SEQUENCE_NUMBER
 from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.queues.filters import check_default_filters
 from proton_broker.selector import parse_selector
@@ -343,7 +344,7 @@ def to_text(name: str, value: Any) -> str:
 
 # The message annotations the broker itself sets on every delivery, which no queue's
 # qpid.queue_msg_sequence may name.
-_BROKER_ANNOTATIONS = frozenset({"x-opt-sequence-number", "x-opt-sequence"})
+_BROKER_ANNOTATIONS = frozenset({SEQUENCE_NUMBER, KEY_SEQUENCE})
 
 
 def to_annotation_name(name: str, value: Any) -> str | None:
