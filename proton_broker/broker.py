@@ -736,7 +736,7 @@ class Broker:
         now = time.time()
         if self.store is not None:
             for queue, message in txn.sends:
-                if message.durable and queue.persistent and self.is_live(queue):
+                if queue.keeps(message) and self.is_live(queue):
                     message.store_id = self.store.next_id()
                     if message.sequence is not None:  # numbered when it was sent
                         annotate(message, KEY_SEQUENCE, message.sequence)  # see codec/encode.py

@@ -263,7 +263,7 @@ class DeadLetters:
             return []
         rows = []
         for each, target in copies:
-            if each.durable and target.persistent:
+            if target.keeps(each):
                 each.store_id = store.next_id()
                 rows.append(StoredMessage(each.store_id, target.name, each.data, time.time()))
         return rows

@@ -290,6 +290,7 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "lvqKey": lambda q: q.settings.lvq_key,
     "sequenceKey": lambda q: q.settings.sequence_key,
     "maxKeyUpdates": lambda q: q.settings.max_key_updates,
+    "messageDurability": lambda q: q.settings.messages_kept.upper(),
     "messageGroupType": _group_type,
     "messageGroupKeyOverride": lambda q: q.settings.group_key if q.settings.grouped else None,
     "messageGroupSharedGroups": lambda q: q.settings.group_mode == GROUPS_SHARED,

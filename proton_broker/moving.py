@@ -102,7 +102,7 @@ class Transfer:
         self._count += 1
         self._bytes += landing.size
         store = self.broker.store
-        if store is not None and landing.durable and self.destination.persistent:
+        if store is not None and self.destination.keeps(landing):
             landing.store_id = store.next_id()
             self.unit.enqueues.append(
                 StoredMessage(landing.store_id, self.destination.name, landing.data, time.time())

@@ -270,7 +270,11 @@ class ProducerLink:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 _staged(dlv, txn, ((message, queue),))
                 accepted_in(Delivery.wrap(dlv), txn)
-            elif self._pending or (message.header.durable and queue.persistent):
+            # queue.keeps(message), inlined: every message asks, and the plain one is
+            # answered by two attribute reads
+            elif (
+                self._pending or queue.keeps_all or (message.header.durable and queue.keeps_durable)
+            ):
                 self._in_order(dlv, [(message, queue)], single=True)
             else:
                 queue.enqueue(message)
@@ -337,7 +341,7 @@ class ProducerLink:
             return
         for each, queue in copies:
             queue.check_admission(each)
-        if self._pending or any(each.durable and q.persistent for each, q in copies):
+        if self._pending or any(q.keeps(each) for each, q in copies):
             self._in_order(dlv, copies, single=False)
             return
         for each, queue in copies:
@@ -393,7 +397,7 @@ class ProducerLink:
         dropped). A refusal takes back the copies that joined before it, and is raised."""
         joined: list[tuple[Message, Queue]] = []
         for each, target in copies:
-            writing = each.durable and target.persistent
+            writing = target.keeps(each)
             each.store_id = self.broker.store_id() if writing else None
             try:
                 if target.enqueue(each, admitted=not single, writing=writing):

@@ -66,7 +66,8 @@ Rules owned here:
   a version (a transaction rolled back) are kept for 10,000 such keys at most; past that
   those keys are forgotten too.
 * On a durable queue the store keeps each key's latest number with its stored versions;
-  a version it does not keep (a message that is not durable) got a number no stored row
+  a version it does not keep (a message that arrived without a store id: not durable, or
+  on a queue whose ``messageDurability`` keeps no such message) got a number no stored row
   says was given out. Such numbers are reserved in the store :data:`KEY_BLOCK` at a time
   (the next block once half of this one is used), as a floor: after a restart every key
   goes on above it, as above a forgotten key, so no number a consumer saw is given out
@@ -212,8 +213,8 @@ class History:
         self.budget = HistoryBudget(sys.maxsize)
 
     def make_durable(self, reserve: Callable[[int], None]) -> None:
-        """Its queue is durable: a version the store does not keep (a message that is not
-        durable) may have a number no stored row says was given out, so such numbers are
+        """Its queue is durable: a version the store does not keep (one that arrives
+        without a store id) may have a number no stored row says was given out, so such numbers are
         reserved with ``reserve(upto)`` a block ahead (:data:`KEY_BLOCK`), the next block
         when half of this one is used, and after a restart every key goes on above the
         reservation, as above a forgotten key (see the module rules)."""
@@ -276,7 +277,7 @@ class History:
             elif current > seq:  # recorded behind a greater number: that stays the current one
                 self._ahead[key] = current
         message.number, message.sequence = order, seq
-        if seq > self._unstored_watermark and not message.durable:  # see make_durable
+        if seq > self._unstored_watermark and message.store_id is None:  # see make_durable
             self._reserve_unstored(seq)
         message.in_history = True
         version: Message | Entry = message

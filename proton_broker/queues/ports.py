@@ -87,7 +87,7 @@ class Journal(Protocol):
 
     def reserve_keys(self, queue: Queue, upto: int) -> None:
         """``queue``'s sequence history gives out key numbers to versions the store does
-        not keep (messages that are not durable): after a restart no key's number up to
+        not keep (see Queue.keeps): after a restart no key's number up to
         ``upto`` is given out again."""
 
 

@@ -213,6 +213,9 @@ class Queue:
         if self.history is not None:
             self.history.join(self.hooks.history_budget)
         self.persistent = False
+        # Which messages the store keeps as they join (see keeps): every one, the durable
+        # ones, or none; none until make_durable, then as the settings say.
+        self.keeps_all = self.keeps_durable = False
         self._assemble_dispatch()
         # Whether messages need an expiry time even without a TTL of their own.
         self._ttl_bounds = has_ttl_bounds(self.settings)
@@ -422,10 +425,17 @@ class Queue:
         are written to ``journal``, and durable messages are accepted once written."""
         self.journal = journal
         self.persistent = True
+        self.keeps_all, self.keeps_durable = self.settings.kept
         self.numbers.keep(journal)
         if self.history is not None:  # only a store keeps what a history forgets
             self.history.forgot = self._key_forgotten
             self.history.make_durable(self._keys_reserved)
+
+    def keeps(self, message: Message) -> bool:
+        """Whether the store keeps ``message`` as it joins this queue (Broker-J's
+        messageDurability: the durable ones, every one, or none; none on a queue that is
+        not durable). The caller writes it, and answers its producer once written."""
+        return self.keeps_all or (message.header.durable and self.keeps_durable)
 
     def _numbers_written(self) -> None:
         if self._browse_cursors:
@@ -916,6 +926,8 @@ class Queue:
             getattr(settings, name) != getattr(self.settings, name) for name in LIMIT_SETTINGS
         )
         self.settings = settings
+        if self.persistent:
+            self.keeps_all, self.keeps_durable = settings.kept
         self._ttl_bounds = has_ttl_bounds(settings)
         self._dispatcher.default_replay = default_replay_seconds(settings.default_filters)
         if limits_changed:

@@ -31,6 +31,10 @@ Rules this module owns:
   asks for a ``<queue>_DLQ`` instead, so the two together are a conflict.
   ``maximumDeliveryAttempts`` / ``x-qpid-maximum-delivery-count`` 0 means no maximum;
   absent, the broker's ``queue.maximum_delivery_attempts`` applies.
+* Which messages a durable queue's store keeps is Broker-J's ``messageDurability``
+  (``qpid.message_durability`` in its queue arguments): DEFAULT the durable ones, ALWAYS
+  every one, NEVER none; it may change on a live queue, for the messages that arrive
+  after. A queue that is not durable keeps none, and reads NEVER, as on Broker-J.
 * The deprecated ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse`` make a
   last-value queue keyed by ``qpid.LVQ_key`` (the key the old C++ modes used), with a
   deprecation warning the broker logs as it creates the queue; browsing such a queue works
@@ -65,6 +69,19 @@ GROUPS_NONE, GROUPS_STANDARD, GROUPS_SHARED = "none", "standard", "shared"
 # deleted (both Qpid brokers' default) or routed to the queue's alternate.
 EXPIRE_DELETE, EXPIRE_TO_ALTERNATE = "delete", "route_to_alternate"
 EXPIRY_POLICIES = (EXPIRE_DELETE, EXPIRE_TO_ALTERNATE)
+
+# Which messages a durable queue's store keeps (Broker-J's messageDurability): the durable
+# ones (both brokers' rule), every one, or none. A queue that is not durable keeps none,
+# whatever it was given: Broker-J sets NEVER on such a queue as it opens.
+KEEP_DURABLE, KEEP_ALWAYS, KEEP_NEVER = "default", "always", "never"
+MESSAGE_DURABILITIES = (KEEP_DURABLE, KEEP_ALWAYS, KEEP_NEVER)
+# What the store keeps under each: (messages that are not durable, durable ones), as
+# Broker-J's MessageDurability.persist(persistent) answers.
+KEPT: Mapping[str, tuple[bool, bool]] = {
+    KEEP_DURABLE: (False, True),
+    KEEP_ALWAYS: (True, True),
+    KEEP_NEVER: (False, False),
+}
 
 PERMANENT, DELETE_ON_CLOSE = "permanent", "delete-on-close"
 DELETE_IF_UNUSED, DELETE_IF_UNUSED_AND_EMPTY = "delete-if-unused", "delete-if-unused-and-empty"
@@ -143,6 +160,8 @@ class QueueSettings:
     dead_letter_queue: bool | None = None  # <name>_DLQ as the alternate; None: broker default
     max_delivery_attempts: int | None = None  # 0: no maximum; None: the broker default
     expiry_policy: str = EXPIRE_DELETE
+    # which messages a durable queue's store keeps (MESSAGE_DURABILITIES; see kept)
+    message_durability: str = KEEP_DURABLE
     # lifetime
     lifetime_policy: str = PERMANENT
     auto_delete_timeout: int | None = None  # seconds
@@ -171,6 +190,18 @@ class QueueSettings:
         if self.context is not None and FLOW_RESUME_CONTEXT in self.context:
             return _context_percent(self.context[FLOW_RESUME_CONTEXT])
         return None
+
+    @property
+    def messages_kept(self) -> str:
+        """Which messages the store keeps (Broker-J's messageDurability, as it reads on the
+        queue): none on a queue that is not durable."""
+        return self.message_durability if self.durable else KEEP_NEVER
+
+    @property
+    def kept(self) -> tuple[bool, bool]:
+        """Whether the store keeps a message on this queue: (one that is not durable, a
+        durable one)."""
+        return KEPT[self.messages_kept]
 
     @property
     def detects_duplicates(self) -> bool:
@@ -451,6 +482,15 @@ def to_expiry_policy(name: str, value: Any) -> str:
     raise _bad(name, value, "DELETE or ROUTE_TO_ALTERNATE")
 
 
+def to_message_durability(name: str, value: Any) -> str:
+    """Broker-J's ``messageDurability``: DEFAULT, ALWAYS or NEVER (its enum's names, in any
+    case here)."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in MESSAGE_DURABILITIES:
+        return text
+    raise _bad(name, value, "DEFAULT, ALWAYS or NEVER")
+
+
 def to_alternate(name: str, value: Any) -> str:
     """An alternate: a name (qpidd's ``alternate-exchange``), or Broker-J's
     ``alternateBinding`` map ``{"destination": name}`` (also as JSON text)."""
@@ -583,15 +623,7 @@ _option("expiry_policy", to_expiry_policy, "expiryPolicy")
 _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
 _option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
-_option(
-    "",
-    _only_default(
-        "DEFAULT",
-        "a queue's own message durability is not supported (a durable "
-        "message on a durable queue is kept)",
-    ),
-    "messageDurability",
-)
+_option("message_durability", to_message_durability, "messageDurability", "qpid.message_durability")
 _option("max_live_consumers", to_count, "maximumLiveConsumers")
 _option(
     "",
@@ -685,6 +717,7 @@ def option_table() -> list[OptionInfo]:
         to_policy: tuple(p.upper() for p in OVERFLOW_POLICIES),
         to_lifetime: tuple(LIFETIME_POLICIES),
         to_expiry_policy: tuple(p.upper() for p in EXPIRY_POLICIES),
+        to_message_durability: tuple(p.upper() for p in MESSAGE_DURABILITIES),
         to_group_type: ("NONE", "STANDARD", "SHARED_GROUPS"),
         to_subscription: SUBSCRIPTION_MODES,
     }
@@ -960,6 +993,7 @@ LIVE_SETTINGS = frozenset(
         "description",
         "context",
         "exclusive",  # the broker's lifetimes apply it (proton_broker/lifetime.py)
+        "message_durability",  # for messages that arrive from now on
         *LIMIT_SETTINGS,
     }
 )

@@ -465,9 +465,9 @@ def test_create_takes_broker_js_other_attributes_at_their_defaults(
         },
     )
     assert status(made)[0] == 201
-    never = node.ask(entity("CREATE", "never-stored"), {"messageDurability": "NEVER"})
-    assert status(never)[0] == 501 and "messageDurability" in status(never)[1]
-    assert "never-stored" not in queues(broker)
+    local = node.ask(entity("CREATE", "no-local"), {"noLocal": True})
+    assert status(local)[0] == 501 and "noLocal" in status(local)[1]
+    assert "no-local" not in queues(broker)
 
 
 def test_update_changes_a_live_queues_limits_at_once_as_broker_j_does(

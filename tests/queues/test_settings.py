@@ -249,21 +249,37 @@ def test_recognised_features_the_broker_lacks_are_not_implemented(key: str) -> N
     assert key in caught.value.description
 
 
-@pytest.mark.parametrize(
-    ("key", "default", "other"),
-    [
-        ("messageDurability", "DEFAULT", "ALWAYS"),
-        ("noLocal", False, True),
-    ],
-)
-def test_broker_j_attributes_the_broker_lacks_take_their_default_alone(
-    key: str, default: Any, other: Any
-) -> None:
-    parsed = parse_options({key: default})
+def test_broker_js_no_local_attribute_takes_its_default_alone() -> None:
+    parsed = parse_options({"noLocal": False})
     assert not parsed.unknown and parsed.settings == QueueSettings()
     with pytest.raises(NotImplementedByBroker) as caught:
-        parse_options({key: other})
-    assert key in caught.value.description
+        parse_options({"noLocal": True})
+    assert "noLocal" in caught.value.description
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [("DEFAULT", (False, True)), ("always", (True, True)), ("NEVER", (False, False))],
+)
+@pytest.mark.parametrize("key", ["messageDurability", "qpid.message_durability"])
+def test_message_durability_says_which_messages_a_durable_queue_keeps(
+    key: str, value: str, kept: tuple[bool, bool]
+) -> None:
+    settings = parse_options({key: value, "durable": True}).settings
+    assert settings.kept == kept and settings.messages_kept == value.lower()
+
+
+def test_a_queue_that_is_not_durable_keeps_no_message_whatever_it_was_given() -> None:
+    settings = parse_options({"messageDurability": "ALWAYS"}).settings
+    assert settings.message_durability == "always"
+    assert settings.messages_kept == "never" and settings.kept == (False, False)
+
+
+def test_message_durability_is_one_of_broker_js_three_names() -> None:
+    with pytest.raises(InvalidField) as caught:
+        parse_options({"messageDurability": "SOMETIMES"})
+    assert caught.value.field == "messageDurability"
+    assert "DEFAULT, ALWAYS or NEVER" in caught.value.description
 
 
 @pytest.mark.parametrize(
