@@ -98,9 +98,10 @@ class Broker:
         )
         self.deletion_watchers.append(lambda queue: self.exchanges.queue_deleted(queue.name))
         self.subscriptions = Subscriptions(self)
-        # Subscription queues that take nothing their receivers' connections publish
-        # (no-local): queue name -> those connections (any object the adapter identifies a
-        # connection by), each counted once for every no-local link it has on the queue.
+        # Queues that take nothing some connections publish (no-local: a subscriber's
+        # filter, or a no-local queue's receivers): queue name -> those connections (any
+        # object the adapter identifies a connection by), each counted once for every such
+        # link it has on the queue. Routing (route) and a producer's link (is_local) ask.
         self.no_local: dict[str, Counter[object]] = {}
         self.deletion_watchers.append(lambda queue: self.no_local.pop(queue.name, None))
         # Where the messages a queue gives up on go (deadletters.py); while the broker
@@ -546,15 +547,20 @@ class Broker:
         return routed
 
     def no_local_link(self, name: str, connection: object, attached: bool = True) -> None:
-        """A no-local receiver of subscription queue ``name`` on ``connection`` attached
-        (or, ``attached`` False, went): while it is there, what that connection publishes
-        stays out of the queue (Broker-J: out of reach of every consumer's connection)."""
+        """A no-local receiver of queue ``name`` on ``connection`` attached (or, ``attached``
+        False, went): while it is there, what that connection publishes stays out of the
+        queue, as qpidd drops it (Broker-J: out of reach of every consumer's connection)."""
         held = self.no_local.setdefault(name, Counter())
         held[connection] += 1 if attached else -1
         if held[connection] <= 0:
             del held[connection]
         if not held:
             del self.no_local[name]
+
+    def is_local(self, queue: Queue, origin: object) -> bool:
+        """Whether what connection ``origin`` publishes stays out of ``queue`` (see
+        :meth:`no_local_link`)."""
+        return origin in self.no_local.get(queue.name, ())
 
     def alternate_queues(
         self, name: str, key: str, message: Message, follow: bool = False

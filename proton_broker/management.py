@@ -301,6 +301,7 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "queueFlowResumeLimit": lambda q: q.settings.flow_resume_percent,
     "ensureNondestructiveConsumers": lambda q: q.settings.ensure_nondestructive,
     "maximumLiveConsumers": lambda q: q.settings.max_live_consumers,
+    "noLocal": lambda q: q.settings.no_local,
     "defaultFilters": lambda q: dict(q.settings.default_filters or {}) or None,
     "minimumMessageTtl": lambda q: q.settings.min_ttl or 0,
     "maximumMessageTtl": lambda q: q.settings.max_ttl or 0,

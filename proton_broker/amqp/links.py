@@ -214,6 +214,7 @@ class ProducerLink:
         self.queue = queue  # None: an exchange, or the anonymous relay (by each 'to')
         self.exchange = exchange  # the exchange (and default subject) this link sends to
         self.origin = link.connection._impl  # its connection (subscribers' no-local filter)
+        self._locals = broker.no_local  # queues some connections may not send to (no-local)
         # Broker-J's DISCARD_UNROUTABLE target capability: drop unroutable messages silently
         # even on an exchange that rejects them.
         self.discards_unroutable = DISCARD_UNROUTABLE in capabilities_of(link.remote_target)
@@ -266,6 +267,9 @@ class ProducerLink:
                 queue = self.exchange or self._relay_target(message)
             if isinstance(queue, ExchangeAddress):
                 self._route(dlv, message, queue)
+            elif self._locals and self.broker.is_local(queue, self.origin):
+                log.debug("dropped a local message for '%s' (no-local)", queue.name)
+                self._dropped(dlv)  # as qpidd's Queue::accept drops it
             elif _remote_state(dlv) == TRANSACTIONAL_STATE:
                 txn = transaction_of(self.broker.transactions, dlv)[0]
                 _staged(dlv, txn, ((message, queue),))

@@ -127,7 +127,6 @@ class Subscribed(NamedTuple):
 
     name: str  # the subscription queue
     unsubscribes: bool  # its close ends a kept subscription (exchanges/subscriptions.py)
-    no_local: Any = None  # its connection, if it is a no-local receiver
 
 
 class Server(Handler):
@@ -146,6 +145,9 @@ class Server(Handler):
         # Exchanges that live as long as the link that made them (temporary topics).
         self._temporary_exchanges: dict[Any, str] = {}
         self._subscribed: dict[Any, Subscribed] = {}  # pn_link_t* -> the subscription it reads
+        # Receivers whose connection's messages stay out of their queue while they are
+        # attached (no-local): pn_link_t* -> (queue name, connection).
+        self._locals: dict[Any, tuple[str, Any]] = {}
         # Links whose attach (being handled) created its queue: the controlling link of the
         # queue's lifetime policy (proton_broker/lifetime.py).
         self._created: set[Any] = set()
@@ -694,6 +696,8 @@ class Server(Handler):
             link, queue, browse, self.broker.transactions, self.config.broker.max_message_size
         )
         queue.subscribe(consumer, period, sequence, from_number, selector)
+        if queue.settings.no_local:
+            self._keep_local_out(link, queue.name)
         if requested is not None:
             applied = {**applied, REPLAY_PERIOD: requested}
         if applied:
@@ -822,18 +826,22 @@ class Server(Handler):
         existing = self.broker.queues.get(wanted.name)
         self._authorise(link, wanted.name, existing, dict(wanted.options), False)
         queue = self.broker.subscriptions.attach(wanted, user=user)
-        no_local = link.connection._impl if request.no_local else None
-        if no_local is not None:
-            self.broker.no_local_link(wanted.name, no_local)
+        if request.no_local or queue.settings.no_local:
+            self._keep_local_out(link, wanted.name)
         self._echo_exchange(link.source, source, address, options)
         if request.echo:
             echo_filters(link.source, request.echo)
         # Each subscriber gets a copy of what the exchange routes: Broker-J's answer
         # (qpidd leaves the mode unset); the link still consumes its subscription queue.
         link.source.distribution_mode = Terminus.DIST_MODE_COPY
-        return self._consume_subscription(
-            link, Subscribed(wanted.name, wanted.kept, no_local), queue
-        )
+        return self._consume_subscription(link, Subscribed(wanted.name, wanted.kept), queue)
+
+    def _keep_local_out(self, link: Link, name: str) -> None:
+        """While the receiver ``link`` is attached, what its connection publishes stays out
+        of queue ``name``: a no-local receiver, or any receiver of a no-local queue."""
+        connection = link.connection._impl
+        self._locals[link._impl] = (name, connection)
+        self.broker.no_local_link(name, connection)
 
     def _look_up_subscription(self, link: Link) -> ConsumerLink:
         """A receiver with a null source: Qpid JMS looking a durable subscription up by
@@ -958,8 +966,9 @@ class Server(Handler):
         refused = None
         if held is not None:
             refused = self.broker.subscriptions.detach(held.name, closed and held.unsubscribes)
-            if held.no_local is not None:
-                self.broker.no_local_link(held.name, held.no_local, attached=False)
+        local = self._locals.pop(impl, None)
+        if local is not None:
+            self.broker.no_local_link(*local, attached=False)
         exchange = self._temporary_exchanges.pop(impl, None)
         if exchange is not None and exchange in self.broker.exchanges:
             self.broker.delete_exchange(exchange)
@@ -988,7 +997,8 @@ class Server(Handler):
         stay attached until their next transfer detaches them (see ProducerLink)."""
         for impl in self._attached.pop(queue, ()):
             self._temporary.pop(impl, None)
-            if self._subscribed.pop(impl, None) is not None:  # its no-local went with the queue
+            self._locals.pop(impl, None)  # its count went with the queue (Broker.no_local)
+            if self._subscribed.pop(impl, None) is not None:
                 self.broker.subscriptions.detach(queue.name, unsubscribe=True)
             state = self.links.get(impl)
             if isinstance(state, ProducerLink):

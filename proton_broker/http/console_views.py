@@ -85,6 +85,7 @@ HELP = {
     "fairshare": "messages a priority level hands out in a row before the next lower one",
     "max_live_consumers": "consumers that take messages; the others stand by (0: all)",
     "message_durability": "which messages a durable queue keeps: durable ones, all or none",
+    "no_local": "what a connection sends does not join while it consumes from the queue",
     "queue_filter": "a JMS selector a message must match to join the queue",
     "sequence_annotation": "message annotation each delivery carries the queue number under",
     "flow_stop_count": "messages at which producers are stopped",

@@ -149,6 +149,9 @@ class QueueSettings:
     # Broker-J's maximumLiveConsumers: consumers beyond it wait in standby (0: no bound;
     # queues/dispatching.py)
     max_live_consumers: int = 0
+    # qpidd's no-local (Broker-J's noLocal): what a connection publishes does not join the
+    # queue while that connection consumes from it (the broker keeps count: broker.py)
+    no_local: bool = False
     # delivery control
     ensure_nondestructive: bool = False
     default_filters: Mapping[str, Any] | None = None
@@ -426,23 +429,6 @@ def to_context(name: str, value: Any) -> dict[str, str]:
     return {key: str(item) for key, item in value.items()}
 
 
-def _only_default(default: Any, feature: str) -> Converter:
-    """A converter for a Broker-J attribute whose feature this broker does not have: its
-    default is understood (asks for nothing), any other value is NotImplementedByBroker."""
-
-    def convert(name: str, value: Any) -> Any:
-        same = str(value).upper() == str(default).upper()
-        if same or (isinstance(default, int) and _is_integer(value) and int(value) == default):
-            return NOTHING
-        raise NotImplementedByBroker(f"queue option '{name}' = {value!r}: {feature}")
-
-    return convert
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())
-
-
 def to_policy(name: str, value: Any) -> str:
     text = value.strip().lower().replace("-", "_") if isinstance(value, str) else None
     if text in OVERFLOW_POLICIES:
@@ -622,29 +608,16 @@ _option(
 _option("expiry_policy", to_expiry_policy, "expiryPolicy")
 _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_detection_count")
 _option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
-# Understood but not settings of the queue: checked, echoed, otherwise ignored.
 _option("message_durability", to_message_durability, "messageDurability", "qpid.message_durability")
 _option("max_live_consumers", to_count, "maximumLiveConsumers")
-_option(
-    "",
-    _only_default(
-        False,
-        "a queue that drops its owner's own messages is not supported (a "
-        "receiver's no-local filter on an exchange is)",
-    ),
-    "noLocal",
-)
+_option("no_local", to_bool, "no-local", "noLocal")
 _option("description", to_description, "description")
 _option("context", to_context, "context")
+# Understood but not settings of the queue: checked, echoed, otherwise ignored.
 _option("", to_dist_modes, "supported-dist-modes")
 _option("", to_key, "type", "node-type")  # x-declare's 'type' for a queue node
 # Deprecated C++ LVQ modes: handled in _legacy_lvq.
 _DEPRECATED_LVQ = ("qpid.last_value_queue", "qpid.last_value_queue_no_browse")
-# Recognised, but a feature this broker does not have: refused with not-implemented.
-_UNSUPPORTED = {
-    "no-local": "a queue that drops its owner's own messages is not supported (a receiver's "
-    "no-local filter on an exchange is)",
-}
 _FAIRSHARE_LEVEL = ("qpid.fairshare-", "x-qpid-fairshare-")  # qpidd's per-level shares
 # qpidd's options with nothing to change here (alerts are QMF events, the rest tune its
 # store, paging and federation): accepted, echoed, and logged as having no effect, so
@@ -747,8 +720,6 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
     parsed = ParsedOptions(QueueSettings())
     for raw_key, value in options.items():
         key = str(raw_key)
-        if key in _UNSUPPORTED:
-            raise NotImplementedByBroker(f"queue option '{key}': {_UNSUPPORTED[key]}")
         if key.startswith(_FAIRSHARE_LEVEL):
             _fairshare_level(key, value, values, parsed)
             continue

@@ -465,9 +465,9 @@ def test_create_takes_broker_js_other_attributes_at_their_defaults(
         },
     )
     assert status(made)[0] == 201
-    local = node.ask(entity("CREATE", "no-local"), {"noLocal": True})
-    assert status(local)[0] == 501 and "noLocal" in status(local)[1]
-    assert "no-local" not in queues(broker)
+    session = node.ask(entity("CREATE", "per-session"), {"exclusive": "SESSION"})
+    assert status(session)[0] == 501 and "exclusive" in status(session)[1]
+    assert "per-session" not in queues(broker)
 
 
 def test_update_changes_a_live_queues_limits_at_once_as_broker_j_does(

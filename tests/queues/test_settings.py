@@ -242,19 +242,17 @@ def test_unknown_keys_are_refused_by_parse_settings_naming_them() -> None:
     assert caught.value.field in ("x-custom", "qpid.nonsense")
 
 
-@pytest.mark.parametrize("key", ["no-local"])
-def test_recognised_features_the_broker_lacks_are_not_implemented(key: str) -> None:
+@pytest.mark.parametrize("policy", ["SESSION", "CONTAINER", "PRINCIPAL", "LINK"])
+def test_broker_js_exclusivity_policies_the_broker_lacks_are_not_implemented(policy: str) -> None:
     with pytest.raises(NotImplementedByBroker) as caught:
-        parse_options({key: "x"})
-    assert key in caught.value.description
+        parse_options({"exclusive": policy})
+    assert "exclusive" in caught.value.description and policy in caught.value.description
 
 
-def test_broker_js_no_local_attribute_takes_its_default_alone() -> None:
-    parsed = parse_options({"noLocal": False})
-    assert not parsed.unknown and parsed.settings == QueueSettings()
-    with pytest.raises(NotImplementedByBroker) as caught:
-        parse_options({"noLocal": True})
-    assert "noLocal" in caught.value.description
+@pytest.mark.parametrize("key", ["no-local", "noLocal"])
+def test_no_local_is_qpidds_option_and_broker_js_attribute(key: str) -> None:
+    assert parse_options({key: True}).settings.no_local
+    assert parse_options({key: "false"}).settings == QueueSettings()
 
 
 @pytest.mark.parametrize(
