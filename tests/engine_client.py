@@ -377,10 +377,15 @@ class EngineClient:
         self.logs[link.name].received.append(Received(delivery, bytes(data), message))
 
     def close(self) -> None:
+        """Close the connection and wait up to 50 ms for the broker's close (a broker that
+        answers sooner is not waited for)."""
         if not self.closed:
             self.conn.close()
+            end = time.monotonic() + 0.05
             try:
-                self.pump(0.05)
+                self.pump(0.002)
+                while not self.conn.state & Endpoint.REMOTE_CLOSED and time.monotonic() < end:
+                    self.pump(0.002)
             finally:
                 self.sock.close()
                 self.closed = True

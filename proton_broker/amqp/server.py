@@ -120,6 +120,9 @@ HONOURED_CAPABILITIES = {"queue", CREATE_ON_DEMAND}
 # socket is closed regardless: the engine holds the close back while it still owes frames
 # it can no longer send (a peer that broke the protocol mid-conversation, for one).
 CLOSE_GRACE = 2.0
+# Seconds a stopping broker gives its connections' close frames to leave; it stops sooner
+# once every connection has written everything it had (with no connection, at once).
+SHUTDOWN_GRACE = 0.2
 
 
 class Subscribed(NamedTuple):
@@ -348,7 +351,15 @@ class Server(Handler):
             conn.condition = Condition("amqp:connection:forced", "broker shutting down")
             conn.close()
         self._injector.close()
-        self.container.schedule(0.2, Callback(self._stop_loop))
+        self._stop_when_written(time.monotonic() + SHUTDOWN_GRACE)
+
+    def _stop_when_written(self, deadline: float) -> None:
+        """End the loop once every connection has written its close (its transport holds
+        no more output), or at ``deadline``: a peer that reads nothing holds it no longer."""
+        if time.monotonic() < deadline and any(map(_output_left, self.connections.values())):
+            self.container.schedule(0.01, Callback(lambda: self._stop_when_written(deadline)))
+            return
+        self._stop_loop()
 
     def _stop_loop(self) -> None:
         self.broker.close()  # pending store writes finish first
@@ -1060,6 +1071,12 @@ class Server(Handler):
                 conn.close()
         except (SessionException, BrokerError, ValueError):  # pragma: no cover - best effort
             log.exception("could not close after a fault")
+
+
+def _output_left(conn: Connection) -> bool:
+    """Whether ``conn``'s transport still has bytes to write (a closed one has none)."""
+    transport = conn.transport  # the engine's count: PN_EOS (negative) once it is closed
+    return transport is not None and lib.pn_transport_pending(transport._impl) > 0
 
 
 def _links_of(conn: Connection, session: Any = None) -> list[Link]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from proton import Array, Data, Message
 
+from proton_broker.config import Config
 from tests.conftest import RunningBroker
 
 
@@ -93,3 +95,22 @@ def _links(client: Any) -> list[Any]:
         links.append(link)
         link = link.next(0)
     return links
+
+
+def test_a_broker_that_stops_closes_every_connection_with_connection_forced_first(
+    tmp_path: Path,
+) -> None:
+    """Each client is told why, also one that reads only once the broker has gone."""
+    config = Config()
+    config.broker.data_dir = str(tmp_path)
+    broker = RunningBroker(config)
+    clients = [broker.client() for _ in range(3)]
+    for client in clients:
+        client.wait(lambda client=client: client.conn.remote_container)
+    broker.app.stop()
+    broker.thread.join(10)
+    assert not broker.thread.is_alive()
+    for client in clients:
+        client.wait(lambda client=client: client.conn.remote_condition)
+        assert client.conn.remote_condition.name == "amqp:connection:forced"
+        assert client.conn.remote_condition.description == "broker shutting down"
