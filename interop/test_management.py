@@ -1,8 +1,8 @@
 """rhea as a Broker-J management client: CREATE, getStatistics (its parameter a list in
 the application properties), resetStatistics, an UPDATE of a live queue's limit,
 getMessageInfo, deleteMessages, copyMessages, moveMessages, getPublishingLinks and
-getConsumers, setContextVariable and removeContextVariable, over ``$management``, each answer
-checked against what the broker did."""
+getConsumers, setContextVariable and removeContextVariable, a QUERY of the connections, over
+``$management``, each answer checked against what the broker did."""
 
 from __future__ import annotations
 
@@ -154,3 +154,18 @@ def test_rhea_sets_and_removes_a_context_variable_by_object_path(
     assert first["statusCode"] == 200 and second["body"] == "70"
     assert removed["statusCode"] == 200 and removed["body"] == "55.5"
     assert not read["body"].get("context")
+
+
+def test_rhea_lists_the_connections_and_finds_its_own(broker: BrokerProcess) -> None:
+    """Broker-J's org.apache.qpid.Connection, queried by rhea: its own connection, the only
+    one open, with rhea's container id and what rhea announced (no product)."""
+    node = {"operation": "QUERY", "type": "org.amqp.management", "name": "self"}
+    query = {
+        "properties": {**node, "entityType": "org.apache.qpid.Connection"},
+        "body": {"attributeNames": ["clientId", "clientProduct", "principal", "protocol"]},
+    }
+    (listed,) = manage(broker, query)
+    assert listed["statusCode"] == 200
+    ((client_id, product, principal, protocol),) = listed["body"]["results"]
+    assert client_id and product is None
+    assert (principal, protocol) == ("anonymous", "AMQP_1_0")

@@ -60,6 +60,12 @@ from typing import TYPE_CHECKING, Any
 
 from proton_broker import errors
 from proton_broker.broker import MANAGEMENT_NODE
+from proton_broker.management_connections import (
+    CONNECTION_ATTRIBUTES,
+    CONNECTION_TYPE,
+    ConnectionDirectory,
+    ConnectionEntities,
+)
 from proton_broker.management_context import (
     CONTEXT_OPERATIONS,
     NO_VALUE,
@@ -371,10 +377,16 @@ def queue_attributes(queue: Queue, names: list[str] | None = None) -> dict[str, 
 class Management:
     """Performs management requests on a :class:`Broker` (on its event-loop thread)."""
 
-    def __init__(self, broker: Broker, links: LinkDirectory | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        links: LinkDirectory | None = None,
+        connections: ConnectionDirectory | None = None,
+    ) -> None:
         self.broker = broker
         self.exchanges = ExchangeEntities(broker)
         self.links = links  # the protocol adapter's, for getConsumers and getPublishingLinks
+        self.connections = ConnectionEntities(broker.access, connections)
 
     def handle(
         self,
@@ -417,6 +429,8 @@ class Management:
             return self._node_operation(operation, properties, body, user)
         if kind is None:
             raise ManagementError(BAD_REQUEST, "the request has no 'type'")
+        if kind == CONNECTION_TYPE:  # management_connections.py
+            return Response(*self.connections.handle(operation, properties, user))
         if operation in CONTEXT_OPERATIONS:  # management_context.py
             return self._context_variable(operation, properties, user)
         if kind in ENTITY_TYPES:
@@ -429,7 +443,7 @@ class Management:
             raise ManagementError(
                 BAD_REQUEST,
                 f"unknown type {kind!r}; this node manages "
-                f"{', '.join((*QUEUE_TYPES, *ENTITY_TYPES))}",
+                f"{', '.join((*QUEUE_TYPES, *ENTITY_TYPES, CONNECTION_TYPE))}",
             )
         return self._queue_operation(operation, kind, properties, body, user)
 
@@ -749,6 +763,9 @@ class Management:
         elif entity_type in ENTITY_TYPES:
             names = list(names) or attribute_names(entity_type)
             rows = self.exchanges.rows(entity_type, properties)
+        elif entity_type == CONNECTION_TYPE:
+            names = list(names) or list(CONNECTION_ATTRIBUTES)
+            rows = self.connections.rows()
         else:
             names = list(names) or QUERY_DEFAULT
             rows = self._queues_of(entity_type)
@@ -789,6 +806,7 @@ def _types(entity_type: str | None) -> dict[str, list[str]]:
         QUEUE_TYPE: [],
         **{kind: [QUEUE_TYPE] for kind in QUEUE_KINDS},
         **TYPE_HIERARCHY,
+        CONNECTION_TYPE: [],
     }
     if entity_type is None:
         return table
@@ -800,6 +818,8 @@ def _attribute_names(entity_type: str) -> list[str]:
         return []
     if entity_type in ENTITY_TYPES:
         return attribute_names(entity_type)
+    if entity_type == CONNECTION_TYPE:
+        return list(CONNECTION_ATTRIBUTES)
     return list(QUEUE_ATTRIBUTES)
 
 
@@ -810,6 +830,8 @@ def _query_objects(entity_type: str | None) -> tuple[str, ...]:
         return ("binding", "exchange", "queue")
     if entity_type in ENTITY_TYPES:
         return ("binding",) if entity_type == BINDING_TYPE else ("exchange",)
+    if entity_type == CONNECTION_TYPE:
+        return ("connection",)
     return ("queue",)
 
 
@@ -833,6 +855,8 @@ _EVERY_ATTRIBUTE = list(
 def _operations(entity_type: str) -> dict[str, list[str]]:
     if entity_type == MANAGEMENT_TYPE:
         return {op: [] for op in NODE_OPERATIONS}
+    if entity_type == CONNECTION_TYPE:  # made by clients: read, closed, counted
+        return {"READ": [], "DELETE": [], GET_STATISTICS: ["statistics"]}
     crud: dict[str, list[str]] = {"CREATE": [], "READ": [], "UPDATE": [], "DELETE": ["force"]}
     if entity_type == EXCHANGE_TYPE or EXCHANGE_TYPE in TYPE_HIERARCHY.get(entity_type, ()):
         crud["bind"] = ["destination", "bindingKey", "arguments", "replaceExistingArguments"]

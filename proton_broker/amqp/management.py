@@ -42,7 +42,6 @@ from proton_broker.amqp.control import ControlLink
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError, InvalidField, NotFound
 from proton_broker.management import NODE_ADDRESS, Management, Response
-from proton_broker.management_links import LinkDirectory
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -56,9 +55,9 @@ MANAGEMENT_ADDRESS = NODE_ADDRESS
 class ManagementNode:
     """The node: performs requests and routes replies (one per server)."""
 
-    def __init__(self, broker: Broker, links: LinkDirectory | None = None) -> None:
+    def __init__(self, broker: Broker, management: Management) -> None:
         self.broker = broker
-        self.management = Management(broker, links)
+        self.management = management  # what performs the requests
         # By (connection, the receiving link's target address); an entry goes with its queue.
         self._reply_queues: dict[tuple[Any, str], Queue] = {}
         self._keys: dict[str, tuple[Any, str]] = {}  # queue name -> its key above

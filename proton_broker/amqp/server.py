@@ -92,6 +92,7 @@ from proton_broker.errors import (
 )
 from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, TOPIC, ExchangeAddress
 from proton_broker.exchanges.subscriptions import subscription_name
+from proton_broker.management import Management
 from proton_broker.management_links import ConsumerName, PublishingLink
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
@@ -154,7 +155,8 @@ class Server(Handler):
         # Links whose attach (being handled) created its queue: the controlling link of the
         # queue's lifetime policy (proton_broker/lifetime.py).
         self._created: set[Any] = set()
-        self.management = ManagementNode(broker, self)  # self: its LinkDirectory
+        # self: its LinkDirectory and ConnectionDirectory
+        self.management = ManagementNode(broker, Management(broker, self, self))
         broker.deletion_watchers.append(self._queue_deleted)
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
@@ -229,6 +231,10 @@ class Server(Handler):
                     "address": f"{client_address(conn.url)}:{getattr(conn.url, 'port', '?')}",
                     "user": self.users.get(impl),
                     "container": conn.remote_container,
+                    "product": _announced(conn, "product"),
+                    "version": _announced(conn, "version"),
+                    "tls": self._over_tls(conn),
+                    "sessions": _session_count(conn),
                     "links": len(links),
                     "opened": self._opened.get(impl),
                     "messages_in": messages_in,
@@ -296,10 +302,11 @@ class Server(Handler):
             and state.queue.name == queue
         ]
 
-    def close_connection(self, connection_id: str, user: str) -> None:
+    def close_connection(self, connection_id: str, user: str, via: str = "in the console") -> None:
         """Close connection ``connection_id`` (its number, as the console and the CON-
         logs show it) with ``amqp:connection:forced``, as Broker-J closes one its management
-        closes; NotFound when no open connection has it (loop thread)."""
+        closes, saying ``user`` closed it ``via`` (where); NotFound when no open connection
+        has it (loop thread)."""
         found = [
             conn
             for impl, conn in self.connections.items()
@@ -311,7 +318,7 @@ class Server(Handler):
         log.info(
             "CON-1008 : Closed by an operator : [con:%s(%s)] : %s", connection_id, conn.url, user
         )
-        conn.condition = Condition("amqp:connection:forced", f"closed by {user} in the console")
+        conn.condition = Condition("amqp:connection:forced", f"closed by {user} {via}")
         self._drop_connection(conn)
         conn.close()
 
@@ -1098,6 +1105,22 @@ def _session_number(session: Any) -> int:
         number += 1
         other = other.next(Endpoint.LOCAL_ACTIVE)
     return number
+
+
+def _announced(conn: Connection, key: str) -> str | None:
+    """What the client's open announced under ``key`` (Proton and Qpid JMS send
+    ``product`` and ``version``), as text; None when it did not."""
+    value = (conn.remote_properties or {}).get(symbol(key))
+    return None if value is None else str(value)
+
+
+def _session_count(conn: Connection) -> int:
+    """The connection's sessions its client has begun and not ended."""
+    count, session = 0, conn.session_head(Endpoint.REMOTE_ACTIVE)
+    while session is not None:
+        count += 1
+        session = session.next(Endpoint.REMOTE_ACTIVE)
+    return count
 
 
 def _traffic(links: list[Any]) -> tuple[int, int]:
