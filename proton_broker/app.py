@@ -84,14 +84,25 @@ class App:
     def _scrape_guard(self, host: str | None, header: str | None) -> None:
         """Who may scrape the metrics listener: the rules of the HTTP gateway
         (security/basic.py), the password checked on the broker's loop."""
-        from proton_broker.security.basic import ANONYMOUS, Refused, credentials, unauthenticated
+        from proton_broker.security.basic import (
+            ANONYMOUS,
+            Refused,
+            credentials,
+            locked_out,
+            unauthenticated,
+        )
+        from proton_broker.security.logins import LockedOut
 
         given = credentials(self.config.sasl, host, header, secure=False)
         name = ANONYMOUS
         if given is not None:
             name, password = given
-            check = functools.partial(self.server.check_password, name, password)
-            if not fetch_from_loop(self.server.call_soon, check)():
+            check = functools.partial(self.server.check_password, name, password, host or "?")
+            try:
+                right = fetch_from_loop(self.server.call_soon, check)()
+            except LockedOut as exc:
+                raise locked_out(exc) from None
+            if not right:
                 log.warning("HTP-1001 : Authentication failed : %s : user %r", host, name)
                 raise unauthenticated("authentication failed: wrong user name or password")
         try:

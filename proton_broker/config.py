@@ -115,6 +115,10 @@ class SaslSection:
     # Who an EXTERNAL client (a verified TLS certificate) is: its subject's CN, or the whole
     # subject (Broker-J's useFullDN).
     external_user: str = _one_of("cn", "cn", "subject")
+    # Wrong passwords from one client address within the window that lock it out of
+    # password logins until the oldest is that old (security/logins.py); 0: no limit.
+    max_failed_logins: int = _at_least(10, 0)
+    failed_login_window: float = _at_least(60.0, 0.001)  # seconds
 
 
 @dataclass

@@ -141,21 +141,38 @@ def _mechanisms_in(frame: bytes) -> set[str]:
     return {str(m) for m in getattr(offered, "elements", [offered])}
 
 
-def configure(transport: Transport, section: SaslSection, host: str, tls: bool) -> None:
-    """Set up one accepted connection's SASL layer for a client at ``host``."""
+def configure(
+    transport: Transport, section: SaslSection, host: str, tls: bool, passwords: bool = True
+) -> bool:
+    """Set up one accepted connection's SASL layer for a client at ``host``; without
+    ``passwords`` (its address is locked out: security/logins.py) only the mechanisms that
+    need none are offered. False when nothing could be offered: the caller refuses it."""
     anonymous = allowed(section.anonymous, host)
     if not section.enabled:
         transport.require_auth(not anonymous)  # no SASL layer: only anonymous clients
-        return
-    mechanisms = [m for m in configured(section) if tls or m != "EXTERNAL"]
+        return True
+    mechanisms = [
+        m
+        for m in configured(section)
+        if (tls or m != "EXTERNAL") and (passwords or m == "EXTERNAL")
+    ]
     if anonymous:
         mechanisms.append("ANONYMOUS")
+    if not mechanisms:
+        return False
     sasl = transport.sasl()
     if SASL.extended():
         sasl.config_name(CONFIG_NAME)  # Cyrus has read it already (check_mechanisms)
     sasl.allow_insecure_mechs = tls or allowed(section.plain_without_tls, host)
     sasl.allowed_mechs(" ".join(mechanisms))
     transport.require_auth(not anonymous)
+    return True
+
+
+def password_mechanism(transport: Transport) -> bool:
+    """Whether the client chose a mechanism that sends a password (not ANONYMOUS or
+    EXTERNAL, and not none: a client that found no mechanism sent nothing)."""
+    return _mechanism(transport) not in (None, "ANONYMOUS", "EXTERNAL")
 
 
 def user_of(transport: Transport | None, section: SaslSection) -> str:

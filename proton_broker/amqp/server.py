@@ -98,6 +98,7 @@ from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import differences, parse_options
 from proton_broker.security.basic import ANONYMOUS
+from proton_broker.security.logins import LockedOut, LoginGuard
 from proton_broker.security.peers import allowed
 
 log = logging.getLogger("proton_broker.amqp")
@@ -161,6 +162,8 @@ class Server(Handler):
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
         self.quotas = Quotas(self.config.broker)  # amqp/quotas.py
+        section = self.config.sasl  # wrong passwords by client address (security/logins.py)
+        self.logins = LoginGuard(section.max_failed_logins, section.failed_login_window)
         self.sole = sole_connections.SoleConnections()
         self.users: dict[Any, str] = {}  # pn_connection_t* -> who its client authenticated as
         broker.loop_hooks.budget.observers.append(self._memory_full)
@@ -202,9 +205,15 @@ class Server(Handler):
         self.tls_address = self.container.listening(acceptor)
         return self.tls_address
 
-    def check_password(self, user: str, password: str) -> bool:
-        """Whether ``password`` is ``user``'s (Cyrus SASL; loop thread, for HTTP Basic)."""
-        return sasl.check_password(user, password)
+    def check_password(self, user: str, password: str, host: str) -> bool:
+        """Whether ``password`` is ``user``'s (Cyrus SASL; loop thread, for HTTP Basic and
+        the console's login, from a client at ``host``): LockedOut, its password not
+        checked, while ``host`` is locked out (security/logins.py); a wrong one counts."""
+        self.logins.check(host)
+        if sasl.check_password(user, password):
+            return True
+        self.logins.failed(host)
+        return False
 
     def metrics_snapshot(self) -> Any:
         """The figures one scrape reports (event-loop thread only; see
@@ -413,7 +422,13 @@ class Server(Handler):
     def on_connection_bound(self, event: Event) -> None:
         transport: Transport = event.transport
         conn = event.connection
-        sasl.configure(transport, self.config.sasl, client_address(conn.url), self._over_tls(conn))
+        host = client_address(conn.url)
+        locked = self.logins.locked_for(host)  # then only what needs no password
+        if not sasl.configure(transport, self.config.sasl, host, self._over_tls(conn), not locked):
+            assert locked is not None  # nothing to offer only for want of passwords
+            transport.condition = Condition(UNAUTHORIZED_ACCESS, str(LockedOut(host, locked)))
+            transport.close_tail()
+            transport.close_head()
         transport.max_frame_size = self.config.broker.max_frame_size
         transport.channel_max = self.config.broker.max_sessions_per_connection - 1
         transport.idle_timeout = self.config.broker.idle_timeout
@@ -576,12 +591,17 @@ class Server(Handler):
             return
         conn = event.connection
         if cond.name == UNAUTHORIZED_ACCESS and conn is not None:  # the SASL auth outcome
+            host = client_address(conn.url)
+            if sasl.password_mechanism(transport):  # a wrong password (or user)
+                self.logins.failed(host)
+            locked = self.logins.locked_for(host)
             log.warning(
-                "CON-1007 : Authentication failed : [con:%d(%s)] : mechanism %s : %s",
+                "CON-1007 : Authentication failed : [con:%d(%s)] : mechanism %s : %s%s",
                 self._numbers.get(conn._impl, 0),
                 conn.url or "?",
                 transport.sasl().mech or "none",
                 cond.description,
+                "" if locked is None else f" ({LockedOut(host, locked)})",
             )
             return
         log.info("connection error: %s: %s", cond.name, cond.description)

@@ -17,14 +17,22 @@ from aiohttp import web
 
 from proton_broker.config import SaslSection
 from proton_broker.http.wire import RequestError
-from proton_broker.security.basic import ANONYMOUS, Refused, credentials, unauthenticated
+from proton_broker.security.basic import (
+    ANONYMOUS,
+    Refused,
+    credentials,
+    locked_out,
+    unauthenticated,
+)
+from proton_broker.security.logins import LockedOut
 
 log = logging.getLogger("proton_broker.http")
 
 CONSOLE = "/console"  # the web console's pages and API: sessions of their own
 USER = web.RequestKey("user", str)  # who a request comes from, for the handlers and the ACL
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-PasswordCheck = Callable[[str, str], Awaitable[bool]]
+# (user, password, client address): LockedOut while the address is locked out
+PasswordCheck = Callable[[str, str, str], Awaitable[bool]]
 
 
 class Authenticator:
@@ -55,7 +63,11 @@ class Authenticator:
         if given is None:
             return ANONYMOUS
         name, password = given
-        if not await self.check(name, password):
+        try:
+            right = await self.check(name, password, request.remote or "?")
+        except LockedOut as exc:
+            raise locked_out(exc) from None
+        if not right:
             log_failed(request.remote, name)
             raise unauthenticated("authentication failed: wrong user name or password")
         return name

@@ -45,7 +45,8 @@ from proton_broker.http.rates import Rates
 from proton_broker.http.sessions import COOKIE, CSRF_HEADER, Sessions
 from proton_broker.http.wire import RequestError
 from proton_broker.management import Management
-from proton_broker.security.basic import ANONYMOUS, Refused, check_clear_password
+from proton_broker.security.basic import ANONYMOUS, Refused, check_clear_password, locked_out
+from proton_broker.security.logins import LockedOut
 from proton_broker.security.peers import allowed
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Console:
         server: BrokerLoop,
         config: Config,
         on_broker: OnBroker[Any],
-        check_password: Callable[[str, str], Awaitable[bool]],
+        check_password: Callable[[str, str, str], Awaitable[bool]],
         read_body: Callable[[web.Request], Awaitable[bytes]],
     ) -> None:
         self.server = server
@@ -188,7 +189,14 @@ class Console:
                 check_clear_password(self.config.sasl, host, request.secure)
             except Refused as refused:
                 raise RequestError(refused.status, refused.message) from None
-            if not await self.check_password(name, password):
+            try:
+                right = await self.check_password(name, password, host or "?")
+            except LockedOut as exc:
+                refused = locked_out(exc)
+                error = RequestError(refused.status, refused.message)
+                error.headers.update(refused.headers)
+                raise error from None
+            if not right:
                 log_failed(host, name)
                 raise RequestError(401, "wrong user name or password")
         token, session = self.sessions.start(name, time.monotonic())

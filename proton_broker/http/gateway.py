@@ -108,7 +108,7 @@ class BrokerLoop(Protocol):
 
     def metrics_snapshot(self) -> Snapshot: ...
 
-    def check_password(self, user: str, password: str) -> bool: ...
+    def check_password(self, user: str, password: str, host: str) -> bool: ...
 
     def connection_figures(self) -> list[dict[str, Any]]: ...
 
@@ -259,8 +259,8 @@ class Gateway:
         self.server.call_soon(call)
         return await future
 
-    async def _check_password(self, user: str, password: str) -> bool:
-        return await self._on_broker(lambda: self.server.check_password(user, password))
+    async def _check_password(self, user: str, password: str, host: str) -> bool:
+        return await self._on_broker(lambda: self.server.check_password(user, password, host))
 
     # ---- handlers (gateway thread) -------------------------------------------------------
 

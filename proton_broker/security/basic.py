@@ -11,7 +11,9 @@ Rules this module owns (docs/security.md, "HTTP"):
   the password is looked at.
 * The password itself is checked by the caller, with Cyrus SASL on the broker's loop, as
   an AMQP client's would be; a wrong one is answered 401 and logged by the caller
-  (``HTP-1001``) with the client address and the user name, never the password.
+  (``HTP-1001``) with the client address and the user name, never the password. A client
+  address locked out after wrong passwords (:mod:`proton_broker.security.logins`) is
+  answered 429 with ``Retry-After``, its password not checked.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import base64
 import binascii
 
 from proton_broker.config import SaslSection
+from proton_broker.security.logins import LockedOut
 from proton_broker.security.peers import allowed
 
 REALM = "proton-broker"
@@ -35,6 +38,12 @@ class Refused(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+
+
+def locked_out(exc: LockedOut) -> Refused:
+    """429 for a client address locked out after wrong passwords (security/logins.py),
+    saying when it may try again."""
+    return Refused(429, str(exc), {"Retry-After": str(exc.seconds)})
 
 
 def unauthenticated(message: str) -> Refused:

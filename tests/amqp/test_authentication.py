@@ -255,3 +255,35 @@ def test_each_user_has_its_own_connection_limit(data_dir: Path) -> None:
         first.close()
     finally:
         process.stop()
+
+
+def test_an_address_that_gives_wrong_passwords_is_locked_out_of_password_logins(
+    data_dir: Path,
+) -> None:
+    """Three wrong passwords in a minute: the right one is not even asked for, while what
+    needs no password (anonymous, from this machine) goes on."""
+    process = broker(data_dir, max_failed_logins="3", failed_login_window="60")
+    try:
+        for mechanism in ("PLAIN", "SCRAM-SHA-256", "PLAIN"):
+            assert sasl_outcome(process.port, mechanism, "alice", "wrong") == (SASL.AUTH, False)
+        assert sasl_outcome(process.port, "SCRAM-SHA-256", "alice", PASSWORD)[1] is False
+        assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD)[1] is False
+        assert sasl_outcome(process.port, "ANONYMOUS", None, None) == (SASL.OK, True)
+        locked = process.logged("too many failed logins from 127.0.0.1: try again in")
+        assert locked and "CON-1007" in locked[-1]
+    finally:
+        process.stop()
+
+
+def test_without_anonymous_a_locked_out_address_cannot_connect_until_the_window_passes(
+    data_dir: Path,
+) -> None:
+    process = broker(data_dir, anonymous="never", max_failed_logins="2", failed_login_window="1")
+    try:
+        for _ in range(2):
+            assert sasl_outcome(process.port, "PLAIN", "alice", "wrong") == (SASL.AUTH, False)
+        assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD)[1] is False
+        time.sleep(1.1)  # the window: the oldest failure has aged out
+        assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD) == (SASL.OK, True)
+    finally:
+        process.stop()

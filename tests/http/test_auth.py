@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from proton import ConnectionException
+from proton.utils import BlockingConnection
 
 from proton_broker.testing import BrokerProcess, add_user
 
@@ -156,3 +158,21 @@ def test_a_password_in_the_clear_is_refused_without_https_and_taken_over_it(
         assert call(url, SEND, context=context)[0] == 401
     finally:
         secured.stop()
+
+
+def test_an_address_locked_out_by_wrong_passwords_is_answered_429_on_http_and_amqp_alike(
+    data_dir: Path,
+) -> None:
+    """The gateway's wrong passwords and the AMQP listener's count together: the client
+    address is locked out of both, its passwords not checked, and told when to try again."""
+    process = start(data_dir, sasl_anonymous="never", sasl_max_failed_logins="2")
+    try:
+        url = f"{process.http_base}/queue/send/prices"
+        assert [call(url, SEND, user="alice", password="wrong")[0] for _ in range(2)] == [401, 401]
+        status, headers, body = call(url, SEND, user="alice")  # the right password
+        assert status == 429 and 55 <= int(headers["Retry-After"]) <= 60
+        assert json.loads(body)["error"].startswith("too many failed logins from 127.0.0.1")
+        with pytest.raises(ConnectionException):
+            BlockingConnection(f"amqp://alice:{PASSWORD}@127.0.0.1:{process.port}", timeout=5)
+    finally:
+        process.stop()
