@@ -17,6 +17,7 @@ from proton import ConnectionException
 from proton.utils import BlockingConnection
 
 from proton_broker.testing import BrokerProcess, add_user
+from tests.http.console_client import ConsoleClient
 
 PASSWORD = "s3cret"
 
@@ -174,5 +175,17 @@ def test_an_address_locked_out_by_wrong_passwords_is_answered_429_on_http_and_am
         assert json.loads(body)["error"].startswith("too many failed logins from 127.0.0.1")
         with pytest.raises(ConnectionException):
             BlockingConnection(f"amqp://alice:{PASSWORD}@127.0.0.1:{process.port}", timeout=5)
+    finally:
+        process.stop()
+
+
+def test_the_consoles_login_counts_wrong_passwords_and_is_locked_out_too(data_dir: Path) -> None:
+    process = start(data_dir, sasl_anonymous="never", sasl_max_failed_logins="2")
+    try:
+        console = ConsoleClient(process.http_base)
+        assert [console.login("alice", "wrong")[0] for _ in range(2)] == [401, 401]
+        status, body = console.login("alice", PASSWORD)
+        assert status == 429 and body["error"].startswith("too many failed logins")
+        assert call(f"{process.http_base}/queue/send/prices", SEND, user="alice")[0] == 429
     finally:
         process.stop()
