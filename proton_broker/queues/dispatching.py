@@ -7,8 +7,7 @@ Rules this module owns:
   (Broker-J's ``x-qpid-replay-period``, or the queue's default filter), an
   ``x-opt-sequence-number`` (browsers only) or an ``x-opt-sequence`` replay of the kept
   versions (browsers only, on a queue with sequence numbers). On a grouped queue a consumer
-  that acquires may have neither a selector nor a replay period (``amqp:not-implemented``);
-  a browser may.
+  that acquires may not have a replay period (``amqp:not-implemented``); a browser may.
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more. Browsers are fed
   after the ring's turn (see :mod:`~proton_broker.queues.browsing`).
@@ -17,8 +16,12 @@ Rules this module owns:
   one older than its replay period. Entries it passes over stay where they are, for the
   others; an entry whose time has passed leaves the queue instead of being acquired.
 * A consuming consumer with a selector takes the first entry it matches in the queue's order
-  (:mod:`~proton_broker.queues.selecting`); on a grouped queue the groups decide
-  (:mod:`~proton_broker.queues.groups`).
+  (:mod:`~proton_broker.queues.selecting`). On a grouped queue (:mod:`~proton_broker.queues.groups`)
+  it takes the first entry in arrival order that it matches and whose group is free or its
+  own, as qpidd's consumers apply their filter and then ask the group manager: it may take a
+  later message of a group whose first one it does not match, and then holds the group.
+  A match whose group another consumer holds is set aside in its group, and the consumer's
+  place moves back to it when the group goes free.
 * A round ends when nobody in the ring can take anything; the ring's turn order is kept, so
   the next message goes to the consumer whose turn it was.
 * Standby (Broker-J's ``maximumLiveConsumers``): with a bound N, the first N consumers to
@@ -87,6 +90,8 @@ class Dispatcher:
         self.floors: dict[int, int] = {}
         self._order = order
         self._groups = groups
+        if groups is not None:
+            groups.on_freed = self._group_freed
         self._browsers = browsers
         self._browse_cursors = browsers.cursors  # read per round: is anyone browsing?
         self._browse_replays = browsers.replays
@@ -126,10 +131,6 @@ class Dispatcher:
         at least that, in number order, then new ones; its start is found in O(log n).
         With a ``selector``, a consumer or browser gets only the messages it matches."""
         grouped = self._groups is not None
-        if selector is not None and not consumer.browse and grouped:
-            raise NotImplementedByBroker(
-                "a selector on a grouped queue is supported for browsing consumers only"
-            )
         if sequence is not None:
             self._subscribe_replay(consumer, *sequence, selector)
             return
@@ -331,6 +332,8 @@ class Dispatcher:
         if not groups.available:  # the usual end of a dispatch round: spare the call
             self._skipped = False
             return None
+        if self._picky_cursors and consumer_id in self._picky_cursors:
+            return self._take_grouped_selected(consumer_id, groups)
         while True:
             entry = groups.acquire(consumer_id)
             if entry is None:
@@ -343,6 +346,32 @@ class Dispatcher:
                 self._forget_expired(entry)
                 continue
             return entry
+
+    def _take_grouped_selected(self, consumer_id: int, groups: GroupDistributor) -> Entry | None:
+        """Acquire the next entry a consumer with a selector matches on a grouped queue, of
+        a group that is free or its own, as qpidd's consumers filter and then ask the
+        groups (see the module rules)."""
+
+        def allowed(entry: Entry) -> bool:
+            if groups.may_take(consumer_id, entry):
+                return True
+            groups.set_aside(entry)  # its group's going free moves the place back here
+            return False
+
+        found = self._picky.next_match(consumer_id, self._expire, allowed)
+        if found is None:
+            self._skipped = groups.available > 0  # others may want the rest
+            return None
+        found.state = ACQUIRED
+        groups.take(consumer_id, found)
+        self._skipped = False
+        return found
+
+    def _group_freed(self, head: Entry) -> None:
+        """A group went free with ``head`` its first waiting entry: consumers with a
+        selector that passed it look again from there."""
+        if self._picky_cursors:
+            self._picky.rewind(head)
 
     def made_available(self, entry: Entry) -> None:
         """``entry`` is available again (released, or held until now): back at its own

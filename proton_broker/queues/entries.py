@@ -242,6 +242,16 @@ class FifoOrder:
         """The oldest available entry: the front of :meth:`pop`."""
         return self.peek()
 
+    def remove(self, entry: Entry) -> None:
+        """Take an available ``entry`` out now, wherever it is (O(n)): one a consumer with
+        a selector took from a group's FIFO, which may come back while a stale copy could
+        still sit here."""
+        try:
+            self._tail.remove(entry)
+        except ValueError:
+            self._back.remove((entry.seq, entry))
+            heapq.heapify(self._back)
+
     def discard(self, entry: Entry) -> None:
         self._stale += 1
         if too_stale(self._stale, len(self._tail) + len(self._back)):

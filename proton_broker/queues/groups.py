@@ -41,6 +41,13 @@ How it stays fast (no scanning of blocked groups, and little work for the rest):
   stale, to be dropped when it reaches the top (or when stale items outnumber live ones).
 * Only a consumer refused by a group's first entry (undeliverable-here) takes a slower
   path: it parks the whole lane, then sorts the candidate groups.
+* A consumer with a selector finds its entries itself, walking the queue in arrival order
+  (:mod:`~proton_broker.queues.selecting`), and asks here whether it may take each
+  (:meth:`GroupDistributor.may_take`): an entry whose group another consumer holds is parked
+  in its group (:meth:`GroupDistributor.set_aside`), and when a group with parked entries
+  goes free, :attr:`GroupDistributor.on_freed` names its first one, so that such consumers
+  look again from there. The entry it takes leaves its group's FIFO at once (O(parked entries
+  of that group)), since it may come back before a stale copy would have been dropped.
 * Groups with nothing to remember stay in the table for reuse (a group with one message in
   flight is idle between its settlement and its next message); when the table has doubled
   since the last sweep, or (past ``_IDLE_KEEP`` groups) as many groups have gone idle as
@@ -52,7 +59,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from proton_broker.message import property_text
 from proton_broker.queues.entries import AVAILABLE, Entry, FifoOrder
@@ -206,6 +213,9 @@ class GroupDistributor:
         self._free = GroupHeap()  # groups nobody holds
         self._owned: dict[int, GroupHeap] = {}  # consumer id -> groups it holds
         self._just_assigned = False  # the last acquire gave its group an owner
+        # Called with the first parked entry of a group that goes free with entries parked:
+        # consumers with a selector look again from there (queues/dispatching.py).
+        self.on_freed: Callable[[Entry], None] | None = None
 
     # ---- the ordering interface (as the queue uses FifoOrder) ---------------------------
 
@@ -242,13 +252,7 @@ class GroupDistributor:
         group.waiting -= 1
         self.available -= 1
         if not entry.parked:
-            self._lane_stale += 1  # dropped when it reaches the lane's front
-            lane = self._lane
-            if self._lane_stale >= _LANE_COMPACT_MIN and self._lane_stale * 2 > len(lane):
-                self._lane = deque(
-                    e for e in lane if e.state == AVAILABLE and not e.parked and e is not entry
-                )
-                self._lane_stale = 0
+            self._leave_lane(entry)
         elif group.peek() is entry:
             # Its head leaves (still available as far as the FIFO can tell): take it out
             # now, so that the group is relisted under its next entry, not the gone one.
@@ -308,6 +312,32 @@ class GroupDistributor:
                 return front
             self._park(group, front)  # another consumer's: out of everyone else's way
 
+    def may_take(self, consumer_id: int, entry: Entry) -> bool:
+        """Whether ``consumer_id`` may take ``entry`` now: its group is free or its own (a
+        consumer with a selector, which finds its entries itself)."""
+        owner = entry.rank.owner
+        return owner is None or owner == consumer_id
+
+    def set_aside(self, entry: Entry) -> None:
+        """An available entry a consumer with a selector matched but may not take (another
+        holds its group): parked in its group, so that the group's going free brings the
+        consumer back to it (see :attr:`on_freed`)."""
+        if not entry.parked:
+            self._lane_stale += 1  # the lane passes over it from now on
+            self._park(entry.rank, entry)
+
+    def take(self, consumer_id: int, entry: Entry) -> None:
+        """A consumer with a selector takes ``entry`` (acquired by the caller), wherever
+        it waits, and holds its group, as :meth:`acquire` would. Out of its group's FIFO at
+        once (O(parked entries of the group)): it may come back before a stale copy would
+        have been dropped."""
+        group: Group = entry.rank
+        if entry.parked:
+            group.remove(entry)
+        else:
+            self._leave_lane(entry)
+        self._taken(consumer_id, group, entry)
+
     def dropped(self, entry: Entry) -> None:
         """The entry :meth:`acquire` just returned leaves the queue instead (it expired):
         its consumer does not hold it, and gets no group for it."""
@@ -351,6 +381,7 @@ class GroupDistributor:
             group.listed_in = group.item = None
             listed.dropped()
             self._list(group, position)
+            self._announce_free(group)
             return True
         if group.orphaned or self._refused_by_owner(group):
             self._unassign(group)
@@ -402,6 +433,17 @@ class GroupDistributor:
             else:
                 entry.rank = group = current
         return group
+
+    def _leave_lane(self, entry: Entry) -> None:
+        """An entry in the lane is no longer there for the taking: dropped when it reaches
+        the front, or when stale entries are half the lane."""
+        self._lane_stale += 1
+        lane = self._lane
+        if self._lane_stale >= _LANE_COMPACT_MIN and self._lane_stale * 2 > len(lane):
+            self._lane = deque(
+                e for e in lane if e.state == AVAILABLE and not e.parked and e is not entry
+            )
+            self._lane_stale = 0
 
     def _lane_front(self) -> Entry | None:
         """The lane's first entry still there for the taking; stale ones in front go."""
@@ -509,6 +551,13 @@ class GroupDistributor:
         group.owner, group.orphaned = None, False
         if group.listed_in is not None:  # it has entries parked, others may take now
             self.freed = True
+            self._announce_free(group)
+
+    def _announce_free(self, group: Group) -> None:
+        """``group`` went free with entries parked: tell :attr:`on_freed` where."""
+        head = group.peek()
+        if self.on_freed is not None and head is not None:
+            self.on_freed(head)
 
     def _relist(self, group: Group) -> None:
         """List the group under its parked head, in the free heap or its owner's; or not
@@ -586,6 +635,8 @@ class StandardGroups(GroupDistributor):
                 continue
             group.owner = None
             self._relist(group)
+            if group.listed_in is not None:
+                self._announce_free(group)
         super().consumer_gone(consumer_id)
 
 

@@ -55,10 +55,16 @@ class Selecting:
         for cursor in self.cursors.values():
             back_to(cursor.place, entry)
 
-    def next_match(self, consumer_id: int, expired: Callable[[Entry], bool]) -> Entry | None:
+    def next_match(
+        self,
+        consumer_id: int,
+        expired: Callable[[Entry], bool],
+        allowed: Callable[[Entry], bool] | None = None,
+    ) -> Entry | None:
         """The next available entry the consumer matches, its place moved past it; None
         when there is none. ``expired`` drops an entry whose time has passed and says
-        so."""
+        so; ``allowed`` (a grouped queue's) refuses a match the consumer may not take now,
+        and remembers it so that the place moves back to it once it may."""
         cursor = self.cursors[consumer_id]
         for track, position in zip(self._walk.tracks, cursor.place, strict=True):
             while (entry := track.next(position)) is not None:
@@ -69,7 +75,9 @@ class Selecting:
                     or expired(entry)
                 ):
                     continue
-                if self._matches(cursor.selector, entry.message):
+                if self._matches(cursor.selector, entry.message) and (
+                    allowed is None or allowed(entry)
+                ):
                     return entry
         return None
 
