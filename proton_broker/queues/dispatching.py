@@ -6,8 +6,7 @@ Rules this module owns:
 * A consumer starts at the queue's head, or where its attach filters say: a replay period
   (Broker-J's ``x-qpid-replay-period``, or the queue's default filter), an
   ``x-opt-sequence-number`` (browsers only) or an ``x-opt-sequence`` replay of the kept
-  versions (browsers only, on a queue with sequence numbers). On a grouped queue a consumer
-  that acquires may not have a replay period (``amqp:not-implemented``); a browser may.
+  versions (browsers only, on a queue with sequence numbers).
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
   credit reaches zero and rejoins when the protocol adapter grants more. Browsers are fed
   after the ring's turn (see :mod:`~proton_broker.queues.browsing`).
@@ -21,7 +20,9 @@ Rules this module owns:
   own, as qpidd's consumers apply their filter and then ask the group manager: it may take a
   later message of a group whose first one it does not match, and then holds the group.
   A match whose group another consumer holds is set aside in its group, and the consumer's
-  place moves back to it when the group goes free.
+  place moves back to it when the group goes free. A consumer with a replay period on a
+  grouped queue takes the same path, matching everything from its start: Broker-J's
+  replay period is a filter of arrival times, as a selector is of properties.
 * A round ends when nobody in the ring can take anything; the ring's turn order is kept, so
   the next message goes to the consumer whose turn it was.
 * Standby (Broker-J's ``maximumLiveConsumers``): with a bound N, the first N consumers to
@@ -43,7 +44,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from proton_broker.errors import InvalidField, NotImplementedByBroker
+from proton_broker.errors import InvalidField
 from proton_broker.queues.browsing import Browsers
 from proton_broker.queues.entries import ACQUIRED, AVAILABLE, ArrivalLog, Entry, Ordering
 from proton_broker.queues.groups import GroupDistributor
@@ -51,7 +52,7 @@ from proton_broker.queues.history import SEQUENCE, History
 from proton_broker.queues.limits import page_in
 from proton_broker.queues.numbering import Numbering
 from proton_broker.queues.ports import Consumer, LoopHooks, MessageFilter
-from proton_broker.queues.selecting import Selecting
+from proton_broker.queues.selecting import EVERYTHING, Selecting
 
 
 class Dispatcher:
@@ -145,10 +146,6 @@ class Dispatcher:
         else:
             period = self.default_replay if replay_period is None else replay_period
             start = 0 if period is None else self._replay_start(period)
-        if start and not consumer.browse and grouped:
-            raise NotImplementedByBroker(
-                "a replay period on a grouped queue is supported for browsing consumers only"
-            )
 
         def join() -> None:
             self.consumers[consumer.id] = consumer
@@ -156,6 +153,8 @@ class Dispatcher:
                 self._browsers.add(consumer.id, start, selector)
             elif selector is not None:
                 self._picky.add(consumer.id, start, selector)
+            elif start and grouped:  # walks as a selector does (see the module rules)
+                self._picky.add(consumer.id, start, EVERYTHING)
             elif start:
                 self.floors[consumer.id] = start
             self.credit_granted(consumer)

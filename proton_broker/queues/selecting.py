@@ -7,8 +7,11 @@ on every dispatch: O(1) amortised per message and consumer on a FIFO queue (O(le
 priority queue, O(log n) on a sorted one). It takes the first message it matches in the
 queue's order: arrival order, priority levels, or sort order. A message that becomes
 available again behind a place (released, held until now, or new and sorting before it)
-moves that place back to it. A paged-out message is read back to be matched and stays
-paged.
+moves that place back to it, unless it is older than where the consumer started (its
+replay period: Broker-J's replay period is a filter of arrival times, which such a message
+never passes). A paged-out message is read back to be matched and stays paged. A consumer
+with a replay period and no selector on a grouped queue walks here too, with
+:data:`EVERYTHING` for its selector.
 """
 
 from __future__ import annotations
@@ -22,14 +25,24 @@ from proton_broker.queues.ports import MessageFilter
 from proton_broker.queues.walking import Position, Walk
 
 
+class _Everything:
+    """The selector of a consumer that walks for its replay period alone."""
+
+    def matches(self, message: Message) -> bool:
+        return True
+
+
+EVERYTHING: MessageFilter = _Everything()
+
+
 class SelectCursor:
-    """Where a consumer is (a position on each track of the queue's walk), and its
-    selector."""
+    """Where a consumer is (a position on each track of the queue's walk), its selector,
+    and where it started (it never goes back before that)."""
 
-    __slots__ = ("place", "selector")
+    __slots__ = ("place", "selector", "floor")
 
-    def __init__(self, place: list[Position], selector: MessageFilter) -> None:
-        self.place, self.selector = place, selector
+    def __init__(self, place: list[Position], selector: MessageFilter, floor: int) -> None:
+        self.place, self.selector, self.floor = place, selector, floor
 
 
 class Selecting:
@@ -43,7 +56,7 @@ class Selecting:
         self.cursors: dict[int, SelectCursor] = {}
 
     def add(self, consumer_id: int, start: int, selector: MessageFilter) -> None:
-        self.cursors[consumer_id] = SelectCursor(self._walk.start(start), selector)
+        self.cursors[consumer_id] = SelectCursor(self._walk.start(start), selector, start)
 
     def remove(self, consumer_id: int) -> None:
         self.cursors.pop(consumer_id, None)
@@ -51,9 +64,10 @@ class Selecting:
     def rewind(self, entry: Entry) -> None:
         """``entry`` is available again, or new behind a place: places past it look again
         from there."""
-        back_to = self._walk.back_to
+        back_to, seq = self._walk.back_to, entry.seq
         for cursor in self.cursors.values():
-            back_to(cursor.place, entry)
+            if seq >= cursor.floor:  # older than its replay period: never its
+                back_to(cursor.place, entry)
 
     def next_match(
         self,

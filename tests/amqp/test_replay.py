@@ -112,3 +112,21 @@ def test_a_replay_period_that_is_not_seconds_is_refused_naming_the_value(
     assert "x-qpid-replay-period" in link.remote_condition.description
     shown = value.value if isinstance(value, Described) else value
     assert repr(shown) in link.remote_condition.description
+
+
+def test_a_consumer_with_a_replay_period_of_zero_on_a_grouped_queue_takes_only_new_messages(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's replay period is a filter of arrival times, on grouped queues too: the
+    consumer takes what arrives after it; the older message waits for another consumer."""
+    grouped = {"qpid.group_header_key": "JMSXGroupID", "qpid.shared_msg_group": 1}
+    client = broker.client()
+    sender = client.sender("replay-grouped", node_properties=grouped)
+    client.wait_settled(client.send(sender, Message(body="old", group_id="A")))
+    recent = client.receiver(
+        "replay-grouped", credit=10, filters={"x-qpid-replay-period": Described(DESCRIPTOR, "0")}
+    )
+    client.wait_settled(client.send(sender, Message(body="new", group_id="B")))
+    assert bodies(client, recent, 1) == ["new"]
+    everyone = client.receiver("replay-grouped", credit=10)
+    assert bodies(client, everyone, 1) == ["old"]

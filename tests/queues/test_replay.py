@@ -6,12 +6,13 @@ import proton
 import pytest
 
 from proton_broker.codec.sections import parse_message
-from proton_broker.errors import InvalidField, NotImplementedByBroker
+from proton_broker.errors import InvalidField
 from proton_broker.message import Message
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.filters import replay_seconds
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import parse_settings
+from proton_broker.selector import parse_selector
 from tests.queues.consumers import Taker
 
 
@@ -126,12 +127,41 @@ def test_a_replay_period_that_is_not_a_number_of_seconds_is_refused_naming_it(
         replay_seconds(value)
 
 
-def test_a_grouped_queue_takes_a_replay_period_from_browsers_only() -> None:
+def test_on_a_grouped_queue_a_consumer_with_a_replay_period_takes_only_what_arrived_within_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Broker-J's replay period is a filter of arrival times: on a grouped queue its
+    consumer takes the recent messages of free groups; the old ones wait for others."""
     q = build_queue(
-        "grouped", parse_settings({"qpid.group_header_key": "g", "qpid.shared_msg_group": 1})
+        "grouped",
+        parse_settings({"qpid.group_header_key": "JMSXGroupID", "qpid.shared_msg_group": 1}),
     )
-    q.enqueue(msg("A-1"))
-    browser = Taker(credit=10, browse=True)
-    q.subscribe(browser, replay_period=0)
-    with pytest.raises(NotImplementedByBroker):
-        q.subscribe(Taker(credit=10), replay_period=0)
+    for name, age in (("A-old", 600), ("B-old", 600), ("A-new", 10)):
+        q.enqueue(msg(name), now=5_000.0 - age)  # grouped by their first letter (group-id)
+    monkeypatch.setattr("time.time", lambda: 5_000.0)
+    recent = Taker(credit=10)
+    q.subscribe(recent, replay_period=60)
+    assert names(recent) == ["A-new"]  # group A is its own now, A-old waits for it to free
+    everyone = Taker(credit=10)
+    q.subscribe(everyone)
+    assert names(everyone) == ["B-old"]
+    q.settle(recent.got[0])
+    assert names(everyone) == ["B-old", "A-old"]
+
+
+def test_a_message_older_than_a_consumers_replay_period_never_comes_back_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Released, an old message is available again, but not to a consumer (with a
+    selector) that started after it: it is outside its replay period for good."""
+    q = build_queue("history")
+    history(q, 600, now=5_000.0)
+    monkeypatch.setattr("time.time", lambda: 5_000.0)
+    everyone = Taker(credit=1)
+    q.subscribe(everyone)
+    recent = Taker(credit=10)
+    q.subscribe(recent, replay_period=60, selector=parse_selector("name LIKE 'm%'"))
+    q.release(everyone.got[0])
+    assert recent.got == []
+    everyone.grant(q, 1)
+    assert names(everyone) == ["m600", "m600"]
