@@ -727,6 +727,39 @@ class Broker:
             if numbered is not None:
                 self.store.sequence(queue.name, *numbered)
 
+    def publish(self, message: Message, queue: Queue, written: Completion) -> bool:
+        """``message``, from a producer that is not an AMQP link (the HTTP gateway, the web
+        console), joins ``queue``, and is written first when the queue keeps it (its
+        messageDurability), as a producer's durable message is. Returns whether a write
+        began: then ``written(error)`` runs once it is over (error None: it is safe; else
+        the message was taken back, as from a refused transfer); else ``written`` is not
+        called. BrokerError if the queue refuses it (nothing changes)."""
+        writing = self.store is not None and queue.keeps(message)
+        message.store_id = self.store_id() if writing else None
+        try:
+            joined = queue.enqueue(message, writing=writing)
+        except BrokerError:
+            message.store_id = None
+            raise
+        if not joined:  # a duplicate: taken, not kept
+            message.store_id = None
+            return False
+        if not writing:
+            return False
+
+        def done(error: BaseException | None) -> None:
+            if message.number_unwritten:
+                queue.numbers.stored(message)  # readers may pass it now
+            if error is not None:
+                message.store_id = None  # the failed commit wrote none of it
+                self.withdraw(message, queue)
+            elif not self.is_live(queue):
+                self.forget(message)  # its queue was deleted meanwhile: so is its row
+            written(error)
+
+        self.persist(message, queue, done)
+        return True
+
     def commit(self, txn: Transaction, done: Completion) -> None:  # noqa: C901 - recovery and commit steps, one after another
         """Commit ``txn`` (see :mod:`proton_broker.transactions`): one store unit with its
         durable sends and the removal of the durable messages it acknowledged; once that is

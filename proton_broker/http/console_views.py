@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import proton_broker
-from proton_broker.codec.encode import encode_message
+from proton_broker.codec.encode import encode_header, encode_message
 from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.http.rates import Rates, series
-from proton_broker.http.wire import RequestError, json_safe
+from proton_broker.http.wire import Deferred, RequestError, json_safe
 from proton_broker.management import (
     MANAGEMENT_TYPE,
     QUEUE_ATTRIBUTES,
@@ -314,24 +314,36 @@ def browse(broker: Broker, user: str, name: str, count: int) -> Any:
 
 
 def send_test(broker: Broker, user: str, name: str, given: Mapping[str, Any]) -> Any:
-    """A non-durable test message onto queue ``name`` (``publish`` to it), as a producer's."""
+    """A test message onto queue ``name`` (``publish`` to it), as a producer's: durable if
+    asked; answered once written when the queue keeps it (its messageDurability)."""
     queue = _queue(broker, name)
-    text, content_type, properties = _test_message(given)
+    text, content_type, properties, durable = _test_message(given)
+    header = encode_header(True, 4, None, False, 0) if durable else b""
+    message = parse_message(header + encode_message(text, content_type, properties))
+    answer = Deferred()
+
+    def written(error: BaseException | None) -> None:
+        if error is None:
+            answer.resolve({"sequence": message.number})
+        else:
+            answer.resolve(None, RequestError(503, f"the message could not be stored: {error}"))
+
     try:
         broker.access.send(user, name, queue.settings)
-        message = parse_message(encode_message(text, content_type, properties))
-        queue.enqueue(message)
+        if broker.publish(message, queue, written):
+            return answer
     except BrokerError as exc:
         raise request_error(exc) from None
     return {"sequence": message.number}
 
 
-def _test_message(given: Mapping[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
+def _test_message(given: Mapping[str, Any]) -> tuple[str, str | None, dict[str, Any], bool]:
     unknown = sorted(set(given) - {"body", "content_type", "properties", "durable"})
     if unknown:
         raise RequestError(400, f"unknown field {unknown[0]!r}", unknown[0])
-    if given.get("durable"):
-        raise RequestError(400, "the console sends non-durable test messages only", "durable")
+    durable = given.get("durable", False)
+    if not isinstance(durable, bool):
+        raise RequestError(400, "'durable' must be true or false", "durable")
     text = given.get("body", "")
     content_type = given.get("content_type") or None
     properties = given.get("properties") or {}
@@ -345,7 +357,7 @@ def _test_message(given: Mapping[str, Any]) -> tuple[str, str | None, dict[str, 
         raise RequestError(
             400, "'properties' must map names to text, numbers or booleans", "properties"
         )
-    return text, content_type, dict(properties)
+    return text, content_type, dict(properties), durable
 
 
 def _queue(broker: Broker, name: str) -> Queue:

@@ -72,6 +72,7 @@ from proton_broker.http.auth import USER, Authenticator
 from proton_broker.http.console import Console
 from proton_broker.http.watch import Item, Listener, QueueWatch
 from proton_broker.http.wire import (
+    Deferred,
     RequestError,
     SendRequest,
     build_message,
@@ -254,7 +255,10 @@ class Gateway:
             except BaseException as exc:  # raised again in the handler
                 self._post(_settle, future, None, exc)
             else:
-                self._post(_settle, future, result, None)
+                if isinstance(result, Deferred):  # answered once the broker is done
+                    result.then(lambda value, error: self._post(_settle, future, value, error))
+                else:
+                    self._post(_settle, future, result, None)
 
         self.server.call_soon(call)
         return await future
@@ -422,11 +426,22 @@ class Gateway:
             watch = self._watches[name] = QueueWatch(queue)
         return watch
 
-    def _enqueue(self, name: str, send: SendRequest, user: str) -> int:
+    def _enqueue(self, name: str, send: SendRequest, user: str) -> int | Deferred:
+        """The message joins its queue: its key's number now, or once it is written when
+        the queue keeps it (its messageDurability)."""
         watch = self._watch(name, user, sending=True)
         message = build_message(send, watch.key_property)
+        answer = Deferred()
+
+        def written(error: BaseException | None) -> None:
+            if error is None:
+                answer.resolve(watch.history.current(send.key))
+            else:
+                answer.resolve(None, RequestError(503, f"the message could not be stored: {error}"))
+
         try:
-            watch.queue.enqueue(message)
+            if self.server.broker.publish(message, watch.queue, written):
+                return answer
         except InvalidField as exc:  # a custom sequence not above the key's current one
             raise RequestError(409, exc.description, "sequence") from None
         except ResourceLimitExceeded as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,29 @@ class RequestError(Exception):
         if self.field is not None:
             out["field"] = self.field
         return out
+
+
+class Deferred:
+    """An answer the broker's loop gives after the call that asked for it has returned
+    (a message it writes to the store first): the gateway's ``_on_broker`` waits until it
+    is resolved, once, with a result or an error."""
+
+    __slots__ = ("_then", "_outcome")
+
+    def __init__(self) -> None:
+        self._then: Callable[[Any, BaseException | None], None] | None = None
+        self._outcome: tuple[Any, BaseException | None] | None = None
+
+    def resolve(self, result: Any, error: BaseException | None = None) -> None:
+        self._outcome = (result, error)
+        if self._then is not None:
+            self._then(result, error)
+
+    def then(self, fn: Callable[[Any, BaseException | None], None]) -> None:
+        if self._outcome is not None:
+            fn(*self._outcome)
+        else:
+            self._then = fn
 
 
 @dataclass(frozen=True, slots=True)
