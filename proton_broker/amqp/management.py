@@ -144,11 +144,12 @@ class ManagementNode:
         correlation: Any,
         properties: dict[str, Any],
     ) -> None:
-        """Queue the reply on ``target``; BrokerError when it cannot be."""
+        """Queue the reply on ``target`` (written, not waited for, when the queue keeps
+        every message: its messageDurability); BrokerError when it cannot be."""
         try:
             echoed = properties if response.status >= FAILURE else {}
             reply = _reply(response, reply_to, correlation, echoed)
-            target.enqueue(parse_message(reply))
+            self.broker.publish(parse_message(reply), target, _reply_written)
         except BrokerError as exc:  # e.g. a full reject-policy reply queue
             exc.description = (
                 f"the request was performed ({response.status} "
@@ -167,6 +168,13 @@ class ManagementNode:
 
 
 FAILURE = 400  # the first status whose reply carries the request's properties too
+
+
+def _reply_written(error: BaseException | None) -> None:
+    """A reply its queue keeps is on disk, or (logged) could not be written: it is then
+    taken back, as a producer's refused message is."""
+    if error is not None:
+        log.warning("management reply not stored: %s", error)
 
 
 def _reply(response: Response, address: str, correlation: Any, echoed: dict[str, Any]) -> bytes:

@@ -1,7 +1,7 @@
 """Broker-J's ``messageDurability`` over AMQP, across a restart: which messages a durable
 queue's store keeps, on every way a message reaches a queue (a producer's transfer, an
-exchange, a transaction, a move, dead-lettering), changed on a live queue by management,
-and what a queue that is not durable says of it."""
+exchange, a transaction, a move, dead-lettering, a management reply), changed on a live
+queue by management, and what a queue that is not durable says of it."""
 
 from __future__ import annotations
 
@@ -149,3 +149,23 @@ def test_a_last_value_queue_keeping_nothing_numbers_keys_on_above_a_restart(
     finally:
         if made.current is not None:
             made.current.stop()
+
+
+def test_a_management_reply_to_a_queue_that_keeps_every_message_survives_a_restart(
+    brokers: Restartable,  # noqa: F811 - fixture
+) -> None:
+    broker = brokers.start()
+    broker.call(lambda: broker.broker.declare("replies", ALWAYS))
+    client = broker.client()
+    request = Message(
+        reply_to="replies",
+        correlation_id="asked",
+        properties={"operation": "READ", "type": "org.apache.qpid.Queue", "name": "replies"},
+    )
+    client.wait_settled(client.send(client.sender("$management"), request))
+    client.wait(lambda: broker.call(lambda: broker.broker.queues["replies"].depth))
+    broker = brokers.restart()
+    client = broker.client()
+    (reply,) = client.wait_received(client.receiver("replies", credit=5), 1)
+    assert reply.message.correlation_id == "asked"
+    assert reply.message.properties["statusCode"] == 200
