@@ -254,9 +254,7 @@ class Console:
         limit = _count(request.query.get("limit"), 1000, 100_000, "limit")
         return _json(
             await self.on_broker(
-                lambda: views.queue_list(
-                    self.server.broker, self.management, self.rates, user, text, limit
-                )
+                lambda: views.queue_list(self.server.broker, self.rates, user, text, limit)
             )
         )
 

@@ -21,6 +21,7 @@ returns plain JSON-ready values. Rules this module owns (docs/console.md):
 
 from __future__ import annotations
 
+import heapq
 import json
 import shutil
 from collections.abc import Mapping
@@ -181,17 +182,15 @@ def _rss() -> int | None:
 # ---- queues ---------------------------------------------------------------------------
 
 
-def queue_list(
-    broker: Broker, management: Management, rates: Rates, user: str, text: str, limit: int
-) -> Any:
+def queue_list(broker: Broker, rates: Rates, user: str, text: str, limit: int) -> Any:
     """The queue table: the queues whose name holds ``text``, by name, the first ``limit``
-    of them, read as management's QUERY reads them (and under its ACL question, ``access
-    query queue``: asked by an empty QUERY), with their rates. Only the rows shown are
-    read, so a broker with many queues answers as quickly as one with few."""
-    _query(management, user, QUEUE_TYPE, count=0)
-    names = sorted(name for name in broker.queues if text in name)
+    of them, read as management's QUERY reads them (under its ACL question, ``access query
+    queue``), with their rates. Only the rows shown are read and ordered (O(n log limit)),
+    so a broker with many queues answers nearly as quickly as one with few."""
+    check(broker, user, "access", "query", "queue", "query queues")  # as management's QUERY
+    matching = [name for name in broker.queues if text in name]
     shown = []
-    for name in names[:limit]:
+    for name in heapq.nsmallest(limit, matching):
         row = queue_attributes(broker.queues[name], QUEUE_COLUMNS)
         rate = rates.rate_of(name)
         alternate = row["alternateBinding"]
@@ -210,7 +209,7 @@ def queue_list(
                 "alternate": alternate.get("destination") if alternate else None,
             }
         )
-    return {"total": len(names), "queues": shown}
+    return {"total": len(matching), "queues": shown}
 
 
 # The attributes the queue table shows.
