@@ -748,17 +748,23 @@ class Broker:
             return False
 
         def done(error: BaseException | None) -> None:
-            if message.number_unwritten:
-                queue.numbers.stored(message)  # readers may pass it now
-            if error is not None:
-                message.store_id = None  # the failed commit wrote none of it
-                self.withdraw(message, queue)
-            elif not self.is_live(queue):
-                self.forget(message)  # its queue was deleted meanwhile: so is its row
+            self.write_done(message, queue, error)
             written(error)
 
         self.persist(message, queue, done)
         return True
+
+    def write_done(self, message: Message, queue: Queue, error: BaseException | None) -> None:
+        """The write :meth:`persist` began for ``message`` on ``queue`` is over: readers
+        may pass its number now; one that failed (``error``) is taken back, not stored,
+        and the row of one whose queue was deleted meanwhile goes too."""
+        if message.number_unwritten:
+            queue.numbers.stored(message)  # readers may pass it now
+        if error is not None:
+            message.store_id = None  # the failed commit wrote none of it
+            self.withdraw(message, queue)
+        elif message.store_id is not None and not self.is_live(queue):
+            self.forget(message)  # its queue was deleted meanwhile: so is its row
 
     def commit(self, txn: Transaction, done: Completion) -> None:  # noqa: C901 - recovery and commit steps, one after another
         """Commit ``txn`` (see :mod:`proton_broker.transactions`): one store unit with its

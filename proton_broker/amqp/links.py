@@ -422,10 +422,7 @@ class ProducerLink:
         while pending and not pending[0].waiting:
             item = pending.popleft()
             for each, target in item.copies:
-                if each.number_unwritten:
-                    target.numbers.stored(each)  # readers may pass it now
-                if each.store_id is not None and not self.broker.is_live(target):
-                    self.broker.forget(each)  # its queue was deleted meanwhile: so is its row
+                self.broker.write_done(each, target, item.error)
             if item.error is not None:
                 self._not_stored(item)
             elif item.queue is not None:
@@ -441,12 +438,9 @@ class ProducerLink:
             self._accepted(item.dlv, queue)
 
     def _not_stored(self, item: _Pending) -> None:
-        """The write failed: the transfer is refused, and its copies are taken back from
-        their queues unless a consumer has one already (it goes on, not stored: the
-        producer may send it again, at least once)."""
-        for each, target in item.copies:
-            each.store_id = None  # the failed commit wrote none of it
-            self.broker.withdraw(each, target)
+        """The write failed: the transfer is refused (its copies were taken back from
+        their queues, Broker.write_done, unless a consumer has one already: it goes on, not
+        stored, and the producer may send it again, at least once)."""
         name = f"'{item.queue.name}'" if item.queue is not None else "its queues"
         self._settle_refused(
             item.dlv, ResourceLimitExceeded(f"message not stored on {name}: {item.error}")
