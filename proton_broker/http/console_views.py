@@ -34,7 +34,7 @@ from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.http.rates import Rates, series
-from proton_broker.http.wire import Deferred, RequestError, json_safe
+from proton_broker.http.wire import RequestError, json_safe, when_written
 from proton_broker.management import (
     MANAGEMENT_TYPE,
     QUEUE_ATTRIBUTES,
@@ -319,14 +319,7 @@ def send_test(broker: Broker, user: str, name: str, given: Mapping[str, Any]) ->
     text, content_type, properties, durable = _test_message(given)
     header = encode_header(True, 4, None, False, 0) if durable else b""
     message = parse_message(header + encode_message(text, content_type, properties))
-    answer = Deferred()
-
-    def written(error: BaseException | None) -> None:
-        if error is None:
-            answer.resolve({"sequence": message.number})
-        else:
-            answer.resolve(None, RequestError(503, f"the message could not be stored: {error}"))
-
+    answer, written = when_written(lambda: {"sequence": message.number})
     try:
         broker.access.send(user, name, queue.settings)
         if broker.publish(message, queue, written):

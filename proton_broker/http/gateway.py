@@ -78,6 +78,7 @@ from proton_broker.http.wire import (
     build_message,
     parse_send,
     version_json,
+    when_written,
 )
 from proton_broker.queues.history import sequence_start
 from proton_broker.queues.settings import parse_options
@@ -431,14 +432,7 @@ class Gateway:
         the queue keeps it (its messageDurability)."""
         watch = self._watch(name, user, sending=True)
         message = build_message(send, watch.key_property)
-        answer = Deferred()
-
-        def written(error: BaseException | None) -> None:
-            if error is None:
-                answer.resolve(watch.history.current(send.key))
-            else:
-                answer.resolve(None, RequestError(503, f"the message could not be stored: {error}"))
-
+        answer, written = when_written(lambda: watch.history.current(send.key))
         try:
             if self.server.broker.publish(message, watch.queue, written):
                 return answer

@@ -78,6 +78,23 @@ class Deferred:
             self._then = fn
 
 
+def when_written(
+    answer: Callable[[], Any],
+) -> tuple[Deferred, Callable[[BaseException | None], None]]:
+    """A Deferred for a message the broker writes first, and the completion to give the
+    write (Broker.publish): it resolves with ``answer()`` once the message is on disk, or
+    with a 503 when it could not be written."""
+    deferred = Deferred()
+
+    def written(error: BaseException | None) -> None:
+        if error is None:
+            deferred.resolve(answer())
+        else:
+            deferred.resolve(None, RequestError(503, f"the message could not be stored: {error}"))
+
+    return deferred, written
+
+
 @dataclass(frozen=True, slots=True)
 class SendRequest:
     key: str
