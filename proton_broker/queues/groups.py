@@ -323,7 +323,7 @@ class GroupDistributor:
         holds its group): parked in its group, so that the group's going free brings the
         consumer back to it (see :attr:`on_freed`)."""
         if not entry.parked:
-            self._lane_stale += 1  # the lane passes over it from now on
+            self._leave_lane(entry)  # the lane passes over it from now on
             self._park(entry.rank, entry)
 
     def take(self, consumer_id: int, entry: Entry) -> None:

@@ -461,20 +461,21 @@ def to_lifetime(name: str, value: Any) -> str:
     raise _bad(name, value, "one of " + ", ".join(LIFETIME_POLICIES))
 
 
-def to_expiry_policy(name: str, value: Any) -> str:
+def _named(name: str, value: Any, choices: tuple[str, ...], expected: str) -> str:
+    """One of Broker-J's enum names ``choices`` (kept lower case), in any case."""
     text = value.strip().lower() if isinstance(value, str) else None
-    if text in EXPIRY_POLICIES:
+    if text in choices:
         return text
-    raise _bad(name, value, "DELETE or ROUTE_TO_ALTERNATE")
+    raise _bad(name, value, expected)
+
+
+def to_expiry_policy(name: str, value: Any) -> str:
+    return _named(name, value, EXPIRY_POLICIES, "DELETE or ROUTE_TO_ALTERNATE")
 
 
 def to_message_durability(name: str, value: Any) -> str:
-    """Broker-J's ``messageDurability``: DEFAULT, ALWAYS or NEVER (its enum's names, in any
-    case here)."""
-    text = value.strip().lower() if isinstance(value, str) else None
-    if text in MESSAGE_DURABILITIES:
-        return text
-    raise _bad(name, value, "DEFAULT, ALWAYS or NEVER")
+    """Broker-J's ``messageDurability``: DEFAULT, ALWAYS or NEVER."""
+    return _named(name, value, MESSAGE_DURABILITIES, "DEFAULT, ALWAYS or NEVER")
 
 
 def to_alternate(name: str, value: Any) -> str:
