@@ -334,6 +334,8 @@ def test_bad_queue_options_are_refused_with_invalid_field_and_create_nothing(
         ({"qpid.fairshare": 2}, "qpid.fairshare"),  # fair shares without priorities
         ({"qpid.priorities": 3, "qpid.fairshare-4": 1}, "qpid.fairshare-4"),  # no level 4
         ({"maximumLiveConsumers": -1}, "maximumLiveConsumers"),
+        ({"no-local": "maybe"}, "no-local"),
+        ({"messageDurability": "SOMETIMES"}, "messageDurability"),
     ],
 )
 def test_a_bad_option_on_a_sender_is_refused_with_a_null_target(
