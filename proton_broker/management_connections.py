@@ -13,8 +13,15 @@ Rules this module owns:
   announced), ``principal`` (the authenticated user), ``remoteAddress``, ``transport``
   (``TCP`` or ``SSL``), ``port`` (``AMQP`` or ``AMQPS``, the listener), ``protocol``
   (``AMQP_1_0``), ``incoming`` (always true), ``state`` (``ACTIVE``), ``createdTime``
-  (milliseconds since the epoch), and the statistics ``sessionCount``, ``messagesIn`` (taken
-  from its producers) and ``messagesOut`` (sent to its consumers).
+  (milliseconds since the epoch, as every time here), ``localAddress``, and the statistics
+  ``sessionCount``, ``messagesIn`` (taken from its producers) and ``messagesOut`` (sent to
+  its consumers), both over the connection's whole life, ``bytesIn`` and ``bytesOut`` (what
+  its socket carried: a TLS connection's encrypted bytes), ``lastIoTime``, and of its
+  transactions ``localTransactionBegins``, ``localTransactionRollbacks``,
+  ``localTransactionOpen``, ``oldestTransactionStartTime``, ``transactedMessagesIn`` (the
+  transfers sent under them) and ``transactedMessagesOut`` (the outcomes given under them).
+  Not kept: the last inbound and outbound message times, which would add a step to every
+  message's path.
 * DELETE closes it with ``amqp:connection:forced``, as Broker-J's management deletes a
   connection (204). Connections are made by clients: CREATE and UPDATE are refused with
   400, as Broker-J's connection is not creatable and has nothing a client may change.
@@ -32,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from proton_broker.errors import InvalidField, NotFound
+from proton_broker.management_exchanges import statistics, wanted_statistics
 
 if TYPE_CHECKING:
     from proton_broker.security.access import Access
@@ -47,6 +55,15 @@ CONNECTION_STATISTICS: dict[str, Callable[[Facts], Any]] = {
     "sessionCount": lambda c: c["sessions"],
     "messagesIn": lambda c: c["messages_in"],
     "messagesOut": lambda c: c["messages_out"],
+    "bytesIn": lambda c: c["bytes_in"],
+    "bytesOut": lambda c: c["bytes_out"],
+    "lastIoTime": lambda c: _millis(c["last_io"]),
+    "localTransactionBegins": lambda c: c["transactions_begun"],
+    "localTransactionRollbacks": lambda c: c["transactions_rolled_back"],
+    "localTransactionOpen": lambda c: c["transactions_open"],
+    "oldestTransactionStartTime": lambda c: _millis(c["oldest_transaction"]),
+    "transactedMessagesIn": lambda c: c["transacted_in"],
+    "transactedMessagesOut": lambda c: c["transacted_out"],
 }
 CONNECTION_ATTRIBUTES: dict[str, Callable[[Facts], Any]] = {
     "name": lambda c: f"[{c['id']}] {c['address']}",
@@ -59,12 +76,13 @@ CONNECTION_ATTRIBUTES: dict[str, Callable[[Facts], Any]] = {
     "clientVersion": lambda c: c["version"],
     "principal": lambda c: c["user"],
     "remoteAddress": lambda c: c["address"],
+    "localAddress": lambda c: c["local_address"],
     "transport": lambda c: "SSL" if c["tls"] else "TCP",
     "port": lambda c: "AMQPS" if c["tls"] else "AMQP",
     "protocol": lambda c: "AMQP_1_0",
     "incoming": lambda c: True,
     "state": lambda c: "ACTIVE",
-    "createdTime": lambda c: None if c["opened"] is None else int(c["opened"] * 1000),
+    "createdTime": lambda c: _millis(c["opened"]),
     **CONNECTION_STATISTICS,
 }
 
@@ -75,7 +93,12 @@ class ConnectionDirectory(Protocol):
     def connection_figures(self) -> list[dict[str, Any]]:
         """Each open connection: ``id`` (its number, as text), ``address``, ``user``,
         ``container``, ``product``, ``version``, ``tls``, ``sessions``, ``opened``
-        (seconds since the epoch), ``messages_in``, ``messages_out``."""
+        (seconds since the epoch), ``messages_in``, ``messages_out`` (over its whole life,
+        links that went included), ``local_address``, ``bytes_in``, ``bytes_out``,
+        ``last_io`` (seconds since the epoch, or None), and its transactions'
+        ``transactions_begun``, ``transactions_rolled_back``, ``transactions_open``,
+        ``oldest_transaction`` (when the oldest open one was declared, or None),
+        ``transacted_in`` and ``transacted_out``."""
         ...
 
     def close_connection(self, connection_id: str, user: str, via: str) -> None:
@@ -129,7 +152,7 @@ class ConnectionEntities:
             return 204, "Deleted", {}
         if operation == "READ":
             return 200, "OK", connection_attributes(facts)
-        return 200, "OK", {name: read(facts) for name, read in CONNECTION_STATISTICS.items()}
+        return 200, "OK", statistics(CONNECTION_STATISTICS, facts, wanted_statistics(properties))
 
     def _find(self, properties: Mapping[str, Any]) -> Facts:
         """The connection a request names (by name, number or identity); NotFound."""
@@ -142,6 +165,11 @@ class ConnectionEntities:
             if identity == _identity(facts) or wanted in (named, facts["id"]):
                 return facts
         raise NotFound(f"no open connection {name if name is not None else identity}")
+
+
+def _millis(seconds: float | None) -> int | None:
+    """A time as Broker-J gives one: milliseconds since the epoch (None stays None)."""
+    return None if seconds is None else int(seconds * 1000)
 
 
 def _identity(facts: Facts) -> str:

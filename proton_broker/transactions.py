@@ -36,11 +36,17 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
   beyond that is refused (``amqp:resource-limit-exceeded``). qpidd allows one a session;
   Broker-J has no count limit, and flows a connection's uncommitted messages to disk past
   ``connection.maxUncommittedInMemorySize`` (10 MiB).
+* Each connection's transactions are counted as Broker-J counts them: the transactions it
+  declared (``begins``) and those that were rolled back, however (a discharge that fails
+  them, a commit that could not be kept, a controller gone), the transfers sent and the
+  outcomes given under them (whatever became of the transaction), the ones open and when
+  the oldest of those was declared. The counts go with the connection.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -69,6 +75,16 @@ class Acknowledgement:
     undo: Callable[[], None]
 
 
+@dataclass
+class TransactionCounts:
+    """What one connection's transactions did (see the module rules)."""
+
+    begins: int = 0
+    rollbacks: int = 0
+    messages_in: int = 0  # transfers sent under a transaction
+    messages_out: int = 0  # outcomes given under a transaction
+
+
 class Transaction:
     """The work of one open transaction, in the order it was done."""
 
@@ -78,10 +94,13 @@ class Transaction:
         controller: object,
         connection: object,
         budget: MemoryBudget,
+        counts: TransactionCounts | None = None,
     ) -> None:
         self.id = txn_id
         self.controller = controller  # who may discharge it (the coordinator link)
         self.connection = connection  # whose transfers and outcomes may join it
+        self.counts = TransactionCounts() if counts is None else counts  # its connection's
+        self.started = time.time()
         self.refused: str | None = None  # a settled send it could not take: rollback only
         self.sends: list[tuple[Queue, Message]] = []
         self.acks: list[Acknowledgement] = []
@@ -102,6 +121,7 @@ class Transaction:
         except BrokerError:
             del self.sends[before:]
             raise
+        self.counts.messages_in += 1
         added = sum(len(message.data) for _, message in self.sends[before:])
         self.staged_bytes += added
         self.budget.add(added)
@@ -113,6 +133,7 @@ class Transaction:
 
     def acknowledge(self, ack: Acknowledgement) -> None:
         self.acks.append(ack)
+        self.counts.messages_out += 1
 
     def cannot_commit(self, live: Callable[[Queue], bool]) -> str | None:
         """Why a commit would lose work (see the module rules), or None."""
@@ -125,6 +146,7 @@ class Transaction:
 
     def rollback(self) -> None:
         """Forget the staged sends; every acknowledged delivery is unsettled again."""
+        self.counts.rollbacks += 1
         self.unstage()
         self.sends.clear()
         acks, self.acks = self.acks, []
@@ -143,6 +165,7 @@ class Transactions:
         self.budget = budget
         self.per_connection = per_connection
         self._of_connection: Counter[object] = Counter()  # open transactions of each
+        self._counts: dict[object, TransactionCounts] = {}  # of each connection that declared
 
     def declare(self, controller: object, connection: object = None) -> Transaction:
         """A new transaction of ``connection``; ResourceLimitExceeded if it has as many
@@ -152,7 +175,10 @@ class Transactions:
                 f"this connection has {self.per_connection} transactions open, as many as "
                 "it may (broker.max_transactions_per_connection)"
             )
-        txn = Transaction(f"txn:{next(self._ids)}".encode(), controller, connection, self.budget)
+        counts = self._counts.setdefault(connection, TransactionCounts())
+        counts.begins += 1
+        txn_id = f"txn:{next(self._ids)}".encode()
+        txn = Transaction(txn_id, controller, connection, self.budget, counts)
         self._open[txn.id] = txn
         self._of_connection[connection] += 1
         return txn
@@ -177,6 +203,22 @@ class Transactions:
             self._of_connection[txn.connection] -= 1
             if not self._of_connection[txn.connection]:
                 del self._of_connection[txn.connection]
+
+    def counts_of(self, connection: object) -> TransactionCounts:
+        """What ``connection``'s transactions did so far (all zero if it declared none)."""
+        return self._counts.get(connection) or TransactionCounts()
+
+    def open_of(self, connection: object) -> tuple[int, float | None]:
+        """How many transactions ``connection`` has open, and when the oldest of them was
+        declared (seconds since the epoch; None with none open). O(open transactions)."""
+        if not self._of_connection[connection]:
+            return 0, None
+        started = [txn.started for txn in self._open.values() if txn.connection == connection]
+        return len(started), min(started)
+
+    def connection_closed(self, connection: object) -> None:
+        """``connection`` is gone (its transactions were rolled back): its counts go."""
+        self._counts.pop(connection, None)
 
     def controlled_by(self, controller: object) -> list[Transaction]:
         return [txn for txn in self._open.values() if txn.controller is controller]

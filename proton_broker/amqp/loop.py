@@ -13,6 +13,10 @@ waited on with one long-lived ``epoll`` object (:mod:`proton_broker.amqp.poller`
 of Proton's selector, whose cost grows with the number of connections on every socket
 event.
 
+As it reads and writes a connection's socket the loop counts the bytes and notes the time
+on the socket's selectable, once a system call, not a message (:func:`socket_figures`:
+Broker-J's ``bytesIn``, ``bytesOut`` and ``lastIoTime`` of a connection).
+
 Private APIs used here: ``proton._selectable`` and its
 ``_delegate`` socket and ``_deadline``, ``IOHandler._selector`` (replaced) and
 ``IOHandler.update``, the transport's
@@ -27,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cproton_ffi import ffi, lib
 from proton import Event, Transport
@@ -179,6 +183,8 @@ class BrokerContainer(Container):
                     IOHandler.update(transport, s, now)
                     return
                 transport.push(data)
+                s.bytes_in = getattr(s, "bytes_in", 0) + len(data)  # see socket_figures
+                s.last_io = now
         self._update_interest(s, transport, now)
 
     def _write(self, s: Selectable, transport: Transport, now: float) -> None:
@@ -199,6 +205,8 @@ class BrokerContainer(Container):
                 transport.close_head()
             else:
                 lib.pn_transport_pop(impl, sent)
+                s.bytes_out = getattr(s, "bytes_out", 0) + sent  # see socket_figures
+                s.last_io = now
         self._update_interest(s, transport, now)
 
     def _update_interest(self, s: Selectable, transport: Transport, now: float) -> None:
@@ -323,3 +331,38 @@ class BrokerContainer(Container):
         except Exception as exc:  # contained, see contain_fault
             self._server.contain_fault(exc, lib.pn_event_link(raw), lib.pn_event_connection(raw))
         event.dispatch(self.global_handler)
+
+
+# ---- what a connection's socket carried -----------------------------------------------------
+
+
+class SocketFigures(NamedTuple):
+    """What one connection's socket carried: the bytes the loop read and wrote (what went
+    over the network, so a TLS connection's are the encrypted bytes), when it last did
+    either (seconds since the epoch; None before the first), and the local end of the
+    socket as ``host:port`` (None once the socket is gone)."""
+
+    bytes_in: int
+    bytes_out: int
+    last_io: float | None
+    local_address: str | None
+
+
+def socket_figures(transport: Transport | None) -> SocketFigures:
+    """What ``transport``'s socket carried (see :class:`SocketFigures`). The loop counts on
+    the socket's selectable as it reads and writes (once a system call, not a message), so
+    a connection whose socket has closed reads nothing."""
+    selectable = None if transport is None else getattr(transport, "_selectable", None)
+    if selectable is None:
+        return SocketFigures(0, 0, None, None)
+    try:
+        host, port = selectable._delegate.getsockname()[:2]
+        local: str | None = f"{host}:{port}"
+    except (OSError, AttributeError, ValueError):
+        local = None
+    return SocketFigures(
+        getattr(selectable, "bytes_in", 0),
+        getattr(selectable, "bytes_out", 0),
+        getattr(selectable, "last_io", None),
+        local,
+    )

@@ -58,7 +58,7 @@ from proton_broker.amqp.conditions import (
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink
-from proton_broker.amqp.loop import BrokerContainer, Callback
+from proton_broker.amqp.loop import BrokerContainer, Callback, socket_figures
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
 from proton_broker.amqp.poller import install_poll
 from proton_broker.amqp.quotas import Quotas
@@ -169,6 +169,9 @@ class Server(Handler):
         broker.loop_hooks.budget.observers.append(self._memory_full)
         self._numbers: dict[Any, int] = {}  # pn_connection_t* -> its number (for the log)
         self._opened: dict[Any, float] = {}  # pn_connection_t* -> when it was accepted
+        # pn_connection_t* -> the messages in and out of its links that have gone, so that
+        # its counts are the connection's whole life's (Broker-J's messagesIn, messagesOut)
+        self._gone_traffic: dict[Any, tuple[int, int]] = {}
         self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
@@ -226,14 +229,19 @@ class Server(Handler):
         """Each open connection's messages in and out so far, by its id (loop thread;
         O(links): the console samples it)."""
         return {
-            str(number): _traffic(links) for _impl, conn, number, links in self._open_connections()
+            str(number): self._traffic(impl, links)
+            for impl, conn, number, links in self._open_connections()
         }
 
     def connection_figures(self) -> list[dict[str, Any]]:
         """Each open connection as the web console lists it (loop thread; O(links))."""
         figures = []
+        transactions = self.broker.transactions
         for impl, conn, number, links in self._open_connections():
-            messages_in, messages_out = _traffic(links)
+            messages_in, messages_out = self._traffic(impl, links)
+            socket = socket_figures(conn.transport)
+            txns = transactions.counts_of(impl)
+            open_txns, oldest_txn = transactions.open_of(impl)
             figures.append(
                 {
                     "id": str(number),
@@ -248,9 +256,26 @@ class Server(Handler):
                     "opened": self._opened.get(impl),
                     "messages_in": messages_in,
                     "messages_out": messages_out,
+                    "local_address": socket.local_address,
+                    "bytes_in": socket.bytes_in,
+                    "bytes_out": socket.bytes_out,
+                    "last_io": socket.last_io,
+                    "transactions_begun": txns.begins,
+                    "transactions_rolled_back": txns.rollbacks,
+                    "transactions_open": open_txns,
+                    "oldest_transaction": oldest_txn,
+                    "transacted_in": txns.messages_in,
+                    "transacted_out": txns.messages_out,
                 }
             )
         return figures
+
+    def _traffic(self, impl: Any, links: list[Any]) -> tuple[int, int]:
+        """Messages connection ``impl`` took from its producers and sent to its consumers,
+        on ``links`` (its links' states) and on the links it had before."""
+        gone_in, gone_out = self._gone_traffic.get(impl, (0, 0))
+        now_in, now_out = _traffic(links)
+        return gone_in + now_in, gone_out + now_out
 
     def _open_connections(self) -> Iterator[tuple[Any, Connection, int, list[Any]]]:
         """(impl, connection, its number, the states of its links not closed) of every
@@ -616,6 +641,8 @@ class Server(Handler):
         self.quotas.gone(conn._impl)
         self.sole.closed(conn._impl)
         self._opened.pop(conn._impl, None)
+        self._gone_traffic.pop(conn._impl, None)
+        self.broker.transactions.connection_closed(conn._impl)
         number = self._numbers.pop(conn._impl, None)
         if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
             # once, whichever of close and end of stream comes first; and only for a
@@ -997,6 +1024,7 @@ class Server(Handler):
             state.detach()
             self._unindex(state, impl)
             self.quotas.detached(link.connection._impl)
+            self._count_gone(link.connection._impl, state)
         temporary = self._temporary.pop(impl, None)
         if temporary is not None and temporary in self.broker.queues:
             self.broker.delete_queue(temporary, force=True)
@@ -1014,6 +1042,13 @@ class Server(Handler):
         if queue is not None and not self._stopping:  # last: it may delete the queue now
             self.broker.lifetimes.detached(queue, impl)
         return refused
+
+    def _count_gone(self, conn: Any, state: Any) -> None:
+        """Keep the messages of a link that went in its connection's counts."""
+        moved_in, moved_out = _traffic([state])
+        if moved_in or moved_out:
+            gone_in, gone_out = self._gone_traffic.get(conn, (0, 0))
+            self._gone_traffic[conn] = (gone_in + moved_in, gone_out + moved_out)
 
     def _own_if_dynamic(
         self, link: Link, terminus: Terminus, queue: Queue | None, options: dict[str, Any]

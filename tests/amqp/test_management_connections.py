@@ -6,10 +6,11 @@ the web console's connection list."""
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
-from proton import Message
+from proton import Disposition, Message
 from proton.utils import BlockingConnection
 
 from tests.amqp.test_acl import RULES, manage, start_secured, url
@@ -65,7 +66,107 @@ def test_read_and_get_statistics_count_its_sessions_and_messages(broker: Running
     by_identity = node.ask({"operation": "READ", "type": CONNECTION, "identity": read["identity"]})
     assert by_identity.body["name"] == row["name"]
     statistics = node.ask(entity("getStatistics", row["name"], kind=CONNECTION)).body
-    assert statistics == {"sessionCount": 1, "messagesIn": 3, "messagesOut": 2}
+    counted = {name: statistics[name] for name in ("sessionCount", "messagesIn", "messagesOut")}
+    assert counted == {"sessionCount": 1, "messagesIn": 3, "messagesOut": 2}
+    assert set(statistics) == BROKER_J_STATISTICS - {"oldestTransactionStartTime"}  # none open
+    named = entity("getStatistics", row["name"], kind=CONNECTION, statistics=["bytesIn"])
+    some = node.ask(named).body
+    assert set(some) == {"bytesIn"}
+
+
+BROKER_J_STATISTICS = {  # Broker-J's Connection statistics this broker keeps
+    "sessionCount",
+    "messagesIn",
+    "messagesOut",
+    "bytesIn",
+    "bytesOut",
+    "lastIoTime",
+    "localTransactionBegins",
+    "localTransactionRollbacks",
+    "localTransactionOpen",
+    "oldestTransactionStartTime",
+    "transactedMessagesIn",
+    "transactedMessagesOut",
+}
+
+
+def statistics_of(node: Node, container: str) -> dict[str, Any]:
+    """getStatistics of the one open connection whose client id is ``container``."""
+    (row,) = [row for row in listed(node, "name", "clientId") if row["clientId"] == container]
+    reply = node.ask(entity("getStatistics", row["name"], kind=CONNECTION))
+    assert status(reply)[0] == 200, status(reply)
+    return dict(reply.body)
+
+
+def test_messages_of_links_that_have_gone_still_count_for_their_connection(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client(container="short-links")
+    sender = client.sender("short-lived")
+    for n in range(4):
+        client.wait_settled(client.send(sender, Message(body=n)))
+    sender.close()
+    client.wait_closed(sender)
+    receiver = client.receiver("short-lived", credit=3)
+    client.wait_received(receiver, 3)
+    receiver.close()
+    client.wait_closed(receiver)
+    node = Node(broker.client())
+    counted = statistics_of(node, "short-links")
+    assert (counted["messagesIn"], counted["messagesOut"]) == (4, 3)
+
+
+def test_bytes_in_and_out_are_what_the_socket_carried_and_last_io_is_when(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    client = broker.client(container="bulky")
+    client.wait(lambda: client.conn.remote_container)
+    before = statistics_of(node, "bulky")
+    started = time.time()
+    sender = client.sender("bulky-queue")
+    client.wait_settled(client.send(sender, Message(body=b"x" * 50_000)))
+    receiver = client.receiver("bulky-queue", credit=1)
+    client.wait_received(receiver, 1)
+    after = statistics_of(node, "bulky")
+    assert 50_000 <= after["bytesIn"] - before["bytesIn"] < 52_000  # the transfer and frames
+    assert 50_000 <= after["bytesOut"] - before["bytesOut"] < 52_000
+    assert int(started * 1000) <= after["lastIoTime"] <= int(time.time() * 1000)
+    (row,) = [
+        row
+        for row in listed(node, "clientId", "localAddress", "remoteAddress")
+        if row["clientId"] == "bulky"
+    ]
+    assert row["localAddress"] == f"127.0.0.1:{broker.port}"  # the listener's end
+    assert row["remoteAddress"] != row["localAddress"]
+
+
+def test_transactions_are_counted_for_the_connection_that_declared_them(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    client = broker.client(container="transacting")
+    coordinator = client.coordinator()
+    sender = client.sender("txn-counted")
+    committed = client.declare(coordinator)
+    for n in range(2):
+        client.send(sender, Message(body=n), txn=committed)
+    client.discharge(coordinator, committed)
+    receiver = client.receiver("txn-counted", credit=2)
+    got = client.wait_received(receiver, 2)
+    declared = time.time()
+    open_one = client.declare(coordinator)
+    client.settle(got[0], Disposition.ACCEPTED, txn=open_one)
+    counted = statistics_of(node, "transacting")
+    assert counted["localTransactionBegins"] == 2 and counted["localTransactionOpen"] == 1
+    assert counted["localTransactionRollbacks"] == 0
+    assert (counted["transactedMessagesIn"], counted["transactedMessagesOut"]) == (2, 1)
+    assert int(declared * 1000) <= counted["oldestTransactionStartTime"] <= time.time() * 1000
+    assert client.discharge(coordinator, open_one, fail=True).remote_state == Disposition.ACCEPTED
+    counted = statistics_of(node, "transacting")
+    assert counted["localTransactionRollbacks"] == 1 and counted["localTransactionOpen"] == 0
+    assert "oldestTransactionStartTime" not in counted  # null: left out, as Broker-J does
+    assert counted["transactedMessagesOut"] == 1  # given under it, whatever became of it
 
 
 def test_delete_closes_the_connection_with_connection_forced(broker: RunningBroker) -> None:

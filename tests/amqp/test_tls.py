@@ -200,3 +200,31 @@ def test_tls_older_than_the_minimum_version_is_refused(
         assert running.alive()
     finally:
         running.stop()
+
+
+def test_management_counts_a_tls_connections_bytes_as_they_crossed_the_network(
+    tls_broker: RunningBroker, files: dict[str, str]
+) -> None:
+    """The same open and message over TLS and over the plain port: the TLS connection's
+    socket carried the handshake and the broker's certificate too."""
+    from tests.amqp.test_management import Node
+    from tests.amqp.test_management_connections import listed, statistics_of
+
+    secured = amqps(tls_broker, client_domain(files["ca"]))
+    plain = BlockingConnection(tls_broker.url, timeout=5)
+    try:
+        for connection in (secured, plain):
+            connection.create_sender("counted").send(Message(body="x" * 1000))
+        node = Node(tls_broker.client())
+        rows = listed(node, "clientId", "transport", "port", "localAddress")
+        (tls_row,) = [row for row in rows if row["clientId"] == secured.container.container_id]
+        assert (tls_row["transport"], tls_row["port"]) == ("SSL", "AMQPS")
+        assert tls_row["localAddress"] == f"127.0.0.1:{tls_broker.server.tls_address[1]}"
+        over_tls = statistics_of(node, secured.container.container_id)
+        in_clear = statistics_of(node, plain.container.container_id)
+        assert over_tls["bytesOut"] > in_clear["bytesOut"] + 500  # the certificate, at least
+        assert over_tls["bytesIn"] > in_clear["bytesIn"]
+        assert in_clear["bytesIn"] > 1000  # the message, in either case
+    finally:
+        secured.close()
+        plain.close()

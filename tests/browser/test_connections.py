@@ -6,6 +6,7 @@ from __future__ import annotations
 from contextlib import closing
 
 import pytest
+from proton import Message
 from proton.utils import BlockingConnection, ConnectionClosed
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -41,3 +42,16 @@ def test_closing_a_connection_from_the_page_closes_the_amqp_clients_connection(
         assert closed.value.condition == "amqp:connection:forced"
         shown(browser, f'tr[data-container="{container_of(kept)}"]')  # the other stays
         kept.create_sender("still-open")
+
+
+def test_a_connection_shows_the_bytes_its_socket_carried(
+    browser: WebDriver, console: Console
+) -> None:
+    with closing(BlockingConnection(console.amqp, timeout=10)) as bulky:
+        bulky.create_sender("bulk").send(Message(body=b"x" * 3 * 1024 * 1024))
+        log_in_anonymously(browser, console, "#/connections")
+        row = f'tr[data-container="{container_of(bulky)}"]'
+        shown(browser, row)
+        bytes_in = shown(browser, f'{row} td[data-test="bytes-in"]')
+        assert bytes_in.text == "3.0 MiB"  # the message and a few hundred bytes of frames
+        assert shown(browser, f'{row} td[data-test="bytes-out"]').text.endswith(" B")

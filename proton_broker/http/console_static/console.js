@@ -1000,6 +1000,8 @@ function renderConnections() {
           ["opened", "opened"],
           ["messages_in", "messages in", "num"],
           ["messages_out", "messages out", "num"],
+          ["bytes_in", "bytes in", "num"],
+          ["bytes_out", "bytes out", "num"],
           ["rate_in", "in", "num"],
           ["rate_out", "out", "num"],
           ["close", ""],
@@ -1015,6 +1017,8 @@ function renderConnections() {
             h("td", {}, fmtTime(c.opened)),
             h("td", { class: "num" }, fmtNumber(c.messages_in)),
             h("td", { class: "num" }, fmtNumber(c.messages_out)),
+            h("td", { class: "num", "data-test": "bytes-in" }, fmtBytes(c.bytes_in)),
+            h("td", { class: "num", "data-test": "bytes-out" }, fmtBytes(c.bytes_out)),
             h("td", { class: "num", "data-test": "rate-in" }, fmtRate(c.rate_in)),
             h("td", { class: "num", "data-test": "rate-out" }, fmtRate(c.rate_out)),
             h(
