@@ -82,6 +82,10 @@ class BrokerSection:
     max_exchanges: int = _at_least(10000, 1)
     max_bindings: int = _at_least(1000000, 1)
     max_message_size: int = _at_least(104857600, 512)
+    # Bytes of deliveries handed to one connection that its socket has not taken yet (a
+    # client that does not read) before its consumers get nothing more until half that is
+    # left (amqp/output.py).
+    max_connection_backlog: int = _at_least(1048576, 65536)
     # Bytes of queued (and transaction-staged) messages held in memory, all queues together,
     # before every producer is flow-controlled until they fall to 90% (queues/budget.py).
     max_memory: int = _at_least(1073741824, 1)

@@ -111,6 +111,7 @@ class EngineClient:
         null_source: bool = False,
         rcv_settle_second: bool = False,
         timeout: int = 0,
+        wait: bool = True,
     ) -> Link:
         """Attach a receiving link. ``node_properties`` go into the source's
         dynamic-node-properties, as qpid::messaging puts ``x-declare`` arguments there;
@@ -118,7 +119,8 @@ class EngineClient:
         ``durable`` and ``expiry_never`` as Qpid JMS asks for a durable subscription
         (terminus durability unsettled-state, expiry policy never); ``null_source`` as it
         looks one up to unsubscribe; ``rcv_settle_second`` as a client in receiver settle
-        mode second; ``timeout`` the source's (qpid::messaging's link timeout)."""
+        mode second; ``timeout`` the source's (qpid::messaging's link timeout); ``wait``
+        false: the attach is sent and its answer not waited for."""
         link = self.session.receiver(name or f"recv-{address}-{len(self.logs)}")
         if null_source:
             link.source.type = Terminus.UNSPECIFIED
@@ -146,7 +148,10 @@ class EngineClient:
         self.logs[link.name] = LinkLog()
         if credit:
             link.flow(credit)
-        self.answered(link)
+        if wait:
+            self.answered(link)
+        else:  # sent, the answer not waited for
+            self.pump(0.0)
         return link
 
     def sender(
@@ -157,12 +162,17 @@ class EngineClient:
         node_properties: dict[str, Any] | None = None,
         link_properties: dict[str, Any] | None = None,
         rcv_settle_second: bool = False,
+        null_target: bool = False,
     ) -> Link:
         """Attach a sending link; ``rcv_settle_second`` asks the broker to settle only
-        after the client has (receiver settle mode second, as rhea lets a sender ask)."""
+        after the client has (receiver settle mode second, as rhea lets a sender ask);
+        ``null_target`` sends no target at all (AMQP's way to ask for a link to be
+        recovered), not a target with no address."""
         link = self.session.sender(name or f"send-{address}-{len(self.logs)}")
         if rcv_settle_second:
             link.rcv_settle_mode = Link.RCV_SECOND
+        if null_target:
+            link.target.type = Terminus.UNSPECIFIED
         link.target.address = address
         if capabilities:
             _put_symbols(link.target, capabilities)

@@ -171,15 +171,30 @@ def accept(dlv):
     _settle(d)
 
 
-def send_with(link, bytes data, Py_ssize_t at, bytes section):
+cdef class Tally:
+    """The bytes a consumer has sent, and at how many its backlog is next looked at."""
+
+    cdef public long long handed
+    cdef public long long due
+
+    def __init__(self, long long due):
+        self.handed = 0
+        self.due = due
+
+
+def send_with(link, bytes data, Py_ssize_t at, bytes section, Tally tally not None):
     """Send ``data`` with ``section`` inserted at offset ``at`` as the link's current
     delivery, whole, and move on to the next: three appends to the delivery, where joining
-    the pieces first made a copy of the message."""
+    the pieces first made a copy of the message. The bytes sent count in ``tally``; whether
+    they reached its ``due``."""
     if at < 0 or at > PyBytes_GET_SIZE(data):
         raise ValueError(f"offset {at} is outside the message")
     cdef void *l = _address(link)
     cdef const char *bytes_ = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t extra = PyBytes_GET_SIZE(section)
     _send(l, bytes_, <size_t>at)
-    _send(l, PyBytes_AS_STRING(section), <size_t>PyBytes_GET_SIZE(section))
+    _send(l, PyBytes_AS_STRING(section), <size_t>extra)
     _send(l, bytes_ + at, <size_t>(PyBytes_GET_SIZE(data) - at))
     _advance(l)
+    tally.handed += PyBytes_GET_SIZE(data) + extra
+    return tally.handed >= tally.due

@@ -12,7 +12,9 @@ Rules owned here:
   settled it already: then it is only settled). A consumer's delivery is sent whole, with a
   section inserted into the message's bytes (its queue sequence number), and the link
   moved on by :func:`send_with`; the compiled copy appends the three pieces to the
-  delivery without joining them first.
+  delivery without joining them first. The bytes sent count in the consumer's
+  :data:`Tally` (amqp/output.py looks at its backlog when they reach the tally's ``due``),
+  so the count costs the consumer no step of its own.
 * The functions below, and cffi's own for the single calls, are the reference. Where the
   package was built with a C compiler the same steps run compiled (``_engine.pyx``), each
   a single call that makes its engine calls without releasing the GIL: each call through
@@ -73,14 +75,28 @@ def accept_python(dlv: Any) -> None:
     _settle(dlv)
 
 
-def send_with_python(link: Any, data: bytes, at: int, section: bytes) -> None:
+class TallyPython:
+    """The bytes a consumer has sent, and at how many its backlog is next looked at
+    (amqp/output.py)."""
+
+    __slots__ = ("handed", "due")
+
+    def __init__(self, due: int) -> None:
+        self.handed = 0
+        self.due = due
+
+
+def send_with_python(link: Any, data: bytes, at: int, section: bytes, tally: Any) -> bool:
     """Send ``data`` with ``section`` inserted at offset ``at`` as the link's current
-    delivery, whole, and move on to the next."""
+    delivery, whole, and move on to the next. The bytes sent count in ``tally``; whether
+    they reached its ``due``."""
     if not 0 <= at <= len(data):
         raise ValueError(f"offset {at} is outside the message")
     whole = data[:at] + section + data[at:]
     _send(link, whole, len(whole))
     _advance(link)
+    tally.handed += len(whole)
+    return bool(tally.handed >= tally.due)
 
 
 def _compiled() -> ModuleType | None:
@@ -112,6 +128,7 @@ transfer_size: Callable[[Any], int] = (
 )
 take: Callable[[Any, int], bytes] = take_python if COMPILED is None else COMPILED.take
 accept: Callable[[Any], None] = accept_python if COMPILED is None else COMPILED.accept
-send_with: Callable[[Any, bytes, int, bytes], None] = (
+send_with: Callable[[Any, bytes, int, bytes, Any], bool] = (
     send_with_python if COMPILED is None else COMPILED.send_with
 )
+Tally: Callable[[int], Any] = TallyPython if COMPILED is None else COMPILED.Tally

@@ -72,6 +72,7 @@ from proton_broker.amqp.coordinator import (
     transactional_outcome,
 )
 from proton_broker.amqp.engine import ABORTED, PARTIAL
+from proton_broker.amqp.output import CHECK_EVERY, Backlog, OutputGate
 from proton_broker.amqp.terminus import capabilities_of
 from proton_broker.codec.encode import (
     KEYED_SECTION_PREFIX,
@@ -129,6 +130,7 @@ _transfer_size, _take, _accept, _send_with = (
     engine.accept,
     engine.send_with,
 )
+Tally = engine.Tally
 _number_section = number_section
 _keyed_section = keyed_section
 _TERMINAL = frozenset((PN_ACCEPTED, PN_REJECTED, PN_RELEASED, PN_MODIFIED))
@@ -475,10 +477,16 @@ class ProducerLink:
             name,
             description,
         )
-        self.closed = True
-        # Later transfers on this link must not be stored (the client was told it is gone).
-        self.on_delivery = self._discard  # type: ignore[method-assign]
+        self._stop_storing()
         close_link(self.link, name, description, info)
+
+    def _stop_storing(self) -> None:
+        """We are detaching this link: transfers that come after, which the client sent
+        before it saw our detach, are read and dropped, neither stored nor settled (the
+        client was told the link is gone, and may send them again elsewhere). So qpidd
+        ignores the deliveries of a link it closed; Broker-J ends the session."""
+        self.closed = True
+        self.on_delivery = self._discard  # type: ignore[method-assign]
 
     def _discard(self, dlv: Any) -> None:
         """A transfer after we detached: read (so the session window moves on), not stored,
@@ -521,8 +529,7 @@ class ProducerLink:
         """The node this link sends to was deleted: detach with ``amqp:resource-deleted``,
         the transfer that found it gone left unsettled (see target_deleted)."""
         log.info("detaching producer '%s': %s", self.link.name, description)
-        self.closed = True
-        self.on_delivery = self._discard  # type: ignore[method-assign]
+        self._stop_storing()
         close_link(self.link, RESOURCE_DELETED, description)
 
     def _hold(self, dlv: Any, queue: Queue) -> None:
@@ -574,12 +581,14 @@ class ProducerLink:
         self._top_up()
 
     def _refuse_oversized(self, dlv: Any) -> None:
+        self._stop_storing()
         refuse_oversized(self.link, Delivery.wrap(dlv), self.max_size)
 
     def _refuse_malformed(self, dlv: Any, why: str) -> None:
         description = f"malformed message: {why}"
         log.warning("QUE-1006 %s on link '%s': %s", DECODE_ERROR, self.link.name, description)
         reject(Delivery.wrap(dlv), MalformedMessage(description))
+        self._stop_storing()
         close_link(self.link, DECODE_ERROR, description)
 
     def detach(self) -> None:
@@ -632,6 +641,33 @@ class ConsumerLink:
     credit, and ``deliver`` sends one entry.
     """
 
+    # Slots: deliver reads and writes several of these for every message.
+    __slots__ = (
+        "id",
+        "max_message_size",
+        "transactions",
+        "in_txn",
+        "link",
+        "impl",
+        "queue",
+        "_stamp",
+        "browse",
+        "presettled",
+        "credit",
+        "unsettled",
+        "_sent",
+        "_tag_bytes",
+        "_tag",
+        "_tag_cdata",
+        "_tag_value",
+        "closed",
+        "output",
+        "backlog",
+        "held",
+        "_tally",
+        "__weakref__",
+    )
+
     def __init__(
         self,
         link: Link,
@@ -639,10 +675,18 @@ class ConsumerLink:
         browse: bool,
         transactions: Transactions | None = None,
         max_message_size: int = 0,
+        output: OutputGate | None = None,
+        backlog: Backlog | None = None,
     ) -> None:
         self.id = next(_ids)
         # No message grows past this by the annotations of a modified outcome (0: no limit).
         self.max_message_size = max_message_size
+        # What its connection may hold for a client that does not read (amqp/output.py):
+        # held, the queue sees it with no credit; looked at every CHECK_EVERY bytes sent.
+        self.output = output
+        self.backlog = backlog
+        self.held = False
+        self._tally = Tally(CHECK_EVERY)  # the bytes it sent (see amqp/engine.py)
         self.transactions = transactions
         self.in_txn: dict[Any, Entry] = {}  # acknowledged under a transaction not ended yet
         self.link = link
@@ -704,7 +748,8 @@ class ConsumerLink:
         self._sent += 1
         _U64.pack_into(self._tag_bytes, 0, self._sent)
         dlv = _new_delivery(impl, self._tag_value)
-        _send_with(impl, data, at, section)  # the section goes in as the bytes go out
+        # the section goes in as the bytes go out; the bytes count in the tally
+        due = _send_with(impl, data, at, section, self._tally)
         self.credit -= 1
         if self.presettled:
             _settle(dlv)
@@ -712,16 +757,43 @@ class ConsumerLink:
                 self.queue.settle(entry)  # at-most-once: sent settled counts as consumed
         else:
             self.unsettled[dlv] = entry  # a browsed one too: the client settles it
+        if due:
+            self._check_output()
+
+    def _check_output(self) -> None:
+        """Hold this consumer if its connection's backlog is over the bound
+        (amqp/output.py): its credit, as the queue sees it, is none until the gate lets it
+        go."""
+        tally = self._tally
+        sent = tally.handed - (tally.due - CHECK_EVERY)  # since the last look
+        tally.due = tally.handed + CHECK_EVERY
+        output, backlog = self.output, self.backlog
+        if output is not None and backlog is not None and output.sent(backlog, sent, self):
+            self.held = True
+            self.credit = 0
+
+    def let_go(self) -> None:
+        """The session has room again: the credit its client gave it, and served."""
+        self.held = False
+        self.credit = lib.pn_link_credit(self.impl)
+        if self.credit > 0:
+            self.queue.credit_granted(self)
 
     def on_flow(self) -> None:
         """The client changed our credit (or asked us to drain)."""
         impl = self.impl
+        if self.held:  # nothing is available to it meanwhile (amqp/output.py)
+            if lib.pn_link_get_drain(impl):
+                lib.pn_link_drained(impl)
+            return
         self.credit = lib.pn_link_credit(impl)
         if self.credit > 0:
             self.queue.credit_granted(self)
         if lib.pn_link_get_drain(impl):
             lib.pn_link_drained(impl)
             self.credit = 0
+        if self.credit <= 0:  # drained, or lowered by the client: nothing more is taken
+            self.queue.credit_withdrawn(self)
 
     def on_delivery(self, dlv: Any) -> None:
         """The client updated a delivery: apply its outcome to the queue entry."""

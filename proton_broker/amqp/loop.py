@@ -94,6 +94,7 @@ class BrokerContainer(Container):
             PN_LINK_FLOW: server.on_raw_link_flow,
         }
         self._out = ffi.new("char[]", 65536)  # reused to copy transport output to sockets
+        self._output = server.output  # consumers held for their backlogs (amqp/output.py)
         self._listeners: set[Any] = set()  # the acceptors' selectables
         self._accepting: dict[Any, int] = {}  # listener -> accepts left in this burst
 
@@ -207,6 +208,8 @@ class BrokerContainer(Container):
                 lib.pn_transport_pop(impl, sent)
                 s.bytes_out = getattr(s, "bytes_out", 0) + sent  # see socket_figures
                 s.last_io = now
+                if self._output.held:  # its consumers may be held (amqp/output.py)
+                    self._output.written(lib.pn_transport_connection(impl), s.bytes_out)
         self._update_interest(s, transport, now)
 
     def _update_interest(self, s: Selectable, transport: Transport, now: float) -> None:
@@ -366,3 +369,13 @@ def socket_figures(transport: Transport | None) -> SocketFigures:
         getattr(selectable, "last_io", None),
         local,
     )
+
+
+def bytes_written(connection: Any) -> int:
+    """The bytes the socket of ``connection`` (a pn_connection_t*) has taken so far (0 once
+    it is gone): what amqp/output.py weighs a connection's backlog against."""
+    transport = lib.pn_connection_transport(connection)
+    if transport == ffi.NULL:
+        return 0
+    selectable = getattr(Transport.wrap(transport), "_selectable", None)
+    return int(getattr(selectable, "bytes_out", 0))

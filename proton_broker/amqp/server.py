@@ -58,8 +58,9 @@ from proton_broker.amqp.conditions import (
 )
 from proton_broker.amqp.coordinator import LOCAL_TRANSACTIONS, CoordinatorLink
 from proton_broker.amqp.links import ConsumerLink, ProducerLink
-from proton_broker.amqp.loop import BrokerContainer, Callback, socket_figures
+from proton_broker.amqp.loop import BrokerContainer, Callback, bytes_written, socket_figures
 from proton_broker.amqp.management import MANAGEMENT_ADDRESS, ManagementNode, RequestLink
+from proton_broker.amqp.output import OutputGate
 from proton_broker.amqp.poller import install_poll
 from proton_broker.amqp.quotas import Quotas
 from proton_broker.amqp.subscribing import (
@@ -172,6 +173,8 @@ class Server(Handler):
         # pn_connection_t* -> the messages in and out of its links that have gone, so that
         # its counts are the connection's whole life's (Broker-J's messagesIn, messagesOut)
         self._gone_traffic: dict[Any, tuple[int, int]] = {}
+        # What the broker may hold for a client that does not read (amqp/output.py).
+        self.output = OutputGate(self.config.broker.max_connection_backlog, bytes_written)
         self.container = BrokerContainer(self, container_id=self.config.broker.container_id)
         self._injector = EventInjector()
         self._calls: _queue.SimpleQueue[Callable[[], None]] = _queue.SimpleQueue()
@@ -642,6 +645,7 @@ class Server(Handler):
         self.sole.closed(conn._impl)
         self._opened.pop(conn._impl, None)
         self._gone_traffic.pop(conn._impl, None)
+        self.output.connection_closed(conn._impl)
         self.broker.transactions.connection_closed(conn._impl)
         number = self._numbers.pop(conn._impl, None)
         if number is not None and not conn.state & Endpoint.REMOTE_UNINIT:
@@ -705,6 +709,12 @@ class Server(Handler):
                 self.config.broker.max_message_size,
                 self._confidential(link.connection),
             )
+        if target.type == Terminus.UNSPECIFIED:  # no target at all (not a null address)
+            raise NotFound(  # Broker-J's answer; qpidd's is precondition-failed
+                f"Link '{link.name}' not found: a sender with no target asks to recover a "
+                "link, and this broker keeps none (the anonymous relay is a target with no "
+                "address)"
+            )
         options = node_options(link, target)
         node = self._node(link, target, options, required=False)
         credit = self.config.broker.producer_credit
@@ -757,9 +767,7 @@ class Server(Handler):
                 "combined: each says where browsing starts",
                 REPLAY_PERIOD,
             )
-        consumer = ConsumerLink(
-            link, queue, browse, self.broker.transactions, self.config.broker.max_message_size
-        )
+        consumer = self._consumer(link, queue, browse)
         queue.subscribe(consumer, period, sequence, from_number, selector)
         if queue.settings.no_local:
             self._keep_local_out(link, queue.name)
@@ -932,11 +940,21 @@ class Server(Handler):
         goes)."""
         self._subscribed[link._impl] = held
         link.target.copy(link.remote_target)
-        consumer = ConsumerLink(
-            link, queue, False, self.broker.transactions, self.config.broker.max_message_size
-        )
+        consumer = self._consumer(link, queue, False)
         queue.subscribe(consumer, None, None, None, None)
         return consumer
+
+    def _consumer(self, link: Link, queue: Queue, browse: bool) -> ConsumerLink:
+        """The state of a link that consumes (or browses) ``queue``."""
+        return ConsumerLink(
+            link,
+            queue,
+            browse,
+            self.broker.transactions,
+            self.config.broker.max_message_size,
+            self.output,
+            self.output.backlog_of(link.connection._impl),
+        )
 
     def _echo_exchange(
         self,

@@ -8,7 +8,10 @@ Rules this module owns:
   ``x-opt-sequence-number`` (browsers only) or an ``x-opt-sequence`` replay of the kept
   versions (browsers only, on a queue with sequence numbers).
 * Consumers with credit wait in a round-robin ring; a consumer leaves the ring when its
-  credit reaches zero and rejoins when the protocol adapter grants more. Browsers are fed
+  credit reaches zero, by what it took or because its client took the credit back (a
+  drain that completed, a flow that lowered it: ``credit_withdrawn``), and rejoins when
+  the protocol adapter grants more. A consumer is never handed an entry without credit
+  for it, as neither Qpid broker acquires a message for a link without credit. Browsers are fed
   after the ring's turn (see :mod:`~proton_broker.queues.browsing`).
 * On an ordered queue a consumer acquires the first available entry in the queue's order
   that it may have: not one it said was undeliverable to it (``undeliverable-here``), not
@@ -215,9 +218,7 @@ class Dispatcher:
         self._browsers.remove(consumer.id)
         self.floors.pop(consumer.id, None)
         self._picky.remove(consumer.id)
-        if consumer.id in self._in_ready:
-            self._in_ready.discard(consumer.id)
-            self.ready.remove(consumer)
+        self.credit_withdrawn(consumer)
         if self._groups is not None:
             self._groups.consumer_gone(consumer.id)
             if self.ready:
@@ -234,6 +235,14 @@ class Dispatcher:
             self._in_ready.add(consumer.id)
             self.ready.append(consumer)
         self.dispatch()
+
+    def credit_withdrawn(self, consumer: Consumer) -> None:
+        """The consumer has no credit left though it took nothing (a drain completed, or
+        its client lowered its credit): out of line, so that nothing is acquired for it
+        until it grants more, and the others get what arrives. O(the ring)."""
+        if consumer.id in self._in_ready:
+            self._in_ready.discard(consumer.id)
+            self.ready.remove(consumer)
 
     def dispatch(self) -> None:
         """Hand available entries to consumers with credit, round-robin, then feed browsers

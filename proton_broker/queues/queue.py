@@ -247,6 +247,7 @@ class Queue:
         self._ready = dispatcher.ready  # read per message: is anyone waiting?
         self.subscribe = dispatcher.subscribe
         self.credit_granted = dispatcher.credit_granted
+        self.credit_withdrawn = dispatcher.credit_withdrawn
         self.unsubscribe = dispatcher.remove
         self.dispatch = dispatcher.dispatch
 

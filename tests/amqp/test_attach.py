@@ -99,6 +99,23 @@ def test_the_anonymous_relay_routes_each_message_by_its_to_address(broker: Runni
     assert [r.message.body for r in client.wait_received(b, 1)] == ["relay-b"]
 
 
+def test_a_sender_with_no_target_at_all_is_refused_with_not_found_naming_its_link(
+    broker: RunningBroker,
+) -> None:
+    """No target (not a target with no address, the relay) asks AMQP 1.0 to recover a link;
+    Broker-J answers that the link is not found (qpidd refuses it too), and so does this
+    broker, which keeps no links to recover."""
+    client = broker.client()
+    sender = client.sender(None, name="recover-me", null_target=True)
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == "amqp:not-found"
+    assert "Link 'recover-me' not found" in sender.remote_condition.description
+    relay = client.sender(None)  # the same session: the relay is still there
+    client.receiver("after-recovery", credit=1)
+    sent = client.send(relay, Message(address="after-recovery", body=1), pump=False)
+    assert client.wait_settled(sent).remote_state == Disposition.ACCEPTED
+
+
 def test_the_connection_offers_anonymous_relay(broker: RunningBroker) -> None:
     client = broker.client()
     client.wait(lambda: client.conn.remote_offered_capabilities)

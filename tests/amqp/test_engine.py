@@ -24,6 +24,7 @@ PYTHON = SimpleNamespace(
     take=engine.take_python,
     accept=engine.accept_python,
     send_with=engine.send_with_python,
+    Tally=engine.TallyPython,
 )
 STEPS = [pytest.param(PYTHON, id="python")]
 if engine.COMPILED is not None:
@@ -168,12 +169,16 @@ def test_a_delivery_is_sent_whole_with_its_section_inserted(
 ) -> None:
     out, into = consumer_link(pair)
     out.delivery(b"t")
-    steps.send_with(out._impl, b"a delivery's bytes", at, b"[section]")
+    tally = steps.Tally(30)
+    assert steps.send_with(out._impl, b"a delivery's bytes", at, b"[section]", tally) is False
+    assert tally.handed == 27  # the message and the section
     assert out.current is None  # the link moved on
     pair.pump()
     arrived = into.current
     assert arrived is not None and not arrived.partial
     assert into.recv(arrived.pending) == expected
+    out.delivery(b"u")
+    assert steps.send_with(out._impl, b"0123", 0, b"", tally) is True  # 31: its due reached
 
 
 @pytest.mark.parametrize("steps", STEPS)
@@ -182,7 +187,7 @@ def test_a_section_outside_the_message_is_refused_and_nothing_sent(pair: Pair, s
     out.delivery(b"t")
     for at in (-1, 19):
         with pytest.raises(ValueError, match="outside the message"):
-            steps.send_with(out._impl, b"a delivery's bytes", at, b"[section]")
+            steps.send_with(out._impl, b"a delivery's bytes", at, b"[section]", steps.Tally(1))
     assert out.current is not None and out.current.pending == 0
 
 

@@ -67,6 +67,42 @@ def test_drain_on_an_empty_queue_is_answered_promptly(broker: RunningBroker) -> 
     assert client.received(receiver) == []
 
 
+def test_a_message_that_arrives_after_a_drain_goes_to_a_consumer_with_credit(
+    broker: RunningBroker,
+) -> None:
+    """JMS's receiveNoWait and qpid::messaging's fetch drain: once the drain is answered
+    the consumer has no credit, and neither Qpid broker takes a message for it then."""
+    client = broker.client()
+    drained = client.receiver("after-drain", credit=0, name="drained")
+    drained.drain(5)
+    client.wait(lambda: not drained.draining(), timeout=2)
+    waiting = client.receiver("after-drain", credit=10, name="waiting")
+    client.answered(waiting)
+    client.send(client.sender("after-drain"), Message(body="for whoever has credit"))
+    got = client.wait_received(waiting, 1)
+    assert [r.message.body for r in got] == ["for whoever has credit"]
+    assert client.received(drained) == []
+    drained.flow(1)  # credit again: the drained consumer is served as before
+    client.send(client.sender("after-drain"), Message(body="next"))
+    client.wait(lambda: len(client.received(drained)) + len(client.received(waiting)) == 2)
+
+
+def test_a_drained_consumer_alone_on_its_queue_takes_nothing_until_it_grants_credit(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    drained = client.receiver("drained-alone", credit=0)
+    drained.drain(3)
+    client.wait(lambda: not drained.draining(), timeout=2)
+    fill(broker, "drained-alone", 2)
+    client.pump(0.3)
+    assert client.received(drained) == []
+    available = broker.call(lambda: broker.broker.queues["drained-alone"].available_count())
+    assert available == 2  # on the queue, acquired by nobody
+    drained.flow(2)
+    assert [r.message.body for r in client.wait_received(drained, 2)] == [0, 1]
+
+
 def test_producers_are_granted_generous_credit(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("credit-for-producers")

@@ -12,6 +12,7 @@ from proton import Disposition, Endpoint, Message, symbol
 
 from proton_broker.config import Config
 from tests.amqp.test_disposition import modified_and_taken_again
+from tests.amqp.test_transfer import sent_behind
 from tests.conftest import RunningBroker
 
 
@@ -207,6 +208,17 @@ def test_a_message_over_max_message_size_is_refused_with_message_size_exceeded(
     fits = client.sender("sized", name="again")
     client.wait_settled(client.send(fits, Message(body=b"x" * 5_000), pump=False))
     assert broker.call(lambda: broker.broker.queues["sized"].depth) == 1
+
+
+@pytest.mark.parametrize("size", [20_000, 2_000_000])
+def test_messages_sent_behind_an_oversized_one_are_not_stored_once_the_link_is_detached(
+    broker: RunningBroker, size: int
+) -> None:
+    client = broker.client()
+    sender = client.sender("sized")
+    client.wait(lambda: sender.remote_max_message_size)
+    sent_behind(client, sender, Message(body=b"x" * size), "amqp:link:message-size-exceeded")
+    assert broker.call(lambda: broker.broker.queues["sized"].depth) == 0
 
 
 @pytest.mark.parametrize("size", [20_000, 2_000_000])

@@ -163,6 +163,10 @@ class RecoveryModel(BrokerModel):
         assert [r.message.body for r in got] == [sent.body for sent in taken]
         for each in got:
             self.numbers.saw(queue, each)
+        # Its credit left goes: a message it fails or releases would otherwise come straight
+        # back to it, and be released once more as it closes (a delivery count more).
+        receiver.drain(0)
+        self.client.wait(lambda: not receiver.draining())
         if outcome in (COMMIT, ROLL_BACK):
             coordinator, txn = self.transaction()
             self.client.settle_all(got, Disposition.ACCEPTED, txn=txn, settle=False)

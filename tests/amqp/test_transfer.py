@@ -7,10 +7,11 @@ import threading
 import time
 
 import pytest
-from proton import Disposition, Message, symbol, ulong
+from proton import Disposition, Link, Message, symbol, ulong
 from proton.utils import BlockingConnection
 
 from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient
 
 
 def test_a_message_sent_to_a_queue_is_received_unchanged(broker: RunningBroker) -> None:
@@ -120,6 +121,29 @@ def test_a_garbage_transfer_detaches_the_link_with_decode_error_and_stores_nothi
     client.wait_settled(client.send(sender2, Message(body="good"), pump=False))
     receiver = client.receiver("strict", credit=5)
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["good"]
+
+
+def test_transfers_sent_behind_a_garbage_one_are_not_stored_once_the_link_is_detached(
+    broker: RunningBroker,
+) -> None:
+    """A client that sends before it reads the broker's detach: what follows the refused
+    transfer on that link is dropped and left unsettled, as qpidd ignores a closed link's
+    deliveries, so a client that sends again what the detach left unsettled stores it once."""
+    client = broker.client()
+    sender = client.sender("pipelined")
+    sent_behind(client, sender, b"\x00\x53\x77\xa1\x05hel", "amqp:decode-error")  # cut short
+    assert broker.call(lambda: broker.broker.queues["pipelined"].depth) == 0
+
+
+def sent_behind(client: EngineClient, sender: Link, first: Message | bytes, refused: str) -> None:
+    """Send ``first`` and three messages behind it before reading anything: the link is
+    detached with ``refused`` and the three get no outcome."""
+    client.send(sender, first, pump=False)
+    behind = [client.send(sender, Message(body=n), pump=False) for n in range(3)]
+    client.wait_closed(sender)
+    assert sender.remote_condition.name == refused
+    client.pump(0.2)
+    assert [d.remote_state for d in behind] == [0, 0, 0]  # no outcome: never taken
 
 
 def nested_lists(depth: int) -> bytes:
