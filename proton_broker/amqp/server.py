@@ -48,6 +48,7 @@ from proton.reactor import ApplicationEvent, EventInjector
 import proton_broker
 from proton_broker.amqp import sasl, sole_connections
 from proton_broker.amqp.conditions import (
+    ILLEGAL_STATE,
     INTERNAL_ERROR,
     INVALID_FIELD,
     RESOURCE_DELETED,
@@ -501,6 +502,11 @@ class Server(Handler):
 
     def on_connection_remote_open(self, event: Event) -> None:
         conn = event.connection
+        if not conn.state & Endpoint.LOCAL_UNINIT:  # a second open frame
+            self._second_open(conn)
+            return
+        if not self._authenticated(conn):
+            return
         user = sasl.user_of(conn.transport, self.config.sasl)
         log.info(
             "CON-1001 : Open : [con:%d(%s)] : Client ID : %s : User : %s : Protocol Version : 1.0",
@@ -529,6 +535,36 @@ class Server(Handler):
         conn.open()
         if conn.condition is not None:  # refused: the open is answered, then closed
             self._drop_connection(conn)
+            conn.close()
+
+    def _authenticated(self, conn: Connection) -> bool:
+        """Whether ``conn``'s client authenticated, or may stay anonymous. A client that
+        began SASL and sent AMQP frames instead of finishing it reaches here through
+        Proton's engine, which hands them on: it is closed as a failed login (logged
+        CON-1007 as the transport reports it), before anything it asked for is done, as
+        qpidd's SASL layer and Broker-J's open refuse such frames."""
+        transport = conn.transport
+        host = client_address(conn.url)
+        if transport is None or lib.pn_transport_is_authenticated(transport._impl):
+            return True
+        if allowed(self.config.sasl.anonymous, host):
+            return True  # it may stay anonymous: it is the anonymous user
+        transport.condition = Condition(
+            UNAUTHORIZED_ACCESS, "authentication required: complete the SASL exchange first"
+        )
+        _close_socket(transport)
+        return False
+
+    def _second_open(self, conn: Connection) -> None:
+        """AMQP 1.0 2.4.1: a connection is opened once. A second open frame closes it with
+        ``amqp:illegal-state`` (Broker-J ends such a connection; qpidd ignores the frame),
+        and nothing of it is counted or answered again."""
+        if conn.state & Endpoint.LOCAL_ACTIVE:
+            log.warning(
+                "CON-1006 : Refused : [con:%d] : a second open frame on an open connection",
+                self._numbers.get(conn._impl, 0),
+            )
+            conn.condition = Condition(ILLEGAL_STATE, "the connection is open already")
             conn.close()
 
     def _admit(self, conn: Connection, user: str) -> Condition | None:
@@ -657,6 +693,8 @@ class Server(Handler):
 
     def on_link_remote_open(self, event: Event) -> None:
         link: Link = event.link
+        if link.connection._impl not in self.users:
+            return  # its connection was refused (or its open not handled): it is closing
         _ = link.name  # a name that is not UTF-8 is refused now (see contain_fault)
         try:
             self.quotas.may_attach(link.connection._impl)

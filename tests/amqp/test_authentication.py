@@ -287,3 +287,64 @@ def test_without_anonymous_a_locked_out_address_cannot_connect_until_the_window_
         assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD) == (SASL.OK, True)
     finally:
         process.stop()
+
+
+def client_frames(container: str, address: str) -> bytes:
+    """The AMQP frames a Proton client without SASL writes to open, begin and attach a
+    receiver (with credit) and a sender on ``address``: its AMQP header and all."""
+    client = Connection()
+    client.container = container
+    transport = Transport()
+    transport.bind(client)
+    client.open()
+    session = client.session()
+    session.open()
+    receiver = session.receiver(f"{container}-in")
+    receiver.source.address = address
+    receiver.open()
+    receiver.flow(10)
+    sender = session.sender(f"{container}-out")
+    sender.target.address = f"made-by-{container}"
+    sender.open()
+    return bytes(transport.peek(transport.pending()))
+
+
+def read_until_closed(sock: socket.socket, seconds: float = 5.0) -> tuple[bytes, bool]:
+    """What the broker sent until it closed the socket, and whether it did in time."""
+    got, deadline = b"", time.monotonic() + seconds
+    sock.settimeout(0.1)
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            return got, True
+        if not data:
+            return got, True
+        got += data
+    return got, False
+
+
+def test_amqp_frames_sent_in_place_of_the_sasl_exchange_are_refused_as_a_failed_login(
+    data_dir: Path,
+) -> None:
+    """A client that begins SASL and then sends AMQP frames instead of a sasl-init gets
+    nothing it asks for: Proton's engine hands the frames on, and the broker closes the
+    connection as a failed login before it opens, attaches or creates anything."""
+    process = broker(data_dir, anonymous="never")
+    try:
+        round_trip(f"amqp://alice:{PASSWORD}@127.0.0.1:{process.port}", allowed_mechs="PLAIN")
+        with socket.create_connection(("127.0.0.1", process.port), timeout=5) as sock:
+            sock.sendall(b"AMQP\x03\x01\x00\x00")
+            time.sleep(0.3)  # the broker's SASL header and mechanisms
+            sock.sendall(client_frames("intruder", "auth-q")[8:])  # no AMQP header
+            answer, closed = read_until_closed(sock)
+        assert closed
+        assert b"\x00\x53\x10" not in answer  # no open frame came back
+        time.sleep(0.3)
+        log = "".join(process.output)
+        assert "CON-1007" in log and "complete the SASL exchange first" in log
+        assert "made-by-intruder" not in log and "intruder" not in log.split("CON-1007")[0]
+    finally:
+        process.stop()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proton import Array, Data, Message
+from proton import Array, Connection, Data, Message, Transport
 
 from proton_broker.config import Config
+from tests.amqp.test_authentication import read_until_closed
 from tests.conftest import RunningBroker
 
 
@@ -114,3 +116,40 @@ def test_a_broker_that_stops_closes_every_connection_with_connection_forced_firs
         client.wait(lambda client=client: client.conn.remote_condition)
         assert client.conn.remote_condition.name == "amqp:connection:forced"
         assert client.conn.remote_condition.description == "broker shutting down"
+
+
+def opened_twice(broker: RunningBroker) -> bytes:
+    """A raw client that sends its open frame, waits for the broker's, and sends the same
+    open frame again: what the broker answered until it closed the socket."""
+    client = Connection()
+    client.container = "opens-twice"
+    transport = Transport()
+    transport.bind(client)
+    client.open()
+    header_and_open = bytes(transport.peek(transport.pending()))
+    with socket.create_connection((broker.host, broker.port), timeout=5) as sock:
+        sock.sendall(header_and_open)
+        first, _ = read_until_closed(sock, 0.3)
+        assert b"\x00\x53\x10" in first  # the broker's open
+        sock.sendall(header_and_open[8:])  # the open frame again
+        rest, closed = read_until_closed(sock)
+    assert closed
+    return rest
+
+
+def test_a_second_open_frame_closes_the_connection_with_illegal_state_and_counts_nothing() -> None:
+    """AMQP opens a connection once: a second open is answered with a close naming
+    amqp:illegal-state, and does not count the connection twice against its quotas."""
+    config = Config()
+    config.broker.max_connections_per_address = 2
+    running = RunningBroker(config)
+    try:
+        answer = opened_twice(running)
+        assert b"amqp:illegal-state" in answer and b"open already" in answer
+        assert b"\x00\x53\x10" not in answer  # not opened again
+        first, second = running.client(), running.client()  # both fit within the quota
+        first.wait(lambda: first.conn.remote_container)
+        second.wait(lambda: second.conn.remote_container)
+        assert first.conn.remote_condition is None and second.conn.remote_condition is None
+    finally:
+        running.stop()
