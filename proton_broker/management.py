@@ -96,6 +96,7 @@ from proton_broker.management_messages import (
     selection,
 )
 from proton_broker.management_messages import confidential as is_confidential
+from proton_broker.management_paths import named_by_path, object_path
 from proton_broker.moving import Transfer
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
@@ -284,7 +285,7 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "name": lambda q: q.name,
     "id": lambda q: identity_of(q.name),
     "identity": lambda q: identity_of(q.name),  # Broker-J's name for it in READ and QUERY
-    "object-path": lambda q: q.name,
+    "object-path": lambda q: object_path(q.name),
     "type": lambda q: KIND_TYPES[q.kind],  # as Broker-J: the type class's AMQP name
     "qpid-type": lambda q: q.kind,  # and the kind (standard, lvq, priority, sorted)
     # settings (names Broker-J uses; all accepted back by the settings parser)
@@ -656,7 +657,7 @@ class Management:
 
     def _find(self, kind: str, properties: Mapping[str, Any]) -> Queue:
         """The queue a request names: ``name``, ``identity`` (a UUID or a name), or
-        Broker-J's ``index``=``object-path`` with ``key`` (the last path element)."""
+        Broker-J's ``index``=``object-path`` with ``key`` (management_paths.py)."""
         name = properties.get("name")
         identity = properties.get("identity")
         if name is None and identity is None and "index" in properties:
@@ -667,7 +668,12 @@ class Management:
             key = properties.get("key")
             if not isinstance(key, str) or not key:
                 raise ManagementError(BAD_REQUEST, "index 'object-path' needs a 'key'")
-            name = key.rsplit("/", 1)[-1]
+            name = named_by_path(key)
+            if name is None:
+                raise ManagementError(
+                    NOT_FOUND,
+                    f"no {kind} at object-path {key!r} (a '/' in a name is written '\\/')",
+                )
         if name is None and identity is None:
             raise ManagementError(
                 BAD_REQUEST, "the request names no entity: give 'name' or 'identity'"
@@ -889,7 +895,10 @@ def _create_name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -
     names = {str(v) for v in (properties.get("name"), attributes.get("name")) if v is not None}
     path = attributes.get("object-path")
     if path is not None:
-        names.add(str(path).rsplit("/", 1)[-1])
+        named = named_by_path(str(path))
+        if named is None:
+            raise ManagementError(BAD_REQUEST, f"object-path {path!r} names no entity here")
+        names.add(named)
     if not names or "" in names:
         raise ManagementError(
             BAD_REQUEST, "CREATE needs a 'name' (application property or body attribute)"

@@ -53,6 +53,7 @@ from proton_broker.exchanges.exchange import (
     Binding,
     Exchange,
 )
+from proton_broker.management_paths import named_by_path, object_path
 from proton_broker.queues.settings import to_bool, to_context, to_description
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ EXCHANGE_ATTRIBUTES: dict[str, Callable[[Exchange], Any]] = {
     "name": lambda e: e.name,
     "id": lambda e: _identity("exchange", e.name),
     "identity": lambda e: _identity("exchange", e.name),  # Broker-J's name for it
-    "object-path": lambda e: e.name,
+    "object-path": lambda e: object_path(e.name),
     "type": lambda e: KIND_TYPES[e.kind],  # as Broker-J: the type class's AMQP name
     "qpid-type": lambda e: e.kind,  # and the kind (direct, topic, fanout, headers)
     "durable": lambda e: e.durable,
@@ -473,7 +474,7 @@ def _json_map(value: Any, name: str) -> dict[str, Any]:
 def _name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -> str | None:
     name = properties.get("name", attributes.get("name"))
     if name is None and properties.get("index") == "object-path":
-        name = str(properties.get("key", "")).rsplit("/", 1)[-1] or None
+        name = named_by_path(str(properties.get("key", "")))
     return None if name is None else str(name)
 
 

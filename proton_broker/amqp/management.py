@@ -8,9 +8,11 @@ messages, the way Qpid Broker-J's ``ManagementNode`` does:
   (a map) are handed to :class:`~proton_broker.management.Management`.
 * The reply goes to the request's ``reply-to`` with ``correlation-id`` set to the request's
   correlation-id, or else its message-id, and the application properties ``statusCode``
-  (an int) and ``statusDescription``. A failure's reply (a status of 400 or more) also
-  carries the request's application properties, as Broker-J's does, so a client sending
-  many requests sees which one failed. ``reply-to`` may be:
+  (an int) and ``statusDescription``. The id keeps its type (a binary id comes back
+  binary; Broker-J turns every id into a string). A failure's reply (a status of 400 or
+  more) also carries the request's application properties, as Broker-J's does, so a client
+  sending many requests sees which one failed: those an application property may hold (a
+  list a request gives, such as ``messageIds``, is left out). ``reply-to`` may be:
 
   - the address of a queue, typically a dynamic node the client made with a receiver whose
     source is ``dynamic`` (qpid-proton clients, the Qpid Dispatch tools, our CLI); a name
@@ -35,7 +37,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from proton import Delivery, Link, Message, int32
+from proton import Array, Delivery, Described, Link, Message, int32
 
 from proton_broker.amqp.conditions import reject
 from proton_broker.amqp.control import ControlLink
@@ -124,6 +126,8 @@ class ManagementNode:
         properties = {str(k): v for k, v in (request.properties or {}).items()}
         response = self.management.handle(properties, request.body, user, confidential)
         correlation = request.correlation_id if request.correlation_id is not None else request.id
+        if isinstance(correlation, memoryview):  # a binary id, as Proton decodes one
+            correlation = bytes(correlation)  # (its setter would drop the view)
         if not response.pending:
             self._answer(response, target, request.reply_to, correlation, properties)
             return
@@ -147,7 +151,7 @@ class ManagementNode:
         """Queue the reply on ``target`` (written, not waited for, when the queue keeps
         every message: its messageDurability); BrokerError when it cannot be."""
         try:
-            echoed = properties if response.status >= FAILURE else {}
+            echoed = _echoable(properties) if response.status >= FAILURE else {}
             reply = _reply(response, reply_to, correlation, echoed)
             self.broker.publish(parse_message(reply), target, _reply_written)
         except BrokerError as exc:  # e.g. a full reject-policy reply queue
@@ -175,6 +179,17 @@ def _reply_written(error: BaseException | None) -> None:
     taken back, as a producer's refused message is."""
     if error is not None:
         log.warning("management reply not stored: %s", error)
+
+
+def _echoable(properties: dict[str, Any]) -> dict[str, Any]:
+    """The request's properties a failure answer carries back: those an application
+    property may hold (AMQP 1.0 3.2.5: no list, map, array or described value; a request
+    may give ``statistics`` or ``messageIds`` as a list)."""
+    return {
+        key: value
+        for key, value in properties.items()
+        if not isinstance(value, (list, tuple, dict, Array, Described))
+    }
 
 
 def _reply(response: Response, address: str, correlation: Any, echoed: dict[str, Any]) -> bytes:

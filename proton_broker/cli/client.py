@@ -15,6 +15,8 @@ from typing import Any
 from proton import Message
 from proton.utils import BlockingConnection
 
+from proton_broker.management_paths import object_path
+
 MANAGEMENT_ADDRESS = "$management"
 NODE_TYPE = "org.amqp.management"
 
@@ -61,7 +63,7 @@ class ManagementClient:
             props["name"] = name
             if operation != "CREATE" and entity_type != NODE_TYPE:
                 props.setdefault("index", "object-path")
-                props.setdefault("key", name)
+                props.setdefault("key", object_path(name))  # a '/' escaped, as Broker-J's
         self.sender.send(
             Message(reply_to=self.reply_to, correlation_id=correlation, properties=props, body=body)
         )

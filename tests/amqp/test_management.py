@@ -213,6 +213,42 @@ def test_read_finds_a_queue_by_identity_and_by_object_path(node: Node) -> None:
     assert status(node.ask(entity("READ", "missing")))[0] == 404
 
 
+def test_object_paths_escape_a_slash_so_no_name_reads_as_another_s_path(node: Node) -> None:
+    """Broker-J's object paths: ``x/b`` is written ``x\\/b``; the unescaped key names
+    neither ``x/b`` nor ``b``; a path from the broker's node (node/host/name) still names
+    its last element."""
+    slashed = node.ask(entity("CREATE", "x/b")).body
+    node.ask(entity("CREATE", "b"))
+    assert slashed["object-path"] == "x\\/b"
+    path = {"type": QUEUE, "index": "object-path"}
+    read = node.ask({"operation": "READ", **path, "key": "x\\/b"})
+    assert read.body["name"] == "x/b"
+    refused = node.ask({"operation": "DELETE", **path, "key": "x/b"})
+    assert status(refused)[0] == 404
+    assert status(node.ask(entity("READ", "x/b")))[0] == 200  # both still there
+    assert status(node.ask(entity("READ", "b")))[0] == 200
+    by_broker = node.ask({"operation": "READ", **path, "key": "default/default/x\\/b"})
+    assert by_broker.body["name"] == "x/b"
+
+
+def test_a_failure_answer_leaves_out_the_list_properties_it_cannot_carry(node: Node) -> None:
+    """A failure echoes the request's application properties, save the lists a request
+    may give (``messageIds``, ``statistics``): the link stays and answers the next one."""
+    asked = entity("deleteMessages", "no-such-queue", messageIds=[1, 2])
+    failed = node.ask(asked)
+    assert status(failed)[0] == 404
+    assert failed.properties["name"] == "no-such-queue" and "messageIds" not in failed.properties
+    assert failed.correlation_id == f"c{node.count}"
+    assert status(node.ask(entity("CREATE", "after-the-failure")))[0] == 201
+
+
+def test_a_binary_correlation_id_comes_back_as_it_was_sent(node: Node) -> None:
+    reply = node.ask(dict(NODE, operation="GET-TYPES"), correlation_id=b"some correlation id")
+    assert bytes(reply.correlation_id) == b"some correlation id"
+    by_id = node.ask(dict(NODE, operation="GET-TYPES"), correlation_id=None, id=b"\x00\x01")
+    assert bytes(by_id.correlation_id) == b"\x00\x01"
+
+
 def assert_named_as_broker_j_names_it(node: Node, kind: str, created: dict[str, Any]) -> None:
     """``created`` (a CREATE's answer) has Broker-J's ``identity`` (our ``id``) and
     ``object-path`` (its name), and a READ by that identity finds it."""

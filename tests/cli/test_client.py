@@ -30,3 +30,5 @@ def test_an_existing_entity_is_named_by_object_path_too_as_broker_j_finds_it(
     assert (read["name"], read["index"], read["key"]) == ("orders", "object-path", "orders")
     created = sent_properties(broker, "CREATE", "orders")
     assert created["name"] == "orders" and "index" not in created
+    slashed = sent_properties(broker, "READ", "eu/orders")
+    assert slashed["key"] == "eu\\/orders"  # Broker-J's object path escapes a '/'
