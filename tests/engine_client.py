@@ -268,11 +268,19 @@ class EngineClient:
 
     # ---- transactions ------------------------------------------------------------------------
 
-    def coordinator(self, name: str = "txn-ctrl") -> Link:
-        """Attach a sending link to the broker's transaction coordinator."""
+    def coordinator(self, name: str = "txn-ctrl", outcomes: list[str] | None = None) -> Link:
+        """Attach a sending link to the broker's transaction coordinator; ``outcomes``: the
+        outcomes its source says it supports (none said: any)."""
         link = self.session.sender(name)
         link.target.type = Terminus.COORDINATOR
         _put_symbols(link.target, ["amqp:local-transactions"])
+        if outcomes is not None:
+            data = link.source.outcomes
+            data.put_array(False, Data.SYMBOL)
+            data.enter()
+            for outcome in outcomes:
+                data.put_symbol(symbol(outcome))
+            data.exit()
         link.open()
         self.logs[link.name] = LinkLog()
         self.pump()

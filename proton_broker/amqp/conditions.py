@@ -63,6 +63,25 @@ def reject(delivery: Delivery, error: BaseException) -> None:
     delivery.settle()
 
 
+REJECTED_OUTCOME = "amqp:rejected:list"
+
+
+def allows_rejected(link: Link) -> bool:
+    """Whether a producer may be told ``rejected``: its source lists that outcome, or lists
+    no outcomes at all (see the module rules)."""
+    outcomes = link.remote_source.outcomes
+    outcomes.rewind()
+    if not outcomes.next():
+        return True
+    value = outcomes.get_object()
+    if value is None:
+        return True
+    values = getattr(value, "elements", value)  # an Array, a list, or one bare symbol
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        values = [values]
+    return REJECTED_OUTCOME in {str(v) for v in values}
+
+
 def close_link(link: Link, name: str, description: str, info: dict[str, Any] | None = None) -> None:
     """Detach ``link`` (closing) with an error condition."""
     link.condition = Condition(name, description, info)

@@ -10,7 +10,10 @@ a described list:
 * ``discharge`` (0x32, ``amqp:discharge:list``) ``[txn-id, fail]``: ``fail`` true rolls the
   transaction back, false commits it; answered ``accepted`` once done, or ``rejected`` with
   ``amqp:transaction:unknown-id`` or ``amqp:transaction:rollback`` (the commit could not be
-  written, so it was rolled back).
+  written, so it was rolled back). A discharge with no ``txn-id`` (a mandatory field) is
+  refused with ``amqp:decode-error``. A controller whose source lists outcomes without
+  ``rejected`` has its link detached with the error instead (Broker-J's coordinator, and
+  the broker's producers).
 
 Work joins a transaction through ``transactional-state`` (0x34) ``[txn-id, outcome]``: on a
 transfer (a send; Proton puts it in the delivery's remote state) or on a disposition (an
@@ -26,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Delivery, Described, Link, Message, symbol, ulong
 
-from proton_broker.amqp.conditions import condition_for, reject
+from proton_broker.amqp.conditions import allows_rejected, close_link, condition_for, reject
 from proton_broker.amqp.control import ControlLink
 from proton_broker.errors import (
     BrokerError,
     InvalidField,
+    MalformedMessage,
     NotImplementedByBroker,
     TransactionRolledBack,
     UnknownTransaction,
@@ -64,6 +68,7 @@ class CoordinatorLink(ControlLink):
     def __init__(self, link: Link, broker: Broker, credit: int) -> None:
         super().__init__(link, credit, broker.config.broker.max_message_size)
         self.broker = broker
+        self.may_reject = allows_rejected(link)
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
         try:
@@ -71,9 +76,20 @@ class CoordinatorLink(ControlLink):
             body.decode(data)
             self._control(delivery, body.body)
         except BrokerError as exc:
-            reject(delivery, exc)
+            self._refuse(delivery, exc)
         except Exception as exc:  # a control message we cannot read
-            reject(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
+            self._refuse(delivery, InvalidField(f"unreadable transaction control message: {exc}"))
+
+    def _refuse(self, delivery: Delivery, exc: BrokerError) -> None:
+        """``rejected`` with the error, or, when the controller's source lists outcomes
+        without ``rejected``, the link detached with it (Broker-J's coordinator; the rule
+        the broker's producers follow)."""
+        if self.may_reject:
+            reject(delivery, exc)
+            return
+        name, description, info = condition_for(exc)
+        log.info("detaching transaction controller '%s': %s %s", self.link.name, name, description)
+        close_link(self.link, name, description, info)
 
     def _control(self, delivery: Delivery, body: Any) -> None:
         if not isinstance(body, Described) or not isinstance(body.value, list):
@@ -91,7 +107,9 @@ class CoordinatorLink(ControlLink):
             delivery.local.data = [txn.id]
             _settle(delivery, DECLARED)
         elif body.descriptor in DISCHARGE:
-            txn = self.broker.transactions.get(fields[0] if fields else None)
+            if not fields or fields[0] is None:  # Broker-J: a mandatory field not provided
+                raise MalformedMessage("a discharge must name its transaction: txn-id is mandatory")
+            txn = self.broker.transactions.get(fields[0])
             if txn.controller is not self:
                 raise UnknownTransaction(
                     f"transaction {txn.id!r} was declared on another coordinator link"

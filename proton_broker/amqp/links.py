@@ -58,6 +58,7 @@ from proton_broker.amqp import engine
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
     RESOURCE_DELETED,
+    allows_rejected,
     close_link,
     condition_for,
     refuse_oversized,
@@ -100,7 +101,6 @@ from proton_broker.queues.queue import Queue
 from proton_broker.security.basic import ANONYMOUS
 from proton_broker.transactions import Acknowledgement, Transaction, Transactions
 
-REJECTED_OUTCOME = "amqp:rejected:list"
 DISCARD_UNROUTABLE = "DISCARD_UNROUTABLE"
 
 if TYPE_CHECKING:
@@ -180,22 +180,6 @@ def _encoded(data: Data) -> bytes | None:
     """What ``data`` holds (a modified outcome's message-annotations), encoded; None if
     nothing (Proton hands an empty one when the outcome has none)."""
     return data.encode() or None
-
-
-def allows_rejected(link: Link) -> bool:
-    """Whether a producer may be told ``rejected``: its source lists that outcome, or lists
-    no outcomes at all (see the module rules)."""
-    outcomes = link.remote_source.outcomes
-    outcomes.rewind()
-    if not outcomes.next():
-        return True
-    value = outcomes.get_object()
-    if value is None:
-        return True
-    values = getattr(value, "elements", value)  # an Array, a list, or one bare symbol
-    if isinstance(values, str) or not isinstance(values, (list, tuple)):
-        values = [values]
-    return REJECTED_OUTCOME in {str(v) for v in values}
 
 
 class ProducerLink:
@@ -844,7 +828,12 @@ class ConsumerLink:
         assert self.transactions is not None
         try:
             txn, outcome = transaction_of(self.transactions, dlv)
-            kind, fields = transactional_outcome(outcome)
+            if outcome is None:  # a state with no outcome in it (Qpid JMS always gives one)
+                if not _settled(dlv):
+                    return  # none yet: the delivery waits for one, as in both Qpid brokers
+                kind, fields = PN_ACCEPTED, []  # settled with none: accepted, as qpidd takes it
+            else:
+                kind, fields = transactional_outcome(outcome)
         except BrokerError as exc:
             name, description, info = condition_for(exc)
             log.info("detaching consumer '%s': %s %s", self.link.name, name, description)

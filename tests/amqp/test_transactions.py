@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proton import Delivery, Described, Disposition, Link, Message, Terminus, symbol
+from proton import (
+    Delivery,
+    Described,
+    Disposition,
+    Endpoint,
+    Link,
+    Message,
+    Terminus,
+    symbol,
+    ulong,
+)
 
 from tests.amqp.test_connection import symbols_of
 from tests.amqp.test_durability import DURABLE, Restartable, brokers  # noqa: F401 - fixture
@@ -359,3 +369,57 @@ def test_committed_durable_work_survives_a_restart_and_rolled_back_work_does_not
     receiver = after.receiver("txdurable", credit=10)
     assert bodies(after, receiver, 2) == ["left", "committed"]
     assert nothing_more(after, receiver, 2)
+
+
+def test_a_discharge_that_names_no_transaction_is_refused_with_decode_error(
+    broker: RunningBroker,
+) -> None:
+    """txn-id is a mandatory field of a discharge: Broker-J's decoder refuses it missing."""
+    client = broker.client()
+    coordinator = client.coordinator()
+    for fields in ([], [None, False]):
+        answer = client.control(coordinator, 0x32, fields)
+        assert answer.remote_state == Disposition.REJECTED
+        assert answer.remote.condition.name == "amqp:decode-error"
+        assert "txn-id is mandatory" in answer.remote.condition.description
+    assert client.declare(coordinator)  # the coordinator goes on
+
+
+def test_a_controller_that_accepts_no_rejected_outcome_is_detached_with_the_error(
+    broker: RunningBroker,
+) -> None:
+    """As Broker-J's coordinator, and as the broker's producers: an error goes back as
+    ``rejected`` only to a source that allows it."""
+    client = broker.client()
+    coordinator = client.coordinator("picky", outcomes=["amqp:accepted:list"])
+    client.send(coordinator, Message(body=Described(ulong(0x32), [b"txn:nope", False])))
+    client.wait_closed(coordinator)
+    assert coordinator.remote_condition.name == "amqp:transaction:unknown-id"
+
+
+def test_an_acknowledgement_without_an_outcome_waits_and_one_settled_so_is_accepted(
+    broker: RunningBroker,
+) -> None:
+    """A transactional state with no outcome in it (Qpid JMS always gives one): unsettled,
+    the delivery waits for its outcome, as in both Qpid brokers; settled, it is accepted
+    under the transaction, as qpidd takes it. The consumer stays attached either way."""
+    fill(broker, "no-outcome", 2)
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    receiver = client.receiver("no-outcome", credit=2)
+    first, second = client.wait_received(receiver, 2)
+    for got, settle in ((first, False), (second, True)):
+        got.delivery.local.data = [txn]  # transactional-state(txn-id), no outcome
+        got.delivery.update(TRANSACTIONAL_STATE)
+        if settle:
+            got.delivery.settle()
+    client.pump(0.2)
+    assert receiver.state & Endpoint.REMOTE_ACTIVE  # still attached
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    client.wait(lambda: depth(broker, "no-outcome") == 1)  # the settled one is gone
+    assert not first.delivery.remote_state  # the other, still its consumer's, unsettled
+    receiver.close()  # and it goes back to the queue
+    client.wait_closed(receiver)
+    again = client.receiver("no-outcome", credit=1, name="again")
+    assert [r.message.body for r in client.wait_received(again, 1)] == [0]
