@@ -24,7 +24,8 @@ Rules this module owns:
   message's path.
 * DELETE closes it with ``amqp:connection:forced``, as Broker-J's management deletes a
   connection (204). Connections are made by clients: CREATE and UPDATE are refused with
-  400, as Broker-J's connection is not creatable and has nothing a client may change.
+  501, as Broker-J answers for a connection, which is not creatable and has nothing a
+  client may change.
 * The ACL asks ``access query connection`` of QUERY, READ and ``getStatistics``, and
   ``delete connection`` of DELETE: the rules the web console's connection list and close
   button ask.
@@ -38,7 +39,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from proton_broker.errors import InvalidField, NotFound
+from proton_broker.errors import InvalidField, NotFound, NotImplementedByBroker
 from proton_broker.management_exchanges import statistics, wanted_statistics
 
 if TYPE_CHECKING:
@@ -133,10 +134,9 @@ class ConnectionEntities:
     ) -> tuple[int, str, Any]:
         """(status, description, body) for one operation on a connection."""
         if operation in ("CREATE", "UPDATE"):
-            raise InvalidField(  # Broker-J: not creatable, nothing to change
+            raise NotImplementedByBroker(  # Broker-J's 501: not creatable, nothing to change
                 f"{operation} is not an operation on a connection: clients make them, and "
-                "DELETE closes one",
-                "operation",
+                "DELETE closes one"
             )
         if operation not in ("READ", "DELETE", GET_STATISTICS):
             raise InvalidField(f"unknown operation {operation!r} for type {CONNECTION_TYPE!r}")

@@ -37,7 +37,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from proton import Array, Delivery, Described, Link, Message, int32
+from proton import Array, Delivery, Described, Link, Message, byte, int32, symbol
 
 from proton_broker.amqp.conditions import reject
 from proton_broker.amqp.control import ControlLink
@@ -192,13 +192,32 @@ def _echoable(properties: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Qpid JMS's message types (x-opt-jms-msg-type), as Broker-J marks its answers so that a
+# JMS client reads a map as a MapMessage, a list as a StreamMessage, bytes as BytesMessage.
+JMS_MSG_TYPE = symbol("x-opt-jms-msg-type")
+_JMS_MAP, _JMS_BYTES, _JMS_STREAM = byte(2), byte(3), byte(4)
+
+
+def _jms_type(body: Any) -> byte | None:
+    if isinstance(body, dict):
+        return _JMS_MAP
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return _JMS_BYTES
+    if isinstance(body, list):
+        return _JMS_STREAM
+    return None
+
+
 def _reply(response: Response, address: str, correlation: Any, echoed: dict[str, Any]) -> bytes:
     body = response.body
     if body is None and response.status >= FAILURE:
         body = b""  # Broker-J's failure answer: an empty bytes message
+    kind = _jms_type(body)
     reply = Message(
         address=address,
         correlation_id=correlation,
+        annotations=None if kind is None else {JMS_MSG_TYPE: kind},
+        content_type="application/octet-stream" if kind is _JMS_BYTES else None,
         properties={
             **echoed,
             **response.properties,

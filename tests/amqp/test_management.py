@@ -964,3 +964,18 @@ def test_update_with_a_wrong_attribute_type_is_a_400_and_changes_nothing(
     code, description = status(node.ask(entity("UPDATE", "typed"), {"maximumMessageTtl": "soon"}))
     assert code == 400 and "maximumMessageTtl" in description
     assert broker.call(lambda: broker.broker.queues["typed"].settings.max_ttl) == 1000
+
+
+def test_answers_are_marked_with_the_jms_message_type_a_qpid_jms_client_reads(
+    node: Node,
+) -> None:
+    """As Broker-J marks them: a map is a MapMessage (2), a list a StreamMessage (4), the
+    bytes of a failure a BytesMessage (3, application/octet-stream)."""
+    jms_type = "x-opt-jms-msg-type"
+    created = node.ask(entity("CREATE", "typed"))
+    assert created.annotations[jms_type] == 2
+    listed = node.ask(entity("getMessageInfo", "typed"))
+    assert isinstance(listed.body, list) and listed.annotations[jms_type] == 4
+    failed = node.ask(entity("READ", "no-such-queue"))
+    assert failed.annotations[jms_type] == 3
+    assert failed.content_type == "application/octet-stream"
