@@ -892,7 +892,10 @@ def _attribute_map(body: Any, operation: str) -> dict[str, Any]:
 
 
 def _create_name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -> str:
-    names = {str(v) for v in (properties.get("name"), attributes.get("name")) if v is not None}
+    given = [v for v in (properties.get("name"), attributes.get("name")) if v is not None]
+    if any(not isinstance(v, str) for v in given):  # not a list's text made a name
+        raise ManagementError(BAD_REQUEST, f"a name is text, got {given!r}")
+    names: set[str] = set(given)
     path = attributes.get("object-path")
     if path is not None:
         named = named_by_path(str(path))

@@ -979,3 +979,8 @@ def test_answers_are_marked_with_the_jms_message_type_a_qpid_jms_client_reads(
     failed = node.ask(entity("READ", "no-such-queue"))
     assert failed.annotations[jms_type] == 3
     assert failed.content_type == "application/octet-stream"
+
+
+def test_a_name_that_is_not_text_is_refused_not_made_into_text(node: Node) -> None:
+    assert status(node.ask(entity("CREATE", ["a"])))[0] == 400  # type: ignore[arg-type]
+    assert status(node.ask(entity("READ", "['a']")))[0] == 404  # no queue was made
