@@ -475,7 +475,9 @@ def _name(properties: Mapping[str, Any], attributes: Mapping[str, Any]) -> str |
     name = properties.get("name", attributes.get("name"))
     if name is None and properties.get("index") == "object-path":
         name = named_by_path(str(properties.get("key", "")))
-    return None if name is None else str(name)
+    if name is not None and not isinstance(name, str):  # not a list's text made a name
+        raise InvalidField(f"a name is text, got {name!r}", "name")
+    return name
 
 
 def _binding_names(

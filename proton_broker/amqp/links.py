@@ -757,7 +757,8 @@ class ConsumerLink:
             self.credit = 0
 
     def let_go(self) -> None:
-        """The session has room again: the credit its client gave it, and served."""
+        """Its connection's backlog is down again (amqp/output.py): the credit its client
+        gave it, and served."""
         self.held = False
         self.credit = lib.pn_link_credit(self.impl)
         if self.credit > 0:

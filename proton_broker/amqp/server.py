@@ -233,7 +233,7 @@ class Server(Handler):
         """Each open connection's messages in and out so far, by its id (loop thread;
         O(links): the console samples it)."""
         return {
-            str(number): self._traffic(impl, links)
+            str(number): self._lifetime_traffic(impl, links)
             for impl, conn, number, links in self._open_connections()
         }
 
@@ -242,7 +242,7 @@ class Server(Handler):
         figures = []
         transactions = self.broker.transactions
         for impl, conn, number, links in self._open_connections():
-            messages_in, messages_out = self._traffic(impl, links)
+            messages_in, messages_out = self._lifetime_traffic(impl, links)
             socket = socket_figures(conn.transport)
             txns = transactions.counts_of(impl)
             open_txns, oldest_txn = transactions.open_of(impl)
@@ -274,7 +274,7 @@ class Server(Handler):
             )
         return figures
 
-    def _traffic(self, impl: Any, links: list[Any]) -> tuple[int, int]:
+    def _lifetime_traffic(self, impl: Any, links: list[Any]) -> tuple[int, int]:
         """Messages connection ``impl`` took from its producers and sent to its consumers,
         on ``links`` (its links' states) and on the links it had before."""
         gone_in, gone_out = self._gone_traffic.get(impl, (0, 0))

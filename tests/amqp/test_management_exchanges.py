@@ -359,3 +359,12 @@ def test_a_durable_exchanges_update_survives_a_restart(
     read = node.ask(entity("READ", "kept", EXCHANGE)).body
     assert read["description"] == "audit trail"
     assert read["unroutableMessageBehaviour"] == "REJECT"
+
+
+def test_an_exchange_name_that_is_not_text_is_refused_not_made_into_text(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    made = node.ask({"operation": "CREATE", "type": EXCHANGE, "name": ["a"]}, {"type": "topic"})
+    assert status(made)[0] == 400
+    assert status(node.ask({"operation": "READ", "type": EXCHANGE, "name": "['a']"}))[0] == 404
