@@ -968,7 +968,7 @@ class Server(Handler):
             raise NotFound(f"no subscription '{name}'")
         bindings = self.broker.exchanges.bindings_of(name)
         link.source.address = bindings[0].exchange
-        link.source.durability = Terminus.DELIVERIES if queue.persistent else Terminus.NONDURABLE
+        link.source.durability = Terminus.CONFIGURATION if queue.persistent else Terminus.NONDURABLE
         link.source.expiry_policy = Terminus.EXPIRE_NEVER
         self.broker.subscriptions.hold(name)
         return self._consume_subscription(link, Subscribed(name, True), queue)

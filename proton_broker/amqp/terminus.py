@@ -68,9 +68,12 @@ def symbols_in(value: Any) -> list[str]:
 def echo_terminus(
     local: Terminus, remote: Terminus, address: str | None, honoured: Iterable[str]
 ) -> None:
-    """Fill our side of the attach: the node address and the capabilities we honour."""
+    """Fill our side of the attach: the node address and the capabilities we honour.
+
+    The durability is at most ``configuration``, as Broker-J answers: the broker keeps a
+    durable node and its subscriptions across a restart, never a link's unsettled state."""
     local.address = address
-    local.durability = remote.durability
+    local.durability = min(remote.durability, Terminus.CONFIGURATION)
     local.expiry_policy = remote.expiry_policy
     local.timeout = remote.timeout
     keep = [c for c in capabilities_of(remote) if c in set(honoured)]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from proton import Described, Disposition, Message, symbol
+from proton import Described, Disposition, Message, Terminus, symbol
 
 from proton_broker.config import Config
 from proton_broker.testing import BrokerProcess
@@ -166,6 +166,21 @@ def test_unsubscribe_looks_the_subscription_up_with_a_null_source_and_closes_it(
     lookup.close()  # closed=true: unsubscribe
     client.pump(0.2)
     assert queues(broker) == []
+
+
+def test_a_durable_subscription_is_answered_with_configuration_durability_not_unsettled_state(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J answers at most configuration: the subscription outlives a restart, the
+    link's unsettled deliveries do not."""
+    client = broker.client(container=CLIENT_ID)
+    link = durable_subscriber(client, "sub1")
+    assert link.remote_source.durability == Terminus.CONFIGURATION
+    link.detach()
+    client.pump(0.2)
+    lookup = client.receiver(None, name="sub1", null_source=True)
+    client.wait(lambda: lookup.remote_source.address)
+    assert lookup.remote_source.durability == Terminus.CONFIGURATION
 
 
 def test_unsubscribing_what_does_not_exist_gets_a_null_source_and_not_found(
