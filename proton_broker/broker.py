@@ -531,19 +531,22 @@ class Broker:
             log.info('BND-1002 Deleted : "%s" -> "%s" : key "%s"', exchange, queue, key)
         return removed
 
-    def route(
-        self, exchange: Exchange, key: str, message: Message, origin: object = None
-    ) -> list[Queue]:
+    def route(self, exchange: Exchange, key: str, message: Message) -> list[Queue]:
         """The queues ``message`` goes to through ``exchange`` with routing key ``key``
-        (see :func:`~proton_broker.exchanges.exchange.routing_key`), but for the no-local
-        subscriptions of the connection it came from (``origin``)."""
+        (see :func:`~proton_broker.exchanges.exchange.routing_key`); none: it is
+        unroutable. Those that keep its connection's messages out are left to
+        :meth:`without_local`: a message routed only to them is routed all the same."""
         queues = self.queues
         routed = [queues[name] for name in exchange.route(key, message) if name in queues]
         if not routed and exchange.alternate is not None:
             routed = self.alternate_queues(exchange.alternate, key, message)
+        return routed
+
+    def without_local(self, routed: list[Queue], origin: object) -> list[Queue]:
+        """``routed`` but for the no-local subscriptions of connection ``origin``."""
         no_local = self.no_local
         if no_local and origin is not None:
-            routed = [queue for queue in routed if origin not in no_local.get(queue.name, ())]
+            return [queue for queue in routed if origin not in no_local.get(queue.name, ())]
         return routed
 
     def no_local_link(self, name: str, connection: object, attached: bool = True) -> None:

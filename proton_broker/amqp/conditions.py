@@ -26,6 +26,7 @@ CONNECTION_FORCED = "amqp:connection:forced"
 TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
 TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+LINK_STOLEN = "amqp:link:stolen"
 ILLEGAL_STATE = "amqp:illegal-state"
 
 _TABLE: dict[type[errors.BrokerError], str] = {

@@ -317,10 +317,11 @@ class ProducerLink:
         key = routing_key(message, exchange.name, address.subject)
         if self._may_send is not None:
             self.broker.access.publish(self.user, exchange.name, key)
-        queues = self.broker.route(exchange, key, message, self.origin)
-        if not queues:
-            if exchange.rejects_unroutable and not self.discards_unroutable:
-                raise NotFound(f"Unknown destination '{key}'")  # Broker-J's words
+        queues = self.broker.route(exchange, key, message)
+        if not queues and exchange.rejects_unroutable and not self.discards_unroutable:
+            raise NotFound(f"Unknown destination '{key}'")  # Broker-J's words
+        queues = self.broker.without_local(queues, self.origin)
+        if not queues:  # unroutable, or routed only to queues keeping it out (no-local)
             self._dropped(dlv)
             return
         copies = [(message if i == 0 else copy.copy(message), q) for i, q in enumerate(queues)]

@@ -51,6 +51,7 @@ from proton_broker.amqp.conditions import (
     ILLEGAL_STATE,
     INTERNAL_ERROR,
     INVALID_FIELD,
+    LINK_STOLEN,
     RESOURCE_DELETED,
     RESOURCE_LOCKED,
     UNAUTHORIZED_ACCESS,
@@ -90,6 +91,7 @@ from proton_broker.errors import (
     NotFound,
     PreconditionFailed,
     ResourceLimitExceeded,
+    ResourceLocked,
     Unauthorized,
 )
 from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, TOPIC, ExchangeAddress
@@ -788,6 +790,11 @@ class Server(Handler):
             if isinstance(node, ExchangeAddress):
                 return self._subscribe(link, source, node, options)
             queue = node
+            if not browsing and self.broker.subscriptions.stealable(queue.name):
+                raise ResourceLocked(  # qpidd's exclusive owner, Broker-J's LINK exclusivity
+                    f"subscription '{queue.name}' is in use by its subscriber: a link "
+                    "consumes it by its topic and name, not by the queue's address"
+                )
             self._own_if_dynamic(link, source, queue, options)
         assert queue is not None
         browse = browsing or queue.browse_only
@@ -936,6 +943,8 @@ class Server(Handler):
         wanted = request.subscription
         existing = self.broker.queues.get(wanted.name)
         self._authorise(link, wanted.name, existing, dict(wanted.options), False)
+        if not wanted.shared:
+            self._steal(link, wanted.name)
         queue = self.broker.subscriptions.attach(wanted, user=user)
         if request.no_local or queue.settings.no_local:
             self._keep_local_out(link, wanted.name)
@@ -966,12 +975,38 @@ class Server(Handler):
         queue = self.broker.subscriptions.find(name)
         if queue is None:
             raise NotFound(f"no subscription '{name}'")
+        self._authorise(link, name, queue, {}, False)
+        self._steal(link, name)
         bindings = self.broker.exchanges.bindings_of(name)
-        link.source.address = bindings[0].exchange
+        # Its exchange deleted: found all the same, named by its queue, so that it can be
+        # unsubscribed (Proton reads a source with no address as none).
+        link.source.address = bindings[0].exchange if bindings else name
         link.source.durability = Terminus.CONFIGURATION if queue.persistent else Terminus.NONDURABLE
         link.source.expiry_policy = Terminus.EXPIRE_NEVER
         self.broker.subscriptions.hold(name)
         return self._consume_subscription(link, Subscribed(name, True), queue)
+
+    def _steal(self, thief: Link, name: str) -> None:
+        """Broker-J's link stealing for exclusive subscription ``name`` (see
+        exchanges/subscriptions.py): the link holding it is detached with
+        ``amqp:link:stolen``, its unsettled messages back on the queue, before ``thief``
+        takes it."""
+        if not self.broker.subscriptions.stealable(name):
+            return
+        holders = [impl for impl, held in self._subscribed.items() if held.name == name]
+        for impl in holders:
+            state = self.links.get(impl)
+            if state is None:
+                continue
+            victim = state.link
+            url = thief.connection.url
+            description = (  # Broker-J's words
+                f"Link is being stolen by connection '{client_address(url)}:"
+                f"{getattr(url, 'port', '?')}'"
+            )
+            log.info("link '%s' on subscription '%s' stolen: %s", victim.name, name, description)
+            self._forget(victim, stolen=True)
+            close_link(victim, LINK_STOLEN, description)
 
     def _consume_subscription(self, link: Link, held: Subscribed, queue: Queue) -> ConsumerLink:
         """The consumer of the subscription ``held`` names (held by this link until it
@@ -1061,7 +1096,7 @@ class Server(Handler):
         if event.link.state & Endpoint.LOCAL_CLOSED:
             return
         if refused is not None:  # an unsubscribe while others consume (Broker-J's answer)
-            close_link(event.link, "amqp:resource-locked", refused)
+            close_link(event.link, *condition_for(refused))  # or that the ACL denies
         else:
             event.link.close()
 
@@ -1069,9 +1104,10 @@ class Server(Handler):
         self._forget(event.link)
         event.link.detach()
 
-    def _forget(self, link: Link, closed: bool = False) -> str | None:
+    def _forget(self, link: Link, closed: bool = False, stolen: bool = False) -> BrokerError | None:
         """A link went: its state, and what lived as long as it (``closed``: a detach
-        with closed=true, which ends a kept subscription). Why an unsubscribe it asked
+        with closed=true, which ends a kept subscription; ``stolen``: its subscription
+        taken over by a new link, which it outlives). Why an unsubscribe it asked
         for was refused, if it was."""
         impl = link._impl
         self._created.discard(impl)
@@ -1087,7 +1123,9 @@ class Server(Handler):
         held = self._subscribed.pop(impl, None)
         refused = None
         if held is not None:
-            refused = self.broker.subscriptions.detach(held.name, closed and held.unsubscribes)
+            refused = self.broker.subscriptions.detach(
+                held.name, closed and held.unsubscribes, stolen, self._user_of(link)
+            )
         local = self._locals.pop(impl, None)
         if local is not None:
             self.broker.no_local_link(*local, attached=False)
@@ -1096,7 +1134,10 @@ class Server(Handler):
             self.broker.delete_exchange(exchange)
         queue = getattr(state, "queue", None)
         if queue is not None and not self._stopping:  # last: it may delete the queue now
-            self.broker.lifetimes.detached(queue, impl)
+            if stolen:  # once the thief holds it, so that its lifetime does not end it
+                self.call_soon(lambda: self.broker.lifetimes.detached(queue, impl))
+            else:
+                self.broker.lifetimes.detached(queue, impl)
         return refused
 
     def _count_gone(self, conn: Any, state: Any) -> None:

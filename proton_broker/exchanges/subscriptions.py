@@ -30,10 +30,19 @@ durable and shared subscriptions as Broker-J serves them):
   ordinary queue of that name is used only if it is bound as the receiver asks (qpidd) and
   is never deleted or rebound; otherwise the attach is refused with
   ``amqp:resource-locked``.
-* A subscription that is not shared has one link at a time: a second is refused with
-  ``amqp:resource-locked`` (Broker-J's "subscription is already in use"). A shared one
+* A subscription that is not shared has one link at a time (a second takes it over, see
+  below). A shared one
   has any number, which compete for its messages. A shared receiver for an exclusive
   subscription, or the reverse, is refused the same way, used or not (Broker-J).
+* A link for an exclusive subscription that another link holds takes it over (Broker-J's
+  link stealing, AMQP 1.0 2.6.1: a link is named by its container and name, and the
+  subscription's name is made of both): the holder is detached with ``amqp:link:stolen``
+  and its unsettled messages go back to the subscription, which the new link then reads.
+  That is how a Qpid JMS durable subscriber that failed over to a new connection gets its
+  subscription back before the broker has seen the old connection time out.
+* A subscription queue left with no bindings at all (its exchange deleted, or not stored
+  and so gone at a restart while the subscription's queue and messages were) is bound again
+  as the next link asks, its messages kept, as qpidd binds a recovered queue again.
 * Asked for again with other bindings (another topic or selector), an unused subscription
   is replaced: deleted with its messages and made anew (JMS's rule for a durable
   subscription whose selector or topic changed); one in use is refused with
@@ -47,7 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from proton_broker.errors import ResourceLocked
+from proton_broker.errors import BrokerError, ResourceLocked, Unauthorized
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import EXCLUSIVE_SUBSCRIPTION, SHARED_SUBSCRIPTION
 
@@ -109,8 +118,7 @@ class Subscriptions:
                 options.update({"auto-delete": True, "qpid.auto_delete_timeout": wanted.linger})
             queue = broker.declare(wanted.name, options, user=user)
             try:
-                for key, arguments in wanted.bindings:
-                    broker.bind(wanted.exchange, wanted.name, key, dict(arguments), user=user)
+                self._bind(wanted, user)
             except BaseException:
                 broker.delete_queue(wanted.name, force=True)  # nothing half made stays
                 raise
@@ -138,10 +146,17 @@ class Subscriptions:
             raise ResourceLocked(f"subscription '{name}' is already in use")
         if same_bindings:
             return queue
+        if not self._bindings(name):  # its exchange went (not stored, or deleted): qpidd
+            self._bind(wanted, user)  # binds the queue again, its messages kept
+            return queue
         if held:
             raise ResourceLocked(f"subscription '{name}' is in use with another topic or selector")
         self.broker.delete_queue(name, force=True, user=user)
         return None
+
+    def _bind(self, wanted: Subscription, user: str | None) -> None:
+        for key, arguments in wanted.bindings:
+            self.broker.bind(wanted.exchange, wanted.name, key, dict(arguments), user=user)
 
     def find(self, name: str) -> Queue | None:
         """An existing subscription queue by name (a receiver that looks one up with a
@@ -153,25 +168,48 @@ class Subscriptions:
         """The subscriptions receivers hold now: name -> how many links."""
         return dict(self._holders)
 
+    def stealable(self, name: str) -> bool:
+        """Whether a new link for ``name`` takes it from the link holding it (see the
+        module rules): an exclusive subscription that a link holds now."""
+        queue = self.broker.queues.get(name)
+        return (
+            self._holders[name] > 0
+            and queue is not None
+            and queue.settings.subscription == EXCLUSIVE_SUBSCRIPTION
+        )
+
     def hold(self, name: str) -> None:
         """A link holds ``name`` without asking for it again (the null-source lookup)."""
         self._holders[name] += 1
 
-    def detach(self, name: str, unsubscribe: bool) -> str | None:
+    def detach(
+        self, name: str, unsubscribe: bool, stolen: bool = False, user: str | None = None
+    ) -> BrokerError | None:
         """A link on subscription ``name`` went (``unsubscribe``: closed by a link that
-        asked for it kept or looked it up). Why an unsubscribe was refused, or None."""
+        asked for it kept or looked it up, on behalf of ``user``; ``stolen``: taken over by
+        a new link, so the subscription stays whatever its lifetime). Why an unsubscribe
+        was refused (the subscription stays), or None."""
         self._holders[name] -= 1
+        if stolen:
+            if self._holders[name] <= 0:
+                del self._holders[name]
+            return None
         kept = self._kept.get(name, True)  # a stored subscription, after a restart: kept
         if self._holders[name] > 0:
             if unsubscribe and kept:
-                return f"There are active consumers on the subscription '{name}'"
+                return ResourceLocked(f"There are active consumers on the subscription '{name}'")
             return None
         del self._holders[name]
         queue = self.broker.queues.get(name)
         if queue is None or not queue.settings.subscription:
             return None  # never an ordinary queue
         lingers = bool(queue.settings.auto_delete_timeout)  # lifetime.py deletes it later
-        if unsubscribe or (not kept and not lingers):
+        if unsubscribe:  # the user's own act: the ACL's delete queue, as Broker-J checks it
+            try:
+                self.broker.delete_queue(name, force=True, user=user)
+            except Unauthorized as exc:
+                return exc
+        elif not kept and not lingers:
             self.broker.delete_queue(name, force=True)
         return None
 

@@ -278,6 +278,88 @@ def test_a_transaction_cannot_carry_a_denied_send(secured: BrokerProcess) -> Non
     assert depth(secured, "app.in") == before
 
 
+def test_another_user_may_not_look_up_nor_steal_a_durable_subscription(
+    secured: BrokerProcess,
+) -> None:
+    """A subscription is named by container id and link name, which any client can send:
+    looking it up (to unsubscribe) or taking it over is a consume, checked as one."""
+    owner = EngineClient(
+        "127.0.0.1", secured.port, container="jms-app", user="alice", password=PASSWORD
+    )
+    stranger = EngineClient(
+        "127.0.0.1", secured.port, container="jms-app", user="bob", password=PASSWORD
+    )
+    try:
+        held = owner.receiver(
+            "amq.topic",
+            credit=10,
+            name="audit",
+            capabilities=["topic"],
+            durable=True,
+            expiry_never=True,
+        )
+        assert held.remote_source.address == "amq.topic"
+        lookup = stranger.receiver(None, name="audit", null_source=True)
+        stranger.wait_closed(lookup)
+        assert lookup.remote_condition.name == UNAUTHORIZED
+        lookup.close()  # the name is free again in this session
+        stranger.pump(0.1)
+        thief = stranger.receiver(
+            "amq.topic",
+            credit=10,
+            name="audit",
+            capabilities=["topic"],
+            durable=True,
+            expiry_never=True,
+        )
+        stranger.wait_closed(thief)
+        assert thief.remote_condition.name == UNAUTHORIZED
+        owner.pump(0.2)
+        assert held.remote_condition is None  # still the owner's
+    finally:
+        owner.close()
+        stranger.close()
+
+
+def test_an_unsubscribe_is_a_delete_of_the_queue_which_the_acl_must_allow(
+    tmp_path: Path,
+) -> None:
+    rules = f"""\
+{TEMPORARY}acl allow alice all
+acl allow all access exchange name=amq.topic
+acl allow all bind exchange name=amq.topic
+acl allow all create queue name=jms_*
+acl allow all consume queue name=jms_*
+acl allow all access queue name=jms_*
+acl deny-log all all
+"""
+    process = start_secured(tmp_path, rules)
+    try:
+        for user, kept in (("bob", True), ("alice", False)):
+            engine = EngineClient(
+                "127.0.0.1", process.port, container="jms", user=user, password=PASSWORD
+            )
+            try:
+                engine.receiver(
+                    "amq.topic", name="s", capabilities=["topic"], durable=True, expiry_never=True
+                ).detach()
+                engine.pump(0.2)
+                lookup = engine.receiver(None, name="s", null_source=True)
+                assert lookup.remote_source.address == "amq.topic"  # the attach is waited for
+                lookup.close()
+                engine.wait_closed(lookup)
+                condition = lookup.remote_condition
+                assert (condition.name if condition else None) == (
+                    None if not kept else UNAUTHORIZED
+                )
+            finally:
+                engine.close()
+            with manage(process, "alice") as admin:
+                assert admin.request("READ", QUEUE, "jms_s").ok == kept
+    finally:
+        process.stop()
+
+
 # ---- management ------------------------------------------------------------------------
 
 

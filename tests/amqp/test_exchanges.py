@@ -180,6 +180,23 @@ def test_no_local_keeps_the_subscribers_own_messages_from_it(broker: RunningBrok
     assert bodies(mine, local, 1) == ["someone else's"]
 
 
+def test_a_message_only_a_no_local_subscriber_would_take_is_accepted_by_a_rejecting_exchange(
+    broker: RunningBroker,
+) -> None:
+    """It was routed (Broker-J's no-local is a consumer's filter, the exchange found a
+    queue): not the exchange's unknown destination."""
+    broker.call(
+        lambda: broker.broker.declare_exchange(
+            "room", "fanout", arguments={"unroutableMessageBehaviour": "REJECT"}
+        )
+    )
+    client = broker.client(container="me")
+    subscriber(client, "room", filters={"n": Described(NO_LOCAL, [])})
+    sender = client.sender("room")
+    delivery = client.wait_settled(client.send(sender, Message(body="my own"), pump=False))
+    assert delivery.remote_state == Disposition.ACCEPTED
+
+
 def test_no_local_on_a_shared_subscription_keeps_out_what_any_of_its_receivers_publish(
     broker: RunningBroker,
 ) -> None:

@@ -12,7 +12,8 @@ attach, and publishes messages whose properties a selector may or may not select
   (its messages go), and one somebody reads is refused with ``amqp:resource-locked`` and
   left as it was (JMS 2.0, and Qpid Broker-J's ``getSubscriptionQueue``);
 * a shared non-durable subscription ends with its last link; a durable one stays until
-  unsubscribed, which is refused while links read it; across a restart a durable one
+  unsubscribed, which is refused while links read a shared one (the lookup of an
+  exclusive one steals its link, as in Broker-J); across a restart a durable one
   keeps its pattern, its selector and its persistent messages.
 
 Every message body is unique, so a body says which message is meant.
@@ -214,7 +215,9 @@ class SharedSubscriptionModel(SubscriberModel):
     @rule(name=st.sampled_from(KEPT))
     def unsubscribe(self, name: str) -> None:
         """``session.unsubscribe(name)`` from another connection of the same client: a
-        lookup with a null source, then a close; refused while links read it."""
+        lookup with a null source, then a close; refused while links read a shared one.
+        The lookup of an exclusive one takes its link's name, so it steals the link
+        (Broker-J's link stealing) and the unsubscribe goes ahead."""
         subscription = self.subscriptions[name]
         other = self.broker.client(container=CLIENT_ID)
         try:
@@ -225,6 +228,12 @@ class SharedSubscriptionModel(SubscriberModel):
                 return
             other.wait(lambda: lookup.remote_source.address)
             assert lookup.remote_source.address == "amq.topic"
+            if not KINDS[name].shared:
+                for stolen in subscription.links.values():
+                    self.client.wait_closed(stolen)
+                    assert stolen.remote_condition.name == "amqp:link:stolen"
+                    stolen.close()  # the name is free again on this session
+                subscription.links.clear()
             lookup.close()
             other.wait_closed(lookup)
             if subscription.links:

@@ -117,15 +117,23 @@ def test_a_subscription_with_a_source_timeout_outlives_its_link_that_long_as_qpi
     client.wait(lambda: not queues(broker), timeout=5)
 
 
-def test_a_subscription_that_is_not_shared_takes_one_link_at_a_time(
+def test_a_subscription_that_is_not_shared_is_taken_over_by_a_second_link_of_its_name(
     broker: RunningBroker,
 ) -> None:
+    """Broker-J's link stealing: the older link is detached with amqp:link:stolen and what
+    it held unsettled goes to the new one; the subscription itself stays."""
     first, second = broker.client(container="app"), broker.client(container="app")
-    first.receiver("amq.topic", credit=10, name="news")
-    refused = second.receiver("amq.topic", credit=10, name="news")
-    second.wait_closed(refused)
-    assert refused.remote_condition.name == "amqp:resource-locked"
-    assert "already in use" in refused.remote_condition.description
+    older = first.receiver("amq.topic", credit=10, name="news")
+    publish(first, "held by the first")
+    assert first.wait_received(older, 1)[0].message.body == "held by the first"  # unsettled
+    newer = second.receiver("amq.topic", credit=10, name="news")
+    first.wait_closed(older)
+    assert older.remote_condition.name == "amqp:link:stolen"
+    assert "stolen by connection" in older.remote_condition.description
+    assert take(second, newer, 1) == ["held by the first"]
+    publish(second, "after")
+    assert take(second, newer, 1) == ["after"]
+    assert queues(broker) == ["app_news"]
 
 
 def test_a_subscription_ends_when_its_connection_drops(broker: RunningBroker) -> None:
@@ -152,6 +160,76 @@ def test_a_durable_subscription_keeps_messages_while_its_subscriber_is_away(
     assert queues(broker) == [f"{CLIENT_ID}_sub1"]
     again = durable_subscriber(client, "sub1")
     assert take(client, again, 1) == ["while away"]
+
+
+def test_a_durable_subscriber_failing_over_takes_its_subscription_from_the_old_connection(
+    broker: RunningBroker,
+) -> None:
+    """Qpid JMS reconnects on a new connection while the broker still holds the old one
+    (its idle time-out not yet seen): the new link steals the subscription, as Broker-J
+    lets it, and nothing published to it is lost."""
+    old = broker.client(container=CLIENT_ID)
+    before = durable_subscriber(old, "sub1")
+    publish(old, "one", "two")
+    assert [r.message.body for r in old.wait_received(before, 2)] == ["one", "two"]
+    old.settle_all(old.received(before)[:1])  # "one" acknowledged, "two" not yet
+    old.pump(0.2)
+    new = broker.client(container=CLIENT_ID)
+    after = durable_subscriber(new, "sub1")
+    old.wait_closed(before)
+    assert before.remote_condition.name == "amqp:link:stolen"
+    assert take(new, after, 1) == ["two"]
+    assert queues(broker) == [f"{CLIENT_ID}_sub1"]
+
+
+def test_unsubscribing_from_a_new_connection_steals_the_subscription_and_ends_it(
+    broker: RunningBroker,
+) -> None:
+    old = broker.client(container=CLIENT_ID)
+    held = durable_subscriber(old, "sub1")
+    new = broker.client(container=CLIENT_ID)
+    lookup = new.receiver(None, name="sub1", null_source=True)
+    new.wait(lambda: lookup.remote_source.address)
+    old.wait_closed(held)
+    assert held.remote_condition.name == "amqp:link:stolen"
+    lookup.close()  # closed=true: unsubscribe, nobody else holds it now
+    new.pump(0.2)
+    assert queues(broker) == []
+
+
+def test_a_held_subscription_queue_is_not_consumed_by_its_address_but_may_be_browsed(
+    broker: RunningBroker,
+) -> None:
+    """qpidd makes the subscriber the queue's exclusive owner, Broker-J gives it LINK
+    exclusivity: another link consuming the queue by name is refused while it is held."""
+    client = broker.client(container=CLIENT_ID)
+    subscriber = durable_subscriber(client, "sub1", credit=0)  # nothing taken yet
+    publish(client, "for the subscriber")
+    intruder = broker.client(container="other")
+    taking = intruder.receiver(f"{CLIENT_ID}_sub1", credit=10)
+    intruder.wait_closed(taking)
+    assert taking.remote_condition.name == "amqp:resource-locked"
+    browser = intruder.receiver(f"{CLIENT_ID}_sub1", credit=10, browse=True)
+    assert [r.message.body for r in intruder.wait_received(browser, 1)] == ["for the subscriber"]
+    subscriber.flow(1)
+    assert take(client, subscriber, 1) == ["for the subscriber"]
+
+
+def test_a_subscription_whose_exchange_was_deleted_is_found_and_unsubscribed(
+    broker: RunningBroker,
+) -> None:
+    broker.call(lambda: broker.broker.declare_exchange("news", "topic"))
+    client = broker.client(container=CLIENT_ID)
+    durable_subscriber(client, "sub1", topic="news").detach()
+    client.pump(0.2)
+    broker.call(lambda: broker.broker.delete_exchange("news"))
+    lookup = client.receiver(None, name="sub1", null_source=True)
+    client.pump(0.3)
+    assert lookup.remote_condition is None  # found, though it names no exchange now
+    assert lookup.remote_source.address == f"{CLIENT_ID}_sub1"  # its queue
+    lookup.close()
+    client.pump(0.2)
+    assert queues(broker) == []
 
 
 def test_unsubscribe_looks_the_subscription_up_with_a_null_source_and_closes_it(
@@ -412,6 +490,32 @@ def test_a_durable_subscription_and_its_persistent_messages_survive_a_restart(
         lookup.close()
         client.pump(0.2)
         assert queues(broker) == []
+    finally:
+        broker.stop()
+
+
+def test_a_durable_subscription_to_a_topic_made_on_demand_keeps_its_messages_across_a_restart(
+    data_dir: Path,
+) -> None:
+    """Qpid JMS's producer makes the topic (capability topic, a non-durable terminus), so
+    the exchange and the binding are not stored; the subscription's queue and persistent
+    messages are, and the subscriber's next attach binds it again (qpidd), not anew."""
+    broker = start(data_dir)
+    try:
+        client = broker.client(container=CLIENT_ID)
+        producer = client.sender("prices", capabilities=["topic"])
+        durable_subscriber(client, "sub1", topic="prices").detach()
+        client.pump(0.2)
+        sent = client.send(producer, Message(subject="t", body="kept", durable=True), pump=False)
+        assert client.wait_settled(sent).remote_state == Disposition.ACCEPTED
+    finally:
+        broker.stop()
+    broker = start(data_dir)
+    try:
+        client = broker.client(container=CLIENT_ID)
+        client.sender("prices", capabilities=["topic"])  # the producer makes the topic again
+        again = durable_subscriber(client, "sub1", topic="prices")
+        assert take(client, again, 1) == ["kept"]
     finally:
         broker.stop()
 
