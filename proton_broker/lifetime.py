@@ -133,6 +133,16 @@ class Lifetimes:
         else:
             self._waiting.discard(queue)  # until a link goes again
 
+    def made_by(self, queue: Queue, connection: object) -> bool:
+        """Whether ``queue``'s controlling link (the attach that made it: a dynamic reply
+        queue's receiver) is attached and of ``connection``."""
+        life = self._lives.get(queue)
+        return (
+            life is not None
+            and life.controller is not None
+            and life.links.get(life.controller) == connection
+        )
+
     def detached(self, queue: Queue, link: object, now: float | None = None) -> None:
         """``link`` left ``queue`` (detach, close, or its connection ending)."""
         life = self._lives.get(queue)

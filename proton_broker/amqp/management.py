@@ -15,8 +15,14 @@ messages, the way Qpid Broker-J's ``ManagementNode`` does:
   list a request gives, such as ``messageIds``, is left out). ``reply-to`` may be:
 
   - the address of a queue, typically a dynamic node the client made with a receiver whose
-    source is ``dynamic`` (qpid-proton clients, the Qpid Dispatch tools, our CLI); a name
-    the broker may create on demand is created as a sender's would be;
+    source is ``dynamic`` (qpid-proton clients, the Qpid Dispatch tools, our CLI). The
+    queue must exist: a reply never creates one (neither qpidd's nor Broker-J's does).
+    Unless the requester's connection made it (the attach of a link still attached
+    created it: a dynamic reply queue), the ACL must let the requester send to it, as a
+    sender on that queue would; a request whose answer it could not otherwise send there
+    is not performed (``amqp:unauthorized-access``). Both Qpid brokers route a reply
+    without asking their ACL; here a reply carries the request's properties back, and
+    would otherwise put a message of the requester's making on any queue;
   - the target address of a receiving link attached to ``$management`` itself on the same
     connection (Broker-J's shape, and its rule: ``getResponseDestination`` matches such a
     link only on the requester's connection): such a link gets a private queue of its own,
@@ -89,7 +95,9 @@ class ManagementNode:
         self._keys[queue.name] = (connection, address)
         return queue
 
-    def _reply_target(self, reply_to: Any, connection: Any) -> Queue:
+    def _reply_target(self, reply_to: Any, connection: Any, user: str | None) -> Queue:
+        """The queue the reply goes to (see the module rules): never made for it, and
+        one the requester neither made nor may send to is refused."""
         if not isinstance(reply_to, str) or not reply_to:
             raise InvalidField(
                 "a management request needs a reply-to address for its "
@@ -100,11 +108,14 @@ class ManagementNode:
         if queue is not None:
             return queue
         try:
-            return self.broker.resolve(reply_to)
+            queue = self.broker.resolve(reply_to, create=False)
         except NotFound:
             raise NotFound(
-                f"reply-to '{reply_to}' names no node; the request was not performed"
+                f"reply-to '{reply_to}' names no queue; the request was not performed"
             ) from None
+        if user is not None and not self.broker.lifetimes.made_by(queue, connection):
+            self.broker.access.send(user, queue.name, queue.settings)
+        return queue
 
     def request(
         self,
@@ -122,7 +133,7 @@ class ManagementNode:
             request.decode(data)
         except Exception as exc:  # whatever Proton finds wrong with it
             raise InvalidField(f"unreadable management request: {exc}") from None
-        target = self._reply_target(request.reply_to, connection)
+        target = self._reply_target(request.reply_to, connection, user)
         properties = {str(k): v for k, v in (request.properties or {}).items()}
         response = self.management.handle(properties, request.body, user, confidential)
         correlation = request.correlation_id if request.correlation_id is not None else request.id

@@ -396,6 +396,29 @@ def test_management_operations_are_checked_and_a_denied_one_changes_nothing(
         assert alice.request("READ", QUEUE, "app.out").ok
 
 
+def test_a_management_reply_goes_only_where_the_requester_may_send(
+    secured: BrokerProcess,
+) -> None:
+    """A reply carries the request's properties: to a queue bob may not publish to it
+    would put a message of his making there; to a new name it would make a queue."""
+    before = depth(secured, "private")
+    engine = client(secured, "bob")
+    try:
+        requests = engine.sender("$management")
+        engine.wait(lambda: requests.credit > 0)
+        asks = {"operation": "GET-TYPES", "type": "org.amqp.management", "name": "self"}
+        answers = {}
+        for reply_to in ("private", "brand.new.queue"):
+            request = Message(reply_to=reply_to, properties={**asks, "evil": "injected"})
+            delivery = engine.wait_settled(engine.send(requests, request, pump=False))
+            answers[reply_to] = delivery.remote.condition.name
+    finally:
+        engine.close()
+    assert answers == {"private": UNAUTHORIZED, "brand.new.queue": "amqp:not-found"}
+    assert depth(secured, "private") == before
+    assert depth(secured, "brand.new.queue") is None
+
+
 def test_an_update_is_checked_against_the_limits_it_asks_for(secured: BrokerProcess) -> None:
     """The ACL's limit properties bound an UPDATE as they bound a create: a user may not
     raise a queue past what it may create."""
