@@ -741,6 +741,7 @@ def parse_options(options: Mapping[Any, Any]) -> ParsedOptions:
         if target and converted is not NOTHING:
             _assign(values, parsed.given, target, key, converted)
     _infer_group_mode(values, parsed.given)
+    _qpidd_limit_defaults(values, parsed.given)
     settings = QueueSettings(**values)
     validate(settings, parsed.given)
     parsed.settings = settings
@@ -794,6 +795,32 @@ def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOpti
     )
     parsed.echo[key] = _as_text(value)
     _assign(values, parsed.given, "lvq_key", key, LEGACY_LVQ_KEY)
+
+
+# qpid-cpp's broker options default-flow-stop-threshold and default-flow-resume-threshold
+QPIDD_FLOW_STOP_PERCENT, QPIDD_FLOW_RESUME_PERCENT = 80, 70
+
+
+def _qpidd_limit_defaults(values: dict[str, Any], given: dict[str, str]) -> None:
+    """A limit given under the C++ names (``qpid.max_count``, ``qpid.max_size``: Broker-J
+    ignores them over AMQP 1.0, so whoever sends them expects qpid-cpp) gets qpid-cpp's
+    defaults: the ``reject`` policy unless one is given, and on a queue that rejects,
+    flow control from 80% of the limit, resuming below 70%, unless thresholds are given
+    (``QueueFlowLimit::createLimit``: stop rounded, resume truncated)."""
+    qpidd = [m for m in ("count", "size") if given.get(f"max_{m}", "").startswith("qpid.")]
+    if not qpidd:
+        return
+    values.setdefault("overflow_policy", REJECT)
+    if values["overflow_policy"] != REJECT or any(
+        f"flow_{edge}_{m}" in given for edge in ("stop", "resume") for m in ("count", "size")
+    ):
+        return
+    for measure in qpidd:
+        limit = values.get(f"max_{measure}")
+        if limit is None:
+            continue
+        values[f"flow_stop_{measure}"] = int(limit * QPIDD_FLOW_STOP_PERCENT / 100 + 0.5) or None
+        values[f"flow_resume_{measure}"] = int(limit * QPIDD_FLOW_RESUME_PERCENT / 100) or None
 
 
 def _infer_group_mode(values: dict[str, Any], given: dict[str, str]) -> None:

@@ -95,7 +95,31 @@ def drain_queue(broker: RunningBroker, name: str, count: int) -> list[Any]:
 
 # ---- reject ------------------------------------------------------------------------------
 
-REJECT_5 = {"qpid.policy_type": "reject", "qpid.max_count": 5}
+REJECT_5 = {"overflowPolicy": "reject", "maximumQueueDepthMessages": 5}  # no flow control
+
+
+def test_a_qpidd_limit_alone_rejects_at_the_limit_and_holds_producers_from_80_percent(
+    broker: RunningBroker,
+) -> None:
+    """qpid-cpp's defaults for qpid.max_count: policy reject, flow stopped above 80% of the
+    limit (4 of 5) and resumed below 70% (3): the producer waits, nothing is lost."""
+    client = broker.client()
+    sender = client.sender("qpidd-limit", node_properties={"qpid.max_count": 5})
+    client.wait(lambda: sender.credit > 0)
+    deliveries = [client.send(sender, Message(body=i), pump=False) for i in range(5)]
+    client.wait(lambda: sender.credit == 0)
+    client.pump(0.2)
+    assert [d.remote_state for d in deliveries[:4]] == [Disposition.ACCEPTED] * 4
+    assert pending(deliveries[4])  # over the stop threshold: held back
+    assert drain_queue(broker, "qpidd-limit", 3) == [0, 1, 2]  # depth 2, below 3: resume
+    client.wait(lambda: sender.credit > 0)
+    assert settled_outcome(client, deliveries[4]) == Disposition.ACCEPTED
+    limits = broker.call(lambda: broker.broker.queues["qpidd-limit"].settings)
+    assert (limits.overflow_policy, limits.flow_stop_count, limits.flow_resume_count) == (
+        "reject",
+        4,
+        3,
+    )
 
 
 def test_a_full_reject_queue_settles_the_transfer_rejected_with_resource_limit_exceeded(

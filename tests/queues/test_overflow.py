@@ -84,7 +84,7 @@ def settle_all(q: Queue, taker: Taker) -> None:
 
 
 def test_a_queue_without_a_policy_ignores_its_limits() -> None:
-    q = queue(**{"qpid.max_count": 2})
+    q = queue(**{"maximumQueueDepthMessages": 2})  # Broker-J's name: its default, none
     for i in range(5):
         q.enqueue(msg(i))
     assert q.depth == 5
