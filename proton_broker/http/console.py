@@ -20,6 +20,9 @@ Rules this module owns (docs/console.md):
   HTTPS or from where ``sasl.plain_without_tls`` allows, checked by Cyrus SASL on the
   broker's loop (``HTP-1001`` when wrong); ``anonymous`` only from where
   ``sasl.anonymous`` allows.
+* Message bodies and application properties are shown only over HTTPS or from where
+  ``broker.confidential_without_tls`` allows, as ``$management`` answers its confidential
+  operations (console_views.py).
 * Answers are JSON; a refusal is ``{"error": "...", "status": n}``, with the status
   ``$management`` gives the same refusal (400, 403, 404, 409).
 """
@@ -272,7 +275,18 @@ class Console:
         user, name = self._user(request), request.match_info["name"]
         count = _count(request.query.get("count"), 20, views.MAX_BROWSE, "count")
         broker = self.server.broker
-        return _json(await self.on_broker(lambda: views.browse(broker, user, name, count)))
+        confidential = self._confidential(request)
+        return _json(
+            await self.on_broker(lambda: views.browse(broker, user, name, count, confidential))
+        )
+
+    def _confidential(self, request: web.Request) -> bool:
+        """Whether what ``$management`` holds confidential may be shown to this request:
+        over HTTPS, or from where ``broker.confidential_without_tls`` allows (as the AMQP
+        side decides for management's secure operations)."""
+        return request.secure or allowed(
+            self.config.broker.confidential_without_tls, request.remote
+        )
 
     async def _options(self, request: web.Request) -> web.Response:
         self._user(request)

@@ -17,6 +17,14 @@ returns plain JSON-ready values. Rules this module owns (docs/console.md):
 * A message is shown as its sections decoded by the broker's own codec, its body at most
   :data:`BODY_PREVIEW` bytes of it: text as text, JSON and AMQP maps or lists as JSON, any
   other binary as hex.
+* What ``$management`` holds confidential (Broker-J's secure operations: getMessageContent,
+  and the application properties getMessageInfo shows with ``includeHeaders``) is shown
+  only where management would answer it: over HTTPS, or to a client address
+  ``broker.confidential_without_tls`` allows. Elsewhere a browsed message comes without its
+  body and application properties (``null``), with ``withheld`` saying why; its header,
+  properties, content type and size are what getMessageInfo shows anywhere, and its
+  annotations (the broker's and the client library's, which getMessageInfo does not
+  show) stay too.
 """
 
 from __future__ import annotations
@@ -302,14 +310,37 @@ def purge_queue(broker: Broker, user: str, name: str) -> Any:
         raise request_error(exc) from None
 
 
-def browse(broker: Broker, user: str, name: str, count: int) -> Any:
-    """The first ``count`` messages, taken by nobody (``browse`` the queue)."""
+def browse(broker: Broker, user: str, name: str, count: int, confidential: bool) -> Any:
+    """The first ``count`` messages, taken by nobody (``browse`` the queue); their bodies
+    and application properties only when ``confidential`` (see the module rules)."""
     queue = _queue(broker, name)
     try:
         broker.access.receive(user, name, queue.settings, browse=True)
     except Unauthorized as exc:
         raise request_error(exc) from None
-    return {"messages": [_shown(*seen) for seen in queue.peek(min(count, MAX_BROWSE))]}
+    shown = [_shown(*seen) for seen in queue.peek(min(count, MAX_BROWSE))]
+    if not confidential:
+        shown = [_withheld(message) for message in shown]
+    return {"messages": shown}
+
+
+WITHHELD = (
+    "body and application properties withheld: they are shown over HTTPS only, or from "
+    "where broker.confidential_without_tls allows (as $management's getMessageContent)"
+)
+
+
+def _withheld(message: dict[str, Any]) -> dict[str, Any]:
+    """A browsed message without what management holds confidential."""
+    if "error" in message:  # a message that did not decode shows nothing of itself
+        return message
+    return {
+        **message,
+        "body": None,
+        "body_encoding": None,
+        "application_properties": None,
+        "withheld": WITHHELD,
+    }
 
 
 def send_test(broker: Broker, user: str, name: str, given: Mapping[str, Any]) -> Any:

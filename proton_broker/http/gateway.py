@@ -20,6 +20,10 @@ Endpoints (statuses and JSON shapes are in docs/sequence-history.md):
   the kept versions from N, then every new one, one JSON text message each.
 * ``GET /metrics``: Prometheus text (:mod:`proton_broker.metrics`; docs/metrics.md).
 
+Cross-site requests (:mod:`proton_broker.http.crossorigin`): a request with an ``Origin``
+that is not the gateway's own is refused (403), and a send must be ``application/json``
+(415), so a web page elsewhere can neither send nor listen through a visitor's browser.
+
 Limits (``http`` config keys, on by default; docs/sequence-history.md, "Limits"):
 
 * ``max_body_size``: a body over it is refused with 413. aiohttp's own limit
@@ -70,6 +74,7 @@ from proton_broker.errors import (
 )
 from proton_broker.http.auth import USER, Authenticator
 from proton_broker.http.console import Console
+from proton_broker.http.crossorigin import require_json, same_origin_only
 from proton_broker.http.watch import Item, Listener, QueueWatch
 from proton_broker.http.wire import (
     Deferred,
@@ -229,7 +234,12 @@ class Gateway:
 
     def _app(self) -> web.Application:
         app = web.Application(
-            middlewares=[_json_errors, self.authenticator.middleware, _declared_body_size],
+            middlewares=[
+                _json_errors,
+                same_origin_only,  # before the credentials are looked at
+                self.authenticator.middleware,
+                _declared_body_size,
+            ],
             client_max_size=self.section.max_body_size,
         )
         app.add_routes(
@@ -271,6 +281,7 @@ class Gateway:
 
     async def _send(self, request: web.Request) -> web.Response:
         name = request.match_info["queue"]
+        require_json(request)  # what a page elsewhere cannot send without asking first
         raw = await self._body(request)
         try:
             send = parse_send(raw)
@@ -603,8 +614,17 @@ async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None
 
 
 def https_context(section: TlsSection) -> ssl.SSLContext:
-    """The gateway's TLS: the AMQPS listener's certificate and key, and its oldest version."""
+    """The gateway's TLS: the AMQPS listener's certificate and key, its oldest version, and
+    its client verification: with ``verify_clients`` a client must present a certificate
+    signed by a CA in ``ca_file`` or its handshake fails, as on AMQPS (amqp/tls.py), so a
+    deployment that requires mutual TLS has no way around it over HTTPS (Basic and
+    ``anonymous`` then apply inside it, as SASL does inside AMQPS)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(section.cert_file, section.key_file, section.key_password or None)
     context.minimum_version = getattr(ssl.TLSVersion, section.min_version.replace(".", "_"))
+    if section.verify_clients:
+        if not section.ca_file:
+            raise OSError("tls.ca_file is required (tls.verify_clients)")
+        context.load_verify_locations(section.ca_file)  # its CAs only, not the system's
+        context.verify_mode = ssl.CERT_REQUIRED
     return context

@@ -17,6 +17,7 @@ from tests.browser.conftest import (
     Console,
     click,
     confirm,
+    console_config,
     go,
     log_in_anonymously,
     plotted,
@@ -121,6 +122,24 @@ def test_browsing_shows_a_messages_body_and_application_properties_and_removes_n
     receiver = amqp.create_receiver("orders")
     assert receiver.receive(timeout=5).body == "hello console"  # still there to consume
     receiver.accept()
+
+
+@pytest.mark.parametrize(
+    "console_broker_config", [console_config(confidential_without_tls="never")], ids=["never"]
+)
+def test_where_bodies_are_confidential_a_message_card_says_why_instead_of_the_body(
+    browser: WebDriver, console: Console, amqp: BlockingConnection
+) -> None:
+    amqp.create_sender("orders").send(
+        Message(body="hello console", properties={"colour": "red"}, content_type="text/plain")
+    )
+    open_queue(browser, console, "orders")
+    click(browser, "#browse-button")
+    card = shown(browser, ".message-card")
+    withheld = card.find_element(By.CSS_SELECTOR, "[data-test=message-withheld]").text
+    assert "broker.confidential_without_tls" in withheld
+    assert "hello console" not in card.text and "colour" not in card.text
+    assert "text/plain" in card.text
 
 
 def test_a_test_message_sent_from_the_page_reaches_an_amqp_receiver(

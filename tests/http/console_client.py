@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -12,12 +13,14 @@ from typing import Any
 
 
 class ConsoleClient:
-    def __init__(self, base: str) -> None:
-        self.base = base  # http://host:port
+    def __init__(self, base: str, context: ssl.SSLContext | None = None) -> None:
+        self.base = base  # http://host:port (https: ``context`` trusts its certificate)
         self.csrf: str | None = None
         jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(jar), _NoRedirect()
+            urllib.request.HTTPCookieProcessor(jar),
+            _NoRedirect(),
+            urllib.request.HTTPSHandler(context=context),
         )
 
     def request(

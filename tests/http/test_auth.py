@@ -9,14 +9,16 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from proton import ConnectionException
 from proton.utils import BlockingConnection
 
-from proton_broker.testing import BrokerProcess, add_user
+from proton_broker.config import Config
+from proton_broker.testing import BrokerProcess, add_user, server_certificates
+from tests.http.conftest import Http, http_config
 from tests.http.console_client import ConsoleClient
 
 PASSWORD = "s3cret"
@@ -32,6 +34,8 @@ def call(
     """One request: its status, headers and body (POST when ``body`` is given)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
     if user is not None:
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
@@ -189,3 +193,29 @@ def test_the_consoles_login_counts_wrong_passwords_and_is_locked_out_too(data_di
         assert call(f"{process.http_base}/queue/send/prices", SEND, user="alice")[0] == 429
     finally:
         process.stop()
+
+
+def test_with_verify_clients_https_takes_only_clients_with_a_certificate_from_the_ca(
+    start_gateway: Callable[[Config], Http], tmp_path: Path
+) -> None:
+    """tls.verify_clients holds for HTTPS as for AMQPS: no certificate, no handshake, so
+    no Basic password or anonymous request gets past a deployment that requires mutual TLS."""
+    files = server_certificates(tmp_path)
+    config = http_config()
+    config.http.tls = True
+    config.tls.cert_file, config.tls.key_file = str(files["cert"]), str(files["key"])
+    config.tls.ca_file, config.tls.verify_clients = str(files["ca"]), True
+    gateway = start_gateway(config)
+    url = f"https://localhost:{gateway.running.app.http.address[1]}/queue/send/q"
+    without = ssl.create_default_context(cafile=str(files["ca"]))
+    (tmp_path / "other").mkdir()
+    other_ca = server_certificates(tmp_path / "other")  # a certificate another CA signed
+    from_another_ca = ssl.create_default_context(cafile=str(files["ca"]))
+    from_another_ca.load_cert_chain(str(other_ca["cert"]), str(other_ca["key"]))
+    for refused in (without, from_another_ca):
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            call(url, SEND, context=refused)
+    with_certificate = ssl.create_default_context(cafile=str(files["ca"]))
+    # the CA's certificate for "localhost" may serve as a client's too (trustme allows both)
+    with_certificate.load_cert_chain(str(files["cert"]), str(files["key"]))
+    assert call(url, SEND, context=with_certificate)[0] == 200

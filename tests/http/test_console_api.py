@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +18,12 @@ from proton import ConnectionException, Message
 from proton.reactor import Container
 from proton.utils import BlockingConnection
 
+from proton_broker.cli.client import ManagementClient
 from proton_broker.config import Config
 from proton_broker.errors import InvalidField
+from proton_broker.management import QUEUE_TYPE
 from proton_broker.queues.settings import parse_options
+from proton_broker.testing import server_certificates
 from tests.conftest import RunningBroker
 from tests.http.conftest import Http, http_config
 from tests.http.console_client import ConsoleClient, queue_path
@@ -224,6 +229,46 @@ def test_browsing_shows_the_first_messages_and_takes_none(
     assert second["body_encoding"] == "hex" and second["body"] == "00 01 ff"
     assert depth_of(console, "browsed") == 2
     assert amqp.create_receiver("browsed").receive(timeout=5).body == "hello"
+
+
+def test_bodies_are_withheld_over_plain_http_where_management_holds_them_confidential(
+    start_gateway: Callable[[Config], Http], tmp_path: Path
+) -> None:
+    """broker.confidential_without_tls decides for the console as for $management: from
+    where it does not allow, a browsed message comes without its body and application
+    properties (getMessageContent is a 403 there); over HTTPS they are shown."""
+    files = server_certificates(tmp_path)
+    plain = start_gateway(http_config(confidential_without_tls="never"))
+    config = http_config(confidential_without_tls="never")
+    config.http.tls = True
+    config.tls.cert_file, config.tls.key_file = str(files["cert"]), str(files["key"])
+    secured = start_gateway(config)
+    message = Message(body="secret", properties={"pin": 1234}, content_type="text/plain")
+    for gateway in (plain, secured):
+        conn = BlockingConnection(gateway.running.url, timeout=10)
+        conn.create_sender("private").send(message)
+        conn.close()
+
+    console = ConsoleClient(plain.base)
+    assert console.login()[0] == 200
+    status, body = console.get(queue_path("private", "/messages"))
+    (shown,) = body["messages"]
+    assert status == 200 and shown["body"] is None and shown["application_properties"] is None
+    assert "broker.confidential_without_tls" in shown["withheld"]
+    assert shown["content_type"] == "text/plain" and shown["body_size"] == len("secret")
+    with ManagementClient(plain.running.url) as management:  # the same rule over AMQP
+        reply = management.request(
+            "getMessageContent", QUEUE_TYPE, "private", messageId=shown["sequence"]
+        )
+    assert reply.status == 403
+
+    host, port = secured.running.app.http.address
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+    over_https = ConsoleClient(f"https://localhost:{port}", context)
+    assert over_https.login()[0] == 200
+    (shown,) = over_https.get(queue_path("private", "/messages"))[1]["messages"]
+    assert shown["body"] == "secret" and shown["application_properties"] == {"pin": 1234}
+    assert "withheld" not in shown
 
 
 def test_a_purge_removes_the_available_messages_and_leaves_a_consumers_own(

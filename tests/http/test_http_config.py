@@ -57,6 +57,7 @@ def test_the_command_line_serves_http_and_shuts_down_cleanly() -> None:
             f"{base}/queue/send/cli",
             method="POST",
             data=json.dumps({"id": "1", "payload": 1}).encode(),
+            headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=5) as response:
             assert json.loads(response.read())["sequence"] == 1

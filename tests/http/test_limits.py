@@ -147,7 +147,7 @@ def test_a_chunked_body_is_refused_with_413_as_soon_as_it_grows_past_the_limit(
     with connect(limited) as sock:
         sock.sendall(
             b"POST /queue/send/sized HTTP/1.1\r\nHost: test\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
             + b"%x\r\n" % (MAX_BODY * 2)
             + b"x" * (MAX_BODY * 2)
             + b"\r\n"
@@ -187,7 +187,8 @@ def test_a_client_that_trickles_its_body_is_answered_408_after_read_timeout(
 ) -> None:
     with connect(limited) as sock:
         sock.sendall(
-            b"POST /queue/send/slow HTTP/1.1\r\nHost: test\r\nContent-Length: 500\r\n\r\n"
+            b"POST /queue/send/slow HTTP/1.1\r\nHost: test\r\nContent-Length: 500\r\n"
+            b"Content-Type: application/json\r\n\r\n"
             b'{"id": "1", "payload": "'
         )
         got = trickle(sock)  # the body's bytes, one at a time

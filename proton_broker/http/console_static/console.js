@@ -726,10 +726,13 @@ function messageCards(messages) {
         h(
           "span",
           { class: "muted" },
-          ` ${m.content_type || "no content type"}, ${m.body_encoding}, ${fmtBytes(m.body_size)}`,
+          ` ${m.content_type || "no content type"}, ${m.body_encoding || "body"}, ${fmtBytes(m.body_size)}`,
         ),
       ),
-      h("pre", { class: "body", "data-test": "message-body" }, m.body),
+      // Withheld where $management would not show it (plain HTTP from elsewhere): say why.
+      m.withheld
+        ? h("p", { class: "muted", "data-test": "message-withheld" }, m.withheld)
+        : h("pre", { class: "body", "data-test": "message-body" }, m.body),
       section("header", m.header),
       section("properties", m.properties),
       section("application properties", m.application_properties, "application-properties"),
