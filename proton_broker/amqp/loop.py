@@ -17,6 +17,13 @@ As it reads and writes a connection's socket the loop counts the bytes and notes
 on the socket's selectable, once a system call, not a message (:func:`socket_figures`:
 Broker-J's ``bytesIn``, ``bytesOut`` and ``lastIoTime`` of a connection).
 
+A connection to the TLS listener has its first bytes looked at before Proton sees them
+(:meth:`BrokerContainer.expect_tls`): Proton's server transport sniffs the protocol, and on
+an SSL transport it serves a client that sends a plain AMQP or SASL header too, SASL
+exchange and all, refusing only the AMQP open. The loop closes such a connection unread,
+as qpidd's and Broker-J's TLS ports, where the bytes go to the TLS engine and fail the
+handshake.
+
 Private APIs used here: ``proton._selectable`` and its
 ``_delegate`` socket and ``_deadline``, ``IOHandler._selector`` (replaced) and
 ``IOHandler.update``, the transport's
@@ -42,6 +49,7 @@ from proton.reactor import Container
 from proton_broker.amqp import engine
 from proton_broker.amqp.lingering import Lingerer
 from proton_broker.amqp.poller import PollSelector, readable_now
+from proton_broker.amqp.tls import starts_handshake
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -97,6 +105,9 @@ class BrokerContainer(Container):
         self._output = server.output  # consumers held for their backlogs (amqp/output.py)
         self._listeners: set[Any] = set()  # the acceptors' selectables
         self._accepting: dict[Any, int] = {}  # listener -> accepts left in this burst
+        # Sockets of the TLS listener not read from yet -> what to call if their first
+        # bytes are not a TLS handshake (see expect_tls).
+        self._awaiting_tls: dict[Selectable, Callable[[], None]] = {}
 
     def listening(self, acceptor: Any) -> tuple[str, int]:
         """The address a Proton acceptor listens on, after giving its socket a real backlog
@@ -108,9 +119,18 @@ class BrokerContainer(Container):
         self._listeners.add(selectable)
         return sock.getsockname()[:2]
 
+    def expect_tls(self, transport: Transport, refused: Callable[[], None]) -> None:
+        """``transport``'s connection came to the TLS listener: unless the first bytes its
+        client sends open a TLS handshake, its socket is closed before Proton reads them (no
+        SASL, no AMQP: see the module doc), and ``refused`` is called to say so."""
+        selectable = getattr(transport, "_selectable", None)
+        if selectable is not None:
+            self._awaiting_tls[selectable] = refused
+
     def _on_selectable_final(self, event: Event) -> None:
         """``IOHandler.on_selectable_final`` (the socket is closed), the connection ending
         in order first (amqp/lingering.py)."""
+        self._awaiting_tls.pop(event.selectable, None)
         self._lingerer.close(event.selectable._delegate)  # type: ignore[union-attr]
         self._io_final(event)
 
@@ -175,18 +195,35 @@ class BrokerContainer(Container):
                 transport.close_tail()
             else:
                 if not data:  # EOF: the stock handler's on_selectable_error
-                    transport.close_head()
-                    transport.close_tail()
-                    s.terminate()
-                    s._transport = None
-                    transport._selectable = None
-                    s.update()
-                    IOHandler.update(transport, s, now)
+                    self._end(s, transport, now)
+                    return
+                if self._awaiting_tls and not self._tls_first(s, data):
+                    self._end(s, transport, now)  # closed unread (see expect_tls)
                     return
                 transport.push(data)
                 s.bytes_in = getattr(s, "bytes_in", 0) + len(data)  # see socket_figures
                 s.last_io = now
         self._update_interest(s, transport, now)
+
+    def _tls_first(self, s: Selectable, data: bytes) -> bool:
+        """False if ``data`` is the first read of a TLS listener's socket and does not
+        open a TLS handshake (the refusal is reported); True otherwise."""
+        refused = self._awaiting_tls.pop(s, None)
+        if refused is None or starts_handshake(data):
+            return True
+        refused()
+        return False
+
+    def _end(self, s: Selectable, transport: Transport, now: float) -> None:
+        """Close a connection's socket and both ends of its transport (the stock
+        ``IOHandler.on_selectable_error``)."""
+        transport.close_head()
+        transport.close_tail()
+        s.terminate()
+        s._transport = None
+        transport._selectable = None
+        s.update()
+        IOHandler.update(transport, s, now)
 
     def _write(self, s: Selectable, transport: Transport, now: float) -> None:
         """``IOHandler.on_selectable_writable`` for a connection's socket."""

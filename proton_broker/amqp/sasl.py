@@ -16,15 +16,16 @@ Rules this module owns:
   sends no SASL header at all) is accepted where ``sasl.anonymous`` allows it (``loopback``
   by default, so the quick start needs no user); PLAIN without TLS where
   ``sasl.plain_without_tls`` allows it (``loopback`` by default; Broker-J's
-  ``secureOnlyMechanisms``); EXTERNAL only on the TLS listener with verified client
-  certificates. A wrong password gets the SASL ``auth`` outcome from Cyrus.
+  ``secureOnlyMechanisms``; over TLS Cyrus allows it whatever that says, as Proton tells it
+  the TLS layer's strength); EXTERNAL only on the TLS listener with verified client
+  certificates, and only a certificate whose subject has a CN is a user (by default:
+  security/subjects.py). A wrong password gets the SASL ``auth`` outcome from Cyrus.
 * Cyrus reads its configuration once per process, so one process serves one broker's users
   (the tests that authenticate start brokers as processes).
 """
 
 from __future__ import annotations
 
-import re
 import tempfile
 from pathlib import Path
 
@@ -33,7 +34,8 @@ from proton import SASL, Connection, Data, Transport
 from proton_broker.config import Config, SaslSection
 from proton_broker.errors import ConfigError
 from proton_broker.security.peers import allowed
-from proton_broker.security.users import user_db_path
+from proton_broker.security.subjects import common_name
+from proton_broker.security.users import password_user, user_db_path
 
 CONFIG_NAME = "proton-broker"  # Cyrus reads <dir>/proton-broker.conf
 BUILT_IN = ("ANONYMOUS", "EXTERNAL")  # what Proton offers without Cyrus SASL
@@ -163,7 +165,9 @@ def configure(
     sasl = transport.sasl()
     if SASL.extended():
         sasl.config_name(CONFIG_NAME)  # Cyrus has read it already (check_mechanisms)
-    sasl.allow_insecure_mechs = tls or allowed(section.plain_without_tls, host)
+    # Over TLS Cyrus offers PLAIN anyway: Proton gives it the TLS layer's strength when
+    # the SASL exchange starts, so this follows whether the bytes really are encrypted.
+    sasl.allow_insecure_mechs = allowed(section.plain_without_tls, host)
     sasl.allowed_mechs(" ".join(mechanisms))
     transport.require_auth(not anonymous)
     return True
@@ -175,35 +179,23 @@ def password_mechanism(transport: Transport) -> bool:
     return _mechanism(transport) not in (None, "ANONYMOUS", "EXTERNAL")
 
 
-def user_of(transport: Transport | None, section: SaslSection) -> str:
-    """Who a connection's client authenticated as: the user name it gave, or for EXTERNAL
-    its certificate's subject, or that subject's CN (``sasl.external_user``, as Broker-J's
-    ``useFullDN``); ``anonymous`` for SASL ANONYMOUS or no SASL at all."""
+def user_of(transport: Transport | None, section: SaslSection) -> str | None:
+    """Who a connection's client authenticated as: for EXTERNAL its certificate's subject's
+    CN (security/subjects.py), or the whole subject (``sasl.external_user``, as Broker-J's
+    ``useFullDN``); for a password the user without the realm, which is this broker's own
+    (security/users.py); ``anonymous`` for SASL ANONYMOUS or no SASL at all. None when the
+    certificate names no one (no CN): the client authenticated no user."""
     user = transport.user if transport is not None else None
     if not user:
         return "anonymous"
-    if (
-        section.external_user == "cn"
-        and transport is not None
-        and _mechanism(transport) == "EXTERNAL"
-    ):
-        return common_name(user) or user
-    return str(user)
+    if transport is not None and _mechanism(transport) == "EXTERNAL":
+        return str(user) if section.external_user == "subject" else common_name(str(user))
+    return password_user(str(user))
 
 
 def _mechanism(transport: Transport) -> str | None:
     mech = transport.sasl().mech
     return str(mech).upper() if mech else None
-
-
-def common_name(subject: str) -> str | None:
-    """The CN of a certificate subject as OpenSSL writes it (``CN=alice,O=Example`` or
-    ``/O=Example/CN=alice``); None if it has none."""
-    for part in re.split(r"(?<!\\)[,/]", subject):
-        key, _, value = part.strip().partition("=")
-        if key.strip().upper() == "CN" and value:
-            return value.strip()
-    return None
 
 
 def check_password(user: str, password: str) -> bool:

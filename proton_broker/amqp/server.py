@@ -455,7 +455,10 @@ class Server(Handler):
         conn = event.connection
         host = client_address(conn.url)
         locked = self.logins.locked_for(host)  # then only what needs no password
-        if not sasl.configure(transport, self.config.sasl, host, self._over_tls(conn), not locked):
+        tls = self._over_tls(conn)
+        if tls:  # TLS only: plain bytes are refused before any SASL (amqp/loop.py)
+            self.container.expect_tls(transport, lambda: self._not_tls(conn))
+        if not sasl.configure(transport, self.config.sasl, host, tls, not locked):
             assert locked is not None  # nothing to offer only for want of passwords
             transport.condition = Condition(UNAUTHORIZED_ACCESS, str(LockedOut(host, locked)))
             transport.close_tail()
@@ -469,6 +472,16 @@ class Server(Handler):
         self._opened[event.connection._impl] = time.time()
         self.container.schedule(
             self.config.broker.handshake_timeout, Callback(lambda: self._handshake_due(conn))
+        )
+
+    def _not_tls(self, conn: Connection) -> None:
+        """A client of the TLS listener sent something other than a TLS handshake (plain
+        AMQP, say): its connection is closed unread, as a TLS port's handshake fails."""
+        log.info(
+            "CON-1010 : Not TLS : [con:%d(%s)] : the client did not start a TLS handshake "
+            "on the TLS port: closed",
+            self._numbers.get(conn._impl, 0),
+            conn.url or "?",
         )
 
     def _memory_full(self, full: bool) -> None:
@@ -510,6 +523,9 @@ class Server(Handler):
         if not self._authenticated(conn):
             return
         user = sasl.user_of(conn.transport, self.config.sasl)
+        if user is None:
+            self._no_user(conn)
+            return
         log.info(
             "CON-1001 : Open : [con:%d(%s)] : Client ID : %s : User : %s : Protocol Version : 1.0",
             self._numbers.get(conn._impl, 0),
@@ -556,6 +572,18 @@ class Server(Handler):
         )
         _close_socket(transport)
         return False
+
+    def _no_user(self, conn: Connection) -> None:
+        """The client authenticated with EXTERNAL and a certificate whose subject has no
+        CN (amqp/sasl.py): it is no user, and is closed as a failed login (logged CON-1007
+        as the transport reports it), before its open is answered, as Broker-J fails such
+        an authentication."""
+        transport = conn.transport
+        transport.condition = Condition(
+            UNAUTHORIZED_ACCESS,
+            f"the client certificate names no user: its subject has no CN ({transport.user})",
+        )
+        _close_socket(transport)
 
     def _second_open(self, conn: Connection) -> None:
         """AMQP 1.0 2.4.1: a connection is opened once. A second open frame closes it with

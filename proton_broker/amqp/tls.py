@@ -4,6 +4,12 @@ Proton does the TLS itself, inside the transport, so the broker's socket loop is
 for both listeners; only the acceptor differs (``Acceptor.set_ssl_domain``). The files are
 checked here, at start-up, so that a missing or unreadable certificate is a clear error
 naming the file rather than every client's handshake failing later.
+
+The TLS listener speaks TLS only, as qpidd's and Broker-J's TLS ports: the domain never
+allows unsecured clients (``SSLDomain.allow_unsecured_client``), and since Proton's server
+transport still sniffs the protocol and would take a plain AMQP or SASL header (it refuses
+only the AMQP open that follows), the loop closes a connection whose first byte is not a
+TLS handshake record's (:func:`starts_handshake`) before Proton reads it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,14 @@ from cproton_ffi import lib
 from proton import SSLDomain, SSLException
 
 from proton_broker.config import TLS_VERSIONS, TlsSection
+
+TLS_HANDSHAKE = 0x16  # the content type of a handshake record (RFC 8446 5.1): a ClientHello
+
+
+def starts_handshake(data: bytes) -> bool:
+    """Whether the first bytes a client sends open a TLS handshake (a plain AMQP or SASL
+    header starts with ``AMQP``)."""
+    return bool(data) and data[0] == TLS_HANDSHAKE
 
 
 class TlsConfigError(OSError):

@@ -25,6 +25,7 @@ from proton_broker.security.basic import (
     unauthenticated,
 )
 from proton_broker.security.logins import LockedOut
+from proton_broker.security.users import password_user
 
 log = logging.getLogger("proton_broker.http")
 
@@ -70,7 +71,7 @@ class Authenticator:
         if not right:
             log_failed(request.remote, name)
             raise unauthenticated("authentication failed: wrong user name or password")
-        return name
+        return password_user(name)  # alice@HOST is alice (security/users.py)
 
 
 def log_failed(host: str | None, name: str) -> None:

@@ -51,6 +51,7 @@ from proton_broker.management import Management
 from proton_broker.security.basic import ANONYMOUS, Refused, check_clear_password, locked_out
 from proton_broker.security.logins import LockedOut
 from proton_broker.security.peers import allowed
+from proton_broker.security.users import password_user
 
 if TYPE_CHECKING:
     from proton_broker.config import Config
@@ -202,6 +203,7 @@ class Console:
             if not right:
                 log_failed(host, name)
                 raise RequestError(401, "wrong user name or password")
+            name = password_user(name)  # alice@HOST is alice (security/users.py)
         token, session = self.sessions.start(name, time.monotonic())
         log.info("HTP-1002 : Console login : %s : user %r", host, name)
         response = _json({"user": session.user, "csrf": session.csrf})

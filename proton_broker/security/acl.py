@@ -31,8 +31,12 @@ Rules this module owns:
   checks..."), and this broker fails closed instead, so a rule that can never be checked
   can deny but never allow.
 * Users: a rule names a user, a group or ``all``. Groups may contain groups defined
-  before them. qpidd writes users as ``name@REALM``; this broker's users have no realm, so
-  ``alice@QPID`` and ``alice`` both name the user ``alice`` and qpidd files work unchanged.
+  before them. qpidd writes users as ``name@REALM``; this broker's password users have no
+  realm, so ``alice@QPID`` (qpidd's default realm), ``alice@HOST`` (the host's, Cyrus's)
+  and ``alice`` all name the user ``alice``, and qpidd files work unchanged. The user
+  asking is matched by its exact name: a client certificate's user (SASL EXTERNAL, its
+  CN) keeps whatever ``@`` it has, so ``alice@evil.example`` or ``alice@QPID`` from a
+  certificate is not ``alice`` (names in other realms match exactly, as in qpidd).
 * Deciding: the first rule, in file order, that names the user (or one of its groups, or
   ``all``), the action, the object and matching properties decides. When none does, the
   default decides: the last ``acl allow all all`` or ``acl deny all all`` line in the file
@@ -62,6 +66,7 @@ from pathlib import Path
 from proton_broker.errors import ConfigError
 from proton_broker.exchanges.topic import pattern_matches
 from proton_broker.exchanges.topic import words as topic_words
+from proton_broker.security.users import password_user
 
 ACTIONS = (
     "access",
@@ -138,8 +143,9 @@ class AclError(ConfigError):
 
 
 def user_key(name: str) -> str:
-    """The broker user a name in the file stands for: ``alice@QPID`` is ``alice``."""
-    return name.rsplit("@", 1)[0] if "@" in name and "=" not in name else name
+    """The broker user a name in the file stands for: ``alice@QPID`` and ``alice@HOST`` are
+    the password user ``alice`` (security/users.py); any other name is itself."""
+    return name if "=" in name else password_user(name)  # a certificate's subject: itself
 
 
 @dataclass(frozen=True)
@@ -325,13 +331,11 @@ class Acl:
         said: bool = False,
     ) -> Decision | None:
         """The first matching rule's decision; ``said``: only rules naming the action.
-        Rules are found by the user's name without its realm; ``${domain}`` in a rule
-        still sees the realm."""
+        Rules are found by the user's exact name (see the module rules)."""
         table = self._index.get((action, obj))
         if not table:
             return None
-        key = user_key(user)
-        for rule in table.get(key, table.get(EVERYONE, ())):
+        for rule in table.get(user, table.get(EVERYONE, ())):
             if said and rule.action != action:
                 continue
             decision = rule.decide(user, name, properties)
@@ -341,8 +345,7 @@ class Acl:
 
     def connection(self, user: str, host: str) -> Decision:
         """Whether ``user`` may connect from ``host``, by the ``create connection`` rules."""
-        key = user_key(user)
-        own = [r for r in self.host_rules if r.users is not None and key in r.users]
+        own = [r for r in self.host_rules if r.users is not None and user in r.users]
         everyone = [r for r in self.host_rules if r.users is None]
         everyone.sort(key=lambda r: r.first is None)  # the host=all rule comes last (qpidd)
         for rule in own + everyone:
@@ -352,15 +355,14 @@ class Acl:
 
     def connection_quota(self, user: str) -> int | None:
         """The user's ``quota connections`` (None: the file gives none)."""
-        return _quota(self.connection_quotas, user_key(user))
+        return _quota(self.connection_quotas, user)
 
     def queue_quota(self, user: str) -> int | None:
         """The user's ``quota queues`` (None: the file gives none)."""
-        return _quota(self.queue_quotas, user_key(user))
+        return _quota(self.queue_quotas, user)
 
     def groups_of(self, user: str) -> list[str]:
-        key = user_key(user)
-        return sorted(name for name, members in self.groups.items() if key in members)
+        return sorted(name for name, members in self.groups.items() if user in members)
 
 
 def _quota(quotas: Mapping[str, int], user: str) -> int | None:

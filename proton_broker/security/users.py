@@ -11,6 +11,10 @@ Rules this module owns:
 * User names are what a client sends: letters, digits and ``._-``, up to 64 characters,
   in the host's realm (Cyrus's default realm is the host name, for saslpasswd2 and for the
   broker alike). A password is 1 to 1,024 characters, not starting or ending with blanks.
+* A client may name the realm (``alice@HOST``), and Cyrus then answers with it; that realm
+  (or qpidd's ``QPID``) is this broker's own, so the broker user is the name without it
+  (:func:`password_user`): the AMQP and HTTP logins and the ACL file all mean ``alice``.
+  A user of another realm keeps it.
 * Every failure is a :class:`UserError` with a sentence an operator can act on.
 """
 
@@ -26,10 +30,26 @@ from pathlib import Path
 from proton_broker.config import Config
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+QPID_REALM = "QPID"  # qpidd's default realm (its --realm)
 MAX_PASSWORD = 1024
 SASLPASSWD = "saslpasswd2"
 LISTUSERS = "sasldblistusers2"
 _TOOL_PACKAGE = "sasl2-bin"
+
+
+def own_realm(realm: str) -> bool:
+    """Whether ``realm`` is this broker's: the host name (Cyrus's default realm, the one
+    ``proton-broker-config user`` adds users to) or qpidd's default, ``QPID`` (qpidd's
+    sasldb and ACL files name users ``alice@QPID``)."""
+    return realm in (socket.gethostname(), QPID_REALM)
+
+
+def password_user(name: str) -> str:
+    """The broker user ``name`` (as a password login's client or Cyrus gives it) is:
+    ``alice`` for ``alice``, ``alice@HOST`` and ``alice@QPID``, the realm being this
+    broker's own; a name in another realm stays whole."""
+    user, at, realm = name.rpartition("@")
+    return user if at and user and own_realm(realm) else name
 
 
 def user_db_path(config: Config) -> Path:

@@ -7,9 +7,10 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from proton import SASL, Connection, Message, SSLDomain, Transport
+from proton import SASL, Connection, ConnectionException, Message, SSLDomain, Transport
 from proton.utils import BlockingConnection
 
 from proton_broker.testing import BrokerProcess, add_user, user_command
@@ -143,8 +144,9 @@ def test_a_password_in_the_clear_is_refused_without_tls_when_not_allowed(data_di
         process.stop()
 
 
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
 def test_over_tls_a_plain_password_is_accepted_though_not_without_it(
-    data_dir: Path, tmp_path: Path
+    data_dir: Path, tmp_path: Path, mechanism: str
 ) -> None:
     trustme = pytest.importorskip("trustme")
     ca = trustme.CA()
@@ -170,7 +172,7 @@ def test_over_tls_a_plain_password_is_accepted_though_not_without_it(
             ssl_domain=domain,
             user="alice",
             password=PASSWORD,
-            allowed_mechs="PLAIN",
+            allowed_mechs=mechanism,
         )
         assert body == "hello"
         assert sasl_outcome(process.port, "PLAIN", "alice", PASSWORD)[1] is False
@@ -189,10 +191,15 @@ def test_the_cli_changes_and_deletes_users_and_the_broker_sees_it_at_once(
 
 
 @pytest.fixture
-def pki(tmp_path: Path) -> dict[str, str]:
-    """PEM files from a throwaway CA: the broker's certificate, and alice's (CN=alice)."""
-    trustme = pytest.importorskip("trustme")
-    ca = trustme.CA()
+def issuer() -> Any:
+    """A throwaway CA (trustme)."""
+    return pytest.importorskip("trustme").CA()
+
+
+@pytest.fixture
+def pki(tmp_path: Path, issuer: Any) -> dict[str, str]:
+    """PEM files from the throwaway CA: the broker's certificate, and alice's (CN=alice)."""
+    ca = issuer
     files = {name: str(tmp_path / f"{name}.pem") for name in ("ca", "server", "alice")}
     ca.cert_pem.write_to_path(files["ca"])
     ca.issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(files["server"])
@@ -201,8 +208,11 @@ def pki(tmp_path: Path) -> dict[str, str]:
     return files
 
 
-def tls_broker(data_dir: Path, pki: dict[str, str], **sasl: str) -> BrokerProcess:
+def tls_broker(
+    data_dir: Path, pki: dict[str, str], acl_file: str = "", **sasl: str
+) -> BrokerProcess:
     env = {f"PROTON_BROKER_SASL_{key.upper()}": value for key, value in sasl.items()}
+    env |= {"PROTON_BROKER_ACL_FILE": acl_file} if acl_file else {}
     env |= {
         "PROTON_BROKER_TLS_CERT_FILE": pki["server"],
         "PROTON_BROKER_TLS_KEY_FILE": pki["server"],
@@ -233,6 +243,94 @@ def test_a_verified_client_certificate_is_the_user_with_external(
         assert round_trip(url, ssl_domain=domain, allowed_mechs="EXTERNAL") == "hello"
         opened = process.logged("CON-1001")
         assert f"User : {expected}" in opened[-1]
+    finally:
+        process.stop()
+
+
+def test_a_client_in_the_clear_on_the_tls_port_gets_no_sasl_exchange_so_no_password_is_checked(
+    data_dir: Path, pki: dict[str, str]
+) -> None:
+    """Not even with verify_clients: before, PLAIN was offered and answered ok or auth."""
+    process = tls_broker(data_dir, pki, anonymous="never", plain_without_tls="never")
+    try:
+        for password in (PASSWORD, "wrong"):
+            assert sasl_outcome(process.tls_port, "PLAIN", "alice", password) == (None, False)
+        assert len(process.logged("CON-1010 : Not TLS", count=2)) == 2
+        assert not process.logged("CON-1007", timeout=0.2)
+    finally:
+        process.stop()
+
+
+def external(pki: dict[str, str], cert: str) -> SSLDomain:
+    """A client's TLS domain that trusts the test CA and presents ``cert`` (a PEM file)."""
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    domain.set_trusted_ca_db(pki["ca"])
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    domain.set_credentials(cert, cert, None)
+    return domain
+
+
+def certificates(ca: Any, tmp_path: Path, **subjects: dict[str, str]) -> dict[str, str]:
+    """PEM files (certificate and key) of client certificates from ``ca``, by name."""
+    files = {}
+    for name, subject in subjects.items():
+        issued = ca.issue_cert(f"{name}@example.com", **subject)
+        issued.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / f"{name}.pem"))
+        files[name] = str(tmp_path / f"{name}.pem")
+    return files
+
+
+def test_external_reads_the_cn_by_rfc_4514_and_a_certificate_without_one_is_no_user(
+    data_dir: Path, pki: dict[str, str], issuer: Any, tmp_path: Path
+) -> None:
+    certs = certificates(
+        issuer,
+        tmp_path,
+        slashed={"organization_unit_name": "ops/CN=alice"},  # no CN: '/' separates nothing
+        comma={"common_name": "eve,CN=alice"},  # one CN, with an escaped comma
+        accent={"common_name": "café"},  # non-ASCII: escaped as hex pairs
+    )
+    process = tls_broker(data_dir, pki, mechanisms="EXTERNAL", anonymous="never")
+    try:
+        url = f"amqps://localhost:{process.tls_port}"
+        with pytest.raises(ConnectionException):
+            round_trip(url, ssl_domain=external(pki, certs["slashed"]), allowed_mechs="EXTERNAL")
+        assert process.logged("CON-1007", "mechanism EXTERNAL", "its subject has no CN")
+        assert not process.logged("CON-1001", timeout=0.2)
+        for name, user in (("comma", "eve,CN=alice"), ("accent", "café")):
+            domain = external(pki, certs[name])
+            assert round_trip(url, ssl_domain=domain, allowed_mechs="EXTERNAL") == "hello"
+            assert f"User : {user} :" in process.logged("CON-1001")[-1]
+    finally:
+        process.stop()
+
+
+def test_a_certificate_for_alice_at_another_domain_or_realm_gets_none_of_alices_acl_rules(
+    data_dir: Path, pki: dict[str, str], issuer: Any, tmp_path: Path
+) -> None:
+    certs = certificates(
+        issuer,
+        tmp_path,
+        evil={"common_name": "alice@evil.example"},
+        realm={"common_name": "alice@QPID"},
+    )
+    (tmp_path / "broker.acl").write_text("acl allow alice all\nacl deny all all\n")
+    process = tls_broker(
+        data_dir,
+        pki,
+        mechanisms="SCRAM-SHA-256 EXTERNAL",
+        anonymous="never",
+        acl_file=str(tmp_path / "broker.acl"),
+    )
+    try:
+        url = f"amqps://localhost:{process.tls_port}"
+        for name in ("evil", "realm"):
+            with pytest.raises(Exception, match="unauthorized-access"):
+                round_trip(url, ssl_domain=external(pki, certs[name]), allowed_mechs="EXTERNAL")
+        for name in ("alice", f"alice@{socket.gethostname()}"):  # a password user's realm
+            options = {"user": name, "password": PASSWORD, "allowed_mechs": "SCRAM-SHA-256"}
+            assert round_trip(process.url, **options) == "hello"  # is this broker's own
+        assert "User : alice :" in process.logged("CON-1001", count=2)[-1]
     finally:
         process.stop()
 

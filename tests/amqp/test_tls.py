@@ -111,6 +111,20 @@ def test_the_plain_port_still_serves_and_speaks_no_tls(tls_broker: RunningBroker
     assert tls_broker.alive()
 
 
+def test_a_sasl_header_in_the_clear_on_the_tls_port_is_answered_with_nothing_and_closed(
+    tls_broker: RunningBroker, files: dict[str, str]
+) -> None:
+    """No SASL header, no mechanisms come back (no password is ever taken there in the
+    clear): the connection ends unread, as a failed handshake."""
+    port = tls_broker.server.tls_address[1]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"AMQP\x03\x01\x00\x00")
+        sock.settimeout(5)
+        assert sock.recv(4096) == b""
+    domain = client_domain(files["ca"])
+    assert round_trip(amqps(tls_broker, domain), "tls-after-plain") == "over tls"
+
+
 def test_with_verify_clients_only_a_client_with_a_certificate_from_the_ca_gets_in(
     files: dict[str, str],
 ) -> None:

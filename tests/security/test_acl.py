@@ -5,6 +5,7 @@ queue limits, browse falling back to consume, connection hosts, and quotas."""
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -182,14 +183,29 @@ def test_a_group_naming_itself_is_ignored_as_qpidd_does():
     assert rules.groups["admins"] == frozenset({"alice"})
 
 
-def test_a_qpidd_realm_names_the_same_user():
+def test_a_qpidd_realm_or_the_hosts_names_the_same_password_user():
     rules = acl(
-        "group admins carol@QPID\nacl allow alice@QPID consume queue\nacl allow admins purge queue"
+        "group admins carol@QPID\nacl allow alice@QPID consume queue\n"
+        f"acl allow admins purge queue\nacl allow dave@{socket.gethostname()} consume queue"
     )
     assert allowed(rules, "alice", "consume", "queue", "q")
-    assert allowed(rules, "alice@QPID", "consume", "queue", "q")
     assert allowed(rules, "carol", "purge", "queue", "q")
-    assert rules.groups_of("carol@QPID") == ["admins"]
+    assert allowed(rules, "dave", "consume", "queue", "q")
+    assert rules.groups_of("carol") == ["admins"]
+
+
+def test_the_user_asking_is_matched_by_its_exact_name_realm_and_all():
+    # a certificate's CN keeps its @: alice@evil.example (or alice@QPID) is not alice
+    rules = acl(
+        "group admins alice\nacl allow admins all\nacl allow bob@partner.example consume queue\n"
+        "quota connections 3 alice\nacl deny all all"
+    )
+    for name in ("alice@evil.example", "alice@QPID"):
+        assert not allowed(rules, name, "consume", "queue", "q")
+        assert rules.groups_of(name) == []
+        assert rules.connection_quota(name) is None
+    assert allowed(rules, "bob@partner.example", "consume", "queue", "q")
+    assert not allowed(rules, "bob", "consume", "queue", "q")
 
 
 # ---- properties ----------------------------------------------------------------------------
@@ -361,7 +377,7 @@ def test_quotas_name_users_groups_and_everyone_else_and_the_last_value_counts():
     assert rules.connection_quota("carol") == 2
     assert rules.connection_quota("dave") == 0
     assert rules.connection_quota("erin") == 10
-    assert rules.queue_quota("alice@QPID") == 5
+    assert rules.queue_quota("alice") == 5
     assert rules.queue_quota("erin") is None
 
 
