@@ -33,7 +33,13 @@ Rules this module owns:
   there and removed from where it was in one store transaction; it joins its new queue
   once that is on disk (a durable message always does). When a whole queue is deleted, the
   copies are written in the transaction that deletes the queue. Copies join their queues
-  after the queue operation that gave the message up (never inside it).
+  after the queue operation that gave the message up (never inside it). A move the store
+  cannot write (a full disk) did not happen: the copies are dropped and the original goes
+  back on its queue, at its end, as the store still has it (its stored bytes and row), so
+  the broker shows what a restart would find, and a later rejection, expiry or delivery
+  attempt moves it again. A ring's victim is not put back (it would push out the next one,
+  whose move fails in turn): it stays in the store only, and its queue has it again at the
+  next start. qpidd and Broker-J stop serving when their store fails, so neither says.
 * **No route**: a message with nowhere to go (the maximum reached and no alternate, or an
   alternate that routes it nowhere) is discarded, logged (Broker-J's CHN-1009 and
   CHN-1010) and counted. A message dead-lettered more than :data:`MAX_DEAD_LETTERS` times
@@ -61,11 +67,12 @@ from proton_broker.codec.encode import (
     with_annotations,
 )
 from proton_broker.codec.sections import parse_message
+from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, IntegrityViolation, NotFound
 from proton_broker.message import Message
 from proton_broker.queues.holds import DELIVERY_DELAY, delivery_delay
-from proton_broker.queues.queue import Queue
-from proton_broker.store.base import StoredMessage, Unit
+from proton_broker.queues.queue import EVICTED, Queue
+from proton_broker.store.base import StoredMessage, StoreError, Unit
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -165,7 +172,7 @@ class DeadLetters:
         if not targets:
             return self._discard(queue, message, reason, f"'{queue.alternate}' routes it nowhere")
         copies = [(dead if i == 0 else copy.copy(dead), target) for i, target in enumerate(targets)]
-        self._move(queue, message, copies)
+        self._move(queue, message, copies, reason)
         log.info(
             'CHN-1011 : Message moved to dead letter queue : "%s" -> "%s" (%s)',
             queue.name,
@@ -235,7 +242,9 @@ class DeadLetters:
             admitted.append(each)
         return admitted
 
-    def _move(self, queue: Queue, message: Message, copies: list[tuple[Message, Queue]]) -> None:
+    def _move(
+        self, queue: Queue, message: Message, copies: list[tuple[Message, Queue]], reason: str
+    ) -> None:
         """Store what must be stored, in one transaction with the removal, then join."""
         stored = self._stored_copies(copies)
 
@@ -254,7 +263,7 @@ class DeadLetters:
             # into a queue whose ring evicts back must not re-enter it.
             self.broker.loop_hooks.later(join)
         else:
-            self._commit_move(queue, message, stored, copies, join)
+            self._commit_move(queue, message, stored, copies, join, reason)
 
     def _stored_copies(self, copies: list[tuple[Message, Queue]]) -> list[StoredMessage]:
         """The rows of the durable copies bound for durable queues (ids given now)."""
@@ -275,24 +284,66 @@ class DeadLetters:
         stored: list[StoredMessage],
         copies: list[tuple[Message, Queue]],
         join: Callable[[], None],
+        reason: str,
     ) -> None:
-        """One store transaction: the copies in, the original out; then they join."""
+        """One store transaction: the copies in, the original out; then they join. If it
+        cannot be written the original stays where the store has it (see the module
+        rules)."""
         store = self.broker.store
         assert store is not None
         unit = Unit(enqueues=stored)
+        removed: int | None = None  # the original's row, which the unit removes
         if message.store_id is not None and queue.persistent:
             if message.in_history:  # its history keeps the bytes: see Queue._forget
                 unit.retires.append(message.store_id)
             else:
-                unit.dequeues.append(message.store_id)
+                removed = message.store_id
+                unit.dequeues.append(removed)
                 message.store_id = None
+        arrival = message.arrival
 
         def written(error: BaseException | None) -> None:
-            if error is not None:  # nothing was written: the original stays stored
-                log.error("dead letters from '%s' could not be stored: %s", queue.name, error)
-                for each, _ in copies:
-                    each.store_id = None
-            join()
+            if error is None:
+                join()
+                return
+            log.error("dead letters from '%s' could not be stored: %s", queue.name, error)
+            for each, _ in copies:
+                each.store_id = None
+            if removed is None:  # the original was not stored: its copies join unstored
+                join()
+            else:  # nothing was written: the original stays stored, on its queue
+                self._stays(queue, removed, arrival, reason)
 
         unit.done = written
         store.commit(unit)
+
+    def _stays(self, queue: Queue, message_id: int, arrival: float, reason: str) -> None:
+        """The original of a move that could not be written goes back on ``queue``, at its
+        end, as the store has it and a restart would find it: its stored bytes, its row.
+        Not a ring's victim: back on the ring it would push out the next one, whose move
+        fails in turn while the disk is full; it stays in the store only, and the queue
+        has it again at the next start."""
+        if not self.broker.is_live(queue):
+            return  # deleted meanwhile: its rows went with it
+        if reason != EVICTED:
+            store = self.broker.store
+            assert store is not None
+            try:
+                record = parse_message(store.read(message_id, page=False))
+            except (StoreError, DecodeError) as exc:
+                log.error("message %d of '%s' cannot be read back: %s", message_id, queue.name, exc)
+                return
+            record.arrival = arrival
+            record.store_id = message_id
+            try:
+                back = queue.enqueue(record, now=arrival, admitted=True)
+            except BrokerError:
+                back = False
+            if back:
+                log.warning("the message stays on '%s', at its end", queue.name)
+                return
+            record.store_id = None  # refused (a duplicate): its row stays, as for a ring's
+        log.warning(
+            "the message stays in the store only, where the next start finds it on '%s'",
+            queue.name,
+        )

@@ -540,14 +540,19 @@ class Management:
                 f"move messages from queue '{source.name}' to queue '{destination.name}'",
             )
         response = Response(OK, "OK", pending=True)
+        move = operation == MOVE_MESSAGES
 
         def done(moved: list[int], error: BaseException | None) -> None:
             response.body = moved
             if error is not None:
                 response.status = INTERNAL_ERROR
+                where = (
+                    f"nothing moved, the messages stay on '{source.name}'"
+                    if move
+                    else f"the copies are on '{destination.name}' in memory only"
+                )
                 response.description = (
-                    f"the store could not write the {operation}: {error}; the messages are on "
-                    f"'{destination.name}' in memory only"
+                    f"the store could not write the {operation}: {error}; {where}"
                 )
             log.info(  # Broker-J's words
                 "QUE-1016 : Operation : %s : %s: %s: %d (by %s)",
@@ -559,7 +564,6 @@ class Management:
             )
             response.finish()
 
-        move = operation == MOVE_MESSAGES
         Transfer(self.broker, source, destination, move).run(wanted, matches, limit, done)
         return response
 

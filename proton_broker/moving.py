@@ -25,9 +25,10 @@ Rules this module owns:
   for a durable destination and, for a move, removes those a durable source stored (those
   its history still keeps stay stored, as history). The messages join the destination once
   that is on disk, and the answer waits for them, as Broker-J answers after its
-  transaction. A transaction that cannot be written leaves the store as it was: the moved
-  messages still join the destination (in memory only, and a restart finds them on the
-  source again), and the answer is an error saying so.
+  transaction. A transaction that cannot be written leaves the store as it was, and a move
+  did not happen: the messages go back on the source, at its end, each with its stored row
+  (where a restart finds them), and the answer is an error saying so that lists none
+  moved. The copies of a copy still join the destination, in memory only.
 * At most :data:`MAX_TRANSFER` messages a request (Broker-J has no bound): one request
   holds the broker's loop while it selects and copies, and its store transaction holds
   every message it writes. A tool repeats the request to move more.
@@ -71,6 +72,7 @@ class Transfer:
         self.move = move
         self.unit = Unit()
         self._records: list[Message] = []  # as each lands on the destination
+        self._rows: list[int | None] = []  # each one's row on the source the unit removes
         self._count = 0  # on their way to the destination, for its limits
         self._bytes = 0
 
@@ -110,10 +112,13 @@ class Transfer:
         # removed in this transaction, not by the queue; a row its history keeps stays, and
         # the queue retires it (history only)
         stored = message.store_id is not None and self.source.persistent
+        row = None
         if self.move and stored and not message.in_history:
-            self.unit.dequeues.append(message.store_id)  # type: ignore[arg-type] # stored
+            row = message.store_id
+            self.unit.dequeues.append(row)  # type: ignore[arg-type] # stored
             message.store_id = None
         self._records.append(landing)
+        self._rows.append(row)
         return True
 
     def _within_limits(self, message: Message) -> bool:
@@ -129,16 +134,28 @@ class Transfer:
     def _join(
         self, landing: list[tuple[int, Message]], done: Done, error: BaseException | None
     ) -> None:
-        """The messages join the destination (written, or not if ``error``)."""
+        """The messages join the destination (written, or not if ``error``: then a move's
+        go back on the source, see :meth:`_stay`)."""
         joined = []
-        for position, message in landing:
+        for (position, message), row in zip(landing, self._rows, strict=True):
             if error is not None:
                 message.store_id = None
+                if self.move:
+                    self._stay(message, row)
+                    continue
             if self._lands(message, self.destination):
                 joined.append(position)
             elif not (self.move and self._lands(message, self.source)):
                 self.broker.forget(message)  # a copy the destination would not take
         done(joined, error)
+
+    def _stay(self, message: Message, row: int | None) -> None:
+        """A move that could not be written did not happen: ``message`` goes back on the
+        source, at its end, with its row there (``row``), as a restart would find it. One
+        the source refuses (a duplicate it has seen) keeps its row, for the next start."""
+        message.store_id = row
+        if not self._lands(message, self.source):
+            message.store_id = None
 
     def _lands(self, message: Message, queue: Queue) -> bool:
         """Whether ``message`` joins ``queue`` (still the broker's, and taking it)."""

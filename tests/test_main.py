@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from proton import Message
 from proton.utils import BlockingConnection
 
 from proton_broker.__main__ import parse_args
+from proton_broker.store.sqlite import FILE_NAME, SqliteStore
 from proton_broker.testing import BrokerProcess
 
 
@@ -52,8 +55,6 @@ def test_queues_declared_in_the_config_file_exist_at_start(tmp_path: Path) -> No
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
     return subprocess.run(
         [sys.executable, "-m", "proton_broker", *args],
         capture_output=True,
@@ -195,6 +196,56 @@ def test_the_data_dir_is_free_again_once_its_broker_is_killed(tmp_path: Path) ->
     first.stop()
     with BrokerProcess(data_dir=str(data)) as second:
         assert second.alive()
+
+
+def refused_store(result: subprocess.CompletedProcess[str], said: str) -> None:
+    """Start-up stopped as for any store error: exit 2, one readable line, no traceback."""
+    assert result.returncode == 2, result.stderr
+    assert f"proton-broker: cannot open the store: {said}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_data_dir_that_is_a_file_stops_start_up_naming_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.write_text("not a directory")
+    result = run_cli("--port", "0", "--data-dir", str(data))
+    refused_store(result, f"data directory {data.resolve()} cannot be used: not a directory")
+
+
+def test_a_data_dir_whose_lock_file_cannot_be_opened_stops_start_up_naming_it(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    (data / "broker.lock").mkdir(parents=True)  # as if someone made it a directory
+    result = run_cli("--port", "0", "--data-dir", str(data))
+    refused_store(result, f"data directory {data.resolve()} cannot be used: Is a directory")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write in a read-only directory")
+def test_a_read_only_data_dir_stops_start_up_naming_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0o555)
+    try:
+        result = run_cli("--port", "0", "--data-dir", str(data))
+    finally:
+        data.chmod(0o755)
+    refused_store(result, f"data directory {data.resolve()} cannot be used: Permission denied")
+
+
+def test_a_stored_queue_whose_options_are_not_json_stops_start_up_naming_it(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    store = SqliteStore(data, lambda fn: fn())
+    store.open()
+    store.save_queue("orders", {"durable": True})
+    store.close()
+    with sqlite3.connect(data / FILE_NAME) as db:
+        db.execute("UPDATE queues SET options = '{not json' WHERE name = 'orders'")
+    result = run_cli("--port", "0", "--data-dir", str(data))
+    said = "the queue 'orders' cannot be recovered: its stored settings are not JSON"
+    refused_store(result, f"store {(data / FILE_NAME).resolve()}: {said}")
 
 
 def test_start_up_logs_the_config_file_the_data_dir_and_the_store(tmp_path: Path) -> None:

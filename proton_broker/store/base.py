@@ -99,6 +99,11 @@ class Unit:
     unseen: list[tuple[str, str]] = field(default_factory=list)  # (queue, key)
     done: Completion | None = None
     dones: list[Completion] = field(default_factory=list)  # more completions (shared units)
+    # Its removals stand alone (consumers' acknowledgements, messages that left their
+    # queues): a failed commit keeps them for a later one, as nothing else depends on them.
+    # False: they go with the unit's other writes (a transaction's commit, a dead letter's
+    # or a management move), all or nothing, and its caller keeps the messages stored.
+    acknowledgements: bool = False
 
 
 COMMIT_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -241,7 +246,7 @@ class Store(abc.ABC):
         self.commit(Unit(enqueues=[message], done=done))
 
     def dequeue(self, message_id: int) -> None:
-        self.commit(Unit(dequeues=[message_id]))
+        self.commit(Unit(dequeues=[message_id], acknowledgements=True))
 
     def retire(self, message_id: int) -> None:
         """The message left its queue, but its queue's history keeps it: recover it as a

@@ -16,13 +16,16 @@ Rules this module owns:
   its write began) is neither written nor removed: the transaction ends the same.
 * Failure: if a transaction fails (disk full, I/O error) it is rolled back and every unit
   in it completes with a :class:`StoreError`; nothing of them is on disk. The writer
-  carries on, so producers recover once space is freed. Removals of acknowledged messages
-  have no one to tell, so they are not lost with the transaction: they are logged
-  (``MST-1011``, with the count; the metric ``proton_broker_store_removals_waiting``) and
-  written with the next commit that succeeds (``MST-1012``). They are also written to a
-  file whose space is reserved in advance (store/removals.py), so a broker that stops
-  before then finishes them at its next start and says how many (``MST-1013``): an
-  acknowledged message is not delivered again.
+  carries on, so producers recover once space is freed. A unit's removals that go with
+  its writes (a client's transaction, a dead letter's move, a management move) fail with
+  it, as qpidd's and Broker-J's store transactions do: its caller keeps those messages
+  where the store has them. Removals that stand alone (``Unit.acknowledgements``:
+  consumers' acknowledgements) have no one to tell, so they are not lost with the
+  transaction: they are logged (``MST-1011``, with the count; the metric
+  ``proton_broker_store_removals_waiting``) and written with the next commit that succeeds
+  (``MST-1012``). They are also written to a file whose space is reserved in advance
+  (store/removals.py), so a broker that stops before then finishes them at its next start
+  and says how many (``MST-1013``): an acknowledged message is not delivered again.
 * Arguments (an exchange's, a binding's) are JSON whose values keep their AMQP types where
   JSON has none: binary as ``{"$binary": hex}`` and a UUID as ``{"$uuid": text}``, so a
   headers binding on such a value matches the same after a restart. Anything else JSON
@@ -248,11 +251,19 @@ class SqliteStore(Store):
         assert db is not None
         recovered = Recovered()
         for name, options in db.execute("SELECT name, options FROM queues"):
-            recovered.queues[name] = json.loads(options)
+            recovered.queues[name] = self._declared(options, f"queue '{name}'", json.loads)
         for name, kind, arguments in db.execute("SELECT name, type, arguments FROM exchanges"):
-            recovered.exchanges[name] = (kind, _arguments_read(arguments))
+            recovered.exchanges[name] = (
+                kind,
+                self._declared(arguments, f"exchange '{name}'", _arguments_read),
+            )
         recovered.bindings = [
-            (exchange, queue, key, _arguments_read(arguments))
+            (
+                exchange,
+                queue,
+                key,
+                self._declared(arguments, f"binding of '{queue}' to '{exchange}'", _arguments_read),
+            )
             for exchange, queue, key, arguments in db.execute(
                 "SELECT exchange, queue, key, arguments FROM bindings ORDER BY rowid"
             )
@@ -286,6 +297,19 @@ class SqliteStore(Store):
             last = message_id
         self._ids_after(last)
         return recovered
+
+    def _declared(self, text: str, what: str, read: Callable[[str], Any]) -> dict[str, Any]:
+        """A declaration's options or arguments, as ``read`` reads their JSON; one that is
+        not a JSON object (an altered row) is refused naming it, as an altered message is:
+        guessing them would give the entity other settings than it was declared with."""
+        refused = f"store {self.path}: the {what} cannot be recovered: its stored settings"
+        try:
+            value = read(text)
+        except ValueError as exc:  # json.JSONDecodeError, and a bad $binary or $uuid
+            raise StoreError(f"{refused} are not JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise StoreError(f"{refused} are not a JSON object")
+        return value
 
     # ---- declarations (synchronous, on the loop thread) ------------------------------
 
@@ -449,7 +473,7 @@ class SqliteStore(Store):
         if unit is None:
             if self._writer is None:
                 raise StoreError("store is not open")
-            unit = self._shared = Unit()
+            unit = self._shared = Unit(acknowledgements=True)  # its removals stand alone
             self.outbox.append(unit)
         return unit
 
@@ -511,8 +535,10 @@ class SqliteStore(Store):
         return group
 
     def _hold_removals(self, gone: list[tuple[int]], exc: sqlite3.Error) -> None:
-        """A commit failed: its removals (acknowledged messages) are kept for the next
-        commit, and said so, for a restart before then brings those messages back."""
+        """A commit failed: its removals that stand alone (acknowledged messages) are kept
+        for the next commit, and said so, for a restart before then brings those messages
+        back. A transaction's or a move's removals are not among them: their callers were
+        told that nothing was written, and keep those messages where the store has them."""
         if not gone:
             return
         self._unwritten = gone
@@ -536,8 +562,17 @@ class SqliteStore(Store):
 
     def _write(self, db: sqlite3.Connection, group: list[Unit]) -> StoreError | None:  # noqa: C901 - the store writer loop
         enqueues = [m for unit in group for m in unit.enqueues]
-        # Removals a failed commit held back go first (see the module rules).
-        gone = self._unwritten + [(message_id,) for unit in group for message_id in unit.dequeues]
+        # Removals a failed commit held back go first (see the module rules). Those that
+        # stand alone are held back if this commit fails too; the others fail with it.
+        held = self._unwritten + [
+            (message_id,) for unit in group if unit.acknowledgements for message_id in unit.dequeues
+        ]
+        gone = held + [
+            (message_id,)
+            for unit in group
+            if not unit.acknowledgements
+            for message_id in unit.dequeues
+        ]
         removed = gone  # from the messages table: not those this group would write
         if enqueues and gone:
             enqueues, removed = _unwritten(enqueues, gone)
@@ -598,7 +633,7 @@ class SqliteStore(Store):
                 db.execute("ROLLBACK")
             self.commits.failed()
             log.error("store %s: a write of %d units failed: %s", self.path, len(group), exc)
-            self._hold_removals(gone, exc)
+            self._hold_removals(held, exc)
             return StoreError(f"the store could not write: {exc}")
         if self._unwritten:
             log.info(

@@ -303,7 +303,9 @@ def test_acknowledgements_a_full_disk_refused_are_written_once_space_is_freed(
     store.posted.get(timeout=10)()
     store.full = True
     with caplog.at_level(logging.WARNING, logger="proton_broker.store"):
-        store.commit(Unit(dequeues=[kept[0].id, kept[1].id], done=results.append))
+        store.commit(
+            Unit(dequeues=[kept[0].id, kept[1].id], done=results.append, acknowledgements=True)
+        )
         store.posted.get(timeout=10)()
     assert "MST-1011 : 2 acknowledged messages could not be removed" in caplog.text
     assert store.commits.snapshot().removals_waiting == 2
@@ -317,6 +319,36 @@ def test_acknowledgements_a_full_disk_refused_are_written_once_space_is_freed(
     reopened.close()
 
 
+def test_a_move_a_full_disk_refused_is_not_finished_later_only_its_acknowledgements_are(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = DiskFullStore(tmp_path)
+    store.full = False
+    store.open()
+    kept = [message(store, "q", f"m{i}".encode()) for i in range(3)]
+    store.commit(Unit(enqueues=kept, done=lambda error: None))
+    store.posted.get(timeout=10)()
+    store.full = True
+    moved = message(store, "dlq", b"m0 moved")
+    results: list[BaseException | None] = []
+    store.batching = True  # one group: a move (m0 to dlq) and an acknowledgement (m1)
+    with caplog.at_level(logging.WARNING, logger="proton_broker.store"):
+        store.commit(Unit(enqueues=[moved], dequeues=[kept[0].id], done=results.append))
+        store.dequeue(kept[1].id)
+        store.flush()
+        store.posted.get(timeout=10)()
+    store.batching = False
+    assert isinstance(results[0], StoreError)
+    assert "MST-1011 : 1 acknowledged messages could not be removed" in caplog.text
+    store.full = False  # the next write carries the acknowledgement, not the move
+    store.commit(Unit(enqueues=[message(store, "q", b"later")], done=results.append))
+    store.posted.get(timeout=10)()
+    store.close()
+    reopened = SqliteStore(tmp_path, store.posted.put)
+    assert [m.data for m in reopened.open().messages] == [b"m0", b"m2", b"later"]
+    reopened.close()
+
+
 def test_acknowledgements_a_full_disk_held_back_until_a_stop_are_finished_at_the_next_open(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -327,7 +359,9 @@ def test_acknowledgements_a_full_disk_held_back_until_a_stop_are_finished_at_the
     store.commit(Unit(enqueues=kept, done=lambda error: None))
     store.posted.get(timeout=10)()
     store.full = True
-    store.commit(Unit(dequeues=[kept[0].id, kept[2].id], done=lambda error: None))
+    store.commit(
+        Unit(dequeues=[kept[0].id, kept[2].id], done=lambda error: None, acknowledgements=True)
+    )
     store.posted.get(timeout=10)()
     store.close()  # stopped before any write could carry the removals
     reopened = SqliteStore(tmp_path, store.posted.put)
