@@ -29,7 +29,9 @@ Rules this module owns:
   that are not attributes. Only :data:`LIVE_SETTINGS` can change on a live queue (the
   limits among them, applied at once); anything else is a 400 naming the attribute.
 * DELETE refuses a queue holding messages (409) unless ``force`` is true (an application
-  property or a body entry), as ``qpid-config del queue --force`` has it.
+  property or a body entry), as ``qpid-config del queue --force`` has it; with ``ifUnused``
+  true it also refuses one that has consumers (409: qpidd's ``if_unused``, which
+  qpid-config asks for unless ``--force-if-used``).
 * Broker-J's queue operation ``clearQueue`` removes the available messages (the broker's
   purge: held ones stay with their consumers, none goes to the alternate; the ACL's
   ``purge``) and answers how many, as Broker-J's ``Queue.clearQueue`` does.
@@ -161,7 +163,16 @@ STATUS_FOR: dict[type[errors.BrokerError], int] = {
 }
 
 # Attributes of the request, never queue settings.
-_REQUEST_ONLY = ("name", "object-path", "force", "qpid-type")
+IF_UNUSED = "ifUnused"
+_REQUEST_ONLY = ("name", "object-path", "force", IF_UNUSED, "qpid-type")
+
+
+def _flag(name: str, properties: Mapping[str, Any], body: Any) -> bool:
+    """A DELETE's boolean ``name``: an application property or a body entry."""
+    value = properties.get(name)
+    if value is None and isinstance(body, Mapping):
+        value = body.get(name)
+    return to_bool(name, value or False)
 
 
 @dataclass
@@ -653,10 +664,14 @@ class Management:
     def delete(
         self, queue: Queue, properties: Mapping[str, Any], body: Any, user: str | None = None
     ) -> Response:
-        force = properties.get("force")
-        if force is None and isinstance(body, Mapping):
-            force = body.get("force")
-        self.broker.delete_queue(queue.name, force=to_bool("force", force or False), user=user)
+        force, if_unused = (_flag(name, properties, body) for name in ("force", IF_UNUSED))
+        if if_unused and queue.consumer_count:
+            raise ManagementError(  # qpidd's Broker::checkDeleteQueue
+                CONFLICT,
+                f"queue '{queue.name}' is in use: {queue.consumer_count} consumer(s); "
+                "delete it without ifUnused to detach them",
+            )
+        self.broker.delete_queue(queue.name, force=force, user=user)
         return Response(NO_CONTENT, "Deleted", {})
 
     def _find(self, kind: str, properties: Mapping[str, Any]) -> Queue:
@@ -867,7 +882,12 @@ def _operations(entity_type: str) -> dict[str, list[str]]:
         return {op: [] for op in NODE_OPERATIONS}
     if entity_type == CONNECTION_TYPE:  # made by clients: read, closed, counted
         return {"READ": [], "DELETE": [], GET_STATISTICS: ["statistics"]}
-    crud: dict[str, list[str]] = {"CREATE": [], "READ": [], "UPDATE": [], "DELETE": ["force"]}
+    crud: dict[str, list[str]] = {
+        "CREATE": [],
+        "READ": [],
+        "UPDATE": [],
+        "DELETE": ["force", IF_UNUSED],
+    }
     if entity_type == EXCHANGE_TYPE or EXCHANGE_TYPE in TYPE_HIERARCHY.get(entity_type, ()):
         crud["bind"] = ["destination", "bindingKey", "arguments", "replaceExistingArguments"]
         crud["unbind"] = ["destination", "bindingKey"]

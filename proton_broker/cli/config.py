@@ -42,6 +42,7 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from proton import ConnectionException, Timeout
 
@@ -128,23 +129,32 @@ def build_parser() -> argparse.ArgumentParser:
     delete = parser.add_argument_group("del queue options")
     delete.add_argument(
         "--force",
-        "--force-if-not-empty",  # qpid-config's names
+        action="store_true",
+        help="delete the queue even if it holds messages or has consumers",
+    )
+    delete.add_argument(  # qpid-config's two halves of --force
+        "--force-if-not-empty",
+        action="store_true",
+        help="delete the queue even if it holds messages (not if it has consumers)",
+    )
+    delete.add_argument(
         "--force-if-used",
         action="store_true",
-        dest="force",
-        help="delete the queue even if it holds messages",
+        help="delete the queue even if it has consumers (not if it holds messages)",
     )
     return parser
 
 
 def broker_address(text: str) -> str:
-    """The broker's URL: qpid-config's ``user/password@host[:port]`` becomes
-    ``user:password@host[:port]``; anything else is taken as it is."""
-    if "://" not in text and "@" in text:
-        userinfo, host = text.rsplit("@", 1)
+    """The broker's URL: qpid-config's ``[scheme://]user/password@host[:port]`` becomes
+    ``[scheme://]user:password@host[:port]``, the password percent-encoded (so that a ``/``
+    or ``:`` in it stays in it); anything else is taken as it is."""
+    scheme, sep, rest = text.rpartition("://")
+    if "@" in rest:
+        userinfo, host = rest.rsplit("@", 1)
         if "/" in userinfo and ":" not in userinfo:
             user, password = userinfo.split("/", 1)
-            return f"{user}:{password}@{host}"
+            return f"{scheme}{sep}{user}:{quote(password, safe='')}@{host}"
     return text
 
 
@@ -247,11 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = _redacted(f"cannot reach the broker at {args.broker}: {exc or type(exc).__name__}")
         print(f"Failed: {said}", file=sys.stderr)
         return EXIT_REFUSED
+    except ValueError as exc:  # Proton's reading of the URL (a port that is no number ...)
+        print(f"Failed: {_redacted(f'invalid broker URL {args.broker}: {exc}')}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _redacted(text: str) -> str:
-    """``text`` with the password of any ``user:password@`` URL in it hidden."""
-    return re.sub(r"(//|^|\s)([^:/@\s]+):[^@\s/]*@", r"\1\2:***@", text)
+    """``text`` with the password of any ``user:password@`` URL in it hidden (a password
+    may hold ``/`` and ``:``, not ``@``)."""
+    return re.sub(r"(^|\s)([a-z][a-z0-9+.-]*://)?([^:/@\s]+):[^@\s]*@", r"\1\2\3:***@", text)
 
 
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
@@ -268,7 +282,7 @@ def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
         ]
         if given:
             parser.error(f"{', '.join(given)} only go with 'add queue'")
-    if args.force and chosen is not del_queue:
+    if (args.force or args.force_if_not_empty or args.force_if_used) and chosen is not del_queue:
         parser.error("--force only goes with 'del queue'")
     if chosen is add_queue:
         args.attributes = queue_attributes(parser, args)
@@ -299,7 +313,9 @@ def _chosen(parser: argparse.ArgumentParser, words: list[str]) -> Any:
 
 
 def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901 - one branch per queue attribute
-    """The CREATE body for ``add queue``: Broker-J attribute names, then --argument."""
+    """The CREATE body for ``add queue``: Broker-J attribute names but for the limits,
+    which keep qpid-config's (so qpidd's default policy, reject with flow control from 80%,
+    comes with them: queues/settings.py), then --argument."""
     body: dict[str, Any] = {"durable": args.durable}  # said either way: Broker-J's default is true
     if args.lvq_key is not None:
         body["lvqKey"] = args.lvq_key
@@ -313,10 +329,10 @@ def queue_attributes(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if args.sort_key is not None:
         body["sortKey"] = args.sort_key
     if args.max_queue_size is not None:
-        body["maximumQueueDepthBytes"] = args.max_queue_size
+        body["qpid.max_size"] = args.max_queue_size
     if args.max_queue_count is not None:
-        body["maximumQueueDepthMessages"] = args.max_queue_count
-    if args.limit_policy is not None:
+        body["qpid.max_count"] = args.max_queue_count
+    if args.limit_policy not in (None, "none"):  # none: "use the broker's default policy"
         body["overflowPolicy"] = args.limit_policy.upper().replace("-", "_")
     if args.alternate_exchange is not None:
         body[exchanges.ALTERNATE] = args.alternate_exchange
@@ -347,7 +363,11 @@ def add_queue(client: ManagementClient, args: argparse.Namespace) -> int:
 
 def del_queue(client: ManagementClient, args: argparse.Namespace) -> int:
     name = args.command[2]
-    props = {"force": True} if args.force else {}
+    # qpid-config's rule: refused if it holds messages or has consumers, unless told
+    props = {
+        "force": args.force or args.force_if_not_empty,
+        "ifUnused": not (args.force or args.force_if_used),
+    }
     ok(client.request("DELETE", QUEUE_TYPE, name, **props))
     if args.json:
         print_json({"name": name, "deleted": True})

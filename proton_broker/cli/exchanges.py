@@ -67,14 +67,16 @@ def command_for(words: list[str]) -> tuple[Command, str | None] | None:
 
 
 def _bind_problem(words: list[str]) -> str | None:
-    usage = "usage: bind EXCHANGE QUEUE [KEY] [all|any NAME=VALUE ...]"
+    usage = "usage: bind EXCHANGE QUEUE [KEY [all|any NAME=VALUE ...]]"
     if len(words) < 3:
         return usage
-    rest = words[3:]
-    if rest and rest[0] not in MATCH_MODES and "=" not in rest[0]:
-        rest = rest[1:]  # the key
-    if rest and (rest[0] not in MATCH_MODES or not all("=" in w for w in rest[1:])):
-        return usage
+    conditions = words[4:]  # after the key, always the third word (qpid-config's rule)
+    if conditions and (
+        conditions[0] not in MATCH_MODES
+        or len(conditions) < 2
+        or not all("=" in w for w in conditions[1:])
+    ):
+        return f"{usage}: a headers binding needs 'all' or 'any' plus NAME=VALUE conditions"
     return None
 
 
@@ -115,7 +117,7 @@ def del_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
 
 def bind(client: ManagementClient, args: argparse.Namespace) -> int:
     exchange, queue, *rest = args.command[1:]
-    key = rest.pop(0) if rest and rest[0] not in MATCH_MODES and "=" not in rest[0] else ""
+    key = rest.pop(0) if rest else ""  # "all" there is a key, as qpid-config reads it
     body: dict[str, Any] = {}
     if rest:
         body["arguments"] = {"x-match": rest[0], **_pairs(rest[1:])}

@@ -90,7 +90,7 @@ def test_the_qpid_docs_group_command_makes_a_shared_group_queue(broker: RunningB
         (["--group-header", "G"], {"group_key": "G", "group_mode": "standard"}),
         (["--max-queue-size", "1000"], {"max_size": 1000}),
         (["--max-queue-count", "10"], {"max_count": 10}),
-        (["--max-queue-count", "10", "--limit-policy", "none"], {"overflow_policy": "none"}),
+        (["--max-queue-count", "10", "--limit-policy", "none"], {"overflow_policy": "reject"}),
         (["--max-queue-count", "10", "--limit-policy", "ring"], {"overflow_policy": "ring"}),
         (["--max-queue-count", "10", "--limit-policy", "reject"], {"overflow_policy": "reject"}),
         (
@@ -206,6 +206,37 @@ def test_del_queue_needs_force_when_the_queue_holds_messages(broker: RunningBrok
     forced = tool(broker, "--json", "del", "queue", "busy", "--force")
     assert forced.returncode == 0 and json.loads(forced.stdout) == {"name": "busy", "deleted": True}
     assert broker.call(lambda: "busy" not in broker.broker.queues)
+
+
+def test_a_queue_count_limit_gets_qpidds_reject_policy_and_flow_control_as_qpid_config_makes_it(
+    broker: RunningBroker,
+) -> None:
+    assert tool(broker, "add", "queue", "q5", "--max-queue-count", "5").returncode == 0
+    made = settings(broker, "q5")
+    assert (made.max_count, made.overflow_policy) == (5, "reject")
+    assert (made.flow_stop_count, made.flow_resume_count) == (4, 3)
+    none = tool(broker, "add", "queue", "qn", "--max-queue-size", "1000", "--limit-policy", "none")
+    assert none.returncode == 0  # none: "use the broker's default policy"
+    assert settings(broker, "qn").overflow_policy == "reject"
+
+
+def test_del_queue_refuses_a_queue_in_use_or_not_empty_unless_forced_for_that(
+    broker: RunningBroker,
+) -> None:
+    """qpid-config's if_empty and if_unused, each cleared by its own --force-if-*."""
+    for name in ("used", "full"):
+        tool(broker, "add", "queue", name)
+    send_all(broker, "full", [Message(body="m")])
+    client = broker.client()
+    client.receiver("used", credit=1)
+    in_use = tool(broker, "del", "queue", "used")
+    assert in_use.returncode == 1 and "in use" in in_use.stderr
+    assert tool(broker, "del", "queue", "used", "--force-if-not-empty").returncode == 1
+    assert tool(broker, "del", "queue", "full", "--force-if-used").returncode == 1
+    assert broker.call(lambda: broker.broker.queues["full"].depth) == 1  # nothing discarded
+    assert tool(broker, "del", "queue", "used", "--force-if-used").returncode == 0
+    assert tool(broker, "del", "queue", "full", "--force-if-not-empty").returncode == 0
+    assert broker.call(lambda: sorted(broker.broker.queues)) == []
 
 
 def test_deleting_an_unknown_queue_exits_1(broker: RunningBroker) -> None:
@@ -364,6 +395,11 @@ def test_the_tool_logs_in_with_the_user_in_the_url_and_never_prints_its_password
         assert made.returncode == 0, made.stderr
         qpid_config_form = tool(None, "-b", f"alice/pw-alice@{address}", "queue", "secured")
         assert qpid_config_form.returncode == 0, qpid_config_form.stderr
+        with_scheme = tool(None, "-b", f"amqp://alice/pw-alice@{address}", "queue", "secured")
+        assert with_scheme.returncode == 0, with_scheme.stderr
+        bad_port = tool(None, "-b", f"alice/pw/x@{process.host}:port", "queues")
+        assert bad_port.returncode == 2 and bad_port.stderr.startswith("Failed: invalid broker URL")
+        assert "pw/x" not in bad_port.stderr and "Traceback" not in bad_port.stderr
         refused = tool(None, "-b", f"alice:not-it@{address}", "queues", "--interval", "0")
         assert refused.returncode == 1
         assert "amqp:unauthorized-access" in refused.stderr

@@ -120,3 +120,16 @@ def test_refusals_exit_1_and_bad_words_exit_2(broker: RunningBroker) -> None:
     assert tool(broker, "add", "exchange", "topic", "t", "--priorities", "3").returncode == 2
     repeated = ("--alternate-exchange", "a", "--argument", "alternate-exchange=a")
     assert tool(broker, "add", "exchange", "topic", "t", *repeated).returncode == 2
+
+
+def test_the_third_word_of_bind_is_always_the_key_as_qpid_config_reads_it(
+    broker: RunningBroker,
+) -> None:
+    """``bind amq.topic q all`` binds the key "all", not a headers match."""
+    tool(broker, "add", "queue", "everything")
+    assert tool(broker, "bind", "amq.topic", "everything", "all").returncode == 0
+    publish(broker, "amq.topic", Message(subject="all", body=1))
+    publish(broker, "amq.topic", Message(subject="other", body=2))
+    assert depth(broker, "everything") == 1
+    no_conditions = tool(broker, "bind", "amq.match", "everything", "k", "all")
+    assert no_conditions.returncode == 2 and "NAME=VALUE" in no_conditions.stderr
