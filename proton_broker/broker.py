@@ -32,7 +32,7 @@ from proton_broker.errors import (
     ResourceLimitExceeded,
     UnknownDestination,
 )
-from proton_broker.exchanges.exchange import Exchange, ExchangeAddress
+from proton_broker.exchanges.exchange import Exchange, ExchangeAddress, unsupported_arguments
 from proton_broker.exchanges.registry import Exchanges
 from proton_broker.exchanges.subscriptions import Subscriptions
 from proton_broker.lifetime import Lifetimes
@@ -437,6 +437,8 @@ class Broker:
         """Create exchange ``name`` of type ``kind``, or return it if it exists with that
         type (see :mod:`proton_broker.exchanges.registry`)."""
         existing = self.exchanges.get(name)
+        if existing is None and not self._starting:  # one stored before is recovered
+            unsupported_arguments(arguments or {})
         if existing is None and user is not None:
             properties = {"type": kind, "durable": "true" if durable else "false"}
             self.access.check(user, "create", "exchange", name, properties)

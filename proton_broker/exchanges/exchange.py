@@ -30,6 +30,10 @@ Rules this module owns (qpidd's and Broker-J's exchanges, AMQP 0-10's types):
   REJECT``: then the sender is told (``rejected``, ``amqp:not-found``, "Unknown
   destination"), unless its link asks to discard them (Broker-J's ``DISCARD_UNROUTABLE``
   capability). :attr:`Exchange.rejects_unroutable` says which.
+* qpidd's exchange arguments ``qpid.msg_sequence`` (a sequence number stamped on what
+  the exchange routes) and ``qpid.ive`` (the last message replayed to each new binding)
+  are not implemented: a new exchange that asks for them (a true value) is refused
+  (:func:`unsupported_arguments`, ``amqp:not-implemented`` / 501) rather than made without.
 * Counters: ``routed`` (messages that reached at least one queue) and ``dropped`` (reached
   none: unroutable, counted, and what happens to them is the broker's rule), each with its
   bytes; management's ``resetStatistics`` sets them back to zero.
@@ -42,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proton_broker.errors import InvalidField
+from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.exchanges.headers import SELECTOR_ARGUMENT, HeadersMatch
 from proton_broker.exchanges.topic import TopicIndex, pattern_matches, words
 from proton_broker.message import Message
@@ -375,6 +379,24 @@ def _alternate(arguments: Mapping[str, Any]) -> str | None:
             f"exchange arguments {', '.join(given)} name different alternates", given[0]
         )
     return names.pop()
+
+
+_UNSUPPORTED = {
+    "qpid.msg_sequence": "stamps a sequence number on each message it routes",
+    "qpid.ive": "replays its last message to each new binding",
+}
+
+
+def unsupported_arguments(arguments: Mapping[str, Any]) -> None:
+    """NotImplementedByBroker naming the first qpidd argument asked for (true) that this
+    broker does not implement (see the module rules)."""
+    for name, what in _UNSUPPORTED.items():
+        value = arguments.get(name)
+        if value and str(value).strip().lower() not in ("0", "false", "no"):
+            raise NotImplementedByBroker(
+                f"exchange argument '{name}' (qpidd's: the exchange {what}) is not "
+                "supported by this broker"
+            )
 
 
 def _unroutable(arguments: Mapping[str, Any]) -> str:

@@ -133,3 +133,17 @@ def test_the_third_word_of_bind_is_always_the_key_as_qpid_config_reads_it(
     assert depth(broker, "everything") == 1
     no_conditions = tool(broker, "bind", "amq.match", "everything", "k", "all")
     assert no_conditions.returncode == 2 and "NAME=VALUE" in no_conditions.stderr
+
+
+def test_an_exchange_durable_as_an_argument_is_durable_and_qpidds_unsupported_ones_are_refused(
+    broker: RunningBroker,
+) -> None:
+    assert (
+        tool(broker, "add", "exchange", "topic", "kept", "--argument", "durable=1").returncode == 0
+    )
+    assert broker.call(lambda: broker.broker.exchanges.named("kept").durable) is True
+    for argument in ("qpid.msg_sequence=1", "qpid.ive=1"):
+        refused = tool(broker, "add", "exchange", "topic", "seq", "--argument", argument)
+        assert refused.returncode == 1 and "501" in refused.stderr, refused.stderr
+        assert argument.split("=")[0] in refused.stderr
+    assert broker.call(lambda: "seq" in broker.broker.exchanges) is False
