@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from proton import Message
+from proton import Message, SSLDomain
 from proton.utils import BlockingConnection
 
 from proton_broker.management_paths import object_path
@@ -35,9 +35,20 @@ class Reply:
 class ManagementClient:
     """One connection, one request link and one reply link; requests one at a time."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 10.0,
+        ssl_domain: SSLDomain | None = None,
+        allowed_mechs: str | None = None,
+    ) -> None:
+        """``ssl_domain``: the TLS settings of an ``amqps`` URL (Proton's defaults if
+        None); ``allowed_mechs``: the SASL mechanisms to offer, space-separated."""
         self.timeout = timeout
-        self.connection = BlockingConnection(url, timeout=timeout)
+        options: dict[str, Any] = {"ssl_domain": ssl_domain} if ssl_domain is not None else {}
+        if allowed_mechs is not None:
+            options["allowed_mechs"] = allowed_mechs
+        self.connection = BlockingConnection(url, timeout=timeout, **options)
         try:
             self.receiver = self.connection.create_receiver(None, dynamic=True)
             self.reply_to = self.receiver.remote_source.address
@@ -91,3 +102,19 @@ class ManagementClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def tls_settings(
+    certificate: str | None = None, key: str | None = None, trusted: str | None = None
+) -> SSLDomain | None:
+    """A client's TLS settings (qpid-config's ``--ssl-certificate`` and ``--ssl-key``, and
+    a file of CAs to trust instead of the system's); None when none is given."""
+    if certificate is None and key is None and trusted is None:
+        return None
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    if trusted is not None:
+        domain.set_trusted_ca_db(trusted)
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, trusted)
+    if certificate is not None:
+        domain.set_credentials(certificate, key or certificate, None)
+    return domain

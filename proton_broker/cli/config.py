@@ -44,10 +44,10 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from proton import ConnectionException, Timeout
+from proton import ConnectionException, SSLException, Timeout
 
 from proton_broker.cli import exchanges
-from proton_broker.cli.client import ManagementClient
+from proton_broker.cli.client import ManagementClient, tls_settings
 from proton_broker.cli.output import (
     Refused,
     alternate_column,
@@ -181,6 +181,22 @@ def _general_options(general: argparse._ArgumentGroup) -> None:
         help="how long to wait for the broker (default 10)",
     )
     general.add_argument(
+        "--sasl-mechanism",
+        metavar="MECHS",
+        help="the SASL mechanisms to offer, space-separated (default: any the broker offers)",
+    )
+    general.add_argument(
+        "--ssl-certificate", metavar="FILE", help="client certificate (PEM) for an amqps URL"
+    )
+    general.add_argument(
+        "--ssl-key", metavar="FILE", help="its private key (PEM; default: in the certificate)"
+    )
+    general.add_argument(
+        "--ssl-trustfile",
+        metavar="FILE",
+        help="CA certificates (PEM) to trust for an amqps URL instead of the system's",
+    )
+    general.add_argument(
         "--json", action="store_true", help="print the broker's answer as JSON (for scripts)"
     )
     general.add_argument(
@@ -248,7 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_intermixed_args(words)
     command = _command(parser, args)
     try:
-        with ManagementClient(args.broker, args.timeout) as client:
+        tls = tls_settings(args.ssl_certificate, args.ssl_key, args.ssl_trustfile)
+    except SSLException as exc:  # a file that is missing or not PEM
+        print(f"Failed: cannot use the TLS files given: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with ManagementClient(args.broker, args.timeout, tls, args.sasl_mechanism) as client:
             return command(client, args)
     except Refused as exc:
         print(f"Failed: {exc}", file=sys.stderr)

@@ -404,3 +404,37 @@ def test_the_tool_logs_in_with_the_user_in_the_url_and_never_prints_its_password
         assert refused.returncode == 1
         assert "amqp:unauthorized-access" in refused.stderr
         assert "not-it" not in refused.stderr and "alice:***@" in refused.stderr
+
+
+def test_the_tool_reaches_a_broker_that_verifies_clients_with_qpid_configs_ssl_options(
+    tmp_path: Path,
+) -> None:
+    """qpid-config's --ssl-certificate and --ssl-key, and a CA file to trust."""
+    import trustme
+
+    from tests.amqp.test_tls import tls_config
+
+    ca = trustme.CA()
+    paths = {
+        name: str(tmp_path / f"{name}.pem") for name in ("ca", "cert", "key", "mine", "my_key")
+    }
+    server, client = ca.issue_cert("localhost", "127.0.0.1"), ca.issue_cert("admin")
+    ca.cert_pem.write_to_path(paths["ca"])
+    server.cert_chain_pems[0].write_to_path(paths["cert"])
+    server.private_key_pem.write_to_path(paths["key"])
+    client.cert_chain_pems[0].write_to_path(paths["mine"])
+    client.private_key_pem.write_to_path(paths["my_key"])
+    running = RunningBroker(tls_config(paths, verify_clients=True))
+    try:
+        url = f"amqps://localhost:{running.server.tls_address[1]}"
+        trust = ("--ssl-trustfile", paths["ca"], "--timeout", "5")
+        without = tool(None, "-b", url, *trust, "add", "queue", "secure")
+        assert without.returncode == 1
+        mine = ("--ssl-certificate", paths["mine"], "--ssl-key", paths["my_key"])
+        made = tool(None, "-b", url, *trust, *mine, "add", "queue", "secure")
+        assert made.returncode == 0, made.stderr
+        assert running.call(lambda: "secure" in running.broker.queues)
+        missing = tool(None, "-b", url, "--ssl-certificate", str(tmp_path / "none.pem"), "queues")
+        assert missing.returncode == 2 and "TLS files" in missing.stderr
+    finally:
+        running.stop()
