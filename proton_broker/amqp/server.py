@@ -1108,7 +1108,7 @@ class Server(Handler):
             parsed = parse_options(options) if options else None
             same = parsed is not None and not differences(queue.settings, parsed)
             requested = parsed.echo if parsed is not None and same else {}
-            echo_properties(local, {**queue.options, **requested})
+            echo_properties(local, {**queue.options, **requested}, queue.settings.lifetime_policy)
 
     def _refuse(self, link: Link, exc: BrokerError) -> None:
         """Qpid's refusal shape: an attach with a null terminus, then a detach with the error."""

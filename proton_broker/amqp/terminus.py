@@ -35,7 +35,7 @@ from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, Exchange
 from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
 from proton_broker.queues.history import SEQUENCE, SEQUENCE_KEY, sequence_start
-from proton_broker.queues.settings import option_names
+from proton_broker.queues.settings import LIFETIME_NAMES, amqp_lifetime, option_names
 from proton_broker.selector import Selector, parse_selector
 
 _OPTION_NAMES = frozenset(option_names())
@@ -282,7 +282,15 @@ def echo_exchange_properties(local: Terminus, asked: Mapping[str, Any], exchange
     local.properties.put_dict({symbol(k): v for k, v in echo.items()})
 
 
-def echo_properties(local: Terminus, echo: Mapping[str, str]) -> None:
-    """Write the recognised queue options into our terminus' node properties."""
+def echo_properties(local: Terminus, echo: Mapping[str, str], lifetime: str | None = None) -> None:
+    """Write the recognised queue options into our terminus' node properties: as text
+    (see the module rules), but a lifetime policy as AMQP's described value of the queue's
+    own policy (``lifetime``), as qpidd writes it: qpid::messaging's ``assert`` reads no
+    other form."""
     if echo:
-        local.properties.put_dict({symbol(k): v for k, v in echo.items()})
+        local.properties.put_dict({symbol(k): _echoed(k, v, lifetime) for k, v in echo.items()})
+
+
+def _echoed(key: str, text: str, lifetime: str | None) -> Any:
+    policy = amqp_lifetime(lifetime) if lifetime is not None and key in LIFETIME_NAMES else None
+    return Described(symbol(policy), []) if policy is not None else text

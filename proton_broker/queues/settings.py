@@ -105,6 +105,23 @@ _AMQP_LIFETIMES = {
     "delete-on-no-links-or-messages": DELETE_IF_UNUSED_AND_EMPTY,
 }
 
+LIFETIME_NAMES = (
+    "qpid.lifetime-policy",
+    "qpid.lifetime_policy",
+    "lifetimePolicy",
+    "lifetime-policy",
+)
+_AMQP_LIFETIME_SYMBOLS = {
+    policy: f"amqp:{name}:list" for name, policy in _AMQP_LIFETIMES.items() if isinstance(name, str)
+}
+
+
+def amqp_lifetime(policy: str) -> str | None:
+    """The descriptor symbol of AMQP 1.0's lifetime policy for ``policy`` (None for
+    ``permanent``, which AMQP has none for): how qpidd writes a queue's policy back."""
+    return _AMQP_LIFETIME_SYMBOLS.get(policy)
+
+
 LEGACY_LVQ_KEY = "qpid.LVQ_key"
 MAX_PRIORITIES = 10
 # Where JMS puts JMSXGroupID: naming it as the group key means "use properties.group-id".
@@ -578,14 +595,7 @@ _option("default_filters", to_filters, "defaultFilters", "qpid.default_filters")
 _option("min_ttl", to_count, "minimumMessageTtl", "qpid.minimum_message_ttl")
 _option("max_ttl", to_count, "maximumMessageTtl", "qpid.maximum_message_ttl")
 _option("hold_on_publish", to_bool, "holdOnPublishEnabled", "qpid.hold_on_publish")
-_option(
-    "lifetime_policy",
-    to_lifetime,
-    "qpid.lifetime-policy",
-    "qpid.lifetime_policy",
-    "lifetimePolicy",
-    "lifetime-policy",
-)
+_option("lifetime_policy", to_lifetime, *LIFETIME_NAMES)
 _option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
 _option("exclusive", to_exclusive, "exclusive", "qpid.exclusive")

@@ -74,6 +74,26 @@ def test_a_delete_on_close_queue_goes_when_the_link_that_created_it_closes(
     assert refused_with(other, follower) == "amqp:resource-deleted"
 
 
+@pytest.mark.parametrize(
+    ("asked", "policy"),
+    [
+        (DELETE_ON_NO_LINKS, "amqp:delete-on-no-links:list"),
+        ("delete-if-unused", "amqp:delete-on-no-links:list"),  # qpid::messaging's x-declare
+        (DELETE_ON_NO_MESSAGES, "amqp:delete-on-no-messages:list"),
+    ],
+)
+def test_the_attach_echoes_the_lifetime_policy_as_amqps_described_value_as_qpidd_writes_it(
+    broker: RunningBroker, asked: object, policy: str
+) -> None:
+    """qpid::messaging's assert reads a lifetime policy only as a described value."""
+    client = broker.client()
+    link = client.receiver("lp", credit=1, node_properties={"lifetime-policy": asked})
+    link.remote_source.properties.rewind()
+    link.remote_source.properties.next()
+    echoed = link.remote_source.properties.get_object()[symbol("lifetime-policy")]
+    assert (echoed.descriptor, echoed.value) == (symbol(policy), [])
+
+
 def test_an_auto_delete_queue_goes_when_its_last_link_goes(
     broker: RunningBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
