@@ -153,7 +153,7 @@ def _header_now(entry: Entry, sent: Header) -> bytes | None:
     here (a count above 0: qpidd sends false once a message was acquired before)."""
     ttl = sent.ttl
     count = entry.delivery_count
-    if ttl is None and count == sent.delivery_count:
+    if ttl is None and count == sent.delivery_count and not (count and sent.first_acquirer):
         return None
     if ttl is not None:
         ttl = max(0, ttl - int((time.time() - entry.arrival) * 1000))
@@ -703,11 +703,13 @@ class ConsumerLink:
         number: int = message.number  # type: ignore[assignment]
         header_sent = message.header
         stamp = self._stamp
+        count = entry.delivery_count
         if (
             stamp is None
             and message.annotations_span is None
-            and entry.delivery_count == header_sent.delivery_count
+            and count == header_sent.delivery_count
             and header_sent.ttl is None
+            and not (count and header_sent.first_acquirer)  # see _header_now
         ):
             # The usual message: the section goes in after the header and any
             # delivery-annotations (with_sequence_number, inlined: this runs per delivery),

@@ -21,6 +21,7 @@ from proton_broker.codec.values import (
     APPLICATION_PROPERTIES,
     DATA,
     DELIVERY_ANNOTATIONS,
+    FOOTER,
     HEADER,
     MAX_DEPTH,
     MESSAGE_ANNOTATIONS,
@@ -103,6 +104,7 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
                 elif code == DATA and kind == 0xB0:
                     pos = at + 5 + _U32.unpack_from(data, at + 1)[0]
                 else:
+                    _expect_kind(code, kind, at)
                     pos = skip_section_value(data, at)
             elif code == HEADER:
                 # list0 is an all-defaults header, which the Message defaults already say.
@@ -117,6 +119,8 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
                 span = (at, pos)  # _span's usual case, written out: a keyed message's
                 message.app_properties_span = _SPANS.get(span) or _span(at, pos)
             else:
+                if kind not in _MAP_OR_NULL:  # annotations and footer: maps (AMQP 1.0 3.2)
+                    _expect_kind(code, kind, at)
                 pos = skip_section_value(data, at)
                 if code == MESSAGE_ANNOTATIONS:
                     message.annotations_span = _span(at, pos)
@@ -129,6 +133,29 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
     return message
 
 
+_MAP_OR_NULL = (0xC1, 0xD1, 0x40)
+# What each section's value must be (AMQP 1.0 3.2), where the hot walk would not notice:
+# a data section binary, an amqp-sequence a list, annotations and the footer maps (null
+# allowed). A message that breaks this is refused, not stored: delivered, it could not be
+# stamped with its number (annotations) nor shown (management, the console).
+_SECTION_KINDS = {
+    DATA: ((0xA0, 0xB0), "a binary"),
+    AMQP_SEQUENCE: ((0x45, 0xC0, 0xD0), "a list"),
+    MESSAGE_ANNOTATIONS: (_MAP_OR_NULL, "a map"),
+    DELIVERY_ANNOTATIONS: (_MAP_OR_NULL, "a map"),
+    FOOTER: (_MAP_OR_NULL, "a map"),
+}
+
+
+def _expect_kind(code: int, kind: int, at: int) -> None:
+    """DecodeError unless the value at ``at`` (constructor ``kind``) is what section
+    ``code`` must hold."""
+    wanted = _SECTION_KINDS.get(code)
+    if wanted is not None and kind not in wanted[0]:
+        found = _TYPE_NAMES.get(kind, f"a value of type 0x{kind:02x}")
+        raise DecodeError(f"the value at offset {at} is {found}, not {wanted[1]}")
+
+
 # Constructors of the simple types an application property's value may have (AMQP 1.0
 # 3.2.5: no map, list or array; Broker-J refuses described values too).
 _SIMPLE_VALUE = [
@@ -137,6 +164,7 @@ _SIMPLE_VALUE = [
 _TYPE_NAMES = {0x00: "a described value", 0x45: "a list", 0xA0: "a binary", 0xB0: "a binary"}
 _TYPE_NAMES |= {0xA3: "a symbol", 0xB3: "a symbol", 0xC0: "a list", 0xD0: "a list"}
 _TYPE_NAMES |= {0xC1: "a map", 0xD1: "a map", 0xE0: "an array", 0xF0: "an array"}
+_TYPE_NAMES |= {0xA1: "a string", 0xB1: "a string"}
 
 
 def _application_properties(data: bytes, at: int) -> int:

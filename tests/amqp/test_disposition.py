@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from proton import Disposition, Link, Message, symbol, ulong
 
 from tests.amqp.test_flow import fill
@@ -55,14 +56,17 @@ def test_modified_delivery_failed_increments_the_delivery_count(broker: RunningB
     assert again.delivery_count == 1
 
 
+@pytest.mark.parametrize("count_sent", [0, 1], ids=["count-0", "count-1-as-sent"])
 def test_a_redelivery_after_a_failed_delivery_is_not_for_the_first_acquirer(
-    broker: RunningBroker,
+    broker: RunningBroker, count_sent: int
 ) -> None:
     """A producer's ``first-acquirer`` is passed on, but not on a delivery with a count
-    above 0: another link acquired the message before (qpidd sends false then too)."""
+    above 0: another link acquired the message before (qpidd sends false then too), even
+    where the producer's own header said that count."""
     client = broker.client()
     sender = client.sender("first")
-    client.wait_settled(client.send(sender, Message(body=1, first_acquirer=True), pump=False))
+    sent = Message(body=1, first_acquirer=True, delivery_count=count_sent)
+    client.wait_settled(client.send(sender, sent, pump=False))
     receiver = client.receiver("first", credit=1)
     (got,) = client.wait_received(receiver, 1)
     assert got.message.first_acquirer is True

@@ -166,8 +166,15 @@ def nested_lists(depth: int) -> bytes:
             b"\x00\x53\x77" + nested_lists(10_000),
             "amqp-value section: value at offset",
         ),
+        (b"\x00\x53\x72\x45\x00\x53\x77\x40", "message-annotations section: the value"),
     ],
-    ids=["bad-utf8-body", "binary-property-key", "string-durable", "10000-levels-deep"],
+    ids=[
+        "bad-utf8-body",
+        "binary-property-key",
+        "string-durable",
+        "10000-levels-deep",
+        "annotations-not-a-map",
+    ],
 )
 def test_a_well_framed_message_no_client_could_read_is_rejected_with_decode_error(
     broker: RunningBroker, data: bytes, named: str

@@ -99,6 +99,30 @@ MAP, LIST = 0xC1, 0xC0
             "application-properties section: it is a list, not a map",
         ),
         (
+            section(0x72, b"\x45") + NULL_BODY,
+            "message-annotations section: the value at offset 3 is a list, not a map",
+        ),
+        (
+            section(0x71, str8(b"x")) + NULL_BODY,
+            "delivery-annotations section: the value at offset 3 is a string",
+        ),
+        (
+            NULL_BODY + section(0x78, b"\x45"),
+            "footer section: the value at offset 7 is a list, not a map",
+        ),
+        (
+            section(0x75, str8(b"text")),
+            "data section: the value at offset 3 is a string, not a binary",
+        ),
+        (
+            section(0x75, b"\xa0\x01x") + section(0x75, str8(b"y")),
+            "data section: the value at offset 9 is a string, not a binary",
+        ),
+        (
+            section(0x76, compound8(MAP, [])),
+            "amqp-sequence section: the value at offset 3 is a map, not a list",
+        ),
+        (
             section(0x70, compound8(LIST, [str8(b"yes")])) + NULL_BODY,
             "header section: durable must be a boolean, got 'yes'",
         ),
