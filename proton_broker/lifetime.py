@@ -24,9 +24,12 @@ Qpid C++ broker (qpidd's ``Queue::checkAutoDelete`` and its AMQP 1.0 session):
   was refused after creating it): ``delete-on-close`` and ``delete-if-empty`` treat the
   first link that attaches and goes as the controlling link gone. Without that they could
   never be deleted; qpidd has no such queues over AMQP 1.0 because it creates through links.
-* Exclusive: the queue belongs to the connection whose attach created it (or, for a queue
-  made otherwise or whose owner closed, the next connection that attaches); a link from any
-  other connection is refused (:class:`~proton_broker.errors.ResourceLocked`). Ownership
+* Exclusive: the queue belongs to the connection of the consumer whose attach created it
+  (or, for a queue made otherwise or whose owner closed, the next connection whose consumer
+  attaches); a consumer from any other connection is refused
+  (:class:`~proton_broker.errors.ResourceLocked`). Producers and browsers are neither refused
+  nor owners: qpidd refuses only consuming subscriptions (``Session::setupOutgoing``), so
+  a server answers on a client's exclusive reply queue. Ownership
   ends when the owning connection closes, as qpidd releases it. Made exclusive on a live
   queue (management's UPDATE), the queue belongs to the connection all its links come
   from (none: the next to attach); links from several connections refuse the change
@@ -105,7 +108,8 @@ class Lifetimes:
     # ---- what the protocol adapter reports -------------------------------------------------
 
     def may_attach(self, queue: Queue, connection: object) -> None:
-        """Refuse a link from ``connection`` to an exclusive queue another connection holds."""
+        """Refuse a consumer from ``connection`` on an exclusive queue another connection
+        holds (browsers and producers are not asked: see the module rules)."""
         life = self._lives.get(queue)
         owner = life.owner if life is not None else None
         if owner is not None and owner != connection:
@@ -114,16 +118,20 @@ class Lifetimes:
                 "links from other connections are refused until it closes"
             )
 
-    def attached(self, queue: Queue, link: object, connection: object, created: bool) -> None:
+    def attached(
+        self, queue: Queue, link: object, connection: object, created: bool, consumes: bool = True
+    ) -> None:
         """``link`` (of ``connection``) attached to ``queue``; ``created``: its attach made
-        the queue, so it is the controlling link. Cancels a pending timed deletion."""
+        the queue, so it is the controlling link; ``consumes``: it takes messages (not a
+        producer nor a browser), so it may make its connection an exclusive queue's owner.
+        Cancels a pending timed deletion."""
         life = self._lives.get(queue)
         if life is None:
             life = self._lives[queue] = _Life()
         life.links[link] = connection
         if created:
             life.controller = link
-        if queue.settings.exclusive and life.owner is None:
+        if queue.settings.exclusive and life.owner is None and consumes:
             life.owner = connection
             self._owned.setdefault(connection, set()).add(queue)
         life.due = None

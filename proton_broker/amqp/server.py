@@ -745,7 +745,10 @@ class Server(Handler):
         self._created.discard(link._impl)
         if queue is not None:
             self._attached.setdefault(queue, set()).add(link._impl)
-            self.broker.lifetimes.attached(queue, link._impl, link.connection._impl, created)
+            consumes = isinstance(state, ConsumerLink) and not state.browse
+            self.broker.lifetimes.attached(
+                queue, link._impl, link.connection._impl, created, consumes
+            )
         link.snd_settle_mode = link.remote_snd_settle_mode
         # As a receiver the broker settles each transfer as it gives the outcome, so it
         # answers rcv-settle-mode first whatever the producer asked for (as qpidd does;
@@ -884,7 +887,8 @@ class Server(Handler):
         existing = self.broker.queues.get(terminus.address)
         self._authorise(link, terminus.address, existing, options, browsing)
         if existing is not None:
-            self.broker.lifetimes.may_attach(existing, connection)  # exclusive queues
+            if link.is_sender and not browsing:  # a consumer: exclusive queues refuse it
+                self.broker.lifetimes.may_attach(existing, connection)
             return self.broker.resolve(terminus.address, options)
         self.quotas.may_create(connection, terminus.address)
         queue = self.broker.resolve(terminus.address, options, user=user)

@@ -170,13 +170,23 @@ def test_a_link_attaching_within_the_timeout_cancels_the_deletion(broker: Runnin
     assert exists(broker, "kept")
 
 
-def test_an_exclusive_queue_refuses_links_from_another_connection(broker: RunningBroker) -> None:
+def test_an_exclusive_queue_refuses_consumers_from_another_connection_not_its_producers(
+    broker: RunningBroker,
+) -> None:
+    """qpidd refuses only consuming subscriptions: a server answers on a client's
+    exclusive reply queue, and a browser may look."""
     owner, other = broker.client(), broker.client()
-    owner.receiver("mine", credit=1, node_properties={"exclusive": True})
-    owner.sender("mine")  # the owner's own links are welcome
-    refused = other.sender("mine")
+    mine = owner.receiver("mine", credit=1, node_properties={"exclusive": True})
+    owner.receiver("mine", credit=1, name="second")  # the owner's own links are welcome
+    refused = other.receiver("mine", credit=1)
     assert refused_with(other, refused) == "amqp:resource-locked"
     assert "exclusive" in refused.remote_condition.description
+    answer = other.sender("mine")
+    assert other.wait_settled(other.send(answer, Message(body="reply"), pump=False))
+    assert [r.message.body for r in owner.wait_received(mine, 1)] == ["reply"]
+    browser = other.receiver("mine", credit=1, browse=True)
+    other.pump(0.1)
+    assert browser.remote_condition is None and browser.remote_source.address == "mine"
 
 
 def test_exclusive_ownership_ends_when_the_owning_connection_closes(broker: RunningBroker) -> None:
@@ -206,14 +216,14 @@ def test_a_queue_made_exclusive_by_update_belongs_to_the_connection_using_it(
     close(other, visitor)
     made = node.ask(entity("UPDATE", "shared-then-mine"), {"exclusive": True})
     assert status(made)[0] == 200 and made.body["exclusive"] is True
-    locked_out = other.sender("shared-then-mine")
+    locked_out = other.receiver("shared-then-mine", credit=1, name="locked-out")
     assert refused_with(other, locked_out) == "amqp:resource-locked"
-    owner.sender("shared-then-mine")  # the owner's links are welcome
+    owner.receiver("shared-then-mine", credit=1, name="more")  # the owner's are welcome
     freed = node.ask(entity("UPDATE", "shared-then-mine"), {"exclusive": "NONE"})
     assert status(freed)[0] == 200
-    welcome = other.sender("shared-then-mine")
+    welcome = other.receiver("shared-then-mine", credit=1, name="welcome")
     other.pump(0.1)
-    assert welcome.remote_condition is None and welcome.remote_target.address
+    assert welcome.remote_condition is None and welcome.remote_source.address
 
 
 def jms_temporary_queue(client: EngineClient) -> Link:
