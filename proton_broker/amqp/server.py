@@ -76,9 +76,11 @@ from proton_broker.amqp.terminus import (
     echo_properties,
     echo_terminus,
     exchange_options,
+    node_durable,
     node_options,
     replay_period,
     selector_filter,
+    sender_exchange_arguments,
     sequence_filter,
     sequence_number_filter,
     symbols_in,
@@ -918,11 +920,15 @@ class Server(Handler):
         alternate = {k: options[k] for k in ALTERNATE_ARGUMENTS if k in options}
         options_for_queue = {k: v for k, v in options_for_queue.items() if k not in alternate}
         if found is None:
-            found = self._new_exchange(link, terminus, kind or TOPIC, alternate)
-        if options_for_queue and link.is_receiver:
-            raise InvalidField(
-                f"queue options do not apply to exchange '{found.exchange.name}'",
-                next(iter(options_for_queue)),
+            # A sender's other node properties are the new exchange's arguments (qpidd);
+            # a receiver's are its subscription queue's (see _subscribe).
+            extra = sender_exchange_arguments(options_for_queue) if link.is_receiver else {}
+            found = self._new_exchange(
+                link,
+                terminus,
+                kind or TOPIC,
+                {**alternate, **extra},
+                node_durable(terminus, options),
             )
         if (
             kind is not None
@@ -944,10 +950,17 @@ class Server(Handler):
         return found
 
     def _new_exchange(
-        self, link: Link, terminus: Terminus, kind: str, arguments: dict[str, Any]
+        self,
+        link: Link,
+        terminus: Terminus,
+        kind: str,
+        arguments: dict[str, Any],
+        durable_node: bool = False,
     ) -> ExchangeAddress:
         """An exchange the attach asks for: dynamic (named ``TempTopic<uuid>``, living as
-        long as the link), or by a name node policy lets clients create."""
+        long as the link), or by a name node policy lets clients create; durable when its
+        node properties or capabilities say so (``durable_node``, qpidd's reading) or its
+        terminus is durable."""
         user = self._user_of(link)
         if terminus.dynamic:
             name = f"TempTopic{_uuid()}"
@@ -958,7 +971,7 @@ class Server(Handler):
         assert name is not None
         if not self.broker.may_create(name):
             raise NotFound(f"Node not found: {name}")
-        durable = terminus.durability != Terminus.NONDURABLE
+        durable = durable_node or terminus.durability != Terminus.NONDURABLE
         return ExchangeAddress(
             self.broker.declare_exchange(name, kind, durable, arguments, user=user)
         )

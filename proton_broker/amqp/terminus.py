@@ -30,7 +30,7 @@ from proton import Array, Data, Described, Link, Terminus, symbol, ulong
 from proton_broker.codec.encode import SEQUENCE_NUMBER
 from proton_broker.codec.values import DecodeError, decode_value
 from proton_broker.codec.values import Described as DecodedDescribed
-from proton_broker.errors import InvalidField
+from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, Exchange
 from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
@@ -132,6 +132,14 @@ def exchange_options(
         or ("topic" in capabilities and "queue" not in capabilities)
     )
     return (True, None, rest) if wanted else (False, None, options)
+
+
+def node_durable(terminus: Terminus, options: Mapping[str, Any]) -> bool:
+    """Whether the node an attach asks for is durable by its node properties (``durable``,
+    as qpid::messaging's ``node: {durable: True}`` sends it) or its ``durable`` capability:
+    qpidd's ``NodeProperties::isDurable``."""
+    said = options.get("durable")
+    return (said is not None and _true(said)) or "durable" in capabilities_of(terminus)
 
 
 def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
@@ -279,7 +287,39 @@ def echo_exchange_properties(local: Terminus, asked: Mapping[str, Any], exchange
         echo[EXCHANGE_TYPE] = exchange.kind
     if exchange.alternate is not None and any(k in asked for k in ALTERNATE_ARGUMENTS):
         echo["alternate-exchange"] = exchange.alternate
+    if any(k in asked for k in AUTO_DELETE_NAMES):
+        echo["auto-delete"] = False  # this broker's exchanges never delete themselves
     local.properties.put_dict({symbol(k): v for k, v in echo.items()})
+
+
+AUTO_DELETE_NAMES = ("auto-delete", "auto_delete", "autoDelete")
+_EXCLUSIVE_NAMES = ("exclusive", "qpid.exclusive")
+
+
+def sender_exchange_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments a new exchange takes from the node properties of a sender's attach
+    that are not about an exchange's routing (qpid::messaging's ``x-declare`` for a topic
+    node): as qpidd, they are the exchange's arguments, kept and otherwise unused (those it
+    implements and this broker does not are refused when it is declared), except
+    ``auto-delete`` and ``exclusive``: false is what every exchange here is, true is
+    refused (not implemented), not ignored."""
+    arguments = {}
+    for key, value in options.items():
+        if key in _OPTION_NAMES and key not in AUTO_DELETE_NAMES + _EXCLUSIVE_NAMES:
+            raise InvalidField(f"queue option '{key}' does not apply to an exchange", key)
+        if key in AUTO_DELETE_NAMES or key in _EXCLUSIVE_NAMES:
+            if _true(value):
+                raise NotImplementedByBroker(
+                    f"exchange option '{key}': this broker's exchanges are never "
+                    f"{'auto-deleted' if key in AUTO_DELETE_NAMES else 'exclusive'}"
+                )
+            continue
+        arguments[key] = value
+    return arguments
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(property_text(value)).strip().lower() in ("true", "1", "yes")
 
 
 def echo_properties(local: Terminus, echo: Mapping[str, str], lifetime: str | None = None) -> None:

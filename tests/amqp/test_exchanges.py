@@ -370,13 +370,25 @@ def test_a_temporary_topic_lives_as_long_as_its_link(broker: RunningBroker) -> N
 
 
 @pytest.mark.parametrize("address", ["amq.topic", "amq.direct/eu"])
-def test_queue_options_on_a_sender_to_an_exchange_are_refused(
+def test_queue_options_on_a_sender_to_an_existing_exchange_are_ignored_as_qpidd_does(
     broker: RunningBroker, address: str
 ) -> None:
     client = broker.client()
     link = client.sender(address, link_properties={"qpid.max_count": 5})
+    client.pump(0.2)
+    assert link.remote_condition is None and link.remote_target.address == address
+
+
+def test_queue_options_on_a_sender_making_an_exchange_are_refused(broker: RunningBroker) -> None:
+    client = broker.client()
+    link = client.sender(
+        "new-topic",
+        capabilities=["create-on-demand", "topic"],
+        node_properties={"supported-dist-modes": "copy", "qpid.max_count": 5},
+    )
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:invalid-field"
+    assert broker.call(lambda: "new-topic" in broker.broker.exchanges) is False
 
 
 def test_the_broker_offers_shared_subscriptions(broker: RunningBroker) -> None:
@@ -533,3 +545,50 @@ def test_an_exchange_made_by_an_attach_takes_its_alternate_from_the_node_propert
     assert broker.call(lambda: broker.broker.exchanges.named("events").alternate) == "unrouted"
     receiver = client.receiver("unrouted", credit=1)
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["lost"]
+
+
+def test_a_topic_node_asked_for_durable_by_qpid_messaging_is_a_durable_exchange(
+    broker: RunningBroker,
+) -> None:
+    """``dx; {create: always, node: {type: topic, durable: True}}``: qpidd makes the
+    exchange durable from the node, whatever the link's own durability, and its echo says
+    ``durable`` so the client's assert holds."""
+    client = broker.client()
+    sender = client.sender(
+        "dx",
+        capabilities=["create-on-demand", "topic", "durable"],
+        node_properties={"supported-dist-modes": "copy", "durable": True},
+    )
+    client.wait(lambda: sender.remote_target.address)
+    assert broker.call(lambda: broker.broker.exchanges.named("dx").durable) is True
+    assert "durable" in symbols_of(sender.remote_target.capabilities)
+
+
+def test_a_senders_x_declare_for_a_topic_node_is_taken_as_qpidd_takes_it(
+    broker: RunningBroker,
+) -> None:
+    """qpid::messaging's ``node: {type: topic, x-declare: {...}}`` on a sender: an existing
+    exchange is used as it is (auto-delete echoed false, what it is), a new one keeps other
+    arguments as its own, and an auto-delete one is refused as not implemented."""
+    client = broker.client()
+    topic = {"capabilities": ["topic"]}
+    existing = client.sender(
+        "amq.topic", node_properties={"supported-dist-modes": "copy", "auto-delete": False}, **topic
+    )
+    client.wait(lambda: existing.remote_target.address)
+    assert terminus_map(existing.remote_target.properties)["auto-delete"] is False
+    made = client.sender(
+        "t5",
+        node_properties={"supported-dist-modes": "copy", "my-arg": 1},
+        capabilities=["create-on-demand", "topic"],
+    )
+    client.wait(lambda: made.remote_target.address)
+    assert broker.call(lambda: broker.broker.exchanges.named("t5").arguments) == {"my-arg": 1}
+    refused = client.sender(
+        "t4",
+        node_properties={"supported-dist-modes": "copy", "auto-delete": True},
+        capabilities=["create-on-demand", "topic"],
+    )
+    client.wait_closed(refused)
+    assert refused.remote_condition.name == "amqp:not-implemented"
+    assert broker.call(lambda: "t4" in broker.broker.exchanges) is False
