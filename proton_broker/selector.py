@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from proton_broker.errors import InvalidField
+from proton_broker.exchanges.topic import pattern_matches, words
 from proton_broker.message import Message
 
 # A compiled expression: message -> None (NULL / UNKNOWN), bool, int, float or str.
@@ -78,6 +79,22 @@ class Selector:
 
     def __repr__(self) -> str:
         return f"Selector({self.text!r})"
+
+
+def with_subject(pattern: str, selector: Selector | None) -> Selector:
+    """A consumer's filter on the message's subject (qpidd's subject filter on a queue:
+    a ``queue/subject`` address, the legacy binding filters), ``pattern`` matched as a
+    topic binding key (``*`` one word, ``#`` any number), and ``selector`` too if given."""
+    wanted = words(pattern)
+
+    def evaluate(message: Message) -> bool:
+        subject = message.subject or ""
+        if subject != pattern and not pattern_matches(wanted, words(subject)):
+            return False
+        return selector is None or selector.matches(message)
+
+    text = f"subject {pattern!r}" + (f" and ({selector.text})" if selector is not None else "")
+    return Selector(text, evaluate)
 
 
 def parse_selector(text: str) -> Selector:

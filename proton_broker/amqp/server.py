@@ -68,6 +68,7 @@ from proton_broker.amqp.quotas import Quotas
 from proton_broker.amqp.subscribing import (
     exchange_capabilities,
     read_subscription,
+    subject_filter,
 )
 from proton_broker.amqp.terminus import (
     capabilities_of,
@@ -106,6 +107,7 @@ from proton_broker.queues.settings import differences, parse_options
 from proton_broker.security.basic import ANONYMOUS
 from proton_broker.security.logins import LockedOut, LoginGuard
 from proton_broker.security.peers import allowed
+from proton_broker.selector import with_subject
 
 log = logging.getLogger("proton_broker.amqp")
 
@@ -805,6 +807,7 @@ class Server(Handler):
         sequence, applied = sequence_filter(source)  # bad filters: refused, nothing created
         from_number, from_applied = sequence_number_filter(source)
         selector, selector_applied = selector_filter(source)
+        subject, subject_applied = subject_filter(source)  # a queue's only (see below)
         applied = {**applied, **from_applied, **selector_applied}
         browsing = (
             source.distribution_mode == Terminus.DIST_MODE_COPY
@@ -823,11 +826,10 @@ class Server(Handler):
             if isinstance(node, ExchangeAddress):
                 return self._subscribe(link, source, node, options)
             queue = node
-            if not browsing and self.broker.subscriptions.stealable(queue.name):
-                raise ResourceLocked(  # qpidd's exclusive owner, Broker-J's LINK exclusivity
-                    f"subscription '{queue.name}' is in use by its subscriber: a link "
-                    "consumes it by its topic and name, not by the queue's address"
-                )
+            if subject is not None:  # qpidd's subject filter on a queue consumer
+                selector = with_subject(subject, selector)
+                applied = {**applied, **subject_applied}
+            self._refuse_if_subscribed(queue, browsing)
             self._own_if_dynamic(link, source, queue, options)
         assert queue is not None
         browse = browsing or queue.browse_only
@@ -854,6 +856,16 @@ class Server(Handler):
         if applied:
             echo_filters(link.source, applied)
         return consumer
+
+    def _refuse_if_subscribed(self, queue: Queue, browsing: bool) -> None:
+        """A consumer of an exclusive subscription's queue by its address, while its
+        subscriber holds it, is refused (qpidd's exclusive owner, Broker-J's LINK
+        exclusivity); browsing it is allowed."""
+        if not browsing and self.broker.subscriptions.stealable(queue.name):
+            raise ResourceLocked(
+                f"subscription '{queue.name}' is in use by its subscriber: a link "
+                "consumes it by its topic and name, not by the queue's address"
+            )
 
     def _node(
         self,

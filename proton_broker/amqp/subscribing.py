@@ -144,6 +144,21 @@ def _no_local(filters: dict[str, Any], echo: dict[str, Any]) -> bool:
     return False
 
 
+def subject_filter(source: Terminus) -> tuple[str | None, dict[str, Any]]:
+    """The subject filter of a consumer on a queue (qpidd's ``Filter::apply`` on a queue
+    source: a ``legacy-amqp-direct-binding`` or ``-topic-binding`` filter, which
+    qpid::messaging sends for a ``queue/subject`` address): its pattern and the entry to
+    echo; (None, {}) without one. The first counts, as qpidd keeps the first."""
+    for name, raw in filters_of(source).items():
+        if _is(raw, DIRECT_BINDING) or _is(raw, TOPIC_BINDING):
+            if not isinstance(raw.value, str):
+                raise InvalidField(
+                    f"subject filter '{name}' must be a string, got {raw.value!r}", "filter"
+                )
+            return raw.value, {name: raw}
+    return None, {}
+
+
 def _is(raw: Any, descriptor: tuple[str, int]) -> bool:
     return isinstance(raw, DecodedDescribed) and raw.descriptor in descriptor
 

@@ -169,3 +169,24 @@ def test_proton_pythons_own_selector_option_selects(broker: RunningBroker) -> No
     finally:
         connection.close()
     assert broker.call(lambda: broker.broker.queues["sel-proton"].depth) == 1
+
+
+SUBJECT_FILTER = ulong(0x0000468C00000001)  # legacy-amqp-topic-binding, as qpid::messaging
+
+
+def test_a_receiver_on_queue_slash_subject_takes_only_what_the_subject_matches(
+    broker: RunningBroker,
+) -> None:
+    """qpid::messaging sends ``fq/a.*`` as a subject filter; qpidd delivers only what it
+    matches (exactly, or as a topic pattern) and leaves the rest for other consumers."""
+    client = broker.client()
+    sender = client.sender("fq")
+    for subject in ("a.b", "x.y", "a.c"):
+        client.wait_settled(client.send(sender, Message(subject=subject, body=subject), pump=False))
+    picky = client.receiver(
+        "fq", credit=10, filters={"subject-filter": Described(SUBJECT_FILTER, "a.*")}
+    )
+    assert bodies(client, picky, 2) == ["a.b", "a.c"]
+    assert terminus_map(picky.remote_source.filter)["subject-filter"].value == "a.*"
+    rest = client.receiver("fq", credit=10, name="rest")
+    assert bodies(client, rest, 1) == ["x.y"]
