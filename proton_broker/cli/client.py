@@ -38,7 +38,7 @@ class ManagementClient:
     def __init__(
         self,
         url: str,
-        timeout: float = 10.0,
+        timeout: float | None = 10.0,
         ssl_domain: SSLDomain | None = None,
         allowed_mechs: str | None = None,
     ) -> None:

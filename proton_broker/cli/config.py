@@ -268,9 +268,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SSLException as exc:  # a file that is missing or not PEM
         print(f"Failed: cannot use the TLS files given: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    timeout = args.timeout or None  # qpid-config's 0: wait as long as it takes
     try:
-        with ManagementClient(args.broker, args.timeout, tls, args.sasl_mechanism) as client:
+        with ManagementClient(args.broker, timeout, tls, args.sasl_mechanism) as client:
             return command(client, args)
+    except BrokenPipeError:  # the reader of our output went (`... | head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+        return EXIT_OK
     except Refused as exc:
         print(f"Failed: {exc}", file=sys.stderr)
         return EXIT_REFUSED

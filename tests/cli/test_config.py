@@ -438,3 +438,29 @@ def test_the_tool_reaches_a_broker_that_verifies_clients_with_qpid_configs_ssl_o
         assert missing.returncode == 2 and "TLS files" in missing.stderr
     finally:
         running.stop()
+
+
+def test_a_timeout_of_0_waits_as_long_as_it_takes_as_qpid_configs_does(
+    broker: RunningBroker,
+) -> None:
+    done = tool(broker, "-t", "0", "add", "queue", "patient")
+    assert done.returncode == 0, done.stderr
+    assert broker.call(lambda: "patient" in broker.broker.queues)
+
+
+def test_a_reader_that_stops_reading_is_no_failure_to_reach_the_broker(
+    broker: RunningBroker,
+) -> None:
+    """``proton-broker-config queues | head -1``: the pipe breaks, quietly."""
+    broker.call(lambda: [broker.broker.declare(f"q-{i:05}") for i in range(2000)])
+    env = {**os.environ, "PROTON_CONFIG_BROKER": f"{broker.host}:{broker.port}"}
+    command = [sys.executable, "-m", "proton_broker.cli", "queues", "--interval", "0"]
+    with subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()  # as head does once it has its line
+        stderr = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0, stderr
+    assert "cannot reach" not in stderr and "Traceback" not in stderr
