@@ -19,6 +19,7 @@ from proton.utils import BlockingConnection, LinkDetached
 
 from proton_broker.cli.client import ManagementClient, Reply
 from proton_broker.testing import BrokerProcess, add_user
+from tests.amqp.test_subscriptions import durable_subscriber
 from tests.amqp.test_transactions import REJECTED, outcome_in
 from tests.engine_client import TRANSACTIONAL_STATE, EngineClient
 
@@ -290,28 +291,14 @@ def test_another_user_may_not_look_up_nor_steal_a_durable_subscription(
         "127.0.0.1", secured.port, container="jms-app", user="bob", password=PASSWORD
     )
     try:
-        held = owner.receiver(
-            "amq.topic",
-            credit=10,
-            name="audit",
-            capabilities=["topic"],
-            durable=True,
-            expiry_never=True,
-        )
+        held = durable_subscriber(owner, "audit")
         assert held.remote_source.address == "amq.topic"
         lookup = stranger.receiver(None, name="audit", null_source=True)
         stranger.wait_closed(lookup)
         assert lookup.remote_condition.name == UNAUTHORIZED
         lookup.close()  # the name is free again in this session
         stranger.pump(0.1)
-        thief = stranger.receiver(
-            "amq.topic",
-            credit=10,
-            name="audit",
-            capabilities=["topic"],
-            durable=True,
-            expiry_never=True,
-        )
+        thief = durable_subscriber(stranger, "audit")
         stranger.wait_closed(thief)
         assert thief.remote_condition.name == UNAUTHORIZED
         owner.pump(0.2)
