@@ -24,12 +24,13 @@ Qpid C++ broker (qpidd's ``Queue::checkAutoDelete`` and its AMQP 1.0 session):
   was refused after creating it): ``delete-on-close`` and ``delete-if-empty`` treat the
   first link that attaches and goes as the controlling link gone. Without that they could
   never be deleted; qpidd has no such queues over AMQP 1.0 because it creates through links.
-* Exclusive: the queue belongs to the connection of the consumer whose attach created it
-  (or, for a queue made otherwise or whose owner closed, the next connection whose consumer
-  attaches); a consumer from any other connection is refused
-  (:class:`~proton_broker.errors.ResourceLocked`). Producers and browsers are neither refused
-  nor owners: qpidd refuses only consuming subscriptions (``Session::setupOutgoing``), so
-  a server answers on a client's exclusive reply queue. Ownership
+* Exclusive: the queue belongs to the connection whose attach created it (or, for a queue
+  made otherwise or whose owner closed, the next connection whose consumer attaches); a
+  consumer from any other connection is refused
+  (:class:`~proton_broker.errors.ResourceLocked`). Other producers and browsers are
+  neither refused nor owners: qpidd refuses only consuming subscriptions
+  (``Session::setupOutgoing``), so a server answers on a client's exclusive reply queue.
+  Ownership
   ends when the owning connection closes, as qpidd releases it. Made exclusive on a live
   queue (management's UPDATE), the queue belongs to the connection all its links come
   from (none: the next to attach); links from several connections refuse the change
@@ -123,7 +124,8 @@ class Lifetimes:
     ) -> None:
         """``link`` (of ``connection``) attached to ``queue``; ``created``: its attach made
         the queue, so it is the controlling link; ``consumes``: it takes messages (not a
-        producer nor a browser), so it may make its connection an exclusive queue's owner.
+        producer nor a browser). Either makes its connection an exclusive queue's owner
+        (a Qpid JMS temporary queue is made by a producer link).
         Cancels a pending timed deletion."""
         life = self._lives.get(queue)
         if life is None:
@@ -131,7 +133,7 @@ class Lifetimes:
         life.links[link] = connection
         if created:
             life.controller = link
-        if queue.settings.exclusive and life.owner is None and consumes:
+        if queue.settings.exclusive and life.owner is None and (consumes or created):
             life.owner = connection
             self._owned.setdefault(connection, set()).add(queue)
         life.due = None

@@ -125,6 +125,8 @@ OFFERED_CAPABILITIES = [
 ESTABLISHMENT_FAILED = symbol("amqp:connection-establishment-failed")
 INVALID_FIELD_KEY = symbol("invalid-field")
 CREATE_ON_DEMAND = "create-on-demand"
+TEMPORARY_QUEUE, TEMPORARY_TOPIC = "temporary-queue", "temporary-topic"  # Qpid JMS's
+_TEMPORARY = {TEMPORARY_QUEUE, TEMPORARY_TOPIC}
 HONOURED_CAPABILITIES = {"queue", CREATE_ON_DEMAND}
 # Seconds a connection whose peer's input has ended has to write its close frame before its
 # socket is closed regardless: the engine holds the close back while it still owes frames
@@ -886,6 +888,8 @@ class Server(Handler):
             return exchange
         if terminus.dynamic:
             name = f"TempQueue{_uuid()}"
+            if TEMPORARY_QUEUE in capabilities_of(terminus):  # Qpid JMS's temporary queue:
+                options = {**options, "exclusive": True}  # its connection's (Broker-J)
             self._authorise(link, name, None, options, browsing)
             self.quotas.may_create(connection, name)
             queue = self.broker.declare(name, options, user=user)
@@ -900,6 +904,10 @@ class Server(Handler):
             raise NotFound("a receiving link needs a source address")
         existing = self.broker.queues.get(terminus.address)
         self._authorise(link, terminus.address, existing, options, browsing)
+        if existing is None and _TEMPORARY & set(capabilities_of(terminus)):
+            # A temporary destination that has gone (a late reply) is not made again as
+            # a permanent queue: qpidd's and Broker-J's not-found.
+            raise NotFound(f"Node not found: {terminus.address}")
         if existing is not None:
             if link.is_sender and not browsing:  # a consumer: exclusive queues refuse it
                 self.broker.lifetimes.may_attach(existing, connection)
@@ -934,7 +942,11 @@ class Server(Handler):
         if found is None:
             # A sender's other node properties are the new exchange's arguments (qpidd);
             # a receiver's are its subscription queue's (see _subscribe).
-            extra = sender_exchange_arguments(options_for_queue) if link.is_receiver else {}
+            extra = (
+                sender_exchange_arguments(options_for_queue, terminus.dynamic)
+                if link.is_receiver
+                else {}
+            )
             found = self._new_exchange(
                 link,
                 terminus,

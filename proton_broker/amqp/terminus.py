@@ -35,7 +35,13 @@ from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, Exchange
 from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
 from proton_broker.queues.history import SEQUENCE, SEQUENCE_KEY, sequence_start
-from proton_broker.queues.settings import LIFETIME_NAMES, amqp_lifetime, option_names
+from proton_broker.queues.settings import (
+    DELETE_ON_CLOSE,
+    LIFETIME_NAMES,
+    amqp_lifetime,
+    option_names,
+    to_lifetime,
+)
 from proton_broker.selector import Selector, parse_selector
 
 _OPTION_NAMES = frozenset(option_names())
@@ -296,15 +302,20 @@ AUTO_DELETE_NAMES = ("auto-delete", "auto_delete", "autoDelete")
 _EXCLUSIVE_NAMES = ("exclusive", "qpid.exclusive")
 
 
-def sender_exchange_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
+def sender_exchange_arguments(options: Mapping[str, Any], dynamic: bool = False) -> dict[str, Any]:
     """The arguments a new exchange takes from the node properties of a sender's attach
     that are not about an exchange's routing (qpid::messaging's ``x-declare`` for a topic
     node): as qpidd, they are the exchange's arguments, kept and otherwise unused (those it
     implements and this broker does not are refused when it is declared), except
     ``auto-delete`` and ``exclusive``: false is what every exchange here is, true is
-    refused (not implemented), not ignored."""
+    refused (not implemented), not ignored; and a queue option, which is refused
+    (``InvalidField``). An existing exchange takes none of them (qpidd ignores them). A
+    ``dynamic`` node's ``delete-on-close`` lifetime (Qpid JMS's temporary topic) is what it
+    gets anyway: it goes with the link that made it."""
     arguments = {}
     for key, value in options.items():
+        if dynamic and key in LIFETIME_NAMES and to_lifetime(key, value) == DELETE_ON_CLOSE:
+            continue
         if key in _OPTION_NAMES and key not in AUTO_DELETE_NAMES + _EXCLUSIVE_NAMES:
             raise InvalidField(f"queue option '{key}' does not apply to an exchange", key)
         if key in AUTO_DELETE_NAMES or key in _EXCLUSIVE_NAMES:

@@ -226,17 +226,17 @@ def test_a_queue_made_exclusive_by_update_belongs_to_the_connection_using_it(
     assert welcome.remote_condition is None and welcome.remote_source.address
 
 
-def jms_temporary_queue(client: EngineClient) -> Link:
-    """What Qpid JMS's Session.createTemporaryQueue() attaches: a sender with a dynamic
-    target, the temporary-queue capability and lifetime-policy delete-on-close, held open
-    for as long as the temporary queue lives."""
-    link = client.session.sender("qpid-jms:temp-queue-creator:ID:1")
+def jms_temporary_queue(client: EngineClient, kind: str = "temporary-queue") -> Link:
+    """What Qpid JMS's Session.createTemporaryQueue() (``kind`` temporary-topic:
+    createTemporaryTopic()) attaches: a sender with a dynamic target, the capability and
+    lifetime-policy delete-on-close, held open for as long as the destination lives."""
+    link = client.session.sender(f"qpid-jms:{kind}-creator:ID:1")
     link.target.dynamic = True
     link.target.expiry_policy = link.target.EXPIRE_WITH_LINK
     capabilities = link.target.capabilities
     capabilities.put_array(False, Data.SYMBOL)
     capabilities.enter()
-    capabilities.put_symbol(symbol("temporary-queue"))
+    capabilities.put_symbol(symbol(kind))
     capabilities.exit()
     link.target.properties.put_dict({symbol("lifetime-policy"): DELETE_ON_CLOSE})
     link.open()
@@ -257,6 +257,46 @@ def test_a_jms_temporary_queue_takes_replies_and_goes_when_its_creator_link_clos
     close(requester, creator)
     wait_gone(broker, address, requester)
     assert refused_with(requester, replies) == "amqp:resource-deleted"
+
+
+def test_a_jms_temporary_queue_is_its_connections_to_consume_and_anyones_to_reply_to(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J makes a temporary queue exclusive to the connection that made it: another
+    connection's consumer is refused, a server's reply goes in."""
+    requester, other = broker.client(), broker.client()
+    address = jms_temporary_queue(requester).remote_target.address
+    thief = other.receiver(address, credit=1)
+    assert refused_with(other, thief) == "amqp:resource-locked"
+    send(other, other.sender(address), "the reply")
+    replies = requester.receiver(address, credit=1)
+    assert requester.wait_received(replies, 1)[0].message.body == "the reply"
+
+
+def test_a_reply_to_a_jms_temporary_queue_that_has_gone_does_not_make_it_again(
+    broker: RunningBroker,
+) -> None:
+    requester, responder = broker.client(), broker.client()
+    creator = jms_temporary_queue(requester)
+    address = creator.remote_target.address
+    close(requester, creator)
+    wait_gone(broker, address, requester)
+    late = responder.sender(address, capabilities=["temporary-queue"])  # as Qpid JMS sends it
+    assert refused_with(responder, late) == "amqp:not-found"
+    assert not exists(broker, address)
+
+
+def test_a_jms_temporary_topic_is_made_and_goes_with_its_creator_link(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    creator = jms_temporary_queue(client, "temporary-topic")
+    name = creator.remote_target.address
+    assert name.startswith("TempTopic")
+    assert broker.call(lambda: name in broker.broker.exchanges)
+    close(client, creator)
+    client.pump(0.2)
+    assert broker.call(lambda: name in broker.broker.exchanges) is False
 
 
 def test_a_dynamic_node_with_a_lifetime_policy_of_its_own_keeps_it(broker: RunningBroker) -> None:
