@@ -171,7 +171,7 @@ class Broker:
         Auto-creation applies to attach, as in qpidd, so a late reply to a temporary queue
         that is gone cannot bring it back as a permanent one; the message is refused
         (Broker-J's "Unknown destination")."""
-        found = self.node(to) if to and to != MANAGEMENT_NODE else None
+        found = self.node(to, sending=True) if to and to != MANAGEMENT_NODE else None
         if found is not None:
             return found
         if not to or to == MANAGEMENT_NODE:
@@ -410,15 +410,18 @@ class Broker:
 
     # ---- exchanges and bindings --------------------------------------------------------
 
-    def node(self, name: str) -> Queue | ExchangeAddress | None:
-        """What an address names: a queue first, then an exchange (a warning is logged
-        when a name is both), then ``exchange/key``: Broker-J's order
-        (``Session_1_0.getSendingDestination``); None: nothing."""
+    def node(self, name: str, sending: bool = False) -> Queue | ExchangeAddress | None:
+        """What an address names: a queue, an exchange, then ``exchange/key``; None:
+        nothing. Where a name is both (a warning is logged), Broker-J's orders: a
+        consumer's source the queue (``getAttainedMessageSource``), a producer's target or
+        the relay's ``to`` (``sending``) the exchange (``getAttainedMessageDestination``)."""
         queue = self.queues.get(name)
         exchange = self.exchanges.get(name)
+        if queue is not None and exchange is not None:
+            used = "exchange" if sending else "queue"
+            log.warning("'%s' is both a queue and an exchange: the %s is used", name, used)
+            return ExchangeAddress(exchange) if sending else queue
         if queue is not None:
-            if exchange is not None:
-                log.warning("'%s' is both a queue and an exchange: the queue is used", name)
             return queue
         if exchange is not None:
             return ExchangeAddress(exchange)

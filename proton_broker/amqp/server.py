@@ -931,7 +931,7 @@ class Server(Handler):
         address = terminus.address
         found = None
         if address is not None and not terminus.dynamic:
-            found = self.broker.node(address)
+            found = self.broker.node(address, sending=link.is_receiver)
             if isinstance(found, Queue):
                 return None
         if found is None and not wanted:

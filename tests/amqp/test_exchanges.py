@@ -257,14 +257,6 @@ def test_the_routing_key_property_comes_before_the_subject_as_broker_j_reads_it(
     assert bodies(client, eu, 2) == ["by property", "property first"]
 
 
-def test_a_queue_is_found_before_an_exchange_of_the_same_name(broker: RunningBroker) -> None:
-    client = broker.client()
-    broker.call(lambda: broker.broker.declare_exchange("orders", "fanout"))
-    broker.call(lambda: broker.broker.declare("orders"))
-    publish(client, "orders", Message(body="to the queue"))
-    assert broker.call(lambda: broker.broker.queues["orders"].depth) == 1
-
-
 def test_a_durable_message_reaches_every_durable_subscription_once_written(
     broker: RunningBroker,
 ) -> None:
@@ -592,3 +584,31 @@ def test_a_senders_x_declare_for_a_topic_node_is_taken_as_qpidd_takes_it(
     client.wait_closed(refused)
     assert refused.remote_condition.name == "amqp:not-implemented"
     assert broker.call(lambda: "t4" in broker.broker.exchanges) is False
+
+
+def test_a_name_both_a_queue_and_an_exchange_is_the_exchange_to_send_to_the_queue_to_read(
+    broker: RunningBroker,
+) -> None:
+    """Broker-J's orders: a producer's target or the relay's ``to`` finds the exchange
+    first, a consumer's source the queue."""
+
+    def make() -> None:
+        broker.broker.declare("both")
+        broker.broker.declare("sink")
+        broker.broker.declare_exchange("both", "fanout")
+        broker.broker.bind("both", "sink", "")
+
+    broker.call(make)
+    client = broker.client()
+    producer = client.sender("both")
+    client.wait_settled(client.send(producer, Message(body="by target"), pump=False))
+    relay = client.sender(None)
+    client.wait_settled(client.send(relay, Message(address="both", body="by relay"), pump=False))
+    depths = broker.call(
+        lambda: (broker.broker.queues["both"].depth, broker.broker.queues["sink"].depth)
+    )
+    assert depths == (0, 2)
+    broker.call(lambda: broker.broker.bind("both", "both", ""))  # now the queue gets some
+    client.wait_settled(client.send(producer, Message(body="for the queue"), pump=False))
+    reader = client.receiver("both", credit=1)
+    assert client.wait_received(reader, 1)[0].message.body == "for the queue"
