@@ -232,7 +232,8 @@ class SharedSubscriptionModel(SubscriberModel):
                 for stolen in subscription.links.values():
                     self.client.wait_closed(stolen)
                     assert stolen.remote_condition.name == "amqp:link:stolen"
-                    stolen.close()  # the name is free again on this session
+                    stolen.close()  # the name is free again on this session, once
+                    self.client.pump(0.01)  # the close is out (Proton attaches first)
                 subscription.links.clear()
             lookup.close()
             other.wait_closed(lookup)
