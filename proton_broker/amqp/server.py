@@ -257,7 +257,7 @@ class Server(Handler):
             figures.append(
                 {
                     "id": str(number),
-                    "address": f"{client_address(conn.url)}:{getattr(conn.url, 'port', '?')}",
+                    "address": client_host_port(conn.url),
                     "user": self.users.get(impl),
                     "container": conn.remote_container,
                     "product": _announced(conn, "product"),
@@ -1062,17 +1062,15 @@ class Server(Handler):
         takes it."""
         if not self.broker.subscriptions.stealable(name):
             return
+        description = (  # Broker-J's words
+            f"Link is being stolen by connection '{client_host_port(thief.connection.url)}'"
+        )
         holders = [impl for impl, held in self._subscribed.items() if held.name == name]
         for impl in holders:
             state = self.links.get(impl)
             if state is None:
                 continue
             victim = state.link
-            url = thief.connection.url
-            description = (  # Broker-J's words
-                f"Link is being stolen by connection '{client_address(url)}:"
-                f"{getattr(url, 'port', '?')}'"
-            )
             log.info("link '%s' on subscription '%s' stolen: %s", victim.name, name, description)
             self._forget(victim, stolen=True)
             close_link(victim, LINK_STOLEN, description)
@@ -1364,6 +1362,12 @@ def client_address(url: Any) -> str:
     """The client's host in a connection's URL (Proton's ``Url`` of the peer), for quotas."""
     host = getattr(url, "host", None)
     return str(host) if host else "?"
+
+
+def client_host_port(url: Any) -> str:
+    """The client's ``host:port`` in a connection's URL, as the console and the logs name
+    a connection."""
+    return f"{client_address(url)}:{getattr(url, 'port', '?')}"
 
 
 def _uuid() -> str:

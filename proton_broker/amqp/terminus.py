@@ -36,10 +36,16 @@ from proton_broker.message import property_text
 from proton_broker.queues.filters import REPLAY_PERIOD, replay_seconds
 from proton_broker.queues.history import SEQUENCE, SEQUENCE_KEY, sequence_start
 from proton_broker.queues.settings import (
+    AUTO_DELETE_NAMES,
     DELETE_ON_CLOSE,
+    EXCLUSIVE_NAMES,
     LIFETIME_NAMES,
+    PERMANENT,
     amqp_lifetime,
     option_names,
+    to_auto_delete,
+    to_bool,
+    to_exclusive,
     to_lifetime,
 )
 from proton_broker.selector import Selector, parse_selector
@@ -145,7 +151,7 @@ def node_durable(terminus: Terminus, options: Mapping[str, Any]) -> bool:
     as qpid::messaging's ``node: {durable: True}`` sends it) or its ``durable`` capability:
     qpidd's ``NodeProperties::isDurable``."""
     said = options.get("durable")
-    return (said is not None and _true(said)) or "durable" in capabilities_of(terminus)
+    return (said is not None and to_bool("durable", said)) or "durable" in capabilities_of(terminus)
 
 
 def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
@@ -298,39 +304,38 @@ def echo_exchange_properties(local: Terminus, asked: Mapping[str, Any], exchange
     local.properties.put_dict({symbol(k): v for k, v in echo.items()})
 
 
-AUTO_DELETE_NAMES = ("auto-delete", "auto_delete", "autoDelete")
-_EXCLUSIVE_NAMES = ("exclusive", "qpid.exclusive")
-
-
 def sender_exchange_arguments(options: Mapping[str, Any], dynamic: bool = False) -> dict[str, Any]:
     """The arguments a new exchange takes from the node properties of a sender's attach
     that are not about an exchange's routing (qpid::messaging's ``x-declare`` for a topic
     node): as qpidd, they are the exchange's arguments, kept and otherwise unused (those it
     implements and this broker does not are refused when it is declared), except
-    ``auto-delete`` and ``exclusive``: false is what every exchange here is, true is
-    refused (not implemented), not ignored; and a queue option, which is refused
-    (``InvalidField``). An existing exchange takes none of them (qpidd ignores them). A
-    ``dynamic`` node's ``delete-on-close`` lifetime (Qpid JMS's temporary topic) is what it
-    gets anyway: it goes with the link that made it."""
+    ``auto-delete`` and ``exclusive``, read as a queue's are: false is what every exchange
+    here is, true is refused (not implemented), not ignored; and another queue option,
+    which is refused (``InvalidField``). An existing exchange takes none of them (qpidd
+    ignores them). A ``dynamic`` node's ``delete-on-close`` lifetime (Qpid JMS's temporary
+    topic) is what it gets anyway: it goes with the link that made it."""
     arguments = {}
     for key, value in options.items():
-        if dynamic and key in LIFETIME_NAMES and to_lifetime(key, value) == DELETE_ON_CLOSE:
+        if key in AUTO_DELETE_NAMES or key in EXCLUSIVE_NAMES:
+            _refuse_if_asked(key, value)
+        elif dynamic and key in LIFETIME_NAMES and to_lifetime(key, value) == DELETE_ON_CLOSE:
             continue
-        if key in _OPTION_NAMES and key not in AUTO_DELETE_NAMES + _EXCLUSIVE_NAMES:
+        elif key in _OPTION_NAMES:
             raise InvalidField(f"queue option '{key}' does not apply to an exchange", key)
-        if key in AUTO_DELETE_NAMES or key in _EXCLUSIVE_NAMES:
-            if _true(value):
-                raise NotImplementedByBroker(
-                    f"exchange option '{key}': this broker's exchanges are never "
-                    f"{'auto-deleted' if key in AUTO_DELETE_NAMES else 'exclusive'}"
-                )
-            continue
-        arguments[key] = value
+        else:
+            arguments[key] = value
     return arguments
 
 
-def _true(value: Any) -> bool:
-    return value is True or str(property_text(value)).strip().lower() in ("true", "1", "yes")
+def _refuse_if_asked(key: str, value: Any) -> None:
+    """NotImplementedByBroker if ``auto-delete`` or ``exclusive`` (``key``) is asked of an
+    exchange: this broker's exchanges are neither."""
+    exclusive = key in EXCLUSIVE_NAMES
+    if to_exclusive(key, value) if exclusive else to_auto_delete(key, value) != PERMANENT:
+        raise NotImplementedByBroker(
+            f"exchange option '{key}': this broker's exchanges are never "
+            f"{'exclusive' if exclusive else 'auto-deleted'}"
+        )
 
 
 def echo_properties(local: Terminus, echo: Mapping[str, str], lifetime: str | None = None) -> None:

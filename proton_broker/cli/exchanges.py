@@ -97,9 +97,9 @@ def add_exchange(client: ManagementClient, args: argparse.Namespace) -> int:
     # Always says which: the node's default, as Broker-J's, is durable; qpid-config's is not.
     body: dict[str, Any] = {"name": name, "type": kind, "qpid-type": kind, "durable": args.durable}
     arguments = _pairs(args.argument)
-    if "durable" in arguments:  # qpid-config sends it among the arguments too
-        said = str(arguments.pop("durable")).strip().lower()
-        body["durable"] = args.durable or said in ("1", "true", "yes", "y", "on")
+    said = arguments.pop("durable", None)  # qpid-config sends it among the arguments too
+    if said is not None and not args.durable:
+        body["durable"] = said  # read by the node as any CREATE's durable
     if args.alternate_exchange is not None:
         arguments[ALTERNATE] = args.alternate_exchange
     if arguments:

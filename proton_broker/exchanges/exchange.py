@@ -50,7 +50,7 @@ from proton_broker.errors import InvalidField, NotImplementedByBroker
 from proton_broker.exchanges.headers import SELECTOR_ARGUMENT, HeadersMatch
 from proton_broker.exchanges.topic import TopicIndex, pattern_matches, words
 from proton_broker.message import Message
-from proton_broker.queues.settings import to_alternate
+from proton_broker.queues.settings import to_alternate, to_bool
 from proton_broker.selector import Selector, parse_selector
 
 DIRECT = "direct"
@@ -392,7 +392,7 @@ def unsupported_arguments(arguments: Mapping[str, Any]) -> None:
     broker does not implement (see the module rules)."""
     for name, what in _UNSUPPORTED.items():
         value = arguments.get(name)
-        if value and str(value).strip().lower() not in ("0", "false", "no"):
+        if value is not None and to_bool(name, value):
             raise NotImplementedByBroker(
                 f"exchange argument '{name}' (qpidd's: the exchange {what}) is not "
                 "supported by this broker"

@@ -190,16 +190,14 @@ class Subscriptions:
         a new link, so the subscription stays whatever its lifetime). Why an unsubscribe
         was refused (the subscription stays), or None."""
         self._holders[name] -= 1
-        if stolen:
-            if self._holders[name] <= 0:
-                del self._holders[name]
-            return None
         kept = self._kept.get(name, True)  # a stored subscription, after a restart: kept
         if self._holders[name] > 0:
             if unsubscribe and kept:
                 return ResourceLocked(f"There are active consumers on the subscription '{name}'")
             return None
         del self._holders[name]
+        if stolen:  # the thief holds it next
+            return None
         queue = self.broker.queues.get(name)
         if queue is None or not queue.settings.subscription:
             return None  # never an ordinary queue

@@ -105,6 +105,8 @@ _AMQP_LIFETIMES = {
     "delete-on-no-links-or-messages": DELETE_IF_UNUSED_AND_EMPTY,
 }
 
+AUTO_DELETE_NAMES = ("auto-delete", "auto_delete", "autoDelete")
+EXCLUSIVE_NAMES = ("exclusive", "qpid.exclusive")
 LIFETIME_NAMES = (
     "qpid.lifetime-policy",
     "qpid.lifetime_policy",
@@ -596,9 +598,9 @@ _option("min_ttl", to_count, "minimumMessageTtl", "qpid.minimum_message_ttl")
 _option("max_ttl", to_count, "maximumMessageTtl", "qpid.maximum_message_ttl")
 _option("hold_on_publish", to_bool, "holdOnPublishEnabled", "qpid.hold_on_publish")
 _option("lifetime_policy", to_lifetime, *LIFETIME_NAMES)
-_option("lifetime_policy", to_auto_delete, "auto-delete", "auto_delete", "autoDelete")
+_option("lifetime_policy", to_auto_delete, *AUTO_DELETE_NAMES)
 _option("auto_delete_timeout", to_count, "qpid.auto_delete_timeout")
-_option("exclusive", to_exclusive, "exclusive", "qpid.exclusive")
+_option("exclusive", to_exclusive, *EXCLUSIVE_NAMES)
 _option("subscription", to_subscription, "subscription")
 _option(
     "alternate",
