@@ -21,6 +21,10 @@ MANAGEMENT_ADDRESS = "$management"
 NODE_TYPE = "org.amqp.management"
 
 
+class Refused(Exception):
+    """The broker said no, or could not be asked: exit 1 with this text."""
+
+
 @dataclass
 class Reply:
     status: int
@@ -93,6 +97,19 @@ class ManagementClient:
     def node(self, operation: str, body: Any = None, **properties: Any) -> Reply:
         """An operation on the management node itself (QUERY, GET-TYPES, ...)."""
         return self.request(operation, NODE_TYPE, "self", body, identity="self", **properties)
+
+    def query(
+        self, entity_type: str, attributes: list[str] | None = None, **properties: Any
+    ) -> list[dict[str, Any]]:
+        """Every entity of ``entity_type`` (QUERY), each as a map of ``attributes`` (all of
+        them when None); a refusal raises :class:`Refused`."""
+        body = {"attributeNames": attributes or []}
+        reply = self.node("QUERY", body, entityType=entity_type, **properties)
+        if not reply.ok:
+            raise Refused(f"{reply.status} {reply.description}")
+        body = reply.body if isinstance(reply.body, dict) else {}
+        names = list(body.get("attributeNames") or attributes or [])
+        return [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
 
     def close(self) -> None:
         self.connection.close()

@@ -46,10 +46,9 @@ from urllib.parse import quote
 
 from proton import ConnectionException, SSLException, Timeout
 
-from proton_broker.cli import exchanges
-from proton_broker.cli.client import ManagementClient, tls_settings
+from proton_broker.cli import exchanges, listings
+from proton_broker.cli.client import ManagementClient, Refused, tls_settings
 from proton_broker.cli.output import (
-    Refused,
     alternate_column,
     ok,
     print_json,
@@ -114,12 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
         "$management node (qpid-config style).",
         usage="%(prog)s [OPTIONS] add queue NAME [ADD OPTIONS]\n"
         "       %(prog)s [OPTIONS] del queue NAME [--force]\n"
-        "       %(prog)s [OPTIONS] queues\n"
+        "       %(prog)s [OPTIONS]   (an overview: how many exchanges and queues)\n"
+        "       %(prog)s [OPTIONS] queues [FILTER] [-r] | exchanges [FILTER] [-r]\n"
         "       %(prog)s [OPTIONS] queue NAME\n"
         "       %(prog)s [OPTIONS] add exchange TYPE NAME [--durable] [--alternate-exchange NAME]\n"
         "       %(prog)s [OPTIONS] del exchange NAME\n"
         "       %(prog)s [OPTIONS] bind EXCHANGE QUEUE [KEY] [all|any K=V ...]\n"
-        "       %(prog)s [OPTIONS] unbind EXCHANGE QUEUE [KEY] | exchanges | bindings [EXCHANGE]\n"
+        "       %(prog)s [OPTIONS] unbind EXCHANGE QUEUE [KEY] | bindings [EXCHANGE]\n"
+        "       %(prog)s [OPTIONS] reload-acl\n"
         "       %(prog)s user add|passwd|delete|list [NAME] (see: %(prog)s user --help)",
         epilog="Exit status: 0 done, 1 the broker refused or could not be reached, 2 usage error.",
     )
@@ -205,6 +206,17 @@ def _general_options(general: argparse._ArgumentGroup) -> None:
         default=1.0,
         metavar="SECONDS",
         help="queues: measure rates over this long (default 1; 0: no rates)",
+    )
+    general.add_argument(
+        "-r",
+        "--recursive",
+        action="store_true",
+        help="queues, exchanges: show each one's bindings (qpid-config's tree)",
+    )
+    general.add_argument(
+        "--ignore-default",
+        action="store_true",
+        help="leave the default exchange out of listings (this broker lists none)",
     )
 
 
@@ -322,15 +334,17 @@ def _chosen(parser: argparse.ArgumentParser, words: list[str]) -> Any:
         return add_queue
     if words[:2] == ["del", "queue"] and len(words) == 3:
         return del_queue
-    if words == ["queues"]:
+    if not words:
+        return listings.overview
+    if words[:1] == ["queues"] and len(words) <= 2:
         return list_queues
     if words[:1] == ["queue"] and len(words) == 2:
         return show_queue
-    if words == ["acl", "reload"]:
+    if words in (["acl", "reload"], ["reload-acl"]):  # ours, and qpid-config's
         return reload_acl
     found = exchanges.command_for(words)
     if found is None:
-        parser.error(f"unknown command {' '.join(words)!r}" if words else "no command given")
+        parser.error(f"unknown command {' '.join(words)!r}")
     chosen, wrong = found
     if wrong is not None:
         parser.error(wrong)
@@ -422,11 +436,18 @@ def show_queue(client: ManagementClient, args: argparse.Namespace) -> int:
 
 
 def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
-    before, started = _snapshot(client), time.monotonic()
+    """qpid-config's ``queues [FILTER]``: a table of the queues whose name holds FILTER,
+    with rates over ``--interval``; ``-r``, each with its bindings (cli/listings.py)."""
+    name_filter = args.command[1] if len(args.command) == 2 else ""
+    if args.recursive:
+        return listings.queue_tree(client, name_filter)
+    before, started = _snapshot(client, name_filter), time.monotonic()
+    if not before:
+        return listings.EXIT_NONE_MATCHED  # qpid-config's answer to a filter nothing matches
     rows = before
     if args.interval > 0:
         time.sleep(args.interval)
-        rows = _snapshot(client)
+        rows = _snapshot(client, name_filter)
         elapsed = time.monotonic() - started
         for name, row in rows.items():
             old = before.get(name, {})
@@ -450,11 +471,8 @@ def list_queues(client: ManagementClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _snapshot(client: ManagementClient) -> dict[str, dict[str, Any]]:
-    reply = ok(client.node("QUERY", {"attributeNames": TABLE_ATTRIBUTES}, entityType=QUEUE_TYPE))
-    body = reply.body if isinstance(reply.body, dict) else {}
-    names = list(body.get("attributeNames") or TABLE_ATTRIBUTES)
-    rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
+def _snapshot(client: ManagementClient, name_filter: str) -> dict[str, dict[str, Any]]:
+    rows = listings.matching(client.query(QUEUE_TYPE, TABLE_ATTRIBUTES), name_filter)
     return {
         str(row.get("name")): row for row in rows if row.get("name") != client.reply_to
     }  # not the tool's own reply queue

@@ -2,7 +2,7 @@
 
     add exchange TYPE NAME [--durable] [--alternate-exchange NAME] [--argument KEY=VALUE ...]
     del exchange NAME
-    exchanges                           (a table: name, type, durable, bindings, counters)
+    exchanges [FILTER]                  (a table: name, type, durable, bindings, counters)
     bind EXCHANGE QUEUE [KEY] [all|any NAME=VALUE ...]   (the last: a headers binding)
     unbind EXCHANGE QUEUE [KEY]
     bindings [EXCHANGE]
@@ -20,6 +20,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from proton_broker.cli import listings
 from proton_broker.cli.client import ManagementClient
 from proton_broker.cli.output import alternate_column, ok, print_json, print_table
 
@@ -55,8 +56,8 @@ def command_for(words: list[str]) -> tuple[Command, str | None] | None:
         return add_exchange, None
     if head == ["del", "exchange"]:
         return del_exchange, None if len(words) == 3 else "usage: del exchange NAME"
-    if words == ["exchanges"]:
-        return list_exchanges, None
+    if words[:1] == ["exchanges"]:
+        return list_exchanges, None if len(words) <= 2 else "usage: exchanges [FILTER]"
     if words[:1] == ["bindings"]:
         return list_bindings, None if len(words) <= 2 else "usage: bindings [EXCHANGE]"
     if words[:1] == ["bind"]:
@@ -140,32 +141,29 @@ def unbind(client: ManagementClient, args: argparse.Namespace) -> int:
 
 
 def list_exchanges(client: ManagementClient, args: argparse.Namespace) -> int:
-    return _listing(client, args, EXCHANGE_TYPE, EXCHANGE_COLUMNS, {})
+    """qpid-config's ``exchanges [FILTER]``: the exchanges whose name holds FILTER (none:
+    exit 1); ``-r``, each with its bindings (cli/listings.py)."""
+    name_filter = args.command[1] if len(args.command) == 2 else ""
+    if args.recursive:
+        return listings.exchange_tree(client, name_filter)
+    rows = listings.matching(client.query(EXCHANGE_TYPE), name_filter)
+    if not rows:
+        return listings.EXIT_NONE_MATCHED
+    if args.json:
+        print_json(rows)
+    else:
+        shown = alternate_column(rows, EXCHANGE_COLUMNS)
+        print_table(rows, shown, left=2 + len(shown) - len(EXCHANGE_COLUMNS))
+    return 0
 
 
 def list_bindings(client: ManagementClient, args: argparse.Namespace) -> int:
     wanted = {"exchange": args.command[1]} if len(args.command) == 2 else {}
-    return _listing(client, args, BINDING_TYPE, BINDING_COLUMNS, wanted)
-
-
-def _listing(
-    client: ManagementClient,
-    args: argparse.Namespace,
-    entity_type: str,
-    columns: list[tuple[str, str]],
-    properties: dict[str, Any],
-) -> int:
-    reply = ok(client.node("QUERY", {}, entityType=entity_type, **properties))
-    body = reply.body if isinstance(reply.body, dict) else {}
-    names = list(body.get("attributeNames") or [])
-    rows = [dict(zip(names, result, strict=False)) for result in body.get("results") or []]
+    rows = client.query(BINDING_TYPE, **wanted)
     if args.json:
         print_json(rows)
-    elif entity_type == EXCHANGE_TYPE:
-        shown = alternate_column(rows, columns)
-        print_table(rows, shown, left=2 + len(shown) - len(columns))
     else:
-        print_table(rows, columns, left=len(columns))
+        print_table(rows, BINDING_COLUMNS, left=len(BINDING_COLUMNS))
     return 0
 
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proton_broker.cli.client import Reply
-
-
-class Refused(Exception):
-    """The broker said no, or could not be asked: exit 1 with this text."""
+from proton_broker.cli.client import Refused, Reply
 
 
 def ok(reply: Reply) -> Reply:

@@ -534,6 +534,8 @@ def test_the_cli_reloads_the_acl_file(reloadable: BrokerProcess) -> None:
     done = config(reloadable, "alice", "acl", "reload")
     assert done.returncode == 0 and "1 rule" in done.stdout
     assert bob_may_send(reloadable)
+    as_qpid_config_says_it = config(reloadable, "alice", "reload-acl")
+    assert as_qpid_config_says_it.returncode == 0 and "1 rule" in as_qpid_config_says_it.stdout
 
 
 def test_sighup_reloads_the_acl_file(reloadable: BrokerProcess) -> None:

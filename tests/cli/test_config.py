@@ -319,6 +319,56 @@ def test_an_unknown_queue_exits_1(broker: RunningBroker) -> None:
     assert done.returncode == 1 and done.stderr.startswith("Failed: 404")
 
 
+# ---- qpid-config's overview, filters and trees ------------------------------------------------
+
+
+def test_no_command_prints_qpid_configs_overview_of_exchanges_and_queues(
+    broker: RunningBroker,
+) -> None:
+    for args in (["add", "queue", "kept", "--durable"], ["add", "queue", "passing"]):
+        assert tool(broker, *args).returncode == 0
+    done = tool(broker)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "Total Exchanges: 4",
+        "         direct: 1",
+        "         fanout: 1",
+        "        headers: 1",
+        "          topic: 1",
+        "",
+        "   Total Queues: 2",
+        "        durable: 1",
+        "    non-durable: 1",
+    ]
+
+
+def test_a_queues_filter_lists_the_names_holding_it_and_exits_1_when_none_does(
+    broker: RunningBroker,
+) -> None:
+    for name in ("orders.eu", "orders.us", "audit"):
+        assert tool(broker, "add", "queue", name).returncode == 0
+    listed = tool(broker, "queues", "orders", "--interval", "0")
+    names = [line.split()[0] for line in listed.stdout.splitlines()[2:]]
+    assert (listed.returncode, names) == (0, ["orders.eu", "orders.us"])
+    none = tool(broker, "queues", "payroll", "--interval", "0")
+    assert (none.returncode, none.stdout, none.stderr) == (1, "", "")
+
+
+def test_queues_r_shows_each_queue_with_the_bindings_that_reach_it(broker: RunningBroker) -> None:
+    assert tool(broker, "add", "queue", "uk-news").returncode == 0
+    assert tool(broker, "add", "queue", "idle").returncode == 0
+    assert tool(broker, "bind", "amq.topic", "uk-news", "news.uk.#").returncode == 0
+    assert tool(broker, "bind", "amq.match", "uk-news", "k", "any", "lang=en").returncode == 0
+    done = tool(broker, "queues", "-r", "--ignore-default")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split("Queue ")[1:]) == [
+        "'idle'\n",
+        "'uk-news'\n"
+        "    bind [k] => amq.match {'x-match': 'any', 'lang': 'en'}\n"
+        "    bind [news.uk.#] => amq.topic\n",
+    ]
+
+
 # ---- the broker address, usage and packaging ---------------------------------------------------
 
 
@@ -337,7 +387,6 @@ def test_an_unreachable_broker_exits_1_with_a_message() -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        [],
         ["bogus"],
         ["add", "queue"],
         ["add", "topic", "x"],

@@ -147,3 +147,17 @@ def test_an_exchange_durable_as_an_argument_is_durable_and_qpidds_unsupported_on
         assert refused.returncode == 1 and "501" in refused.stderr, refused.stderr
         assert argument.split("=")[0] in refused.stderr
     assert broker.call(lambda: "seq" in broker.broker.exchanges) is False
+
+
+def test_exchanges_take_qpid_configs_filter_and_r_tree(broker: RunningBroker) -> None:
+    assert tool(broker, "add", "queue", "uk-news").returncode == 0
+    assert tool(broker, "bind", "amq.topic", "uk-news", "news.uk.#").returncode == 0
+    listed = tool(broker, "exchanges", "amq.t")
+    assert [line.split()[:2] for line in listed.stdout.splitlines()[2:]] == [["amq.topic", "topic"]]
+    tree = tool(broker, "exchanges", "-r", "topic")
+    assert (tree.returncode, tree.stdout) == (
+        0,
+        "Exchange 'amq.topic' (topic)\n    bind [news.uk.#] => uk-news\n",
+    )
+    none = tool(broker, "exchanges", "nothing-like-it")
+    assert (none.returncode, none.stdout) == (1, "")
