@@ -28,6 +28,7 @@ from proton_broker.errors import (
     ConfigError,
     InvalidField,
     NotFound,
+    NotTaken,
     PreconditionFailed,
     ResourceLimitExceeded,
     UnknownDestination,
@@ -199,6 +200,7 @@ class Broker:
             return queue
         if not allowed:
             raise NotFound(f"Node not found: {name}")
+        _check_text(name, "queue")
         most = self.config.broker.max_queues
         if len(self.queues) >= most:
             raise ResourceLimitExceeded(
@@ -441,6 +443,7 @@ class Broker:
         type (see :mod:`proton_broker.exchanges.registry`)."""
         existing = self.exchanges.get(name)
         if existing is None and not self._starting:  # one stored before is recovered
+            _check_text(name, "exchange")
             unsupported_arguments(arguments or {})
         if existing is None and user is not None:
             properties = {"type": kind, "durable": "true" if durable else "false"}
@@ -741,17 +744,24 @@ class Broker:
         messageDurability), as a producer's durable message is. Returns whether a write
         began: then ``written(error)`` runs once it is over (error None: it is safe; else
         the message was taken back, as from a refused transfer); else ``written`` is not
-        called. BrokerError if the queue refuses it (nothing changes)."""
+        called. BrokerError if the queue refuses it (nothing changes); NotTaken if the queue
+        does not take it (its filter, a duplicate), which an AMQP producer is not told."""
         writing = self.store is not None and queue.keeps(message)
         message.store_id = self.store_id() if writing else None
+        filtered = queue.stats.filtered
         try:
             joined = queue.enqueue(message, writing=writing)
         except BrokerError:
             message.store_id = None
             raise
-        if not joined:  # a duplicate: taken, not kept
+        if not joined:
             message.store_id = None
-            return False
+            why = (
+                "its filter (qpid.filter) does not select it"
+                if queue.stats.filtered != filtered
+                else "it repeats a message-id the queue has seen (qpid.duplicate)"
+            )
+            raise NotTaken(f"queue '{queue.name}' did not take the message: {why}")
         if not writing:
             return False
 
@@ -860,6 +870,16 @@ class Broker:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+
+def _check_text(name: str, what: str) -> None:
+    """A new node's name must be Unicode text that AMQP's strings and the store can carry:
+    the HTTP side's JSON can spell a lone surrogate, which neither can (a queue named so
+    could be made but never encoded, listed or deleted)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidField(f"the name of a {what} must be Unicode text, got {name!r}") from None
 
 
 def _run(steps: list[Callable[[], None]]) -> None:

@@ -167,7 +167,7 @@ class ConsoleSection:
     sample_interval: float = _at_least(2.0, 0.05)  # seconds between samples of the counters
     history: int = _at_least(300, 2)  # samples kept for each plot (10 minutes at 2 s)
     max_plotted_queues: int = _at_least(100, 0)  # queues with plots, the latest looked at
-    max_sessions: int = _at_least(1000, 1)  # logged-in sessions at once (the oldest ends)
+    max_sessions: int = _at_least(1000, 1)  # logged-in sessions at once (see http/sessions.py)
     session_timeout: float = _at_least(1800.0, 1)  # seconds a session lasts unused
     log_records: int = _at_least(1000, 0)  # recent log records the logs page shows
 

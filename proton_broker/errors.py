@@ -56,6 +56,12 @@ class IntegrityViolation(PreconditionFailed):
     exchanges (Broker-J's ``IntegrityViolationException``: management answers 403)."""
 
 
+class NotTaken(PreconditionFailed):
+    """A message the queue did not take (its ``qpid.filter`` does not select it, or it
+    repeats a message-id the queue has seen), told to a producer that waits for its
+    number (the HTTP gateway, the console); an AMQP producer's is accepted and dropped."""
+
+
 class ResourceLocked(PreconditionFailed):
     """The node is held by someone else (a subscription another link uses)."""
 

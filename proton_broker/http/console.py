@@ -46,7 +46,7 @@ from proton_broker.http.auth import log_failed
 from proton_broker.http.logs import RecentLog
 from proton_broker.http.rates import Rates
 from proton_broker.http.sessions import COOKIE, CSRF_HEADER, Sessions
-from proton_broker.http.wire import RequestError
+from proton_broker.http.wire import RequestError, load_json
 from proton_broker.management import Management
 from proton_broker.security.basic import ANONYMOUS, Refused, check_clear_password, locked_out
 from proton_broker.security.logins import LockedOut
@@ -224,10 +224,7 @@ class Console:
         ``read_timeout``, at most ``max_body_size``); only ``application/json`` is taken."""
         if request.content_type != "application/json":
             raise RequestError(415, "send the body as JSON (Content-Type: application/json)")
-        try:
-            value = json.loads(await self.read_body(request))
-        except (ValueError, RecursionError):
-            raise RequestError(400, "the request body is not valid JSON") from None
+        value = load_json(await self.read_body(request))
         if not isinstance(value, dict):
             raise RequestError(400, "the request body must be a JSON object")
         return value

@@ -42,7 +42,7 @@ from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.http.rates import Rates, series
-from proton_broker.http.wire import RequestError, json_safe, when_written
+from proton_broker.http.wire import RequestError, check_long, json_safe, when_written
 from proton_broker.management import (
     MANAGEMENT_TYPE,
     QUEUE_ATTRIBUTES,
@@ -380,6 +380,9 @@ def _test_message(given: Mapping[str, Any]) -> tuple[str, str | None, dict[str, 
         raise RequestError(
             400, "'properties' must map names to text, numbers or booleans", "properties"
         )
+    for value in properties.values():
+        if isinstance(value, int):
+            check_long(value, "properties")
     return text, content_type, dict(properties), durable
 
 

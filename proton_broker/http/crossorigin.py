@@ -13,6 +13,13 @@ Rules this module owns (docs/sequence-history.md, "Cross-site requests"):
   every WebSocket handshake (RFC 6455, 4.1), on every POST, and on a ``fetch`` from another
   site; ``Origin: null`` (a sandboxed frame, a ``file:`` page) is another origin. Programs
   (curl, the Python clients) send none and are served as before.
+* A browser sends no ``Origin`` on a plain GET another site's page makes it send (an
+  ``<img>``, a ``<script>``, a link): a long poll for a queue that does not exist would
+  create it. Browsers tell such a request by its fetch metadata (``Sec-Fetch-Site:
+  cross-site``, or ``same-site`` from another origin of the same site), so a gateway
+  request saying either is refused with 403 too, whatever its method. Programs send no
+  fetch metadata; a page of the gateway's own origin says ``same-origin``, a typed-in URL
+  or bookmark ``none``.
 * A request that changes something (the gateway's one: ``POST /queue/send``) must send its
   body as ``Content-Type: application/json`` (parameters such as ``charset`` aside), else
   415. A form or a ``fetch`` with a "simple" type (``text/plain``, the form encodings) is
@@ -36,6 +43,7 @@ from proton_broker.http.auth import CONSOLE
 from proton_broker.http.wire import JSON_TYPE, RequestError
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+FOREIGN_SITES = ("cross-site", "same-site")  # Sec-Fetch-Site values of another origin's page
 Origin = tuple[str, str, int]  # (scheme, host, port), lower case
 
 
@@ -44,9 +52,19 @@ async def same_origin_only(
     request: web.Request,
     handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
 ) -> web.StreamResponse:
-    """Refuse (403) a gateway request whose ``Origin`` is not the gateway's own."""
+    """Refuse (403) a gateway request whose ``Origin`` is not the gateway's own, or that a
+    browser says another site's page made (``Sec-Fetch-Site``)."""
+    if _console(request.path):  # the console guards itself
+        return await handler(request)
+    site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if site in FOREIGN_SITES:
+        raise RequestError(
+            403,
+            f"cross-site request refused: the browser says another site's page made it "
+            f"(Sec-Fetch-Site: {site}); a web page elsewhere may not use the gateway",
+        )
     given = request.headers.get("Origin")
-    if given is not None and not _console(request.path):  # the console guards itself
+    if given is not None:
         own = own_origin(request)
         if own is None or parse_origin(given) != own:  # None: matches nothing, not None
             raise RequestError(

@@ -69,6 +69,7 @@ from proton_broker.errors import (
     BrokerError,
     InvalidField,
     NotFound,
+    NotTaken,
     ResourceLimitExceeded,
     Unauthorized,
 )
@@ -283,12 +284,7 @@ class Gateway:
         name = request.match_info["queue"]
         require_json(request)  # what a page elsewhere cannot send without asking first
         raw = await self._body(request)
-        try:
-            send = parse_send(raw)
-        except RecursionError:  # json gives up on deep nesting before it runs out of stack
-            raise RequestError(
-                400, "the request body is not valid JSON: it is nested too deeply"
-            ) from None
+        send = parse_send(raw)
         user = request[USER]
         sequence = await self._on_broker(lambda: self._enqueue(name, send, user))
         return web.json_response({"id": send.key, "sequence": sequence, "payload": send.payload})
@@ -449,6 +445,8 @@ class Gateway:
                 return answer
         except InvalidField as exc:  # a custom sequence not above the key's current one
             raise RequestError(409, exc.description, "sequence") from None
+        except NotTaken as exc:  # the queue's filter: the message has no number to answer
+            raise RequestError(409, exc.description) from None
         except ResourceLimitExceeded as exc:
             raise RequestError(503, exc.description) from None
         except BrokerError as exc:

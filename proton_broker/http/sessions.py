@@ -9,8 +9,10 @@ Rules this module owns (docs/console.md, "Logging in"):
   in the ``X-CSRF-Token`` header of every request that changes something: another site
   can make a browser send the cookie, but cannot read the token.
 * A session unused for ``console.session_timeout`` seconds ends; at most
-  ``console.max_sessions`` exist at once, and logging in beyond that ends the session
-  used longest ago. Logging out ends it at once.
+  ``console.max_sessions`` exist at once. Logging in beyond that ends a session of the
+  user who holds the most (the one of theirs used longest ago), so that a user who logs
+  in again and again (``anonymous`` from a script) ends only their own sessions, never an
+  administrator's who holds fewer. Logging out ends it at once.
 * Sessions live in memory on the gateway's thread: a restart logs everyone out.
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 COOKIE = "proton_console"
@@ -33,7 +35,9 @@ class Session:
 
     def allows(self, token: str | None) -> bool:
         """Whether ``token`` is this session's CSRF token (compared in constant time)."""
-        return token is not None and hmac.compare_digest(token, self.csrf)
+        return token is not None and hmac.compare_digest(
+            token.encode("utf-8", "surrogateescape"), self.csrf.encode()
+        )  # bytes: compare_digest refuses text that is not ASCII
 
 
 class Sessions:
@@ -51,9 +55,21 @@ class Sessions:
         """A new session for ``user``: (its cookie token, the session)."""
         token = secrets.token_urlsafe(32)
         session = self._open[token] = Session(user, secrets.token_urlsafe(32), now)
-        while len(self._open) > self.limit:
-            self._open.popitem(last=False)
+        if len(self._open) > self.limit:
+            self._make_room(now)
         return token, session
+
+    def _make_room(self, now: float) -> None:
+        """Over the limit: the expired sessions end, else the session used longest ago of
+        the user who holds the most (see the module rules). O(sessions), at a login."""
+        expired = [t for t, s in self._open.items() if now - s.used > self.timeout]
+        for token in expired:
+            del self._open[token]
+        while len(self._open) > self.limit:
+            held = Counter(s.user for s in self._open.values())
+            most = max(held.values())
+            oldest = next(t for t, s in self._open.items() if held[s.user] == most)
+            del self._open[oldest]
 
     def find(self, token: str | None, now: float) -> Session | None:
         """The live session ``token`` names (now used again), or None."""

@@ -4,9 +4,12 @@ a listener gets for each stored version.
 Kept apart from aiohttp and from the broker loop so the rules are plain functions:
 
 * A send body is a JSON object with ``id`` (a non-empty string or an integer), ``payload``
-  (any JSON value) and optionally ``sequence`` (an integer); any other field, or a value of
-  the wrong type, is a :class:`RequestError` naming the field (the config file's rule: a
-  typo is never silently ignored).
+  (any JSON value) and optionally ``sequence`` (an integer that fits AMQP's 64-bit long);
+  any other field, or a value of the wrong type, is a :class:`RequestError` naming the
+  field (the config file's rule: a typo is never silently ignored).
+* Every JSON body the HTTP side reads (:func:`load_json`) is UTF-8 and holds only text
+  that is Unicode: JSON's ``\\ud800`` escapes can spell a lone surrogate, which no AMQP
+  string can carry, so such a body is a 400 before anything is made of it.
 * The message is an ordinary AMQP message, so AMQP consumers see it: body an AMQP string
   holding the JSON text of ``payload``, content type ``application/json``, the key as the
   application property the queue numbers by, and a custom sequence as the application
@@ -102,13 +105,42 @@ class SendRequest:
     payload: Any
 
 
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # AMQP's long: the widest signed integer
+
+
+def load_json(raw: bytes) -> Any:
+    """A request body as JSON: RequestError (400) unless it is UTF-8 JSON whose text is all
+    Unicode (see the module rules)."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:  # json gives up on deep nesting before it runs out of stack
+        raise RequestError(
+            400, "the request body is not valid JSON: it is nested too deeply"
+        ) from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        raise RequestError(400, "the request body is nested too deeply") from None
+    except UnicodeEncodeError:
+        raise RequestError(
+            400, "the request body holds a lone surrogate (\\ud800-\\udfff): not Unicode text"
+        ) from None
+    return value
+
+
+def check_long(value: int, field: str) -> int:
+    """``value`` if it fits AMQP's long; RequestError (400) naming ``field`` if not."""
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise RequestError(400, f"field {field!r} must fit in a signed 64-bit integer", field)
+    return value
+
+
 def parse_send(raw: bytes) -> SendRequest:
     """The body of ``POST /queue/send/{queue}``, checked; RequestError (400) if it is not
     what the API takes."""
-    try:
-        body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RequestError(400, f"the request body is not valid JSON: {exc}") from None
+    body = load_json(raw)
     if not isinstance(body, dict):
         raise RequestError(400, f"the request body must be a JSON object, got {_json_type(body)}")
     unknown = sorted(set(body) - set(_SEND_FIELDS))
@@ -130,6 +162,8 @@ def parse_send(raw: bytes) -> SendRequest:
         raise RequestError(
             400, f"field 'sequence' must be an integer, got {_json_type(sequence)}", "sequence"
         )
+    if sequence is not None:
+        check_long(sequence, "sequence")
     if "payload" not in body:
         raise RequestError(400, "missing field 'payload'", "payload")
     return SendRequest(str(key), sequence, body["payload"])

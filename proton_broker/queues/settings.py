@@ -281,18 +281,21 @@ def to_bool(name: str, value: Any) -> bool:
 
 
 def _to_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
+    """An integer, from a number or its text, that fits AMQP's long (the widest integer the
+    broker answers in ``$management`` and stores; Broker-J's attributes are Java longs)."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = int(value.strip())
+    if number is None:
         raise _bad(name, value, "an integer")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise _bad(name, value, "an integer")
+    if not -(2**63) <= number < 2**63:
+        raise _bad(name, value, "an integer that fits in 64 bits")
+    return number
 
 
 def to_limit(name: str, value: Any) -> int | None:

@@ -19,7 +19,6 @@ Rules this module owns (docs/security.md, "HTTP"):
 from __future__ import annotations
 
 import base64
-import binascii
 
 from proton_broker.config import SaslSection
 from proton_broker.security.logins import LockedOut
@@ -79,7 +78,7 @@ def basic_credentials(header: str) -> tuple[str, str]:
         raise unauthenticated(f"unsupported authentication scheme {scheme!r}: use Basic")
     try:
         decoded = base64.b64decode(token.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8 once decoded
         raise Refused(400, "the Basic credentials are not base64 of UTF-8 text") from None
     name, colon, password = decoded.partition(":")
     if not colon or not name:

@@ -102,7 +102,8 @@ def test_the_right_password_is_served_and_a_wrong_one_is_refused_and_logged(
 
 
 def test_malformed_credentials_are_a_bad_request(users_only: BrokerProcess) -> None:
-    for header in ("Basic !!!", "Basic " + base64.b64encode(b"no-colon").decode()):
+    not_base64 = ("Basic !!!", "Basic \u00e9\u00e9")  # the second: not even ASCII
+    for header in (*not_base64, "Basic " + base64.b64encode(b"no-colon").decode()):
         request = urllib.request.Request(f"{users_only.http_base}/queue/listen/longpoll/q")
         request.add_header("Authorization", header)
         with pytest.raises(urllib.error.HTTPError) as refused:

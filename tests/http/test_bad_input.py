@@ -29,6 +29,9 @@ from tests.http.conftest import Http, http_config
         (b'{"id": "1", "sequence": 2.0, "payload": 1}', "sequence", "must be an integer"),
         (b'{"id": "1"}', "payload", "missing field 'payload'"),
         (b'{"id": "1", "payload": 1, "seqence": 3}', "seqence", "unknown field 'seqence'"),
+        (b'{"id": "1", "sequence": 9223372036854775808, "payload": 1}', "sequence", "64-bit"),
+        (b'{"id": "a\\ud800", "payload": 1}', None, "lone surrogate"),
+        (b'{"id": "1", "payload": {"\\udc00": 1}}', None, "lone surrogate"),
     ],
 )
 def test_a_bad_send_body_is_refused_with_400(
@@ -114,3 +117,14 @@ def test_the_broker_still_serves_after_bad_requests(http: Http) -> None:
     http.request("POST", "/queue/send/test", b"{")
     ok: Any = http.send("test", {"id": "1", "payload": "fine"})
     assert ok == (200, {"id": "1", "sequence": 1, "payload": "fine"})
+
+
+def test_a_send_the_queues_filter_does_not_select_is_refused_with_409(http: Http) -> None:
+    options = {"qpid.filter": "id = 'wanted'", "sequenceKey": "id"}
+    http.running.call(lambda: http.running.broker.declare("picky", options))
+    status, answer = http.send("picky", {"id": "other", "payload": 1})
+    assert status == 409 and "does not select it" in answer["error"]
+    assert http.send("picky", {"id": "wanted", "payload": 1}) == (
+        200,
+        {"id": "wanted", "sequence": 1, "payload": 1},
+    )

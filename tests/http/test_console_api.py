@@ -9,6 +9,7 @@ import contextlib
 import logging
 import ssl
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -434,3 +435,60 @@ def test_with_many_queues_samples_are_taken_less_often(
     time.sleep(1.0)  # 20 samples at the interval; a sample of 20,000 queues takes ~40 ms
     taken = running.call(lambda: len(rates.broker)) - first
     assert 1 <= taken <= 5
+
+
+# ---- input no AMQP client could send ----------------------------------------------------------
+
+
+def test_a_name_that_is_not_unicode_text_is_refused_and_every_listing_still_works(
+    console: ConsoleClient, started: Http
+) -> None:
+    status, body = console.change("POST", "/console/api/queues", {"name": "a\ud800"})
+    assert status == 400 and "lone surrogate" in body["error"]
+    assert console.get("/console/api/queues")[0] == 200
+    with ManagementClient(started.running.url) as management:
+        assert management.node("QUERY", {}, entityType=QUEUE_TYPE).status == 200
+    with urllib.request.urlopen(started.base + "/metrics", timeout=10) as metrics:
+        assert metrics.status == 200
+
+
+def test_an_option_beyond_64_bits_is_refused_and_management_still_answers(
+    console: ConsoleClient, started: Http
+) -> None:
+    huge = 2**70
+    status, body = console.change(
+        "POST",
+        "/console/api/queues",
+        {"name": "big", "options": {"maximumQueueDepthMessages": huge}},
+    )
+    assert status == 400 and "fits in 64 bits" in body["error"]
+    with ManagementClient(started.running.url) as management:
+        as_text = {"name": "big", "maximumQueueDepthMessages": str(huge)}
+        refused = management.request("CREATE", QUEUE_TYPE, "big", as_text)
+        assert refused.status == 400 and "fits in 64 bits" in refused.description
+        assert management.node("QUERY", {}, entityType=QUEUE_TYPE).status == 200
+    status, body = console.change(
+        "POST", queue_path("tested-big", "/messages"), {"body": "x", "properties": {"n": huge}}
+    )
+    assert status in (400, 404)  # the queue's existence is checked first
+    console.change("POST", "/console/api/queues", {"name": "tested-big", "options": {}})
+    status, body = console.change(
+        "POST", queue_path("tested-big", "/messages"), {"body": "x", "properties": {"n": huge}}
+    )
+    assert status == 400 and "64-bit" in body["error"]
+
+
+def test_a_test_message_the_queues_filter_does_not_select_is_refused_with_409(
+    console: ConsoleClient,
+) -> None:
+    options = {"qpid.filter": "colour = 'red'"}
+    assert console.change("POST", "/console/api/queues", {"name": "reds", "options": options})[0]
+    status, body = console.change(
+        "POST", queue_path("reds", "/messages"), {"body": "x", "properties": {"colour": "blue"}}
+    )
+    assert status == 409 and "does not select it" in body["error"]
+    status, body = console.change(
+        "POST", queue_path("reds", "/messages"), {"body": "x", "properties": {"colour": "red"}}
+    )
+    assert (status, body["sequence"]) == (201, 1)
+    assert depth_of(console, "reds") == 1

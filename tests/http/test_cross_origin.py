@@ -113,3 +113,15 @@ def test_another_origin_is_refused_before_any_credentials_are_asked_for(
     assert ask(users_only, "GET", "/queue/listen/longpoll/q?timeout=0")[0] == 401
     status, refusal = ask(users_only, "GET", "/queue/listen/longpoll/q?timeout=0", Origin=FOREIGN)
     assert status == 403 and "cross-origin" in refusal["error"]
+
+
+def test_a_get_another_sites_page_makes_is_refused_by_its_fetch_metadata_and_makes_nothing(
+    http: Http,
+) -> None:
+    poll = "/queue/listen/longpoll/orders?timeout=0"
+    for site in ("cross-site", "same-site"):  # an <img> elsewhere: no Origin is sent
+        status, refusal = ask(http, "GET", poll, Sec_Fetch_Site=site, Sec_Fetch_Mode="no-cors")
+        assert status == 403 and "cross-site request refused" in refusal["error"], site
+    assert "orders" not in queues(http)
+    for site in ("same-origin", "none"):  # the gateway's own page, a typed-in URL
+        assert ask(http, "GET", poll, Sec_Fetch_Site=site)[0] == 204, site

@@ -32,6 +32,27 @@ def test_beyond_the_limit_the_session_used_longest_ago_ends() -> None:
     assert sessions.find(second, now=4.0) is None and sessions.find(first, now=4.0) is not None
 
 
+def test_logging_in_again_and_again_ends_only_the_sessions_of_whoever_holds_the_most() -> None:
+    sessions = Sessions(limit=5, timeout=60)
+    admin, _ = sessions.start("admin", now=0.0)  # the session used longest ago
+    for n in range(50):
+        sessions.start("anonymous", now=1.0 + n)
+    assert sessions.find(admin, now=60.0) is not None and len(sessions) == 5
+
+
+def test_an_expired_session_makes_room_before_a_live_one_ends() -> None:
+    sessions = Sessions(limit=2, timeout=60)
+    old, _ = sessions.start("anonymous", now=0.0)
+    live, _ = sessions.start("anonymous", now=50.0)
+    sessions.start("anonymous", now=100.0)  # old expired at 60
+    assert sessions.find(live, now=101.0) is not None and len(sessions) == 2
+
+
+def test_a_csrf_token_that_is_not_ascii_is_simply_wrong() -> None:
+    _, session = Sessions(limit=2, timeout=60).start("alice", now=0.0)
+    assert not session.allows("\u00e9t\u00e9") and not session.allows("\udcff")
+
+
 def test_logging_out_ends_the_session() -> None:
     sessions = Sessions(limit=2, timeout=60)
     token, _ = sessions.start("a", now=0.0)
