@@ -28,6 +28,7 @@ from proton_broker.errors import (
     ConfigError,
     InvalidField,
     NotFound,
+    NotImplementedByBroker,
     NotTaken,
     PreconditionFailed,
     ResourceLimitExceeded,
@@ -64,6 +65,10 @@ from proton_broker.store.base import (
 from proton_broker.store.memory import MemoryStore
 from proton_broker.store.sqlite import SqliteStore
 from proton_broker.transactions import Transaction, Transactions
+
+# qpidd's QMF exchanges: a request sent there as to a queue made on demand would never be
+# answered, so an attach to them (or to NAME/subject) is refused as not implemented.
+QMF_EXCHANGES = ("qmf.default.direct", "qmf.default.topic")
 
 log = logging.getLogger("proton_broker.broker")
 
@@ -162,6 +167,12 @@ class Broker:
             raise NotFound(
                 f"'{name}' is the management node, not a queue: send requests on "
                 f"a link whose target address is {name}"
+            )
+        if name.startswith(QMF_EXCHANGES) and name not in self.queues:
+            raise NotImplementedByBroker(
+                f"'{name}' is qpidd's QMF management address: this broker does not speak QMF; "
+                f"send AMQP management requests to {MANAGEMENT_NODE} (qpid-config's "
+                "operations: proton-broker-config)"
             )
         allowed = create and self.may_create(name)
         return self._get_or_create(name, options, allowed=allowed, user=user, on_demand=True)

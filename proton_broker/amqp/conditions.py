@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from proton import Condition, Delivery, Link
+from proton import Condition, Delivery, Link, symbol
 
 from proton_broker import errors
 
@@ -29,6 +29,8 @@ MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 LINK_STOLEN = "amqp:link:stolen"
 ILLEGAL_STATE = "amqp:illegal-state"
 
+FIELD = symbol("field")
+
 _TABLE: dict[type[errors.BrokerError], str] = {
     errors.NotFound: NOT_FOUND,
     errors.InvalidField: INVALID_FIELD,
@@ -44,14 +46,16 @@ _TABLE: dict[type[errors.BrokerError], str] = {
 }
 
 
-def condition_for(error: BaseException) -> tuple[str, str, dict[str, str] | None]:
-    """(condition name, description, info) for ``error``; unknown errors are internal."""
+def condition_for(error: BaseException) -> tuple[str, str, dict[symbol, symbol] | None]:
+    """(condition name, description, info) for ``error``; unknown errors are internal.
+    An invalid field is named in the info map as ``{field: NAME}``, both symbols (AMQP's
+    ``fields`` are keyed by symbols; Broker-J sends ``{field: filter}`` so)."""
     for cls in type(error).__mro__:
         name = _TABLE.get(cls)  # type: ignore[arg-type]
         if name is not None:
             info = None
             if isinstance(error, errors.InvalidField) and error.field:
-                info = {"field": error.field}
+                info = {FIELD: symbol(error.field)}
             return name, str(error), info
     return INTERNAL_ERROR, f"internal error: {type(error).__name__}: {error}", None
 

@@ -22,7 +22,10 @@ A connection to the TLS listener has its first bytes looked at before Proton see
 an SSL transport it serves a client that sends a plain AMQP or SASL header too, SASL
 exchange and all, refusing only the AMQP open. The loop closes such a connection unread,
 as qpidd's and Broker-J's TLS ports, where the bytes go to the TLS engine and fail the
-handshake.
+handshake. The other way round, a TLS handshake on the plain listener, Proton's sniffing
+recognises as TLS and closes without a word; the loop answers it as Proton answers any
+other protocol there, with AMQP's header and a close carrying
+``amqp:connection:framing-error`` (:func:`proton_broker.amqp.tls.framing_error`).
 
 Private APIs used here: ``proton._selectable`` and its
 ``_delegate`` socket and ``_deadline``, ``IOHandler._selector`` (replaced) and
@@ -35,6 +38,7 @@ are told apart by their ``_impl`` pointer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -49,7 +53,7 @@ from proton.reactor import Container
 from proton_broker.amqp import engine
 from proton_broker.amqp.lingering import Lingerer
 from proton_broker.amqp.poller import PollSelector, readable_now
-from proton_broker.amqp.tls import starts_handshake
+from proton_broker.amqp.tls import TLS_ON_PLAIN_PORT, framing_error, starts_handshake
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -105,9 +109,9 @@ class BrokerContainer(Container):
         self._output = server.output  # consumers held for their backlogs (amqp/output.py)
         self._listeners: set[Any] = set()  # the acceptors' selectables
         self._accepting: dict[Any, int] = {}  # listener -> accepts left in this burst
-        # Sockets of the TLS listener not read from yet -> what to call if their first
-        # bytes are not a TLS handshake (see expect_tls).
-        self._awaiting_tls: dict[Selectable, Callable[[], None]] = {}
+        # Sockets not read from yet -> (whether their listener is the TLS one, what to call
+        # if their first bytes are the other listener's: see expect_tls, expect_plain).
+        self._first_reads: dict[Selectable, tuple[bool, Callable[[], None]]] = {}
 
     def listening(self, acceptor: Any) -> tuple[str, int]:
         """The address a Proton acceptor listens on, after giving its socket a real backlog
@@ -125,12 +129,20 @@ class BrokerContainer(Container):
         SASL, no AMQP: see the module doc), and ``refused`` is called to say so."""
         selectable = getattr(transport, "_selectable", None)
         if selectable is not None:
-            self._awaiting_tls[selectable] = refused
+            self._first_reads[selectable] = (True, refused)
+
+    def expect_plain(self, transport: Transport, refused: Callable[[], None]) -> None:
+        """``transport``'s connection came to the plain listener: if its client starts a
+        TLS handshake, it is answered with a framing error, not silence (see the module
+        doc), and ``refused`` is called to say so."""
+        selectable = getattr(transport, "_selectable", None)
+        if selectable is not None:
+            self._first_reads[selectable] = (False, refused)
 
     def _on_selectable_final(self, event: Event) -> None:
         """``IOHandler.on_selectable_final`` (the socket is closed), the connection ending
         in order first (amqp/lingering.py)."""
-        self._awaiting_tls.pop(event.selectable, None)
+        self._first_reads.pop(event.selectable, None)
         self._lingerer.close(event.selectable._delegate)  # type: ignore[union-attr]
         self._io_final(event)
 
@@ -197,20 +209,27 @@ class BrokerContainer(Container):
                 if not data:  # EOF: the stock handler's on_selectable_error
                     self._end(s, transport, now)
                     return
-                if self._awaiting_tls and not self._tls_first(s, data):
-                    self._end(s, transport, now)  # closed unread (see expect_tls)
+                if self._first_reads and not self._first_read(s, data):
+                    self._end(s, transport, now)  # refused (see expect_tls, expect_plain)
                     return
                 transport.push(data)
                 s.bytes_in = getattr(s, "bytes_in", 0) + len(data)  # see socket_figures
                 s.last_io = now
         self._update_interest(s, transport, now)
 
-    def _tls_first(self, s: Selectable, data: bytes) -> bool:
-        """False if ``data`` is the first read of a TLS listener's socket and does not
-        open a TLS handshake (the refusal is reported); True otherwise."""
-        refused = self._awaiting_tls.pop(s, None)
-        if refused is None or starts_handshake(data):
+    def _first_read(self, s: Selectable, data: bytes) -> bool:
+        """False if ``data`` is the first read of a socket and speaks the other listener's
+        protocol (the refusal is reported; a TLS handshake on the plain listener is
+        answered with a framing error first); True otherwise."""
+        expected = self._first_reads.pop(s, None)
+        if expected is None:
             return True
+        tls_listener, refused = expected
+        if starts_handshake(data) == tls_listener:
+            return True
+        if not tls_listener:
+            with contextlib.suppress(OSError):  # a few hundred bytes: the socket takes them
+                s._delegate.send(framing_error(TLS_ON_PLAIN_PORT))
         refused()
         return False
 

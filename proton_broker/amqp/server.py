@@ -42,6 +42,7 @@ from proton import (
     Terminus,
     Transport,
     symbol,
+    uint,
 )
 from proton.reactor import ApplicationEvent, EventInjector
 
@@ -464,6 +465,8 @@ class Server(Handler):
         tls = self._over_tls(conn)
         if tls:  # TLS only: plain bytes are refused before any SASL (amqp/loop.py)
             self.container.expect_tls(transport, lambda: self._not_tls(conn))
+        else:  # a TLS handshake here is answered with a framing error (amqp/loop.py)
+            self.container.expect_plain(transport, lambda: self._tls_on_plain(conn))
         if not sasl.configure(transport, self.config.sasl, host, tls, not locked):
             assert locked is not None  # nothing to offer only for want of passwords
             transport.condition = Condition(UNAUTHORIZED_ACCESS, str(LockedOut(host, locked)))
@@ -486,6 +489,16 @@ class Server(Handler):
         log.info(
             "CON-1010 : Not TLS : [con:%d(%s)] : the client did not start a TLS handshake "
             "on the TLS port: closed",
+            self._numbers.get(conn._impl, 0),
+            conn.url or "?",
+        )
+
+    def _tls_on_plain(self, conn: Connection) -> None:
+        """A client of the plain listener started a TLS handshake: it was answered with a
+        framing error and its connection closed, as Proton answers any other protocol."""
+        log.info(
+            "CON-1011 : TLS on plain port : [con:%d(%s)] : the client started a TLS "
+            "handshake on the plain AMQP port: closed with amqp:connection:framing-error",
             self._numbers.get(conn._impl, 0),
             conn.url or "?",
         )
@@ -553,6 +566,7 @@ class Server(Handler):
             symbol("version"): proton_broker.__version__,
             symbol("platform"): "Python, Qpid Proton",
         }
+        conn.properties = {**conn.properties, **_sole_connection_properties(conn)}
         if refused is not None:  # the close that follows is the answer (Qpid JMS waits for
             # it); Broker-J says so when it refuses a sole connection
             conn.properties = {**conn.properties, ESTABLISHMENT_FAILED: True}
@@ -1303,6 +1317,19 @@ def _output_left(conn: Connection) -> bool:
     """Whether ``conn``'s transport still has bytes to write (a closed one has none)."""
     transport = conn.transport  # the engine's count: PN_EOS (negative) once it is closed
     return transport is not None and lib.pn_transport_pending(transport._impl) > 0
+
+
+def _sole_connection_properties(conn: Connection) -> dict[symbol, uint]:
+    """What Broker-J's open says to a client that desires ``sole-connection-for-container``:
+    its detection policy, strong (0: a second connection is seen at once), and the
+    enforcement policy when it is close-existing (1), the one the client asked for."""
+    if sole_connections.CAPABILITY not in symbols_in(conn.remote_desired_capabilities):
+        return {}
+    said = {symbol(sole_connections.DETECTION): uint(sole_connections.STRONG)}
+    asked = (conn.remote_properties or {}).get(symbol(sole_connections.POLICY))
+    if asked == sole_connections.CLOSE_EXISTING:
+        said[symbol(sole_connections.POLICY)] = uint(sole_connections.CLOSE_EXISTING)
+    return said
 
 
 def _links_of(conn: Connection, session: Any = None) -> list[Link]:

@@ -8,6 +8,9 @@ Rules this module owns:
   connection whose open desires it may state a policy in its properties,
   ``sole-connection-enforcement-policy``: 0 (refuse-connection, the default) or 1
   (close-existing). Any other value refuses that connection (``amqp:invalid-field``).
+* The broker's open says ``sole-connection-detection-policy`` strong (0) to a connection
+  that desires the capability, and ``sole-connection-enforcement-policy`` 1 where it asked
+  for close-existing, as Broker-J's open does.
 * When a connection opens while connections of the same container id are open and a policy
   applies (an open one's, else the new one's: Broker-J's ``StrongConnectionEstablishmentLimiter``),
   refuse-connection refuses the new connection, and close-existing closes the open ones
@@ -28,6 +31,8 @@ from proton_broker.errors import InvalidField
 
 CAPABILITY = "sole-connection-for-container"
 POLICY = "sole-connection-enforcement-policy"
+DETECTION = "sole-connection-detection-policy"  # said in the broker's open: always strong
+STRONG = 0
 REFUSE_CONNECTION = 0
 CLOSE_EXISTING = 1
 POLICY_NAMES = {REFUSE_CONNECTION: "refuse-connection", CLOSE_EXISTING: "close-existing"}

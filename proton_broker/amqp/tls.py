@@ -17,17 +17,32 @@ from __future__ import annotations
 from pathlib import Path
 
 from cproton_ffi import lib
-from proton import SSLDomain, SSLException
+from proton import Condition, Connection, SSLDomain, SSLException, Transport
 
 from proton_broker.config import TLS_VERSIONS, TlsSection
 
 TLS_HANDSHAKE = 0x16  # the content type of a handshake record (RFC 8446 5.1): a ClientHello
+TLS_ON_PLAIN_PORT = "TLS handshake on the plain AMQP port: connect with amqps to the TLS port"
+FRAMING_ERROR = "amqp:connection:framing-error"
 
 
 def starts_handshake(data: bytes) -> bool:
     """Whether the first bytes a client sends open a TLS handshake (a plain AMQP or SASL
     header starts with ``AMQP``)."""
     return bool(data) and data[0] == TLS_HANDSHAKE
+
+
+def framing_error(description: str) -> bytes:
+    """What Proton writes to a client whose first bytes are not AMQP: the AMQP header and a
+    close with ``amqp:connection:framing-error`` and ``description`` (to which Proton adds
+    "(connection aborted)"). Made by a Proton transport of its own, on Proton's error path
+    (a condition, then the input closed), so the frames are Proton's."""
+    transport = Transport(Transport.SERVER)
+    transport.bind(Connection())
+    transport.push(b"AMQP\x00\x01\x00\x00")  # as if the client had spoken AMQP
+    transport.condition = Condition(FRAMING_ERROR, description)
+    transport.close_tail()
+    return bytes(transport.peek(transport.pending()))
 
 
 class TlsConfigError(OSError):

@@ -319,8 +319,8 @@ class Gateway:
                 self.server.call_soon(lambda: self._forget(name, listener))
         if found is _CLOSING:
             raise RequestError(503, "the broker is shutting down")
-        if found is _DELETED:
-            raise RequestError(404, f"queue '{name}' was deleted")
+        if found is _DELETED:  # 410 Gone, as sonya answers (a queue that never was: 404)
+            raise RequestError(410, f"queue '{name}' was deleted")
         return web.json_response(version_json(*found))
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:

@@ -9,9 +9,10 @@ every queue, a message's delivery time is its ``x-opt-delivery-time`` message an
 (ms since the epoch, as Qpid JMS sets it), else its arrival plus its ``x-opt-delivery-delay``
 annotation (ms); other types mean no delay, and so do a NaN and an infinity (a time that
 orders against nothing would stall the heap below; Broker-J reads NaN as 0). A message
-waits for the later of the two. One whose time has already come when it arrives is not
-held; the arrival of a recovered message is its first arrival, so a restart does not
-restart a delay.
+with a delivery time waits for it alone, its valid-from time unread, as Broker-J reads the
+two (``MessageMetaData_1_0.getNotValidBefore``). One whose time has already come when it
+arrives is not held; the arrival of a recovered message is its first arrival, so a restart
+does not restart a delay.
 
 Held entries wait in a min-heap by time, so holding and releasing cost O(log n) and nothing
 scans the queue; the event loop is asked to wake the queue when the earliest time changes.
@@ -73,10 +74,8 @@ def held_until(message: Message, arrival: float, on_publish: bool) -> float | No
     to consumers, if that is later than its arrival (``on_publish``: the queue holds until
     valid too); None: at once."""
     valid_from = delivery_time(message, arrival)
-    if on_publish:
-        valid = not_valid_before(message)
-        if valid is not None and (valid_from is None or valid > valid_from):
-            valid_from = valid
+    if on_publish and valid_from is None:  # a delivery time wins (see the module rules)
+        valid_from = not_valid_before(message)
     if valid_from is None or valid_from <= arrival * 1000.0:
         return None
     return valid_from

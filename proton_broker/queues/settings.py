@@ -106,7 +106,7 @@ _AMQP_LIFETIMES = {
 }
 
 AUTO_DELETE_NAMES = ("auto-delete", "auto_delete", "autoDelete")
-EXCLUSIVE_NAMES = ("exclusive", "qpid.exclusive")
+EXCLUSIVE_NAMES = ("exclusive", "qpid.exclusive", "qpid.exclusivity_policy")  # last: Broker-J's
 LIFETIME_NAMES = (
     "qpid.lifetime-policy",
     "qpid.lifetime_policy",
@@ -385,6 +385,12 @@ def to_exclusive(name: str, value: Any) -> bool:
     return to_bool(name, value)
 
 
+def to_single_active(name: str, value: Any) -> int:
+    """RabbitMQ's ``x-single-active-consumer``, as Broker-J reads it: true is one live
+    consumer at a time (``maximumLiveConsumers`` 1), false no such limit (0)."""
+    return 1 if to_bool(name, value) else 0
+
+
 def to_key(name: str, value: Any) -> str:
     """The name of a message property: a non-empty string."""
     if isinstance(value, str) and value.strip():
@@ -626,8 +632,9 @@ _option("duplicate_count", to_positive, "duplicateDetectionCount", "duplicate_de
 _option("duplicate_seconds", to_seconds, "duplicateDetectionSeconds", "duplicate_detection_seconds")
 _option("message_durability", to_message_durability, "messageDurability", "qpid.message_durability")
 _option("max_live_consumers", to_count, "maximumLiveConsumers")
+_option("max_live_consumers", to_single_active, "x-single-active-consumer")
 _option("no_local", to_bool, "no-local", "noLocal")
-_option("description", to_description, "description")
+_option("description", to_description, "description", "x-qpid-description")
 _option("context", to_context, "context")
 # Understood but not settings of the queue: checked, echoed, otherwise ignored.
 _option("", to_dist_modes, "supported-dist-modes")
@@ -655,6 +662,8 @@ _NO_EFFECT = frozenset(
         "x-qpid-minimum-alert-repeat-gap",
         "x-qpid-maximum-message-count",
         "x-qpid-maximum-message-size",
+        "x-qpid-maximum-message-age",
+        "x-qpid-maximum-queue-depth",
         "qpid.file_count",
         "qpid.file_size",
         "qpid.paging",
@@ -802,8 +811,8 @@ def _fairshare_level(key: str, value: Any, values: dict[str, Any], parsed: Parse
 
 
 def _legacy_lvq(key: str, value: Any, values: dict[str, Any], parsed: ParsedOptions) -> None:
-    if not to_bool(key, value):
-        return
+    """qpidd's deprecated LVQ keys: present, whatever their value, they make a last-value
+    queue keyed by ``qpid.LVQ_key``, as both anchors read them (they look for the key)."""
     parsed.notices.append(
         f"queue option '{key}' is deprecated; using a last-value queue keyed by "
         f"'{LEGACY_LVQ_KEY}' (use qpid.last_value_queue_key)"

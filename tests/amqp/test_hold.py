@@ -39,3 +39,23 @@ def test_without_hold_on_publish_the_annotation_changes_nothing(broker: RunningB
     )
     consumer = client.receiver("not-held", credit=10)
     assert [r.message.body for r in client.wait_received(consumer, 1)] == ["later"]
+
+
+def test_a_delivery_time_wins_over_not_valid_before_as_broker_j_reads_them(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    sender = client.sender("held-both", node_properties={"holdOnPublishEnabled": True})
+    now_ms = int(time.time() * 1000)
+    client.send(
+        sender,
+        Message(
+            body="due",
+            annotations={
+                symbol("x-qpid-not-valid-before"): now_ms + 60_000,
+                symbol("x-opt-delivery-time"): now_ms,
+            },
+        ),
+    )
+    consumer = client.receiver("held-both", credit=10)
+    assert [r.message.body for r in client.wait_received(consumer, 1)] == ["due"]

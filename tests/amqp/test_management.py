@@ -986,3 +986,15 @@ def test_answers_are_marked_with_the_jms_message_type_a_qpid_jms_client_reads(
 def test_a_name_that_is_not_text_is_refused_not_made_into_text(node: Node) -> None:
     assert status(node.ask(entity("CREATE", ["a"])))[0] == 400  # type: ignore[arg-type]
     assert status(node.ask(entity("READ", "['a']")))[0] == 404  # no queue was made
+
+
+def test_qpidds_qmf_address_is_refused_as_not_implemented_not_made_a_queue_nobody_answers(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    for address in ("qmf.default.direct/broker", "qmf.default.topic"):
+        link = client.sender(address)
+        client.wait_closed(link)
+        assert link.remote_condition.name == "amqp:not-implemented", address
+        assert "$management" in link.remote_condition.description
+    assert not broker.call(lambda: [q for q in broker.broker.queues if q.startswith("qmf.")])

@@ -115,6 +115,10 @@ def test_a_selector_that_does_not_parse_is_refused_with_invalid_field(
     client.wait_closed(link)
     assert link.remote_condition.name == "amqp:invalid-field"
     assert text in link.remote_condition.description
+    info = link.remote_condition.info  # as Broker-J's: symbols, not strings
+    assert [(type(k), k, type(v), v) for k, v in info.items()] == [
+        (symbol, "field", symbol, "filter")
+    ]
     fill(client, "sel-bad", ["red"])  # the session and connection carry on
     assert bodies(client, client.receiver("sel-bad", credit=1), 1) == [0]
 

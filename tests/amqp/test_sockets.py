@@ -115,3 +115,20 @@ def test_a_refused_client_whose_late_bytes_arrive_after_the_answer_is_not_reset(
         sock.close()
         time.sleep(0.1)
         assert half_closed(broker.port) == 0
+
+
+def test_a_tls_handshake_on_the_plain_port_is_answered_with_a_framing_error() -> None:
+    # Proton's sniffing knows TLS and would close without a word; every other protocol
+    # there gets AMQP's header and a framing error, and so does this one.
+    with BrokerProcess("--store", "memory") as broker:
+        sock = socket.create_connection(("127.0.0.1", broker.port))
+        sock.settimeout(5)
+        sock.sendall(b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + bytes(32))  # a ClientHello
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        sock.close()
+        assert answer.startswith(b"AMQP\x00\x01\x00\x00")
+        assert b"amqp:connection:framing-error" in answer
+        assert b"TLS handshake on the plain AMQP port" in answer
+        assert broker.logged("CON-1011 : TLS on plain port")

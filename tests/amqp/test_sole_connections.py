@@ -98,3 +98,16 @@ def test_an_unknown_policy_refuses_the_connection_with_invalid_field(
     condition = closed_by_broker(client)
     assert condition.name == "amqp:invalid-field"
     assert POLICY in condition.description
+
+
+def test_the_open_says_the_detection_and_enforcement_policies_as_broker_js_does(
+    broker: RunningBroker,
+) -> None:
+    asked = jms_client(broker, "policies-app", **{POLICY: uint(1)})
+    asked.wait(lambda: asked.conn.state & Endpoint.REMOTE_ACTIVE)
+    said = [(type(v), str(k), v) for k, v in asked.conn.remote_properties.items()]
+    assert (uint, "sole-connection-detection-policy", 0) in said  # strong
+    assert (uint, "sole-connection-enforcement-policy", 1) in said  # close-existing, as asked
+    plain = broker.client(container="not-asking")
+    plain.wait(lambda: plain.conn.state & Endpoint.REMOTE_ACTIVE)
+    assert "sole-connection-detection-policy" not in map(str, plain.conn.remote_properties)

@@ -253,7 +253,7 @@ def test_a_place_is_given_back_however_a_poll_or_stream_ends(limited: Http) -> N
     eventually(lambda: limited.listeners() == MAX_POLLS, "two polls waiting")
     assert full()
     delete(limited, "doomed")
-    assert [answer(poll)[0] for poll in held] == [404, 404]
+    assert [answer(poll)[0] for poll in held] == [410, 410]
     eventually(lambda: a_poll_is_accepted(limited), "a place after the queue went")
 
     # a WebSocket stream holds a place until it closes

@@ -1,5 +1,5 @@
 """A queue deleted while long polls and WebSocket streams wait on it: they are answered at
-once (404, close code 4404) instead of waiting on a queue nothing will reach any more."""
+once (410, close code 4404) instead of waiting on a queue nothing will reach any more."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ def delete(http: Http, name: str) -> int:
     return http.running.call(lambda: broker.delete_queue(name, force=True))
 
 
-def test_a_waiting_long_poll_gets_a_404_when_its_queue_is_deleted(http: Http) -> None:
+def test_a_waiting_long_poll_gets_a_410_gone_when_its_queue_is_deleted(http: Http) -> None:
     assert http.send("gone", {"id": "a", "payload": 1})[0] == 200
     with ThreadPoolExecutor(1) as pool:
         poll = pool.submit(http.poll, "gone", "sequence=2", "a", 30.0)
         asyncio.run(wait_listeners(http, 1))
         assert delete(http, "gone") == 1
         status, answer = poll.result(timeout=10)
-    assert status == 404
+    assert status == 410  # as sonya answers a poll whose queue was closed meanwhile
     assert "queue 'gone' was deleted" in answer["error"]
     assert http.listeners() == 0
 

@@ -58,6 +58,10 @@ ALIASES: list[tuple[str, tuple[str, ...], Any, Any]] = [
     ("min_ttl", ("minimumMessageTtl", "qpid.minimum_message_ttl"), 1000, 1000),
     ("max_ttl", ("maximumMessageTtl", "qpid.maximum_message_ttl"), "5000", 5000),
     ("hold_on_publish", ("holdOnPublishEnabled", "qpid.hold_on_publish"), 1, True),
+    ("exclusive", ("exclusive", "qpid.exclusive", "qpid.exclusivity_policy"), "CONNECTION", True),
+    ("description", ("description", "x-qpid-description"), "prices", "prices"),
+    ("max_live_consumers", ("maximumLiveConsumers",), 1, 1),
+    ("max_live_consumers", ("x-single-active-consumer",), True, 1),
     (
         "lifetime_policy",
         ("qpid.lifetime-policy", "qpid.lifetime_policy", "lifetimePolicy", "lifetime-policy"),
@@ -286,6 +290,8 @@ def test_message_durability_is_one_of_broker_js_three_names() -> None:
         "alertThresholdQueueDepthMessages",
         "alertRepeatGap",
         "maximumDistinctGroups",
+        "x-qpid-maximum-message-age",  # Broker-J's wire names of its alert thresholds
+        "x-qpid-maximum-queue-depth",
         "qpid.group_timestamp",  # qpidd's, for its QMF group query only
     ],
 )
@@ -485,10 +491,12 @@ def test_the_deprecated_lvq_option_keys_by_qpid_lvq_key_with_a_notice(key: str) 
     assert key in notice and "deprecated" in notice
 
 
-def test_the_deprecated_lvq_option_set_false_changes_nothing() -> None:
-    parsed = parse_options({"qpid.last_value_queue": 0})
-    assert parsed.settings.kind == "standard"
-    assert not parsed.notices
+@pytest.mark.parametrize("value", [0, False, "false"])
+def test_the_deprecated_lvq_option_makes_a_last_value_queue_whatever_its_value(value: Any) -> None:
+    """Both anchors look for the key only (qpidd's QueueSettings::handle, Broker-J's
+    QueueArgumentsConverter)."""
+    parsed = parse_options({"qpid.last_value_queue": value})
+    assert parsed.settings.lvq_key == LEGACY_LVQ_KEY
 
 
 def test_the_deprecated_lvq_option_agrees_with_the_legacy_key_given_explicitly() -> None:
