@@ -650,6 +650,7 @@ class ConsumerLink:
         "backlog",
         "held",
         "_tally",
+        "on_fault",
         "__weakref__",
     )
 
@@ -690,6 +691,8 @@ class ConsumerLink:
         self._tag.size = 8
         self._tag_value = self._tag[0]  # a view of the struct: passed by value, Proton copies
         self.closed = False
+        # Told when a delivery raised (see failed): the server detaches the link.
+        self.on_fault: Callable[[ConsumerLink, Entry | None, Exception], None] | None = None
 
     @property
     def sent(self) -> int:
@@ -746,6 +749,19 @@ class ConsumerLink:
             self.unsettled[dlv] = entry  # a browsed one too: the client settles it
         if due:
             self._check_output()
+
+    def failed(self, entry: Entry | None, error: Exception) -> None:
+        """Delivering ``entry`` raised ``error`` (the queue's backstop,
+        queues/dispatching.py: the queue has it back and has let go of this consumer). A
+        delivery made for it before the error is dropped, so that the detach does not give
+        back what the queue may have handed to another consumer by then; the server
+        detaches the link (``on_fault``)."""
+        for dlv, held in list(self.unsettled.items()):
+            if held is entry:
+                del self.unsettled[dlv]
+                _settle(dlv)
+        if self.on_fault is not None:
+            self.on_fault(self, entry, error)
 
     def _check_output(self) -> None:
         """Hold this consumer if its connection's backlog is over the bound

@@ -102,6 +102,7 @@ from proton_broker.exchanges.exchange import ALTERNATE_ARGUMENTS, TOPIC, Exchang
 from proton_broker.exchanges.subscriptions import subscription_name
 from proton_broker.management import Management
 from proton_broker.management_links import ConsumerName, PublishingLink
+from proton_broker.queues.entries import Entry
 from proton_broker.queues.filters import REPLAY_PERIOD
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import differences, parse_options
@@ -1100,7 +1101,7 @@ class Server(Handler):
 
     def _consumer(self, link: Link, queue: Queue, browse: bool) -> ConsumerLink:
         """The state of a link that consumes (or browses) ``queue``."""
-        return ConsumerLink(
+        state = ConsumerLink(
             link,
             queue,
             browse,
@@ -1109,6 +1110,27 @@ class Server(Handler):
             self.output,
             self.output.backlog_of(link.connection._impl),
         )
+        state.on_fault = self._consumer_failed
+        return state
+
+    def _consumer_failed(self, state: ConsumerLink, entry: Entry | None, error: Exception) -> None:
+        """A delivery to ``state`` raised (the queue's backstop, queues/dispatching.py: the
+        message is back in its place): the error is logged once, with its traceback, and
+        the link detached with ``amqp:internal-error`` once the dispatch that failed is
+        over (the link's going may delete the queue)."""
+        link, queue = state.link, state.queue.name
+        what = (
+            f"message {entry.seq} on queue '{queue}'" if entry is not None else f"queue '{queue}'"
+        )
+        description = f"internal error: {what} could not be sent: {type(error).__name__}: {error}"
+        log.error("detaching consumer '%s': %s", link.name, description, exc_info=error)
+
+        def detach() -> None:
+            if self.links.get(link._impl) is state:  # not gone meanwhile
+                self._forget(link)
+                close_link(link, INTERNAL_ERROR, description)
+
+        self.call_soon(detach)
 
     def _echo_exchange(
         self,

@@ -27,6 +27,9 @@ Rules this module owns:
   start (of one key, or of all), then every new version as it is recorded.
 * A browser with a selector is shown only what the selector matches; a paged-out message is
   read back for it and stays paged.
+* A browser whose delivery raises is reported to ``failed`` (the dispatcher's backstop, see
+  :mod:`~proton_broker.queues.dispatching`) and fed nothing more; the other browsers are
+  fed as usual.
 """
 
 from __future__ import annotations
@@ -84,6 +87,10 @@ class Browsers:
         # The history's watchers (a queue with a key): this browser set is one of them only
         # while someone replays, so a message costs no call when nobody does.
         self.history_watchers: list[Callable[[str, int, Message], object]] | None = None
+        # Told of a browser whose delivery raised, with the entry it was being shown (None
+        # if it failed elsewhere) and the error; the dispatcher sets it. None: raised.
+        self.failed: Callable[[Consumer, Entry | None, Exception], None] | None = None
+        self._showing: Entry | None = None  # the entry being shown, for ``failed``
 
     def add(self, consumer_id: int, start: int, selector: MessageFilter | None) -> None:
         """A browser that starts at number ``start`` (0: the beginning)."""
@@ -123,7 +130,17 @@ class Browsers:
                 cursor.late.append(entry)
 
     def feed(self, consumer: Consumer) -> None:
-        """Send ``consumer`` (a browser) what it has not seen yet, as its credit allows."""
+        """Send ``consumer`` (a browser) what it has not seen yet, as its credit allows; one
+        that fails goes to ``failed`` (see the module rules)."""
+        self._showing = None
+        try:
+            self._feed(consumer)
+        except Exception as exc:  # the dispatcher's backstop
+            if self.failed is None:
+                raise
+            self.failed(consumer, self._showing, exc)
+
+    def _feed(self, consumer: Consumer) -> None:
         replay = self.replays.get(consumer.id)
         if replay is not None:
             pending = replay.pending
@@ -169,12 +186,15 @@ class Browsers:
 
     def feed_all(self, consumers: dict[int, Consumer]) -> None:
         for cid in list(self.cursors):
-            self.feed(consumers[cid])
+            if cid in self.cursors:  # not one that failed meanwhile
+                self.feed(consumers[cid])
         for cid in list(self.replays):
-            self.feed(consumers[cid])
+            if cid in self.replays:
+                self.feed(consumers[cid])
 
     def _show(self, consumer: Consumer, entry: Entry, selector: MessageFilter | None) -> None:
         """Send a copy if the selector (if any) matches it."""
+        self._showing = entry
         message = entry.message
         if message.paged:
             with self._read_back(message):

@@ -36,6 +36,16 @@ Rules this module owns:
   place as it is added. It counts among the queue's consumers.
 * Dispatch is re-entrant: a call made while it runs (a pre-settled delivery settling, which
   frees a group) only asks the running loop to go round once more.
+* A backstop where an entry is handed out: a consumer whose ``deliver`` raises (a bug, or a
+  message the broker stored but cannot send) is out of the queue at once, as if it had
+  gone, and told (``Consumer.failed``: the adapter detaches its link with
+  ``amqp:internal-error`` and logs the error once). The entry goes back to its own place,
+  available, its delivery count as it was: nothing was sent. A browser's failure takes
+  only the browser away. So a message every delivery of which raises (a poison message)
+  costs each consumer that reaches it its link, once, and a dispatch at most one failure
+  per consumer: the broker never retries it by itself. It stays on the queue, in its
+  place, until it expires or an operator removes it (management's ``deleteMessages``, by
+  the id the log and the detach name).
 
 Acquiring is O(1) amortised on a FIFO queue (O(log n) on a priority or sorted queue, O(log
 g) on a grouped one), however long the queue and however many consumers wait.
@@ -64,7 +74,8 @@ class Dispatcher:
     ``expire(entry)`` removes an acquired entry whose time has passed and says whether it
     did; ``forget_expired(entry)`` does the accounting of an expired entry that left a
     group before it joined anyone's; ``wake()`` asks for a dispatch (now, or later in the
-    loop's pass)."""
+    loop's pass); ``give_back(entry)`` puts back an acquired entry that was never sent
+    (the backstop: see the module rules)."""
 
     def __init__(
         self,
@@ -80,6 +91,7 @@ class Dispatcher:
         expire: Callable[[Entry], bool],
         forget_expired: Callable[[Entry], None],
         max_live: int = 0,
+        give_back: Callable[[Entry], None] | None = None,
     ) -> None:
         self.consumers: dict[int, Consumer] = {}  # the live ones
         # Standby (see the module rules): consumer id -> how it joins once live, in order.
@@ -110,6 +122,8 @@ class Dispatcher:
         self._hooks = hooks
         self._expire = expire
         self._forget_expired = forget_expired
+        self._give_back = give_back or self.made_available
+        browsers.failed = self._failed
         self.wake: Callable[[], None] = self.dispatch  # set by the queue (see Queue._wake)
         self._dispatching = False  # dispatch() is running (see there)
         self._again = False
@@ -278,9 +292,13 @@ class Dispatcher:
                 continue
             misses = 0
             self.acquired += 1
-            if entry.message.paged:
-                page_in(self._hooks, entry.message)
-            consumer.deliver(entry)
+            try:
+                if entry.message.paged:
+                    page_in(self._hooks, entry.message)
+                consumer.deliver(entry)
+            except Exception as exc:  # the backstop (see the module rules)
+                self._failed(consumer, entry, exc)
+                continue
             if consumer.credit <= 0:
                 ready.popleft()
                 self._in_ready.discard(consumer.id)
@@ -288,6 +306,16 @@ class Dispatcher:
                 ready.rotate(-1)
         if self._browse_cursors or self._browse_replays:
             self._browsers.feed_all(self.consumers)
+
+    def _failed(self, consumer: Consumer, entry: Entry | None, error: Exception) -> None:
+        """``consumer.deliver(entry)`` raised ``error`` (the backstop: see the module
+        rules): an entry it acquired goes back to its place, the consumer leaves the queue
+        (out of the ring, its groups free) and is told, to be detached."""
+        if entry is not None and not consumer.browse and entry.state == ACQUIRED:
+            self.acquired -= 1  # not if the failure came after a pre-settled one settled
+            self._give_back(entry)
+        self.remove(consumer)
+        consumer.failed(entry, error)
 
     def _take_ordered(self, consumer_id: int) -> Entry | None:
         """Acquire the next available entry for ``consumer_id`` in the queue's order."""

@@ -35,6 +35,12 @@ class Consumer(Protocol):
     def deliver(self, entry: Entry) -> None:
         """Send ``entry`` and take one credit. Called only while ``credit > 0``."""
 
+    def failed(self, entry: Entry | None, error: Exception) -> None:
+        """``deliver(entry)`` raised ``error`` (``entry`` None: a browser failed elsewhere
+        in its feed). The queue has taken back what it acquired and let go of this
+        consumer (queues/dispatching.py): nothing of ``entry`` may stay with it, and the
+        adapter ends it."""
+
 
 class MessageFilter(Protocol):
     """What a consumer's selector is to a queue: a test of each message (the selector

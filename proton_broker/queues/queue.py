@@ -241,6 +241,7 @@ class Queue:
             self._drop_if_expired,
             self._expired,
             self.settings.max_live_consumers,
+            self._undelivered,
         )
         dispatcher.wake = self._wake
         self._consumers = dispatcher.consumers
@@ -706,6 +707,18 @@ class Queue:
             self._groups.done(entry)
         if self._ready:
             self._wake()
+
+    def _undelivered(self, entry: Entry) -> None:
+        """An acquired entry whose delivery raised before anything was sent (the
+        dispatcher's backstop, queues/dispatching.py): back at its original position as it
+        was, its delivery count unchanged and no release counted."""
+        if self._superseded(entry):  # a newer value for its key is on the queue
+            self._remove(entry)
+            self.stats.replaced += 1
+            return
+        self._dispatcher.made_available(entry)
+        if self._groups is not None:  # after the requeue, so the group is not forgotten
+            self._groups.done(entry)
 
     def _merge_annotations(self, message: Message, annotations: bytes) -> None:
         """A consumer's annotations into a message it gives back; the queue's byte counts
