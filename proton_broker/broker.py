@@ -423,17 +423,23 @@ class Broker:
 
     # ---- exchanges and bindings --------------------------------------------------------
 
-    def node(self, name: str, sending: bool = False) -> Queue | ExchangeAddress | None:
+    def node(
+        self, name: str, sending: bool = False, asked: str | None = None
+    ) -> Queue | ExchangeAddress | None:
         """What an address names: a queue, an exchange, then ``exchange/key``; None:
-        nothing. Where a name is both (a warning is logged), Broker-J's orders: a
-        consumer's source the queue (``getAttainedMessageSource``), a producer's target or
-        the relay's ``to`` (``sending``) the exchange (``getAttainedMessageDestination``)."""
+        nothing. Where a name is both (a warning is logged), the kind of node the link
+        asked for (``asked``: ``queue`` or ``topic``, qpid::messaging's node type, as
+        qpidd's ``Session::resolve`` reads the capabilities); asking for neither, Broker-J's
+        orders: a consumer's source the queue (``getAttainedMessageSource``), a producer's
+        target or the relay's ``to`` (``sending``) the exchange
+        (``getAttainedMessageDestination``)."""
         queue = self.queues.get(name)
         exchange = self.exchanges.get(name)
         if queue is not None and exchange is not None:
-            used = "exchange" if sending else "queue"
+            to_exchange = asked == "topic" or (asked is None and sending)
+            used = "exchange" if to_exchange else "queue"
             log.warning("'%s' is both a queue and an exchange: the %s is used", name, used)
-            return ExchangeAddress(exchange) if sending else queue
+            return ExchangeAddress(exchange) if to_exchange else queue
         if queue is not None:
             return queue
         if exchange is not None:

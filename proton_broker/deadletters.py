@@ -33,13 +33,17 @@ Rules this module owns:
   there and removed from where it was in one store transaction; it joins its new queue
   once that is on disk (a durable message always does). When a whole queue is deleted, the
   copies are written in the transaction that deletes the queue. Copies join their queues
-  after the queue operation that gave the message up (never inside it). A move the store
-  cannot write (a full disk) did not happen: the copies are dropped and the original goes
-  back on its queue, at its end, as the store still has it (its stored bytes and row), so
-  the broker shows what a restart would find, and a later rejection, expiry or delivery
-  attempt moves it again. A ring's victim is not put back (it would push out the next one,
-  whose move fails in turn): it stays in the store only, and its queue has it again at the
-  next start. qpidd and Broker-J stop serving when their store fails, so neither says.
+  after the queue operation that gave the message up (never inside it). Until a stored
+  original's move is written it stays on its queue, out of consumers' reach. A move the
+  store cannot write (a full disk) did not happen: the copies are dropped and the original
+  goes back to its own position on its queue, as a released message does, with its row, as
+  the store still has it, so the broker shows what a restart would find, and a later
+  rejection, expiry or delivery attempt moves it again. A ring's victim is not put back (it
+  would push out the next one, whose move fails in turn): it leaves at once, stays in the
+  store only, and its queue has it again at the next start. The first move that fails is
+  logged as an error; those that fail after it are not, until one is written again, which
+  is logged too (one episode of a full disk, two lines). qpidd and Broker-J stop serving
+  when their store fails, so neither says.
 * **No route**: a message with nowhere to go (the maximum reached and no alternate, or an
   alternate that routes it nowhere) is discarded, logged (Broker-J's CHN-1009 and
   CHN-1010) and counted. A message dead-lettered more than :data:`MAX_DEAD_LETTERS` times
@@ -67,12 +71,11 @@ from proton_broker.codec.encode import (
     with_annotations,
 )
 from proton_broker.codec.sections import parse_message
-from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, IntegrityViolation, NotFound
 from proton_broker.message import Message
 from proton_broker.queues.holds import DELIVERY_DELAY, delivery_delay
-from proton_broker.queues.queue import EVICTED, Queue
-from proton_broker.store.base import StoredMessage, StoreError, Unit
+from proton_broker.queues.queue import Queue
+from proton_broker.store.base import StoredMessage, Unit
 
 if TYPE_CHECKING:
     from proton_broker.broker import Broker
@@ -106,6 +109,7 @@ class DeadLetters:
         self._deletion: _Deletion | None = None
         self._nesting = 0  # dead letters being moved, one inside another
         self.discarded = 0  # messages that had nowhere to go
+        self._failing = False  # the last move the store wrote failed (see the module rules)
 
     # ---- the alternates in use ------------------------------------------------------------
 
@@ -147,9 +151,18 @@ class DeadLetters:
         finally:
             self._deletion = None
 
-    def dead_letter(self, queue: Queue, message: Message, reason: str, detail: str | None) -> bool:
+    def dead_letter(
+        self,
+        queue: Queue,
+        message: Message,
+        reason: str,
+        detail: str | None,
+        written: Callable[[bool], None] | None = None,
+    ) -> bool | None:
         """Send ``message`` (leaving ``queue`` for ``reason``) to the queue's alternate;
-        False if it went nowhere (then it is discarded, and said so)."""
+        False if it went nowhere (then it is discarded, and said so); None if, given
+        ``written``, the original waits on its queue for the move's write (see
+        :class:`~proton_broker.queues.ports.DeadLetterSink`)."""
         try:
             count = int(message.message_annotation(COUNT) or 0) + 1
         except (BrokerError, TypeError, ValueError):
@@ -160,26 +173,32 @@ class DeadLetters:
             return self._discard(queue, message, reason, "its alternates lead back to each other")
         self._nesting += 1
         try:
-            return self._send(queue, message, reason, detail, count)
+            return self._send(queue, message, reason, detail, count, written)
         finally:
             self._nesting -= 1
 
     def _send(
-        self, queue: Queue, message: Message, reason: str, detail: str | None, count: int
-    ) -> bool:
+        self,
+        queue: Queue,
+        message: Message,
+        reason: str,
+        detail: str | None,
+        count: int,
+        written: Callable[[bool], None] | None,
+    ) -> bool | None:
         dead = self._copy(queue, message, reason, detail, count)
         targets = self._targets(queue, dead)
         if not targets:
             return self._discard(queue, message, reason, f"'{queue.alternate}' routes it nowhere")
         copies = [(dead if i == 0 else copy.copy(dead), target) for i, target in enumerate(targets)]
-        self._move(queue, message, copies, reason)
+        waits = self._move(queue, message, copies, written)
         log.info(
             'CHN-1011 : Message moved to dead letter queue : "%s" -> "%s" (%s)',
             queue.name,
             queue.alternate,
             reason,
         )
-        return True
+        return None if waits else True
 
     def _discard(self, queue: Queue, message: Message, reason: str, why: str) -> bool:
         self.discarded += 1
@@ -243,9 +262,14 @@ class DeadLetters:
         return admitted
 
     def _move(
-        self, queue: Queue, message: Message, copies: list[tuple[Message, Queue]], reason: str
-    ) -> None:
-        """Store what must be stored, in one transaction with the removal, then join."""
+        self,
+        queue: Queue,
+        message: Message,
+        copies: list[tuple[Message, Queue]],
+        written: Callable[[bool], None] | None,
+    ) -> bool:
+        """Store what must be stored, in one transaction with the removal, then join;
+        whether the original waits for that (see :meth:`_commit_move`)."""
         stored = self._stored_copies(copies)
 
         def join() -> None:
@@ -263,7 +287,8 @@ class DeadLetters:
             # into a queue whose ring evicts back must not re-enter it.
             self.broker.loop_hooks.later(join)
         else:
-            self._commit_move(queue, message, stored, copies, join, reason)
+            return self._commit_move(queue, message, stored, copies, join, written)
+        return False
 
     def _stored_copies(self, copies: list[tuple[Message, Queue]]) -> list[StoredMessage]:
         """The rows of the durable copies bound for durable queues (ids given now)."""
@@ -284,11 +309,12 @@ class DeadLetters:
         stored: list[StoredMessage],
         copies: list[tuple[Message, Queue]],
         join: Callable[[], None],
-        reason: str,
-    ) -> None:
-        """One store transaction: the copies in, the original out; then they join. If it
-        cannot be written the original stays where the store has it (see the module
-        rules)."""
+        then: Callable[[bool], None] | None,
+    ) -> bool:
+        """One store transaction: the copies in, the original out; then they join. The
+        original waits on its queue for it, given ``then`` (told whether it was written);
+        without, it left already (a ring's victim). If it cannot be written the original
+        stays where the store has it (see the module rules). Whether it waits."""
         store = self.broker.store
         assert store is not None
         unit = Unit(enqueues=stored)
@@ -299,51 +325,58 @@ class DeadLetters:
             else:
                 removed = message.store_id
                 unit.dequeues.append(removed)
-                message.store_id = None
-        arrival = message.arrival
+                if then is None:  # it leaves its queue now, without its row
+                    message.store_id = None
+        waits = removed is not None and then is not None
+        told = then if waits else None
 
         def written(error: BaseException | None) -> None:
-            if error is None:
-                join()
+            if error is not None:
+                self._not_stored(queue, error, copies, removed is None, join, told)
                 return
-            log.error("dead letters from '%s' could not be stored: %s", queue.name, error)
-            for each, _ in copies:
-                each.store_id = None
-            if removed is None:  # the original was not stored: its copies join unstored
-                join()
-            else:  # nothing was written: the original stays stored, on its queue
-                self._stays(queue, removed, arrival, reason)
+            self._stored_again()
+            if told is not None:
+                message.store_id = None  # its row went in this transaction
+            join()
+            if told is not None:
+                told(True)
 
         unit.done = written
         store.commit(unit)
+        return waits
 
-    def _stays(self, queue: Queue, message_id: int, arrival: float, reason: str) -> None:
-        """The original of a move that could not be written goes back on ``queue``, at its
-        end, as the store has it and a restart would find it: its stored bytes, its row.
-        Not a ring's victim: back on the ring it would push out the next one, whose move
-        fails in turn while the disk is full; it stays in the store only, and the queue
-        has it again at the next start."""
-        if not self.broker.is_live(queue):
-            return  # deleted meanwhile: its rows went with it
-        if reason != EVICTED:
-            store = self.broker.store
-            assert store is not None
-            try:
-                record = parse_message(store.read(message_id, page=False))
-            except (StoreError, DecodeError) as exc:
-                log.error("message %d of '%s' cannot be read back: %s", message_id, queue.name, exc)
-                return
-            record.arrival = arrival
-            record.store_id = message_id
-            try:
-                back = queue.enqueue(record, now=arrival, admitted=True)
-            except BrokerError:
-                back = False
-            if back:
-                log.warning("the message stays on '%s', at its end", queue.name)
-                return
-            record.store_id = None  # refused (a duplicate): its row stays, as for a ring's
-        log.warning(
-            "the message stays in the store only, where the next start finds it on '%s'",
+    def _not_stored(
+        self,
+        queue: Queue,
+        error: BaseException,
+        copies: list[tuple[Message, Queue]],
+        unstored: bool,
+        join: Callable[[], None],
+        then: Callable[[bool], None] | None,
+    ) -> None:
+        """A move the store could not write did not happen (see the module rules): the
+        copies of an ``unstored`` original join unstored; a stored one waiting on its
+        queue (``then``) goes back in place with its row; a ring's victim stays in the
+        store only. Logged once an episode."""
+        for each, _ in copies:
+            each.store_id = None
+        if unstored:
+            join()
+        elif then is not None:
+            then(False)
+        if self._failing:
+            log.debug("dead letters from '%s' could not be stored: %s", queue.name, error)
+            return
+        self._failing = True
+        log.error(
+            "dead letters from '%s' could not be stored (%s): each message stays where it "
+            "was, a ring's victim in the store only, until the next start; moves that fail "
+            "after this one are not logged until one is stored again",
             queue.name,
+            error,
         )
+
+    def _stored_again(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.warning("dead letters are being stored again")

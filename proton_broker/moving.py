@@ -25,10 +25,11 @@ Rules this module owns:
   for a durable destination and, for a move, removes those a durable source stored (those
   its history still keeps stay stored, as history). The messages join the destination once
   that is on disk, and the answer waits for them, as Broker-J answers after its
-  transaction. A transaction that cannot be written leaves the store as it was, and a move
-  did not happen: the messages go back on the source, at its end, each with its stored row
-  (where a restart finds them), and the answer is an error saying so that lists none
-  moved. The copies of a copy still join the destination, in memory only.
+  transaction; meanwhile a move's messages stay on the source, out of consumers' reach. A
+  transaction that cannot be written leaves the store as it was, and a move did not happen:
+  the messages go back to their own positions on the source, as released messages do, each
+  with its stored row (where a restart finds them), and the answer is an error saying so
+  that lists none moved. The copies of a copy still join the destination, in memory only.
 * At most :data:`MAX_TRANSFER` messages a request (Broker-J has no bound): one request
   holds the broker's loop while it selects and copies, and its store transaction holds
   every message it writes. A tool repeats the request to move more.
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError
 from proton_broker.message import Message
+from proton_broker.queues.entries import Entry
 from proton_broker.queues.overflow import Thresholds
 from proton_broker.queues.ports import MessageFilter
 from proton_broker.queues.queue import Queue
@@ -73,6 +75,9 @@ class Transfer:
         self.unit = Unit()
         self._records: list[Message] = []  # as each lands on the destination
         self._rows: list[int | None] = []  # each one's row on the source the unit removes
+        # A move's originals, on the source until the move is written (Queue.take_for_move).
+        self._originals: list[Message] = []
+        self._entries: list[Entry] = []
         self._count = 0  # on their way to the destination, for its limits
         self._bytes = 0
 
@@ -83,7 +88,7 @@ class Transfer:
         they are on the destination (at once when nothing is stored)."""
         limit = MAX_TRANSFER if limit < 0 else min(limit, MAX_TRANSFER)
         positions = self.source.select_messages(
-            numbers, matches, limit, self._take, remove=self.move
+            numbers, matches, limit, self._take, self.move, self._entries if self.move else None
         )
         landing = list(zip(positions, self._records, strict=True))
         unit = self.unit
@@ -116,7 +121,8 @@ class Transfer:
         if self.move and stored and not message.in_history:
             row = message.store_id
             self.unit.dequeues.append(row)  # type: ignore[arg-type] # stored
-            message.store_id = None
+        if self.move:
+            self._originals.append(message)
         self._records.append(landing)
         self._rows.append(row)
         return True
@@ -135,27 +141,29 @@ class Transfer:
         self, landing: list[tuple[int, Message]], done: Done, error: BaseException | None
     ) -> None:
         """The messages join the destination (written, or not if ``error``: then a move's
-        go back on the source, see :meth:`_stay`)."""
+        go back in place on the source, see :meth:`_originals_go`)."""
+        if self.move:
+            self._originals_go(error is None)
         joined = []
-        for (position, message), row in zip(landing, self._rows, strict=True):
+        for position, message in landing:
             if error is not None:
                 message.store_id = None
                 if self.move:
-                    self._stay(message, row)
-                    continue
+                    continue  # the original is back in its place
             if self._lands(message, self.destination):
                 joined.append(position)
             elif not (self.move and self._lands(message, self.source)):
                 self.broker.forget(message)  # a copy the destination would not take
         done(joined, error)
 
-    def _stay(self, message: Message, row: int | None) -> None:
-        """A move that could not be written did not happen: ``message`` goes back on the
-        source, at its end, with its row there (``row``), as a restart would find it. One
-        the source refuses (a duplicate it has seen) keeps its row, for the next start."""
-        message.store_id = row
-        if not self._lands(message, self.source):
-            message.store_id = None
+    def _originals_go(self, written: bool) -> None:
+        """A move's originals leave the source, ``written`` (their rows went in the move's
+        transaction); not written, the move did not happen: each goes back to its own
+        position on the source with its row, as a restart would find it."""
+        for original, row, entry in zip(self._originals, self._rows, self._entries, strict=True):
+            if written and row is not None:
+                original.store_id = None
+            self.source.moved(entry, written)
 
     def _lands(self, message: Message, queue: Queue) -> bool:
         """Whether ``message`` joins ``queue`` (still the broker's, and taking it)."""

@@ -80,6 +80,7 @@ from proton_broker.amqp.terminus import (
     exchange_options,
     node_durable,
     node_options,
+    node_type,
     replay_period,
     selector_filter,
     sender_exchange_arguments,
@@ -946,7 +947,7 @@ class Server(Handler):
         address = terminus.address
         found = None
         if address is not None and not terminus.dynamic:
-            found = self.broker.node(address, sending=link.is_receiver)
+            found = self.broker.node(address, link.is_receiver, node_type(terminus))
             if isinstance(found, Queue):
                 return None
         if found is None and not wanted:

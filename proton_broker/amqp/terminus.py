@@ -146,6 +146,18 @@ def exchange_options(
     return (True, None, rest) if wanted else (False, None, options)
 
 
+def node_type(terminus: Terminus) -> str | None:
+    """The kind of node the link asks for by its capabilities, ``queue`` or ``topic``
+    (qpid::messaging's ``node: {type: ...}``, Qpid JMS's queues and topics); None for
+    neither, or both: qpidd's ``Session::resolve`` takes asking for both as asking for
+    neither."""
+    capabilities = set(capabilities_of(terminus))
+    queue, topic = "queue" in capabilities, "topic" in capabilities
+    if queue == topic:
+        return None
+    return "queue" if queue else "topic"
+
+
 def node_durable(terminus: Terminus, options: Mapping[str, Any]) -> bool:
     """Whether the node an attach asks for is durable by its node properties (``durable``,
     as qpid::messaging's ``node: {durable: True}`` sends it) or its ``durable`` capability:

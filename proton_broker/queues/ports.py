@@ -114,11 +114,21 @@ class DeadLetterSink(Protocol):
     """Where the messages a queue gives up on go (the broker's dead-lettering,
     :mod:`proton_broker.deadletters`): the queue only says which message and why."""
 
-    def dead_letter(self, queue: Queue, message: Message, reason: str, detail: str | None) -> bool:
+    def dead_letter(
+        self,
+        queue: Queue,
+        message: Message,
+        reason: str,
+        detail: str | None,
+        written: Callable[[bool], None] | None = None,
+    ) -> bool | None:
         """``message`` (its bytes in memory) is leaving ``queue`` for ``reason`` and the
         queue has an alternate: send it there. The sink takes over the removal of a stored
         message (it clears ``message.store_id`` when it does, so the move is one store
-        transaction). False: it went nowhere (no route), and it is discarded."""
+        transaction). False: it went nowhere (no route), and it is discarded. With
+        ``written``, a move that removes the message's row may wait for the store: None,
+        and ``written(True)`` once it is on disk (``store_id`` cleared), ``written(False)``
+        if it could not be (the message keeps its row, and stays on ``queue``)."""
 
 
 @dataclass

@@ -37,6 +37,12 @@ Rules this module owns:
   does not count), one that expires when the expiry policy routes, and every one left when
   the queue is deleted go to the queue's alternate when it has one, before they leave. A
   message that reaches the maximum without an alternate is discarded and said so.
+* A message on its way elsewhere in a move the store writes (a dead letter's, management's
+  moveMessages) stays on the queue, out of every consumer's reach, until the store has
+  written the move (:meth:`Queue.take_for_move`, :meth:`Queue.moved`): then it leaves; if
+  the store could not write it (a full disk), it goes back to its original position, as
+  a released message does (one held until valid is held again, one past its time expires
+  at the next sweep). A ring's victim and a deleted queue's messages leave at once.
 
 * Figures for management, none of them a step on a message's way out: the messages
   consumers hold are counted as they are handed out and as they come back or are settled;
@@ -224,6 +230,9 @@ class Queue:
         # (0: no maximum).
         self.alternate: str | None = None
         self.max_delivery_attempts = 0
+        # Entries on their way elsewhere in a move the store writes (see the module rules):
+        # whether a consumer's group holds each.
+        self._moving: dict[Entry, bool] = {}
 
     def _assemble_dispatch(self) -> None:
         """Consumers come, get credit and go through the dispatcher (queues/dispatching.py):
@@ -547,7 +556,7 @@ class Queue:
     def evict(self, entry: Entry) -> None:
         """A ring deletes an available entry to make room (to the alternate, if any)."""
         self.stats.evicted += 1
-        self._dead_letter(entry, EVICTED)
+        self._dead_letter(entry, EVICTED)  # at once: a ring's victim makes room now
         self._remove(entry)
 
     def _read_back(self, message: Message) -> AbstractContextManager[None]:
@@ -631,20 +640,22 @@ class Queue:
 
     def _expired(self, entry: Entry) -> None:
         """An acquired entry whose time had passed left its group before it joined anyone's."""
-        self._expiring(entry)
-        self._forget(entry)
+        if self._expiring(entry):
+            self._forget(entry)
 
     def _expire(self, entry: Entry) -> None:
         """``entry``'s time has passed: it leaves."""
-        self._expiring(entry)
-        self._remove(entry)
+        if self._expiring(entry):
+            self._remove(entry)
 
-    def _expiring(self, entry: Entry) -> None:
-        """Counted, and sent to the alternate first if the expiry policy says so."""
+    def _expiring(self, entry: Entry) -> bool:
+        """Counted, and sent to the alternate first if the expiry policy says so; False
+        when its move waits for the store (it stays, see the module rules)."""
         self.stats.expired += 1
         self.stats.expired_bytes += entry.message.size
         if self.settings.expiry_policy == EXPIRE_TO_ALTERNATE:
-            self._dead_letter(entry, EXPIRED)
+            return self._dead_letter(entry, EXPIRED)
+        return True
 
     # ---- outcomes ----------------------------------------------------------------------
 
@@ -661,8 +672,8 @@ class Queue:
         if entry.state == ACQUIRED:
             self._dispatcher.acquired -= 1
             self.stats.rejected += 1
-            self._dead_letter(entry, REJECTED, detail)
-            self._remove(entry)
+            if self._dead_letter(entry, REJECTED, detail, held=True):
+                self._remove(entry)
 
     def release(
         self,
@@ -688,15 +699,8 @@ class Queue:
             return
         if annotations is not None:
             self._merge_annotations(entry.message, annotations)
-        if delivery_failed:
-            entry.delivery_count += 1
-            most = self.max_delivery_attempts
-            if most and entry.delivery_count >= most:
-                self.stats.exhausted += 1
-                self._dead_letter(entry, EXHAUSTED, f"{entry.delivery_count} delivery attempts")
-                self._remove(entry)
-                return
-            self.stats.redelivered += 1
+        if delivery_failed and self._exhausted(entry):
+            return
         if undeliverable_for is not None:
             if entry.excluded is None:
                 entry.excluded = set()
@@ -707,6 +711,20 @@ class Queue:
             self._groups.done(entry)
         if self._ready:
             self._wake()
+
+    def _exhausted(self, entry: Entry) -> bool:
+        """A failed delivery attempt counted: True if it was the last the queue allows (the
+        entry goes to the alternate, or is discarded)."""
+        entry.delivery_count += 1
+        most = self.max_delivery_attempts
+        if most and entry.delivery_count >= most:
+            self.stats.exhausted += 1
+            detail = f"{entry.delivery_count} delivery attempts"
+            if self._dead_letter(entry, EXHAUSTED, detail, held=True):
+                self._remove(entry)
+            return True
+        self.stats.redelivered += 1
+        return False
 
     def _undelivered(self, entry: Entry) -> None:
         """An acquired entry whose delivery raised before anything was sent (the
@@ -747,21 +765,83 @@ class Queue:
             dropped += 1
         return dropped
 
-    def _dead_letter(self, entry: Entry, reason: str, detail: str | None = None) -> None:
+    def _dead_letter(
+        self, entry: Entry, reason: str, detail: str | None = None, held: bool = False
+    ) -> bool:
         """Hand ``entry``'s message to the alternate before it leaves (see the module
         rules); the broker is also told of one that reached the maximum delivery attempts
-        without an alternate, so that the discard is logged."""
+        without an alternate, so that the discard is logged. True: the caller removes the
+        entry now; False: its move waits for the store, and the entry stays, taken for it
+        (``held``: a consumer's group holds it), until :meth:`moved`. A ring's victim and
+        a deleted queue's messages never wait."""
         sink = self.hooks.dead_letters
         if sink is None or (self.alternate is None and reason != EXHAUSTED):
-            return
+            return True
         message = entry.message
+        waits = reason not in (EVICTED, DELETED)
+
+        def written(done: bool) -> None:
+            if done:
+                self.stats.dead_lettered += 1
+            self.moved(entry, done)
+
         # flow to disk: a paged-out message's bytes are read back for the copy
         with self._read_back(message) if message.paged else nullcontext():
-            moved = sink.dead_letter(self, message, reason, detail)
+            moved = sink.dead_letter(self, message, reason, detail, written if waits else None)
+        if moved is None:  # written later: counted then
+            self.take_for_move(entry, held)
+            return False
         if moved:
             self.stats.dead_lettered += 1
         else:
             self.stats.discarded += 1
+        return True
+
+    def take_for_move(self, entry: Entry, held: bool = False) -> None:
+        """``entry`` is on its way elsewhere in a move the store writes (see the module
+        rules): out of every consumer's reach (and the hold and expiry sweeps'), still on
+        the queue, until :meth:`moved`. ``held``: acquired by a consumer whose group holds
+        it until then."""
+        if entry.state == AVAILABLE:
+            self._order.discard(entry)
+        entry.state = ACQUIRED
+        self._moving[entry] = held
+
+    def moved(self, entry: Entry, written: bool) -> None:
+        """The move :meth:`take_for_move` waited for: ``written``, the entry leaves (the
+        caller has cleared its message's ``store_id`` where the move's transaction removed
+        its row); not written, it goes back to its original position as the store still
+        has it (see the module rules). Nothing if the queue let it go meanwhile (deleted)."""
+        held = self._moving.pop(entry, None)
+        if held is None or entry.state != ACQUIRED:
+            return
+        if written:
+            self._leave_move(entry, held)
+            return
+        if self._superseded(entry):  # a newer value for its key is on the queue
+            self._leave_move(entry, held)
+            self.stats.replaced += 1
+            return
+        now = time.time()
+        until = held_until(entry.message, entry.arrival, self._hold)
+        if until is not None and until > now * 1000.0:
+            entry.state = AVAILABLE
+            self._held.hold(entry, until)  # valid later: held again, out of the ordering
+        else:
+            self._dispatcher.made_available(entry)
+        if entry.expires_at is not None:
+            self._expiry.track(entry)  # the sweep may have let it go: it tries again
+        if held and self._groups is not None:
+            self._groups.done(entry)
+        if self._ready or self._browse_cursors:
+            self._wake()
+
+    def _leave_move(self, entry: Entry, held: bool) -> None:
+        """An entry taken for a move leaves: a consumer's group lets it go if it held it."""
+        if held:
+            self._remove(entry)
+        else:
+            self._forget(entry)
 
     def _remove(self, entry: Entry) -> None:
         """``entry`` leaves the queue, from wherever it is."""
@@ -815,8 +895,12 @@ class Queue:
         dropped = 0
         for entry in list(self._log):
             if entry.state != DEAD:
-                self._dead_letter(entry, DELETED)
-                self._remove(entry)
+                held = self._moving.pop(entry, None)
+                if held is None:  # not on its way elsewhere already
+                    self._dead_letter(entry, DELETED)
+                    self._remove(entry)
+                else:
+                    self._leave_move(entry, held)
                 dropped += 1
         self._held.clear()
         self._expiry.clear()
@@ -873,12 +957,15 @@ class Queue:
         limit: int,
         act: Callable[[Message], bool] | None = None,
         remove: bool = True,
+        taken: list[Entry] | None = None,
     ) -> list[int]:
         """The messages :meth:`delete_messages` selects, for management's deleteMessages,
         moveMessages and copyMessages: ``act`` (if any) is given each one first, its bytes
         in memory (a paged one's read back), and answers False to stop before it. With
         ``remove`` each then leaves the queue, as :meth:`delete_messages` says; without it
-        every live message may be selected, those consumers hold too, and each stays.
+        every live message may be selected, those consumers hold too, and each stays; with
+        ``taken`` (a move the store writes) each is taken for the move instead
+        (:meth:`take_for_move`) and added to it, and the caller says :meth:`moved`.
         Their positions, in order."""
         selected: list[int] = []
         wanted = None if numbers is None else set(numbers)
@@ -897,7 +984,10 @@ class Queue:
             if wanted is not None:
                 wanted.discard(entry.seq)
             selected.append(entry.seq)
-            if remove:
+            if taken is not None:
+                self.take_for_move(entry)
+                taken.append(entry)
+            elif remove:
                 self._remove(entry)
             limit -= 1
         return selected

@@ -16,7 +16,9 @@ Rules this module owns:
   its write began) is neither written nor removed: the transaction ends the same.
 * Failure: if a transaction fails (disk full, I/O error) it is rolled back and every unit
   in it completes with a :class:`StoreError`; nothing of them is on disk. The writer
-  carries on, so producers recover once space is freed. A unit's removals that go with
+  carries on, so producers recover once space is freed. The first failed write of an
+  episode (a full disk) is logged as an error, those after it only at debug level, and
+  the first write that succeeds again says how many failed. A unit's removals that go with
   its writes (a client's transaction, a dead letter's move, a management move) fail with
   it, as qpidd's and Broker-J's store transactions do: its caller keeps those messages
   where the store has them. Removals that stand alone (``Unit.acknowledgements``:
@@ -151,6 +153,7 @@ class SqliteStore(Store):
         self._retired_rows = False  # the retired table may hold rows (see retire())
         self._number_rows = False  # the numbers table may hold rows (writer thread's)
         self._unwritten: list[tuple[int]] = []  # removals a failed commit held (writer's)
+        self._failed_writes = 0  # failed in a row (writer's; see the module rules)
 
     # ---- opening and recovery ---------------------------------------------------------
 
@@ -632,9 +635,24 @@ class SqliteStore(Store):
             if db.in_transaction:
                 db.execute("ROLLBACK")
             self.commits.failed()
-            log.error("store %s: a write of %d units failed: %s", self.path, len(group), exc)
+            self._failed_writes += 1
+            if self._failed_writes == 1:
+                log.error(
+                    "store %s: a write of %d units failed: %s (writes that fail after it are "
+                    "counted, and said once one succeeds)",
+                    self.path,
+                    len(group),
+                    exc,
+                )
+            else:
+                log.debug("store %s: a write of %d units failed: %s", self.path, len(group), exc)
             self._hold_removals(held, exc)
             return StoreError(f"the store could not write: {exc}")
+        if self._failed_writes:
+            log.warning(
+                "store %s: writing again, after %d failed writes", self.path, self._failed_writes
+            )
+            self._failed_writes = 0
         if self._unwritten:
             log.info(
                 "MST-1012 : %d acknowledged messages held back by a failed write are removed",

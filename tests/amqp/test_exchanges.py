@@ -612,3 +612,33 @@ def test_a_name_both_a_queue_and_an_exchange_is_the_exchange_to_send_to_the_queu
     client.wait_settled(client.send(producer, Message(body="for the queue"), pump=False))
     reader = client.receiver("both", credit=1)
     assert client.wait_received(reader, 1)[0].message.body == "for the queue"
+
+
+def test_a_link_asking_for_a_queue_or_a_topic_gets_that_node_where_a_name_is_both(
+    broker: RunningBroker,
+) -> None:
+    """qpid::messaging's ``name; {node: {type: queue}}`` and ``{type: topic}`` (the
+    ``queue`` and ``topic`` capabilities), as qpidd's Session::resolve reads them, for
+    senders and receivers alike."""
+
+    def make() -> None:
+        broker.broker.declare("both")
+        broker.broker.declare("sink")
+        broker.broker.declare_exchange("both", "fanout")
+        broker.broker.bind("both", "sink", "")
+
+    broker.call(make)
+    client = broker.client()
+    to_topic = client.receiver("both", credit=5, capabilities=["topic"], name="on-topic")
+    client.answered(to_topic)
+    to_queue = client.sender("both", capabilities=["queue"], name="to-queue")
+    client.wait_settled(client.send(to_queue, Message(body="for the queue"), pump=False))
+    via_exchange = client.sender("both", capabilities=["topic"], name="to-topic")
+    client.wait_settled(client.send(via_exchange, Message(body="routed"), pump=False))
+    depths = broker.call(
+        lambda: (broker.broker.queues["both"].depth, broker.broker.queues["sink"].depth)
+    )
+    assert depths == (1, 1)
+    assert [r.message.body for r in client.wait_received(to_topic, 1)] == ["routed"]
+    from_queue = client.receiver("both", credit=5, capabilities=["queue"], name="on-queue")
+    assert [r.message.body for r in client.wait_received(from_queue, 1)] == ["for the queue"]

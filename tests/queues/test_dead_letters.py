@@ -24,7 +24,9 @@ class Sink:
         self.takes = takes
         self.got: list[tuple[str, bytes, str, str | None]] = []
 
-    def dead_letter(self, queue: Queue, message: Message, reason: str, detail: str | None) -> bool:
+    def dead_letter(
+        self, queue: Queue, message: Message, reason: str, detail: str | None, written: Any = None
+    ) -> bool:
         self.got.append((queue.name, message.data, reason, detail))
         return self.takes
 
