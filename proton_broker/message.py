@@ -388,8 +388,10 @@ def _decode_span(data: bytes, span: tuple[int, int] | None) -> dict[Any, Any]:
 
 
 def property_text(value: Any) -> str | None:
-    """A property value as the text queues compare (LVQ keys, group ids, sort keys):
-    strings as they are, binary as UTF-8, other values as their text."""
+    """A property value as text (a sort key; link properties): strings as they are, binary
+    as UTF-8, other values as their text. Last-value, sequence and group keys are read as
+    qpidd reads them (:func:`proton_broker.queues.keys.key_text`, which calls this for the
+    types where the two agree)."""
     if type(value) is str:  # the usual key, asked of every message: answered first
         return value
     if value is None:

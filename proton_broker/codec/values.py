@@ -400,6 +400,28 @@ def find_in_map_python(data: bytes, start: int, stop: int, key: str) -> Any:
     return None
 
 
+def value_code(data: bytes, start: int, stop: int, key: str) -> int | None:
+    """The constructor of the value under the string ``key`` in the (already validated) map
+    at ``start`` (the first, where a malformed map repeats a key, as
+    :func:`find_in_map_python` answers), or None when the key is absent or the bytes at
+    ``start`` are not a map. What a decoded value does not tell: whether a float was sent as AMQP's
+    float or double, which the text of a key depends on (:mod:`proton_broker.queues.keys`).
+    Not on the hot path: only a key sent as a float asks."""
+    code = data[start]
+    if code == 0xD1:
+        at, count = start + 9, _U32.unpack_from(data, start + 5)[0]
+    elif code == 0xC1:
+        at, count = start + 3, data[start + 2]
+    else:
+        return None
+    for _ in range(count >> 1):
+        name, at = decode_at(data, at, stop)
+        if name == key:
+            return data[at]
+        at = skip_values(data, at, 1)
+    return None
+
+
 # The keys queues ask maps for (last-value, group and sort keys, x-opt-sequence), encoded as
 # str8 keys, as every client sends them; up to _KEY_FORMS of them.
 _STR8_KEYS: dict[str, bytes] = {}

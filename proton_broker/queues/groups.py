@@ -3,8 +3,9 @@
 Semantics (the Qpid C++ broker's message-groups specification, and the Qpid Broker-J
 documentation, Queues, 4.7.2):
 
-* A message's group is the text of the application property named by the queue's group key,
-  or ``properties.group-id`` when no key is configured (where JMS puts ``JMSXGroupID``).
+* A message's group is the text of the application property named by the queue's group key
+  (as qpidd makes it: :mod:`proton_broker.queues.keys`), or ``properties.group-id`` when no
+  key is configured (where JMS puts ``JMSXGroupID``).
 * **Shared groups** (``qpid.shared_msg_group``, the Qpid C++ behaviour;
   :class:`SharedGroups`): a group belongs to a
   consumer while that consumer holds acquired, unsettled messages of it. Once it has settled
@@ -61,8 +62,8 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from proton_broker.message import property_text
 from proton_broker.queues.entries import AVAILABLE, Entry, FifoOrder
+from proton_broker.queues.keys import key_text
 from proton_broker.queues.settings import GROUPS_SHARED, QueueSettings
 
 DEFAULT_GROUP = "qpid.no-group"
@@ -229,7 +230,7 @@ class GroupDistributor:
         else:
             name = message.application_property(self.key)
             if type(name) is not str:
-                name = property_text(name)
+                name = key_text(name, message, self.key)
         if not name and self.shared:  # none, or empty: the default group, as qpidd
             name = self.default_group
         group = self._groups.get(name)

@@ -4,8 +4,9 @@ Rules owned here:
 
 * On a queue with a key (the last-value key, or ``sequenceKey`` on a queue that keeps every
   message), every message whose key property is set gets a sequence number: 1 for the
-  key's first message, then one more than the key's current number. Keys are compared
-  whole (``1`` and ``10`` are different keys).
+  key's first message, then one more than the key's current number. Keys are the
+  property's text as qpidd makes it (:mod:`proton_broker.queues.keys`: the boolean true is
+  ``"1"``), compared whole (``1`` and ``10`` are different keys).
 * A producer may choose the number (``x-opt-sequence``, as a message annotation or an
   application property). It must be an integer (a long) greater than the key's current
   number, so history stays ordered, and at most 2^62 (:data:`CUSTOM_MAX`); anything else
@@ -95,9 +96,10 @@ from proton_broker.codec.sections import annotate
 from proton_broker.codec.values import contains, find_in_map, find_unmarked
 from proton_broker.collector import untrack
 from proton_broker.errors import InvalidField
-from proton_broker.message import Message, property_text
+from proton_broker.message import Message
 from proton_broker.queues.budget import DEFAULT_HISTORY_BUDGET, HistoryBudget
 from proton_broker.queues.entries import Entry
+from proton_broker.queues.keys import key_text
 
 SEQUENCE = KEY_SEQUENCE
 _LONG_MAX = 2**63 - 1  # x-opt-sequence is a long
@@ -553,7 +555,7 @@ class History:
                 _SEQUENCE_BYTES,
             )
             if value is not _SEQUENCE_BYTES:  # no custom number: nothing more to do
-                return value if type(value) is str else property_text(value)
+                return value if type(value) is str else key_text(value, message, self.key_property)
         return self._numbered_further(message)
 
     def _numbered_further(self, message: Message) -> str | None:
@@ -564,7 +566,7 @@ class History:
             value = find_in_map(message.data, props[0], props[1], self.key_property)  # inlined
         else:
             value = message.application_property(self.key_property)
-        key = value if type(value) is str else property_text(value)  # mostly a str already
+        key = value if type(value) is str else key_text(value, message, self.key_property)
         if key is None:
             return None
         if message.sequence is None:

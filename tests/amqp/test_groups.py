@@ -24,7 +24,7 @@ def declare(broker: RunningBroker, name: str, options: dict[str, object]) -> Eng
     return producer
 
 
-def send(producer: EngineClient, name: str, *items: tuple[str | None, str]) -> None:
+def send(producer: EngineClient, name: str, *items: tuple[object, str]) -> None:
     sender = producer.sender(name)
     for group, body in items:
         props = {} if group is None else {"GROUP_KEY": group}
@@ -88,6 +88,22 @@ def test_only_the_consumer_holding_a_group_gets_its_messages_until_it_settles_th
     assert bodies(c2, r2) == []  # A-2 waits: A is with c1
     settle(c1, a1)  # c1 has settled everything it held: the group is free
     assert [r.message.body for r in c2.wait_received(r2, 1)] == ["A-2"]
+
+
+def test_a_group_id_sent_as_a_boolean_or_a_number_is_the_group_its_text_names(
+    broker: RunningBroker,
+) -> None:
+    # As qpidd reads the key (docs/groups.md): true is "1", the double 2.0 and the long 2 "2".
+    producer = declare(broker, "typed", SHARED)
+    send(producer, "typed", (True, "true"), ("1", "one"), (2.0, "two"), (2, "2"), ("B", "B"))
+    c1, c2 = broker.client(), broker.client()
+    r1 = c1.receiver("typed", credit=1)
+    assert [r.message.body for r in c1.wait_received(r1, 1)] == ["true"]
+    r1b = c1.receiver("typed", credit=1)  # a second consumer, holding group "2"
+    assert [r.message.body for r in c1.wait_received(r1b, 1)] == ["two"]
+    r2 = c2.receiver("typed", credit=5)
+    assert [r.message.body for r in c2.wait_received(r2, 1)] == ["B"]
+    assert bodies(c2, r2) == ["B"]  # "one" and "2" wait for the groups c1 holds
 
 
 def test_releasing_a_1_then_accepting_a_2_lets_another_consumer_take_a_1(

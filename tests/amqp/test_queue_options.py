@@ -8,7 +8,7 @@ one capability alone goes as a bare symbol. The broker also reads link propertie
 from __future__ import annotations
 
 import pytest
-from proton import Disposition, Endpoint, Message, Terminus
+from proton import Disposition, Endpoint, Message, Terminus, float32
 
 from proton_broker.config import Config
 from tests.amqp.test_connection import symbols_of
@@ -229,6 +229,29 @@ def test_an_lvq_keeps_messages_without_the_key(broker: RunningBroker) -> None:
         [Message(body=1), Message(body=2), Message(body=3, properties={"ticker": "k"})],
     )
     assert broker.call(lambda: broker.broker.queues["keyless"].depth) == 3
+
+
+def test_an_lvq_key_sent_as_a_boolean_or_a_number_is_the_key_its_text_names(
+    broker: RunningBroker,
+) -> None:
+    # As qpidd reads the key (docs/queues.md): true is "1", false "0", a double printed to
+    # 17 digits, a float to 9, so the long 2 and the double 2.0 are one key.
+    client = broker.client()
+    client.sender("typed", node_properties={"qpid.last_value_queue_key": "ticker"})
+    pairs = [
+        (True, "1"),
+        (False, "0"),
+        (float32(0.1), "0.100000001"),
+        (0.1, "0.10000000000000001"),
+        (2.0, 2),
+    ]
+    first = [Message(body=f"typed {i}", properties={"ticker": k}) for i, (k, _) in enumerate(pairs)]
+    then = [Message(body=f"then {i}", properties={"ticker": k}) for i, (_, k) in enumerate(pairs)]
+    send_all(client, "typed", first + then)
+    receiver = client.receiver("typed", credit=20)
+    client.wait_received(receiver, len(pairs))
+    client.pump(0.1)
+    assert [r.message.body for r in client.received(receiver)] == [m.body for m in then]
 
 
 def test_a_replaced_message_held_by_a_consumer_is_discarded_when_released(
