@@ -44,6 +44,13 @@ Rules this module owns:
 * Deviation from Broker-J, for a clearer error: an unknown type or operation is a 400 (Broker-J
   answers 404 and 501). Errors from the broker's own table map to statuses in
   :data:`STATUS_FOR`.
+* A subscription queue (:mod:`proton_broker.exchanges.subscriptions`) reads as what its
+  subscription is, as both Qpid brokers make it: ``exclusive`` true unless it is shared
+  (qpidd makes the session its exclusive owner; Broker-J gives it the exclusivity policy
+  ``LINK``, a shared one ``SHARED_SUBSCRIPTION``), and ``lifetimePolicy``
+  ``delete-if-unused`` unless it is kept (its expiry policy ``never``): it goes as its last
+  link goes (qpidd's auto-delete; Broker-J's ``DELETE_ON_SESSION_END``,
+  ``DELETE_ON_NO_OUTBOUND_LINKS`` or ``DELETE_ON_CONNECTION_CLOSE``, by the expiry policy).
 * Identities are name-based UUIDs (``uuid5``), stable across restarts without storing
   them; a queue deleted and created again under the same name has the same identity.
 
@@ -102,9 +109,12 @@ from proton_broker.management_paths import named_by_path, object_path
 from proton_broker.moving import Transfer
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
+    DELETE_IF_UNUSED,
+    EXCLUSIVE_SUBSCRIPTION,
     GROUPS_NONE,
     GROUPS_SHARED,
     LIVE_SETTINGS,
+    PERMANENT,
     ParsedOptions,
     option_names,
     parse_options,
@@ -244,6 +254,22 @@ def _group_type(queue: Queue) -> str:
     )
 
 
+def _lifetime_policy(queue: Queue) -> str:
+    """The queue's lifetime policy; a subscription queue's is its subscription's (see the
+    module rules)."""
+    policy = queue.settings.lifetime_policy
+    if policy == PERMANENT and queue.settings.subscription and not queue.subscription_kept:
+        return DELETE_IF_UNUSED  # deleted as its last link goes (exchanges/subscriptions.py)
+    return policy
+
+
+def _exclusive(queue: Queue) -> bool:
+    """Whether the queue is exclusive: to one connection, or, a subscription that is not
+    shared, to one link at a time (see the module rules)."""
+    settings = queue.settings
+    return settings.exclusive or settings.subscription == EXCLUSIVE_SUBSCRIPTION
+
+
 def _lvq_keys(queue: Queue) -> int | None:
     """The keys of a last-value queue that have a message on it."""
     history = queue.history
@@ -301,8 +327,8 @@ QUEUE_ATTRIBUTES: dict[str, Reader] = {
     "qpid-type": lambda q: q.kind,  # and the kind (standard, lvq, priority, sorted)
     # settings (names Broker-J uses; all accepted back by the settings parser)
     "durable": lambda q: q.settings.durable,
-    "lifetimePolicy": lambda q: q.settings.lifetime_policy,
-    "exclusive": lambda q: q.settings.exclusive,
+    "lifetimePolicy": _lifetime_policy,
+    "exclusive": _exclusive,
     "priorities": lambda q: q.settings.priorities,
     "sortKey": lambda q: q.settings.sort_key,
     "lvqKey": lambda q: q.settings.lvq_key,

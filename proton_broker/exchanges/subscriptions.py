@@ -101,8 +101,6 @@ class Subscriptions:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._holders: Counter[str] = Counter()
-        self._kept: dict[str, bool] = {}  # name -> outlives its links
-        broker.deletion_watchers.append(lambda queue: self._kept.pop(queue.name, None))
 
     def attach(self, wanted: Subscription, user: str | None = None) -> Queue:
         """The subscription queue for a new link: the existing one, or made now (and
@@ -122,7 +120,7 @@ class Subscriptions:
             except BaseException:
                 broker.delete_queue(wanted.name, force=True)  # nothing half made stays
                 raise
-            self._kept[wanted.name] = wanted.kept
+            queue.subscription_kept = wanted.kept
         self._holders[wanted.name] += 1
         return queue
 
@@ -190,7 +188,8 @@ class Subscriptions:
         a new link, so the subscription stays whatever its lifetime). Why an unsubscribe
         was refused (the subscription stays), or None."""
         self._holders[name] -= 1
-        kept = self._kept.get(name, True)  # a stored subscription, after a restart: kept
+        queue = self.broker.queues.get(name)
+        kept = queue is None or queue.subscription_kept  # recovered from the store: kept
         if self._holders[name] > 0:
             if unsubscribe and kept:
                 return ResourceLocked(f"There are active consumers on the subscription '{name}'")
@@ -198,7 +197,6 @@ class Subscriptions:
         del self._holders[name]
         if stolen:  # the thief holds it next
             return None
-        queue = self.broker.queues.get(name)
         if queue is None or not queue.settings.subscription:
             return None  # never an ordinary queue
         lingers = bool(queue.settings.auto_delete_timeout)  # lifetime.py deletes it later

@@ -153,6 +153,9 @@ class Queue:
         self.options = dict(options or {})  # as declared, for the attach echo and management
         # Made on demand (an attach, the gateway): the idle sweep may delete it (lifetime.py).
         self.auto_created = False
+        # A subscription queue (settings.subscription) that is not kept is deleted as its
+        # last link goes (exchanges/subscriptions.py); one recovered from the store is kept.
+        self.subscription_kept = True
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0

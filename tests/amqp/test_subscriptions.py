@@ -14,6 +14,7 @@ from proton import Described, Disposition, Message, Terminus, symbol
 
 from proton_broker.config import Config
 from proton_broker.testing import BrokerProcess
+from tests.amqp.test_management import Node, entity, status
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient
 
@@ -446,6 +447,34 @@ def test_a_subscription_never_takes_over_an_ordinary_queue_of_its_name(
     assert f"queue '{name}' exists and is not a subscription" in description
     assert broker.call(lambda: broker.broker.queues[name].depth) == 2
     assert broker.call(lambda: broker.broker.exchanges.bindings_of(name)) == []
+
+
+# ---- management ------------------------------------------------------------------------
+
+
+def test_management_reads_a_subscription_queue_as_exclusive_or_shared_and_kept_or_not(
+    broker: RunningBroker,
+) -> None:
+    # As qpidd (exclusive owner, auto-delete) and Broker-J (LINK or SHARED_SUBSCRIPTION;
+    # PERMANENT or deleted with its links) make them, in this node's words (docs/management.md).
+    client = broker.client(container="app")
+    client.receiver("amq.topic", credit=10, name="news")
+    durable_subscriber(client, "kept")
+    shared_subscriber(client, "crowd|volatile1")
+    shared_durable_subscriber(client, "club")
+    node = Node(broker.client())
+    read = {
+        name: node.ask(entity("READ", name)).body
+        for name in ("app_news", "app_kept", "app_crowd|volatile", "app_club")
+    }
+    assert {name: (a["exclusive"], a["lifetimePolicy"]) for name, a in read.items()} == {
+        "app_news": (True, "delete-if-unused"),
+        "app_kept": (True, "permanent"),
+        "app_crowd|volatile": (False, "delete-if-unused"),
+        "app_club": (False, "permanent"),
+    }
+    for name, attributes in read.items():  # READ, UPDATE unchanged: nothing to refuse
+        assert status(node.ask(entity("UPDATE", name), attributes))[0] == 200
 
 
 # ---- across a restart --------------------------------------------------------------------
