@@ -7,11 +7,14 @@ also evaluating the selector's negation: neither matches when it is UNKNOWN.
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 import proton
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import InvalidField
@@ -392,6 +395,27 @@ def test_like_escape_makes_percent_and_underscore_literal() -> None:
 def test_like_takes_regex_metacharacters_in_the_pattern_literally(value: str, pattern: str) -> None:
     assert selects(f"v LIKE '{pattern}'", msg({"v": value}))
     assert not selects("v LIKE 'a.c'", msg({"v": "abc"}))
+
+
+def _like_by_regex(pattern: str, value: str) -> bool:
+    """What LIKE means, as a backtracking regular expression (fine for short values)."""
+    text = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(text, value, re.DOTALL) is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text("ab%_", max_size=8), st.text("ab\n", max_size=10))
+def test_like_answers_as_the_regular_expression_it_stands_for(pattern: str, value: str) -> None:
+    quoted = pattern.replace("'", "''")
+    assert selects(f"v LIKE '{quoted}'", msg({"v": value})) is _like_by_regex(pattern, value)
+
+
+def test_like_with_many_wildcards_on_a_long_value_does_not_backtrack() -> None:
+    # As a regular expression this pattern backtracks for minutes on one message, on the
+    # loop that serves every client; matched piece by piece it is linear.
+    selector = parse_selector("p LIKE '%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%b'")
+    assert not selector.matches(msg({"p": "a" * 10_000}))
+    assert selector.matches(msg({"p": "a" * 10_000 + "b"}))
 
 
 def test_like_escape_may_be_a_regex_metacharacter_itself() -> None:
