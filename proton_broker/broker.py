@@ -148,6 +148,23 @@ class Broker:
             fnmatch.fnmatchcase(name, pattern) for pattern in broker.auto_create_patterns
         )
 
+    def check_name(self, name: str, what: str) -> None:
+        """InvalidField unless ``name`` (of a new ``what``: a queue, an exchange, a link, a
+        container id) is Unicode text that AMQP's strings and the store can carry (the HTTP
+        side's JSON can spell a lone surrogate, which neither can: a queue named so could be
+        made but never encoded, listed or deleted), at most ``broker.max_name_length``
+        bytes of UTF-8 (a name is kept, logged and shown whole)."""
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidField(f"the name of a {what} must be Unicode text, got {name!r}") from None
+        most = self.config.broker.max_name_length
+        if size > most:
+            raise InvalidField(
+                f"the name of a {what} is {size} bytes long, more than {most} "
+                f"(broker.max_name_length): {name[:64]!r}..."
+            )
+
     def resolve(
         self,
         name: str | None,
@@ -211,7 +228,7 @@ class Broker:
             return queue
         if not allowed:
             raise NotFound(f"Node not found: {name}")
-        _check_text(name, "queue")
+        self.check_name(name, "queue")
         most = self.config.broker.max_queues
         if len(self.queues) >= most:
             raise ResourceLimitExceeded(
@@ -460,7 +477,7 @@ class Broker:
         type (see :mod:`proton_broker.exchanges.registry`)."""
         existing = self.exchanges.get(name)
         if existing is None and not self._starting:  # one stored before is recovered
-            _check_text(name, "exchange")
+            self.check_name(name, "exchange")
             unsupported_arguments(arguments or {})
         if existing is None and user is not None:
             properties = {"type": kind, "durable": "true" if durable else "false"}
@@ -887,16 +904,6 @@ class Broker:
         """Drop expired messages from every queue (called on a timer)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
-
-
-def _check_text(name: str, what: str) -> None:
-    """A new node's name must be Unicode text that AMQP's strings and the store can carry:
-    the HTTP side's JSON can spell a lone surrogate, which neither can (a queue named so
-    could be made but never encoded, listed or deleted)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidField(f"the name of a {what} must be Unicode text, got {name!r}") from None
 
 
 def _run(steps: list[Callable[[], None]]) -> None:

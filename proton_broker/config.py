@@ -78,6 +78,9 @@ class BrokerSection:
     # connection may have at once.
     max_sessions_per_connection: int = _at_least(256, 1, 65536)
     max_links_per_connection: int = _at_least(10000, 1)
+    # Bytes (UTF-8) of a name a client gives: a container id, a link name, an address, a
+    # queue or exchange made on demand, by $management or over HTTP.
+    max_name_length: int = _at_least(1024, 1)
     # Exchanges declared (the four defaults not counted), and bindings in all.
     max_exchanges: int = _at_least(10000, 1)
     max_bindings: int = _at_least(1000000, 1)

@@ -554,7 +554,9 @@ class Server(Handler):
             conn.remote_container,
             user,
         )
-        refused = self._sole_connection(conn) or self._admit(conn, user)
+        refused = (
+            self._long_container_id(conn) or self._sole_connection(conn) or self._admit(conn, user)
+        )
         if refused is not None:
             number = self._numbers.get(conn._impl, 0)
             log.warning("CON-1006 : Refused : [con:%d] : %s", number, refused.description)
@@ -618,6 +620,23 @@ class Server(Handler):
             )
             conn.condition = Condition(ILLEGAL_STATE, "the connection is open already")
             conn.close()
+
+    def _check_names(self, link: Link) -> None:
+        """InvalidField unless the link's name and its addresses are at most
+        ``broker.max_name_length`` bytes (see Broker.check_name)."""
+        self.broker.check_name(link.name, "link")
+        for terminus in (link.remote_source, link.remote_target):
+            if terminus.address:
+                self.broker.check_name(terminus.address, "node address")
+
+    def _long_container_id(self, conn: Connection) -> Condition | None:
+        """Why a connection whose container id is over ``broker.max_name_length`` bytes is
+        refused (``amqp:invalid-field`` naming ``container-id``), or None."""
+        try:
+            self.broker.check_name(conn.remote_container or "", "container id")
+        except InvalidField as exc:
+            return Condition(INVALID_FIELD, str(exc), {INVALID_FIELD_KEY: symbol("container-id")})
+        return None
 
     def _admit(self, conn: Connection, user: str) -> Condition | None:
         """The ACL's and the quotas' word on a connection that opens: why it is refused,
@@ -750,6 +769,7 @@ class Server(Handler):
         _ = link.name  # a name that is not UTF-8 is refused now (see contain_fault)
         try:
             self.quotas.may_attach(link.connection._impl)
+            self._check_names(link)
             if link.is_receiver:
                 state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = (
                     self._attach_producer(link)

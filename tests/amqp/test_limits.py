@@ -45,6 +45,7 @@ def test_the_defaults_are_on() -> None:
     assert defaults.max_memory == 1024 * 1024 * 1024
     assert defaults.max_history_memory == 1024 * 1024 * 1024
     assert defaults.max_transactions_per_connection == 1_000
+    assert defaults.max_name_length == 1024
 
 
 # ---- connections ----------------------------------------------------------------------------
@@ -335,3 +336,27 @@ def test_a_connection_may_have_only_so_many_transactions_open(broker: RunningBro
     assert other.declare(other.coordinator())
     assert client.discharge(coordinator, first).remote_state == Disposition.ACCEPTED
     assert client.declare(coordinator)  # one ended: room for one more
+
+
+def test_names_over_max_name_length_are_refused_with_invalid_field_and_nothing_is_made(
+    broker_config: Config,
+) -> None:
+    broker_config.broker.max_name_length = 40
+    running = RunningBroker(broker_config)
+    try:
+        client = running.client()
+        long = "q" * 41
+        for link in (client.receiver(long, credit=1), client.sender("short", name="n" * 41)):
+            client.wait_closed(link)
+            assert link.remote_condition.name == "amqp:invalid-field"
+            assert "broker.max_name_length" in link.remote_condition.description
+        assert not running.call(lambda: long in running.broker.queues)
+        fits = client.receiver("q" * 40, credit=1, name="r")  # at the limit: served
+        client.wait(lambda: fits.state & Endpoint.REMOTE_ACTIVE)
+        named_long = running.client(container="c" * 41)
+        named_long.wait(lambda: named_long.conn.state & Endpoint.REMOTE_CLOSED)
+        condition = named_long.conn.remote_condition
+        assert condition.name == "amqp:invalid-field"
+        assert condition.info == {symbol("invalid-field"): symbol("container-id")}
+    finally:
+        running.stop()
