@@ -19,6 +19,7 @@ from proton import (
     Collector,
     Connection,
     Data,
+    DataException,
     Delivery,
     Described,
     Disposition,
@@ -391,7 +392,10 @@ class EngineClient:
         data = link.recv(delivery.pending)
         link.advance()
         message = Message()
-        message.decode(data)
+        try:
+            message.decode(data)
+        except DataException:  # over the 65,535 values Proton's Data holds: read .data
+            message = Message()
         self.logs[link.name].received.append(Received(delivery, bytes(data), message))
 
     def close(self) -> None:

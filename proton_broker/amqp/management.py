@@ -35,6 +35,15 @@ messages, the way Qpid Broker-J's ``ManagementNode`` does:
   Otherwise the request is ``accepted`` once its reply is on the reply queue, whatever the
   status in the reply; if the reply queue refuses the reply (a full reject queue), the
   request, performed by then, is rejected with a description that says so.
+* A reply is never larger than ``broker.max_message_size``, the most a client may send
+  the broker and so the most it is told to expect: an answer that would be larger (a QUERY
+  of tens of thousands of queues) is replaced by one with the status 413 and a description
+  saying how large it was and that a QUERY's ``offset`` and ``count`` page through the
+  results. The request was performed (a QUERY changes nothing). Broker-J sets no such
+  bound; qpidd's QMF splits a query's answer into messages of 100 objects each.
+* The reply's body is written by the broker's codec (:func:`~proton_broker.codec.encode.
+  encode_tree`), not Proton's ``Data``, which holds at most 65,535 values: a QUERY of
+  about a thousand queues.
 """
 
 from __future__ import annotations
@@ -43,10 +52,11 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from proton import Array, Delivery, Described, Link, Message, byte, int32, symbol
+from proton import Array, Data, Delivery, Described, Link, Message, byte, int32, symbol
 
 from proton_broker.amqp.conditions import reject
 from proton_broker.amqp.control import ControlLink
+from proton_broker.codec.encode import encode_tree, encode_value
 from proton_broker.codec.sections import parse_message
 from proton_broker.errors import BrokerError, InvalidField, NotFound
 from proton_broker.management import NODE_ADDRESS, Management, Response
@@ -164,6 +174,10 @@ class ManagementNode:
         try:
             echoed = _echoable(properties) if response.status >= FAILURE else {}
             reply = _reply(response, reply_to, correlation, echoed)
+            most = self.broker.config.broker.max_message_size
+            if len(reply) > most:  # too large to send: says so instead (module rules)
+                response = _too_large(response, len(reply), most)
+                reply = _reply(response, reply_to, correlation, _echoable(properties))
             self.broker.publish(parse_message(reply), target, _reply_written)
         except BrokerError as exc:  # e.g. a full reject-policy reply queue
             exc.description = (
@@ -183,6 +197,18 @@ class ManagementNode:
 
 
 FAILURE = 400  # the first status whose reply carries the request's properties too
+TOO_LARGE = 413  # HTTP's "content too large": an answer over broker.max_message_size
+
+
+def _too_large(response: Response, size: int, most: int) -> Response:
+    """The answer sent in place of ``response``, whose reply of ``size`` bytes is over
+    ``most`` (broker.max_message_size): what was done, and how to ask for less."""
+    return Response(
+        TOO_LARGE,
+        f"the answer ({response.status} {response.description}) is {size} bytes, more "
+        f"than broker.max_message_size ({most}); a QUERY can ask for fewer results at "
+        "a time with the application properties 'offset' and 'count'",
+    )
 
 
 def _reply_written(error: BaseException | None) -> None:
@@ -220,6 +246,8 @@ def _jms_type(body: Any) -> byte | None:
 
 
 def _reply(response: Response, address: str, correlation: Any, echoed: dict[str, Any]) -> bytes:
+    """The reply's bytes: Proton writes its small sections, the broker's codec the body,
+    which may hold more values than Proton's ``Data`` can (see the module rules)."""
     body = response.body
     if body is None and response.status >= FAILURE:
         body = b""  # Broker-J's failure answer: an empty bytes message
@@ -235,11 +263,25 @@ def _reply(response: Response, address: str, correlation: Any, echoed: dict[str,
             "statusCode": int32(response.status),
             "statusDescription": response.description,
         },
-        body=body,
-        inferred=isinstance(body, bytes),  # bytes: a data section (Broker-J's)
     )
     reply.id = str(uuid.uuid4())
-    return reply.encode()
+    head = bytes(reply.encode())
+    if body is None:
+        return head
+    if isinstance(body, bytes):  # a data section (Broker-J's)
+        return head + DATA_SECTION + encode_value(body)
+    return head + VALUE_SECTION + encode_tree(body, _proton_value)
+
+
+DATA_SECTION, VALUE_SECTION = b"\x00\x53\x75", b"\x00\x53\x77"  # data, amqp-value
+
+
+def _proton_value(value: Any) -> bytes:
+    """One value of a type only Proton knows (a symbol, a ulong, a described value from
+    a request...), encoded by Proton: one value, well within what its ``Data`` holds."""
+    data = Data()
+    data.put_object(value)
+    return bytes(data.encode())
 
 
 class RequestLink(ControlLink):

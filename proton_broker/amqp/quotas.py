@@ -15,7 +15,12 @@ Rules this module owns (each limit is a ``broker`` config key, on by default):
 * A connection may create at most ``max_queues_per_connection`` queues, by attaching to a
   name that does not exist (auto-create) or with a dynamic terminus (temporary queues);
   attaching to queues that exist is never limited. Over it the attach is refused with
-  ``amqp:resource-limit-exceeded``. The broker-wide ``max_queues`` is the broker's own rule.
+  ``amqp:resource-limit-exceeded``. The count is the connection's, over its life: a queue
+  it deleted still counts, and it goes with the connection (the queues stay). It bounds
+  what one connection can do at once, not what a user keeps: qpidd's
+  ``--max-queues-per-user`` counts the queues a user made that exist, as the ACL's
+  ``quota queues`` does here (:mod:`proton_broker.security.access`). The broker-wide
+  ``max_queues`` is the broker's own rule.
 * A connection may have at most ``max_links_per_connection`` links attached at once (of
   every kind: producers, consumers, coordinators, management); an attach beyond is refused
   with ``amqp:resource-limit-exceeded``. Its sessions are bounded by the channel-max of the

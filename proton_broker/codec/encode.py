@@ -14,13 +14,21 @@ and no copy of the bytes as it joins), and the record knows the number
 (``Message.sequence``). A message written to the store is the exception: its bytes carry
 the number (``sections.annotate``), so that its row is read back, at a restart or as flow
 to disk brings it back, with its number and as the same bytes as the record's.
+
+The messages the broker makes itself (the HTTP gateway's, the management node's answers)
+are encoded here too, with no limit but memory on how many values they hold: Proton's
+``Data``, which an adapter could use, stops at 65,535 values (``PN_OUT_OF_MEMORY``), a
+QUERY of a thousand queues. A plain Python value has one encoding (an int is a long, a str
+a string, bytes a binary, a list or tuple a list, a dict a map); a caller with values of
+other types (Proton's symbol, ulong, described...) hands :func:`encode_tree` a ``leaf``
+encoder for those, and the lists and maps around them are still written here.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from proton_broker.codec.values import (
@@ -323,6 +331,31 @@ def encode_value(value: Any) -> bytes:
             [item for key, v in value.items() for item in (encode_value(key), encode_value(v))]
         )
     raise TypeError(f"no AMQP encoding here for {type(value).__name__}")
+
+
+# The types encode_value writes, by exact type (a subclass may mean another AMQP type).
+PLAIN_TYPES = frozenset((type(None), bool, int, float, str, bytes, bytearray, list, tuple, dict))
+
+
+def encode_tree(value: Any, leaf: Callable[[Any], bytes]) -> bytes:
+    """``value`` in its AMQP encoding, as :func:`encode_value` writes it, except that a
+    value whose type is not one of :data:`PLAIN_TYPES` and is neither a list, a tuple nor a
+    dict is encoded by ``leaf``; lists and maps of any size are written here (see the
+    module rules)."""
+    kind = type(value)
+    if isinstance(value, list | tuple):
+        return _list([encode_tree(item, leaf) for item in value])
+    if isinstance(value, dict):
+        return _map(
+            [
+                item
+                for key, v in value.items()
+                for item in (encode_tree(key, leaf), encode_tree(v, leaf))
+            ]
+        )
+    if kind in PLAIN_TYPES:
+        return encode_value(value)
+    return leaf(value)
 
 
 def _symbol(text: str) -> bytes:

@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 from proton import Disposition, Link, Message, uint, ulong
 
+from proton_broker.codec.sections import parse_message
+from proton_broker.codec.values import decode_value
+from proton_broker.config import Config
 from tests.amqp.test_durability import Restartable, brokers, drain, send_all  # noqa: F401 - fixture
 from tests.conftest import RunningBroker
-from tests.engine_client import EngineClient, LinkLog
+from tests.engine_client import EngineClient, LinkLog, Received
 
 QUEUE = "org.apache.qpid.Queue"
 NODE = {"type": "org.amqp.management", "name": "self"}
@@ -56,6 +59,13 @@ def entity(operation: str, name: str | None = None, kind: str = QUEUE, **more: A
     if name is not None:
         props["name"] = name
     return props
+
+
+def limits_config(**broker: object) -> Config:
+    config = Config()
+    for key, value in broker.items():
+        setattr(config.broker, key, value)
+    return config
 
 
 def queues(broker: RunningBroker) -> set[str]:
@@ -401,6 +411,42 @@ def test_query_honours_offset_and_count(node: Node) -> None:
     assert reply.body["results"] == [["A2"]]
     bad = node.ask({"operation": "QUERY", **NODE, "count": "many"}, {})
     assert status(bad)[0] == 400 and "count" in status(bad)[1]
+
+
+def reply_body(received: Received) -> tuple[int, Any]:
+    """A reply's status and body, read with the broker's codec: a body of more than
+    65,535 values is more than the test client's Proton can decode."""
+    message = parse_message(received.data)
+    start = message.app_properties_span[1] + 3  # the amqp-value section after them
+    return message.application_property("statusCode"), decode_value(received.data, start)
+
+
+def test_query_answers_with_every_queue_when_there_are_thousands(
+    broker: RunningBroker, node: Node
+) -> None:
+    names = [f"many{i:04}" for i in range(1500)]  # every attribute: over 65,535 values
+    broker.call(lambda: [broker.broker.declare(name) for name in names])
+    node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE})
+    code, body = reply_body(node.client.received(node.replies)[-1])
+    assert code == 200
+    listed = [row[body["attributeNames"].index("name")] for row in body["results"]]
+    assert [name for name in listed if not name.startswith("TempQueue")] == names
+
+
+@pytest.mark.parametrize("broker_config", [limits_config(max_message_size=4096)])
+def test_an_answer_over_the_largest_message_is_a_413_and_a_page_of_it_a_200(
+    broker: RunningBroker, node: Node
+) -> None:
+    broker.call(lambda: [broker.broker.declare(f"Page{i:02}") for i in range(40)])
+    whole = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE})
+    assert status(whole)[0] == 413 and "offset" in status(whole)[1]
+    assert status(whole)[1].startswith("the answer (200 OK) is ")
+    page = node.ask({"operation": "QUERY", **NODE, "entityType": QUEUE, "offset": 3, "count": 2})
+    assert status(page)[0] == 200
+    assert [row[0] for row in page.body["results"]] == [
+        "Page03",
+        "Page04",
+    ]  # before the reply queue, TempQueue...
 
 
 def test_get_types_attributes_and_operations_describe_the_queue_types(node: Node) -> None:

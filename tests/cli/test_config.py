@@ -273,6 +273,15 @@ def test_queues_prints_a_table_with_type_depth_consumers_and_rates(broker: Runni
     assert cells[:4] + cells[5:8] == ["table", "lvq", "N", "3", "1", "3", "0"]
 
 
+def test_queues_lists_thousands_of_queues(broker: RunningBroker) -> None:
+    names = [f"many{i:04}" for i in range(7000)]  # over 65,535 values in one answer
+    broker.call(lambda: [broker.broker.declare(name) for name in names])
+    done = tool(broker, "queues", "--interval", "0")
+    assert done.returncode == 0, done.stderr
+    listed = [line.split()[0] for line in done.stdout.splitlines()[2:]]
+    assert listed == names
+
+
 def test_queues_shows_an_alternate_column_only_when_a_queue_has_an_alternate(
     broker: RunningBroker,
 ) -> None:
