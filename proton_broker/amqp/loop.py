@@ -39,6 +39,7 @@ are told apart by their ``_impl`` pointer.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -67,6 +68,8 @@ PN_TRANSPORT = lib.PN_TRANSPORT
 PN_EOS = lib.PN_EOS
 BACKLOG = 1024  # connections the kernel keeps waiting for a listener (Proton asks for 10)
 ACCEPT_BURST = BACKLOG  # connections a listener accepts at most between two selects
+ACCEPT_RETRY_DELAY = 0.1  # seconds a listener rests when accepting fails for want of files
+OUT_OF_FILES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 # ---- the reactor with a fast lane -----------------------------------------------------------
@@ -121,7 +124,43 @@ class BrokerContainer(Container):
         sock = selectable._delegate  # the listening socket Proton made
         sock.listen(BACKLOG)
         self._listeners.add(selectable)
+        accept = acceptor.on_selectable_readable
+
+        def on_readable(event: Event) -> None:
+            try:
+                accept(event)
+            except OSError as exc:
+                if exc.errno not in OUT_OF_FILES:
+                    raise
+                self._rest(selectable, exc)
+
+        acceptor.on_selectable_readable = on_readable
         return sock.getsockname()[:2]
+
+    def _rest(self, listener: Selectable, exc: OSError) -> None:
+        """Accepting failed for want of a file descriptor (or kernel memory): the waiting
+        connection stays in the kernel's backlog and the listener stays readable, so
+        accepting again at once would spin. The listener is left out of the select for
+        ACCEPT_RETRY_DELAY seconds, with one line logged for the pause (qpidd logs "Could
+        not accept socket" and watches again; asyncio waits ACCEPT_RETRY_DELAY), then
+        accepts again: the connections waited for come in as descriptors free up."""
+        self._accepting.pop(listener, None)
+        if not listener.reading:
+            return
+        log.warning(
+            "BRK-1011 : Could not accept a connection : %s : not accepting for %g s",
+            exc.strerror or exc,
+            ACCEPT_RETRY_DELAY,
+        )
+        listener.reading = False
+        self._selector.update(listener)
+
+        def resume() -> None:
+            if not listener.is_terminal:
+                listener.reading = True
+                self._selector.update(listener)
+
+        self.schedule(ACCEPT_RETRY_DELAY, Callback(resume))
 
     def expect_tls(self, transport: Transport, refused: Callable[[], None]) -> None:
         """``transport``'s connection came to the TLS listener: unless the first bytes its
@@ -138,6 +177,18 @@ class BrokerContainer(Container):
         selectable = getattr(transport, "_selectable", None)
         if selectable is not None:
             self._first_reads[selectable] = (False, refused)
+
+    def refuse_now(self, transport: Transport, frames: bytes) -> None:
+        """Write ``frames`` to ``transport``'s socket straight away, before Proton reads
+        or writes a byte of it (what the socket takes at once: a few hundred bytes), and
+        close the transport; its socket then ends in order (amqp/lingering.py)."""
+        selectable = getattr(transport, "_selectable", None)
+        if selectable is not None:
+            self._first_reads.pop(selectable, None)
+            with contextlib.suppress(OSError):
+                selectable._delegate.send(frames)
+        transport.close_tail()
+        transport.close_head()
 
     def _on_selectable_final(self, event: Event) -> None:
         """``IOHandler.on_selectable_final`` (the socket is closed), the connection ending
@@ -159,7 +210,12 @@ class BrokerContainer(Container):
         connections wait up to ACCEPT_BURST are accepted before the next select."""
         for listener, left in list(self._accepting.items()):
             del self._accepting[listener]
-            if left > 0 and not listener._terminal and readable_now(listener.fileno()):
+            if (
+                left > 0
+                and listener.reading
+                and not listener._terminal
+                and readable_now(listener.fileno())
+            ):
                 self._accepting[listener] = left - 1
                 listener.readable()
 

@@ -54,6 +54,7 @@ from proton_broker.amqp.conditions import (
     INVALID_FIELD,
     LINK_STOLEN,
     RESOURCE_DELETED,
+    RESOURCE_LIMIT_EXCEEDED,
     RESOURCE_LOCKED,
     UNAUTHORIZED_ACCESS,
     close_link,
@@ -88,6 +89,7 @@ from proton_broker.amqp.terminus import (
     sequence_number_filter,
     symbols_in,
 )
+from proton_broker.amqp.tls import refusal
 from proton_broker.broker import Broker
 from proton_broker.config import Config
 from proton_broker.errors import (
@@ -138,6 +140,10 @@ CLOSE_GRACE = 2.0
 # Seconds a stopping broker gives its connections' close frames to leave; it stops sooner
 # once every connection has written everything it had (with no connection, at once).
 SHUTDOWN_GRACE = 0.2
+# The largest frame a client may send before its open is handled: AMQP's MIN-MAX-FRAME-SIZE
+# (512) is all a peer may send before the open (AMQP 1.0 2.4.1); a few KiB leave room for
+# SASL tokens and for clients that pipeline larger first frames.
+PRE_OPEN_FRAME_SIZE = 4096
 
 
 class Subscribed(NamedTuple):
@@ -175,6 +181,7 @@ class Server(Handler):
         self.connections: dict[Any, Connection] = {}
         self.connections_opened = 0  # accepted since start (the metrics' counter)
         self.quotas = Quotas(self.config.broker)  # amqp/quotas.py
+        self._refused_at_accept = 0  # sockets refused since the last accepted (_accept)
         section = self.config.sasl  # wrong passwords by client address (security/logins.py)
         self.logins = LoginGuard(section.max_failed_logins, section.failed_login_window)
         self.sole = sole_connections.SoleConnections()
@@ -463,6 +470,8 @@ class Server(Handler):
         transport: Transport = event.transport
         conn = event.connection
         host = client_address(conn.url)
+        if not self._accept(conn, transport, host):
+            return
         locked = self.logins.locked_for(host)  # then only what needs no password
         tls = self._over_tls(conn)
         if tls:  # TLS only: plain bytes are refused before any SASL (amqp/loop.py)
@@ -474,7 +483,10 @@ class Server(Handler):
             transport.condition = Condition(UNAUTHORIZED_ACCESS, str(LockedOut(host, locked)))
             transport.close_tail()
             transport.close_head()
-        transport.max_frame_size = self.config.broker.max_frame_size
+        # Until the client's open is handled, frames are held to PRE_OPEN_FRAME_SIZE: the
+        # engine buffers a frame whole, so a socket that never opens could otherwise make
+        # it hold max_frame_size bytes (raised before the broker's open says it).
+        transport.max_frame_size = min(PRE_OPEN_FRAME_SIZE, self.config.broker.max_frame_size)
         transport.channel_max = self.config.broker.max_sessions_per_connection - 1
         transport.idle_timeout = self.config.broker.idle_timeout
         self.connections[event.connection._impl] = event.connection
@@ -484,6 +496,31 @@ class Server(Handler):
         self.container.schedule(
             self.config.broker.handshake_timeout, Callback(lambda: self._handshake_due(conn))
         )
+
+    def _accept(self, conn: Connection, transport: Transport, host: str) -> bool:
+        """Count a new socket against the broker's and its address's connection limits
+        (amqp/quotas.py), or close it at once, unread, with the condition saying which:
+        False then. Refusals are logged once a spell at a limit (CON-1006), with how many
+        there were when the next connection is accepted."""
+        try:
+            self.quotas.accept(conn._impl, host)
+        except ResourceLimitExceeded as exc:
+            if not self._refused_at_accept:
+                log.warning("CON-1006 : Refused : [con:-(%s)] : %s", conn.url or "?", exc)
+            self._refused_at_accept += 1
+            # a plain client reads why (Proton's header, open and close with the error); a
+            # TLS client can only see its socket close
+            frames = b"" if self._over_tls(conn) else refusal(RESOURCE_LIMIT_EXCEEDED, str(exc))
+            self.container.refuse_now(transport, frames)
+            return False
+        if self._refused_at_accept > 1:
+            log.warning(
+                "CON-1006 : Refused : %d connections in all were refused at a connection "
+                "limit since the last accepted one",
+                self._refused_at_accept,
+            )
+        self._refused_at_accept = 0
+        return True
 
     def _not_tls(self, conn: Connection) -> None:
         """A client of the TLS listener sent something other than a TLS handshake (plain
@@ -541,6 +578,8 @@ class Server(Handler):
         if not conn.state & Endpoint.LOCAL_UNINIT:  # a second open frame
             self._second_open(conn)
             return
+        if conn.transport is not None:  # said in the open that follows (on_connection_bound)
+            conn.transport.max_frame_size = self.config.broker.max_frame_size
         if not self._authenticated(conn):
             return
         user = sasl.user_of(conn.transport, self.config.sasl)
@@ -645,10 +684,27 @@ class Server(Handler):
         access = self.broker.access
         try:
             access.connect(user, address)
-            self.quotas.admit(conn._impl, address, user, access.connection_quota(user))
+            self.quotas.admit(conn._impl, user, access.connection_quota(user))
         except (ResourceLimitExceeded, Unauthorized) as exc:
             return Condition(condition_for(exc)[0], str(exc))
         return None
+
+    def _close_for_links(self, conn: Connection, exc: ResourceLimitExceeded) -> None:
+        """Close ``conn``: it kept attaching beyond its link limit without detaching the
+        links the broker refused (see _may_attach)."""
+        description = (
+            f"{exc}; the client attached as many more beyond it without detaching the "
+            "links the broker refused"
+        )
+        log.warning(
+            "CON-1012 : Too many links : [con:%d(%s)] : %s",
+            self._numbers.get(conn._impl, 0),
+            conn.url or "?",
+            description,
+        )
+        self._drop_connection(conn)
+        conn.condition = Condition(condition_for(exc)[0], description)
+        conn.close()
 
     def _sole_connection(self, conn: Connection) -> Condition | None:
         """Broker-J's ``sole-connection-for-container`` (amqp/sole_connections.py): the
@@ -684,6 +740,7 @@ class Server(Handler):
     def on_session_remote_close(self, event: Event) -> None:
         for link in _links_of(event.session.connection, event.session):
             self._forget(link)
+            self._ended(link)  # an ended session ends its links on both sides
         event.session.close()
 
     def on_connection_remote_close(self, event: Event) -> None:
@@ -767,8 +824,9 @@ class Server(Handler):
         if link.connection._impl not in self.users:
             return  # its connection was refused (or its open not handled): it is closing
         _ = link.name  # a name that is not UTF-8 is refused now (see contain_fault)
+        self.quotas.attached(link.connection._impl, link._impl)  # until both sides detach
         try:
-            self.quotas.may_attach(link.connection._impl)
+            self._may_attach(link)
             self._check_names(link)
             if link.is_receiver:
                 state: ProducerLink | ConsumerLink | CoordinatorLink | RequestLink = (
@@ -781,7 +839,6 @@ class Server(Handler):
             self._refuse(link, exc)
             return
         self.links[link._impl] = state
-        self.quotas.attached(link.connection._impl)
         queue = getattr(state, "queue", None)
         created = link._impl in self._created
         self._created.discard(link._impl)
@@ -1217,6 +1274,7 @@ class Server(Handler):
 
     def on_link_remote_close(self, event: Event) -> None:
         refused = self._forget(event.link, closed=True)
+        self._ended(event.link)
         if event.link.state & Endpoint.LOCAL_CLOSED:
             return
         if refused is not None:  # an unsubscribe while others consume (Broker-J's answer)
@@ -1226,7 +1284,26 @@ class Server(Handler):
 
     def on_link_remote_detach(self, event: Event) -> None:
         self._forget(event.link)
+        self._ended(event.link)
         event.link.detach()
+
+    def _ended(self, link: Link) -> None:
+        """The client detached ``link``; the broker answers at once if it has not detached
+        it first: both sides have, and it no longer counts (amqp/quotas.py)."""
+        self.quotas.detached(link.connection._impl, link._impl)
+
+    def _may_attach(self, link: Link) -> None:
+        """ResourceLimitExceeded if ``link``'s connection has as many links as it may (this
+        one counted). A connection whose count, refused and detached links its client
+        never detached included, reaches twice its limit is closed with the same
+        condition: each further attach would leave one more link in Proton's engine."""
+        conn = link.connection
+        try:
+            self.quotas.may_attach(conn._impl, link._impl)
+        except ResourceLimitExceeded as exc:
+            if self.quotas.overrun(conn._impl):
+                self._close_for_links(conn, exc)
+            raise
 
     def _forget(self, link: Link, closed: bool = False, stolen: bool = False) -> BrokerError | None:
         """A link went: its state, and what lived as long as it (``closed``: a detach
@@ -1239,7 +1316,6 @@ class Server(Handler):
         if state is not None:
             state.detach()
             self._unindex(state, impl)
-            self.quotas.detached(link.connection._impl)
             self._count_gone(link.connection._impl, state)
         temporary = self._temporary.pop(impl, None)
         if temporary is not None and temporary in self.broker.queues:
@@ -1299,7 +1375,6 @@ class Server(Handler):
                 state.target_deleted()
             elif state is not None:
                 del self.links[impl]
-                self.quotas.detached(state.link.connection._impl)
                 state.detach()
                 close_link(state.link, RESOURCE_DELETED, f"queue '{queue.name}' was deleted")
 

@@ -37,10 +37,18 @@ def framing_error(description: str) -> bytes:
     close with ``amqp:connection:framing-error`` and ``description`` (to which Proton adds
     "(connection aborted)"). Made by a Proton transport of its own, on Proton's error path
     (a condition, then the input closed), so the frames are Proton's."""
+    return refusal(FRAMING_ERROR, description)
+
+
+def refusal(name: str, description: str) -> bytes:
+    """What Proton writes to a client it refuses before reading a word from it: the AMQP
+    header, an open and a close carrying the condition ``name`` and ``description`` (to
+    which Proton adds "(connection aborted)"). Made by a Proton transport of its own, on
+    Proton's error path (a condition, then the input closed), so the frames are Proton's."""
     transport = Transport(Transport.SERVER)
     transport.bind(Connection())
     transport.push(b"AMQP\x00\x01\x00\x00")  # as if the client had spoken AMQP
-    transport.condition = Condition(FRAMING_ERROR, description)
+    transport.condition = Condition(name, description)
     transport.close_tail()
     return bytes(transport.peek(transport.pending()))
 

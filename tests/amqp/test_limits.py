@@ -4,16 +4,18 @@ time, queues (in all, and created per connection) and the size of a message."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 
 import pytest
-from proton import Disposition, Endpoint, Message, symbol
+from proton import Disposition, Endpoint, Link, Message, symbol
 
 from proton_broker.config import Config
 from tests.amqp.test_disposition import modified_and_taken_again
 from tests.amqp.test_transfer import sent_behind
 from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient
 
 
 @pytest.fixture
@@ -88,7 +90,7 @@ def test_a_connection_over_the_per_user_limit_is_refused_naming_the_user(
         running.stop()
 
 
-def test_connections_are_counted_from_their_open_and_until_they_end(
+def test_connections_are_counted_from_their_accept_and_until_they_end(
     broker: RunningBroker,
 ) -> None:
     for _ in range(5):  # more than the limits, one after another: each closes first
@@ -114,6 +116,53 @@ def test_a_socket_that_never_opens_is_closed_after_the_handshake_timeout(
     header.close()
     client = broker.client()  # an honest client is served
     client.wait_settled(client.send(client.sender("q"), Message(body="in"), pump=False))
+
+
+def test_sockets_that_never_open_hold_their_places_under_the_connection_limits(
+    broker_config: Config,
+) -> None:
+    broker_config.broker.handshake_timeout = 10.0
+    running = RunningBroker(broker_config)
+    try:
+        silent = [socket.create_connection((running.host, running.port)) for _ in range(2)]
+        deadline = time.monotonic() + 5
+        while running.call(lambda: running.server.quotas.open_connections) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        third = running.client()  # the address's limit is 2: refused at once, and told why
+        third.wait(lambda: third.conn.remote_condition is not None)
+        assert third.conn.remote_condition.name == "amqp:resource-limit-exceeded"
+        assert "broker.max_connections_per_address" in third.conn.remote_condition.description
+        silent[0].close()  # a place comes free
+        fourth = running.client()
+        fourth.wait_settled(fourth.send(fourth.sender("q"), Message(body="in"), pump=False))
+        silent[1].close()
+    finally:
+        running.stop()
+
+
+def test_a_frame_larger_than_a_few_kib_before_the_open_is_refused_at_once(
+    broker_config: Config,
+) -> None:
+    broker_config.broker.handshake_timeout = 10.0
+    running = RunningBroker(broker_config)
+    try:
+        sock = socket.create_connection((running.host, running.port))
+        size = 1 << 20  # a frame the size of max_frame_size, announced before any open
+        sock.sendall(b"AMQP\x00\x01\x00\x00" + size.to_bytes(4, "big") + b"\x02\x00\x00\x00")
+        sock.sendall(b"\x00" * 8192)
+        started = time.monotonic()
+        sock.settimeout(5)
+        with contextlib.suppress(ConnectionResetError):
+            while sock.recv(4096):  # the broker's header and its framing error, then the end
+                pass
+        assert time.monotonic() - started < 2  # not the handshake timeout's 10 s
+        sock.close()
+        client = running.client()  # once open, frames of max_frame_size are taken
+        client.wait(lambda: client.transport.remote_max_frame_size)
+        assert client.transport.remote_max_frame_size == broker_config.broker.max_frame_size
+    finally:
+        running.stop()
 
 
 # ---- queues -------------------------------------------------------------------------------
@@ -175,13 +224,60 @@ def test_a_link_beyond_the_connections_limit_is_refused_and_the_others_go_on(
     client.wait_closed(refused)
     assert refused.remote_condition.name == "amqp:resource-limit-exceeded"
     assert "broker.max_links_per_connection" in refused.remote_condition.description
+    refused.close()  # a refused link counts until its client detaches it too
     links[0].close()  # a link that goes makes room for another
+    client.pump()  # the detaches go out first (Proton's engine writes attaches before them)
     client.wait(lambda: links[0].state & Endpoint.REMOTE_CLOSED)
     sender = client.sender("linked-1")
     client.wait_settled(client.send(sender, Message(body="in"), pump=False))
     readers = (links[1], links[3])  # the two on linked-1 share it
     client.wait(lambda: sum(len(client.received(link)) for link in readers) == 1)
     assert [r.message.body for link in readers for r in client.received(link)] == ["in"]
+
+
+def a_refused_sender(client: EngineClient, name: str) -> Link:
+    """A sender the broker refuses (an unknown node option: amqp:invalid-field, or the
+    link limit), its detach never answered."""
+    link = client.session.sender(name)
+    link.target.address = name
+    properties = link.target.properties
+    properties.put_map()
+    properties.enter()
+    properties.put_symbol("no-such-option")
+    properties.put_int(1)
+    properties.exit()
+    link.open()
+    client.wait_closed(link)
+    return link
+
+
+def test_refused_links_count_against_the_link_limit_until_the_client_detaches_them(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    refused = [a_refused_sender(client, f"refused-{n}") for n in range(4)]
+    assert {link.remote_condition.name for link in refused} == {"amqp:invalid-field"}
+    over = client.sender("fine")
+    client.wait_closed(over)
+    assert over.remote_condition.name == "amqp:resource-limit-exceeded"
+    assert "broker.max_links_per_connection" in over.remote_condition.description
+    over.close()
+    refused[0].close()  # detached by both sides now: it no longer counts
+    client.pump()  # the detaches go out first (Proton's engine writes attaches before them)
+    sender = client.sender("fine-again")
+    client.wait_settled(client.send(sender, Message(body="in"), pump=False))
+
+
+def test_a_connection_that_keeps_attaching_refused_links_is_closed_at_twice_the_limit(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    for n in range(7):  # four refused for their option, three for the limit: none detached
+        a_refused_sender(client, f"refused-{n}")
+    client.session.sender("one-more").open()
+    client.wait(lambda: client.conn.remote_condition is not None)
+    assert client.conn.remote_condition.name == "amqp:resource-limit-exceeded"
+    assert "without detaching" in client.conn.remote_condition.description
 
 
 # ---- message size ----------------------------------------------------------------------------
