@@ -9,6 +9,7 @@ import contextlib
 import os
 import random
 import socket
+import subprocess
 import time
 
 from proton import Connection, Message, Transport
@@ -132,3 +133,30 @@ def test_a_tls_handshake_on_the_plain_port_is_answered_with_a_framing_error() ->
         assert b"amqp:connection:framing-error" in answer
         assert b"TLS handshake on the plain AMQP port" in answer
         assert broker.logged("CON-1011 : TLS on plain port")
+
+
+def test_a_broker_out_of_file_descriptors_rests_its_listener_and_serves_once_they_free_up() -> None:
+    broker = BrokerProcess("--store", "memory").start()
+    try:
+        subprocess.run(["prlimit", "--pid", str(broker.pid), "--nofile=64:64"], check=True)
+        held = [socket.create_connection((broker.host, broker.port)) for _ in range(100)]
+        time.sleep(0.5)
+        ticks = _cpu_ticks(broker.pid)
+        time.sleep(1.0)
+        assert _cpu_ticks(broker.pid) - ticks < 30  # resting, not spinning (100 a second)
+        for sock in held:
+            sock.close()
+        conn = BlockingConnection(broker.url, timeout=10)  # served again
+        conn.create_sender("after").send(Message(body="x"))
+        conn.close()
+    finally:
+        broker.stop()
+    rests = [line for line in broker.output if "BRK-1011" in line]
+    assert 1 <= len(rests) <= 40  # one line a pause of 100 ms, at most
+    assert not [line for line in broker.output if "Traceback" in line or "handler fault" in line]
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime and stime
