@@ -26,6 +26,7 @@ CONNECTION_FORCED = "amqp:connection:forced"
 TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
 TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+TRANSFER_LIMIT_EXCEEDED = "amqp:link:transfer-limit-exceeded"
 LINK_STOLEN = "amqp:link:stolen"
 ILLEGAL_STATE = "amqp:illegal-state"
 

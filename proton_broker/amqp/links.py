@@ -23,9 +23,17 @@ Rules owned here:
   ``flow(link-credit=0, drain=true)``, as Broker-J does. Proton cannot lower a receiver's
   credit, but a negative grant (``pn_link_flow(link, -credit)``) brings the next flow frame
   to zero; the drain flag is cleared again before credit is restored. Messages that arrive
-  while the queue is stopped (in flight, or from a client that ignores credit, or through
-  the anonymous relay, whose credit serves every queue) are stored, and their settlement is
-  withheld until the queue resumes (the C++ broker's shape). Nothing is refused or lost;
+  while the queue is stopped (in flight, or through the anonymous relay, whose credit serves
+  every queue) are stored, and their settlement is withheld until the queue resumes (the
+  C++ broker's shape). Nothing is refused or lost. The broker's memory budget
+  (queues/budget.py) withdraws every producer's credit the same way;
+* a producer may not ignore its credit: Proton counts a receiver's credit down past zero
+  without refusing anything, so while credit is withdrawn (or was never granted) each
+  transfer is checked (:meth:`ProducerLink._without_credit`: a method swapped in only
+  then, so the plain path pays nothing). The transfers in flight when credit was
+  withdrawn (the credit the link had then) are taken; one more detaches the link with
+  ``amqp:link:transfer-limit-exceeded`` (AMQP 1.0 2.8.15) and is not stored, nor what
+  follows it;
 * a consumer never receives more than its credit; drain is answered at once;
 * deliveries, browsed (``copy``) ones too, are sent unsettled unless the receiver asked for
   ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) on a queue and Broker-J
@@ -58,6 +66,7 @@ from proton_broker.amqp import engine
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
     RESOURCE_DELETED,
+    TRANSFER_LIMIT_EXCEEDED,
     allows_rejected,
     close_link,
     condition_for,
@@ -218,6 +227,9 @@ class ProducerLink:
         self.max_size = broker.config.broker.max_message_size  # advertised on the attach
         link.max_message_size = self.max_size
         self._budget = broker.loop_hooks.budget  # full: no credit (see memory_full)
+        # While our credit is withdrawn: how many transfers may still come (those in flight
+        # then, see _without_credit); None while we grant credit.
+        self._allowance: int | None = None
 
     def start(self) -> None:
         queue = self.queue
@@ -225,8 +237,9 @@ class ProducerLink:
             queue.watch_flow(self)  # flow control may come later (management's UPDATE)
             if queue.flow_stopped:
                 self.stopped = True  # no credit until the queue resumes
-                return
-        if not self._budget.full:
+        if self.stopped or self._budget.full:
+            self._no_credit(0)  # none granted: none may come
+        else:
             _link_flow(self.impl, self.window)
 
     def on_delivery(self, dlv: Any) -> None:  # noqa: C901 - the transfer hot path, measured
@@ -353,6 +366,8 @@ class ProducerLink:
         top_up = self.window - _link_credit(self.impl)
         if top_up > 0 and not self.stopped and not self.closed and not self._budget.full:
             _link_flow(self.impl, top_up)
+            if self._allowance is not None:
+                self._credit_back()
 
     def _accepted(self, dlv: Any, queue: Queue | None) -> None:
         """The message is on ``queue``: settle it accepted (or hold that, flow control)."""
@@ -537,8 +552,58 @@ class ProducerLink:
 
     def _withdraw_credit(self) -> None:
         impl = self.impl
+        credit = _link_credit(impl)
         lib.pn_link_set_drain(impl, True)
-        _link_flow(impl, -_link_credit(impl))  # Proton only adds: a negative grant zeroes it
+        if credit >= 0:  # below zero: withdrawn already, and transfers came in flight
+            _link_flow(impl, -credit)  # Proton only adds: a negative grant zeroes it
+        self._no_credit(credit)
+
+    # ---- a producer that ignores its credit ------------------------------------------------
+
+    def _no_credit(self, in_flight: int) -> None:
+        """Our credit is withdrawn, or was never granted: from now on, each transfer is
+        checked against it (see the module rules). ``in_flight``: the credit the link had,
+        the transfers that may still come (a second withdrawal keeps the first's count)."""
+        if self._allowance is None:
+            self._allowance = max(0, in_flight)
+            self.on_delivery = self._without_credit  # type: ignore[method-assign]
+
+    def _credit_back(self) -> None:
+        """Credit is granted again: transfers are taken without the check (unless the link
+        has gone another way since: detached, or its queue deleted)."""
+        self._allowance = None
+        if self.__dict__.get("on_delivery") == self._without_credit:
+            del self.on_delivery
+
+    def _without_credit(self, dlv: Any) -> None:
+        """A transfer while our credit is withdrawn: taken as any other while it is one of
+        those in flight when it was; one more is over the credit the client was given."""
+        allowance = self._allowance or 0
+        if _link_credit(self.impl) > -allowance:  # Proton counts each taken one down
+            ProducerLink.on_delivery(self, dlv)
+            return
+        self._exceeded(dlv, allowance)
+
+    def _exceeded(self, dlv: Any, allowance: int) -> None:
+        """A transfer beyond the link's credit: the link is detached with
+        ``amqp:link:transfer-limit-exceeded``; the transfer is read and dropped, unsettled,
+        as are those after it (_stop_storing)."""
+        if self._budget.full:
+            why = (
+                f"the broker's memory budget is full ({self._budget.used} bytes queued, "
+                f"broker.max_memory {self._budget.limit})"
+            )
+        else:
+            name = self.queue.name if self.queue is not None else "?"
+            why = f"queue '{name}' stops its producers (flow control)"
+        description = (
+            f"transfer sent without link credit: credit was withdrawn because {why}, and "
+            f"more than the {allowance} transfers in flight then have arrived since"
+        )
+        log.warning("%s on link '%s': %s", TRANSFER_LIMIT_EXCEEDED, self.link.name, description)
+        self._stop_storing()
+        close_link(self.link, TRANSFER_LIMIT_EXCEEDED, description)
+        self._discard(dlv)
 
     def memory_full(self, full: bool) -> None:
         """The broker's memory budget filled (withdraw our credit, as for a queue's flow

@@ -285,7 +285,12 @@ def _proton_value(value: Any) -> bytes:
 
 
 class RequestLink(ControlLink):
-    """A link on which a client sends management requests (target ``$management``)."""
+    """A link on which a client sends management requests (target ``$management``).
+
+    While the broker's memory budget is full its credit is withdrawn, as every producer's
+    is (Server._memory_full): a reply is a message on a queue, and a client asking for
+    replies nobody reads would otherwise grow the broker without bound. Requests in flight
+    then are performed and answered; credit comes back when the budget has room."""
 
     def __init__(
         self,
@@ -301,6 +306,24 @@ class RequestLink(ControlLink):
         self.user = user  # who sends the requests: the ACL decides what each may do
         self.confidential = confidential  # over TLS, or from where plain is allowed for them
         self.queue: Queue | None = None  # no queue behind it (see Server._queue_deleted)
+        self._budget = node.broker.loop_hooks.budget
+
+    def may_grant(self) -> bool:
+        return not self._budget.full
+
+    def withheld_because(self) -> str:
+        budget = self._budget
+        return (
+            f"the broker's memory budget is full ({budget.used} bytes queued, "
+            f"broker.max_memory {budget.limit})"
+        )
+
+    def memory_full(self, full: bool) -> None:
+        """The broker's memory budget filled (credit withdrawn) or has room again."""
+        if full:
+            self.withdraw()
+        else:
+            self.restore()
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
         try:

@@ -544,7 +544,8 @@ class Server(Handler):
 
     def _memory_full(self, full: bool) -> None:
         """The broker's memory budget filled, or has room again: every producer stops, or
-        goes on (queues/budget.py)."""
+        goes on (queues/budget.py), and so does every ``$management`` requester (each
+        request's reply is a message too)."""
         budget = self.broker.loop_hooks.budget
         log.warning(
             "BRK-1010 : Memory budget %s : %d bytes of queued messages (broker.max_memory %d)",
@@ -553,7 +554,7 @@ class Server(Handler):
             budget.limit,
         )
         for state in list(self.links.values()):
-            if isinstance(state, ProducerLink):
+            if isinstance(state, (ProducerLink, RequestLink)):
                 state.memory_full(full)
 
     def _handshake_due(self, conn: Connection) -> None:

@@ -42,7 +42,13 @@ from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.http.rates import Rates, series
-from proton_broker.http.wire import RequestError, check_long, json_safe, when_written
+from proton_broker.http.wire import (
+    RequestError,
+    check_long,
+    json_safe,
+    refuse_when_full,
+    when_written,
+)
 from proton_broker.management import (
     MANAGEMENT_TYPE,
     QUEUE_ATTRIBUTES,
@@ -345,7 +351,8 @@ def _withheld(message: dict[str, Any]) -> dict[str, Any]:
 
 def send_test(broker: Broker, user: str, name: str, given: Mapping[str, Any]) -> Any:
     """A test message onto queue ``name`` (``publish`` to it), as a producer's: durable if
-    asked; answered once written when the queue keeps it (its messageDurability)."""
+    asked; answered once written when the queue keeps it (its messageDurability). Refused
+    (503) while the broker's memory budget is full, as the gateway's sends are."""
     queue = _queue(broker, name)
     text, content_type, properties, durable = _test_message(given)
     header = encode_header(True, 4, None, False, 0) if durable else b""
@@ -353,6 +360,7 @@ def send_test(broker: Broker, user: str, name: str, given: Mapping[str, Any]) ->
     answer, written = when_written(lambda: {"sequence": message.number})
     try:
         broker.access.send(user, name, queue.settings)
+        refuse_when_full(broker.loop_hooks.budget)  # not a BrokerError: passes through
         if broker.publish(message, queue, written):
             return answer
     except BrokerError as exc:

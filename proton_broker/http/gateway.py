@@ -83,6 +83,7 @@ from proton_broker.http.wire import (
     SendRequest,
     build_message,
     parse_send,
+    refuse_when_full,
     version_json,
     when_written,
 )
@@ -436,8 +437,9 @@ class Gateway:
 
     def _enqueue(self, name: str, send: SendRequest, user: str) -> int | Deferred:
         """The message joins its queue: its key's number now, or once it is written when
-        the queue keeps it (its messageDurability)."""
+        the queue keeps it (its messageDurability); 503 while the memory budget is full."""
         watch = self._watch(name, user, sending=True)
+        refuse_when_full(self.server.broker.loop_hooks.budget)
         message = build_message(send, watch.key_property)
         answer, written = when_written(lambda: watch.history.current(send.key))
         try:

@@ -14,6 +14,10 @@ Kept apart from aiohttp and from the broker loop so the rules are plain function
   holding the JSON text of ``payload``, content type ``application/json``, the key as the
   application property the queue numbers by, and a custom sequence as the application
   property ``x-opt-sequence`` (the queue checks it and stamps the number it keeps).
+* A send (the gateway's ``POST /queue/send``, the console's test message) while the
+  broker's memory budget is full (``broker.max_memory``, queues/budget.py) is a 503 and
+  nothing is enqueued (:func:`refuse_when_full`): an AMQP producer is stopped by having its
+  credit withdrawn, and HTTP has no credit, so its producer is told to come back later.
 * A version is shown as ``{"id": key, "sequence": n, "payload": ...}``: the payload is the
   body parsed as JSON when the message says it is JSON (content type
   ``application/json``), otherwise the body's value made JSON-safe (strings as they are,
@@ -35,6 +39,7 @@ from proton_broker.codec.encode import encode_message
 from proton_broker.codec.sections import body_of, parse_message
 from proton_broker.codec.values import DecodeError
 from proton_broker.message import Message
+from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.history import SEQUENCE
 
 JSON_TYPE = "application/json"
@@ -106,6 +111,18 @@ class SendRequest:
 
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # AMQP's long: the widest signed integer
+
+
+def refuse_when_full(budget: MemoryBudget) -> None:
+    """A 503 naming ``broker.max_memory`` while the memory budget is full (see the module
+    rules)."""
+    if budget.full:
+        raise RequestError(
+            503,
+            f"the broker's memory budget is full ({budget.used} bytes queued, "
+            f"broker.max_memory {budget.limit}): nothing was enqueued; try again once "
+            "consumers have made room",
+        )
 
 
 def load_json(raw: bytes) -> Any:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
+from pathlib import Path
 
 import pytest
-from proton import Disposition, Endpoint, Link, Message, symbol
+from proton import Data, Disposition, Endpoint, Link, Message, symbol
 
 from proton_broker.config import Config
 from tests.amqp.test_disposition import modified_and_taken_again
@@ -456,3 +457,83 @@ def test_names_over_max_name_length_are_refused_with_invalid_field_and_nothing_i
         assert condition.info == {symbol("invalid-field"): symbol("container-id")}
     finally:
         running.stop()
+
+
+def fill_the_budget(client: EngineClient, sender: Link) -> int:
+    """Send 5 KB messages until the 100 KB budget takes ``sender``'s credit; how many."""
+    client.wait(lambda: sender.credit > 0)
+    sent = 0
+    while sender.credit > 0 and sent < 100:  # the budget fills at 21
+        client.send(sender, Message(body=b"m" * 5_000))
+        sent += 1
+        client.pump(0.01)
+    client.wait(lambda: sender.credit == 0)
+    return sent
+
+
+def transfer_frame(delivery_id: int, payload: bytes) -> bytes:
+    """A settled transfer on channel 0, handle 0, encoded by hand: what a client that
+    ignores its credit sends (Proton's own sender never does)."""
+    performative = Data()
+    performative.put_described()
+    performative.enter()
+    performative.put_ulong(0x14)  # transfer
+    performative.put_list()
+    performative.enter()
+    performative.put_uint(0)  # handle
+    performative.put_uint(delivery_id)
+    performative.put_binary(str(delivery_id).encode())  # delivery-tag
+    performative.put_uint(0)  # message-format
+    performative.put_bool(True)  # settled
+    performative.exit()
+    performative.exit()
+    body = performative.encode() + payload
+    return (8 + len(body)).to_bytes(4, "big") + b"\x02\x00\x00\x00" + body
+
+
+def test_a_producer_sending_past_its_withdrawn_credit_is_detached_with_transfer_limit_exceeded(
+    broker_config: Config, tmp_path: Path
+) -> None:
+    """Proton does not hold a client to its credit: the broker does, once it has withdrawn
+    it (the budget is full), beyond the transfers in flight then."""
+    window = 10
+    broker_config.broker.producer_credit = window
+    broker_config.broker.data_dir = str(tmp_path / "data")
+    running = RunningBroker(broker_config)
+    try:
+        client = running.client()
+        sender = client.sender("greedy")
+        client.wait(lambda: sender.credit == window)
+        payload = Message(body=b"g" * 5_000).encode()
+        client.sock.setblocking(True)  # nothing more from the engine: raw frames from here
+        for delivery_id in range(60):  # 300 KB, three times the budget
+            client.sock.sendall(transfer_frame(delivery_id, payload))
+        client.sock.setblocking(False)
+        client.wait_closed(sender)
+        assert sender.remote_condition.name == "amqp:link:transfer-limit-exceeded"
+        assert "broker.max_memory 100000" in sender.remote_condition.description
+        depth = running.call(lambda: running.broker.queues["greedy"].depth)
+        assert 100_000 // 5_000 < depth <= 100_000 // 5_000 + 1 + window  # in flight only
+        other = running.client()  # the broker goes on serving
+        receiver = other.receiver("greedy", credit=depth)
+        assert len(other.wait_received(receiver, depth)) == depth
+    finally:
+        running.stop()
+
+
+def test_management_requests_stop_with_the_producers_while_the_memory_budget_is_full(
+    broker: RunningBroker,
+) -> None:
+    """Each request's reply is a message on a queue: while the budget is full the
+    ``$management`` link's credit is withdrawn as every producer's is, and given back with
+    theirs."""
+    client = broker.client()
+    requests, producer = client.sender("$management"), client.sender("mem-m")
+    client.wait(lambda: requests.credit > 0)
+    sent = fill_the_budget(client, producer)
+    client.wait(lambda: requests.credit == 0)
+    receiver = client.receiver("mem-m", credit=sent)
+    for item in client.wait_received(receiver, sent):
+        item.delivery.update(item.delivery.ACCEPTED)
+        item.delivery.settle()
+    client.wait(lambda: requests.credit > 0 and producer.credit > 0)

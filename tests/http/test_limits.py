@@ -20,6 +20,7 @@ import pytest
 from proton_broker import config
 from proton_broker.config import Config
 from tests.http.conftest import Http, http_config
+from tests.http.console_client import ConsoleClient, queue_path
 from tests.http.test_queue_deleted import delete
 
 MAX_BODY = 1000
@@ -299,3 +300,21 @@ def test_an_unclosed_deep_body_is_refused_with_400_too(http: Http) -> None:
     status, refusal = http.request("POST", "/queue/send/deep", b"[" * 100_000)
     assert status == 400 and refusal["error"]
     still_serves(http)
+
+
+def test_sends_while_the_memory_budget_is_full_are_answered_503_and_nothing_is_enqueued(
+    start_gateway: Callable[[Config], Http],
+) -> None:
+    """HTTP has no credit to withdraw, so its producers are told to come back later (the
+    console's test message too), where an AMQP producer's credit would be withdrawn."""
+    http = start_gateway(http_config(max_memory=20_000))
+    statuses = [http.send("full", {"id": f"k{i}", "payload": "f" * 8_000})[0] for i in range(4)]
+    assert statuses == [200, 200, 200, 503]  # the third took the budget over its limit
+    status, body = http.send("full", {"id": "more", "payload": "small"})
+    assert status == 503 and "broker.max_memory 20000" in body["error"]
+    console = ConsoleClient(http.base)
+    assert console.login()[0] == 200
+    status, body = console.change("POST", queue_path("full", "/messages"), {"body": "test"})
+    assert status == 503 and "broker.max_memory" in body["error"]
+    running = http.running
+    assert running.call(lambda: running.broker.queues["full"].depth) == 3
