@@ -34,6 +34,15 @@ Rules owned here:
   withdrawn (the credit the link had then) are taken; one more detaches the link with
   ``amqp:link:transfer-limit-exceeded`` (AMQP 1.0 2.8.15) and is not stored, nor what
   follows it;
+* the frames of messages still arriving (Proton holds them until the last) are counted,
+  all links together, so that unfinished messages on many links cannot grow the broker
+  without bound (each is bounded by ``broker.max_message_size`` alone): they may hold up
+  to ``broker.max_memory`` besides the queued messages. A frame that takes them past it is
+  refused, ``amqp:resource-limit-exceeded`` naming the key, and its link detached. They
+  are kept apart from the budget's count of queued messages on purpose: a full budget
+  withdraws credit, and a Proton client then sends no more frames of a message it has
+  begun, so counting them there could hold every producer stopped for good (neither Qpid
+  broker bounds them together);
 * a consumer never receives more than its credit; drain is answered at once;
 * deliveries, browsed (``copy``) ones too, are sent unsettled unless the receiver asked for
   ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) on a queue and Broker-J
@@ -66,6 +75,7 @@ from proton_broker.amqp import engine
 from proton_broker.amqp.conditions import (
     DECODE_ERROR,
     RESOURCE_DELETED,
+    RESOURCE_LIMIT_EXCEEDED,
     TRANSFER_LIMIT_EXCEEDED,
     allows_rejected,
     close_link,
@@ -230,6 +240,7 @@ class ProducerLink:
         # While our credit is withdrawn: how many transfers may still come (those in flight
         # then, see _without_credit); None while we grant credit.
         self._allowance: int | None = None
+        self._unfinished = 0  # bytes of the message arriving in frames, counted in the budget
 
     def start(self) -> None:
         queue = self.queue
@@ -247,11 +258,17 @@ class ProducerLink:
         size = _transfer_size(dlv)
         if size < 0:
             if size == PARTIAL:  # wait for the last frame; Proton buffers the partial message
-                if _pending(dlv) > self.max_size:  # ...up to the largest we accept
+                pending = _pending(dlv)
+                if pending > self.max_size:  # ...up to the largest we accept
                     self._refuse_oversized(dlv)
+                else:
+                    self._arriving(dlv, pending)
             elif size == ABORTED:
+                self._arrived()
                 _settle(dlv)
             return
+        if self._unfinished:  # the last frame of a message that came in many
+            self._arrived()
         if size > self.max_size:
             self._refuse_oversized(dlv)
             return
@@ -480,11 +497,37 @@ class ProducerLink:
         self._stop_storing()
         close_link(self.link, name, description, info)
 
+    def _arriving(self, dlv: Any, pending: int) -> None:
+        """A message arriving in frames has ``pending`` bytes so far: they count with the
+        other unfinished ones; a frame that takes them past the limit is refused (see the
+        module rules)."""
+        budget = self._budget
+        budget.unfinished += pending - self._unfinished
+        self._unfinished = pending
+        if budget.unfinished > budget.limit:
+            description = (
+                f"a message arriving in frames ({pending} bytes so far) would take the "
+                f"unfinished messages of every producer past broker.max_memory "
+                f"({budget.limit} bytes)"
+            )
+            log.warning("detaching producer '%s': %s", self.link.name, description)
+            reject(Delivery.wrap(dlv), ResourceLimitExceeded(description))
+            self._stop_storing()
+            close_link(self.link, RESOURCE_LIMIT_EXCEEDED, description)
+
+    def _arrived(self) -> None:
+        """The message that was arriving in frames is complete, aborted or refused: its
+        frames stop counting (a complete one counts as it joins its queue)."""
+        self._budget.unfinished -= self._unfinished
+        self._unfinished = 0
+
     def _stop_storing(self) -> None:
         """We are detaching this link: transfers that come after, which the client sent
         before it saw our detach, are read and dropped, neither stored nor settled (the
         client was told the link is gone, and may send them again elsewhere). So qpidd
         ignores the deliveries of a link it closed; Broker-J ends the session."""
+        if self._unfinished:
+            self._arrived()
         self.closed = True
         self.on_delivery = self._discard  # type: ignore[method-assign]
 
@@ -642,6 +685,8 @@ class ProducerLink:
         close_link(self.link, DECODE_ERROR, description)
 
     def detach(self) -> None:
+        if self._unfinished:
+            self._arrived()
         self.closed = True
         for queue in [*self._held, self.queue]:
             if queue is not None:

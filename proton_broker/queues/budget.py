@@ -41,12 +41,15 @@ DEFAULT_HISTORY_BUDGET = 1 << 30  # bytes; the broker sets broker.max_history_me
 class MemoryBudget:
     """The bytes of queued messages in memory, against a limit shared by every queue."""
 
-    __slots__ = ("limit", "resume", "used", "full", "observers")
+    __slots__ = ("limit", "resume", "used", "full", "observers", "unfinished")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.resume = limit * RESUME_PERCENT // 100
         self.used = 0
+        # Bytes of messages still arriving in frames, all links together: bounded by
+        # ``limit`` too, apart from ``used`` (the protocol adapter keeps it: amqp/links.py).
+        self.unfinished = 0
         self.full = False
         # Called with True when the budget fills, False when producers may go on.
         self.observers: list[Callable[[bool], object]] = []

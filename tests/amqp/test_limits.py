@@ -160,7 +160,7 @@ def test_a_frame_larger_than_a_few_kib_before_the_open_is_refused_at_once(
         assert time.monotonic() - started < 2  # not the handshake timeout's 10 s
         sock.close()
         client = running.client()  # once open, frames of max_frame_size are taken
-        client.wait(lambda: client.transport.remote_max_frame_size)
+        client.wait(lambda: client.conn.state & Endpoint.REMOTE_ACTIVE)  # its open read
         assert client.transport.remote_max_frame_size == broker_config.broker.max_frame_size
     finally:
         running.stop()
@@ -211,7 +211,7 @@ def test_the_broker_creates_at_most_max_queues(broker: RunningBroker) -> None:
 
 def test_a_connection_is_told_how_many_sessions_it_may_begin(broker: RunningBroker) -> None:
     client = broker.client()
-    client.wait(lambda: client.transport.remote_channel_max)
+    client.wait(lambda: client.conn.state & Endpoint.REMOTE_ACTIVE)  # its open read
     assert client.transport.remote_channel_max == 2  # three sessions: channels 0 to 2
 
 
@@ -537,3 +537,37 @@ def test_management_requests_stop_with_the_producers_while_the_memory_budget_is_
         item.delivery.update(item.delivery.ACCEPTED)
         item.delivery.settle()
     client.wait(lambda: requests.credit > 0 and producer.credit > 0)
+
+
+def test_unfinished_multi_frame_messages_are_bounded_together_by_max_memory(
+    broker_config: Config,
+) -> None:
+    # Each link's unfinished message is under max_message_size; together they would grow
+    # the broker without bound. They are counted as their frames arrive, apart from the
+    # queued messages (a full budget would stop the frames of messages begun), and a frame
+    # that takes them past max_memory is refused.
+    broker_config.broker.max_memory = 200_000
+    broker_config.broker.max_message_size = 100_000
+    broker_config.broker.max_links_per_connection = 10
+    running = RunningBroker(broker_config)
+    try:
+        client = running.client()
+        links = [client.sender("unfinished", name=f"p{i}") for i in range(5)]
+        client.wait(lambda: all(link.credit > 0 for link in links))
+        for i, link in enumerate(links):  # five messages of 90 KB begun, never finished
+            link.delivery(f"t{i}")
+            link.send(b"y" * 90_000)
+            client.pump(0.3)
+        refused = [link for link in links if link.state & Endpoint.REMOTE_CLOSED]
+        assert [link.name for link in refused] == ["p2", "p3", "p4"]  # each past 200 KB
+        condition = refused[0].remote_condition
+        assert condition.name == "amqp:resource-limit-exceeded"
+        assert "broker.max_memory" in condition.description
+        budget = running.broker.loop_hooks.budget
+        # the two let through still count; the queued messages' budget is not touched
+        assert running.call(lambda: (budget.unfinished, budget.used)) == (180_000, 0)
+        client.conn.close()  # the rest go with the connection, and stop counting
+        client.pump(0.3)
+        assert running.call(lambda: budget.unfinished) == 0
+    finally:
+        running.stop()
