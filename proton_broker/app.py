@@ -51,6 +51,10 @@ class App:
         section = self.config.broker
         self.failed_listener = f"{section.host}:{section.port}"
         address = self.server.listen(section.host, section.port)
+        for number, also in enumerate(self.config.listeners):
+            host = also.host or section.host
+            self.failed_listener = f"{host}:{also.port} (listeners[{number}])"
+            self.server.listen_also(host, also.port, also.max_frame_size or section.max_frame_size)
         if self.config.tls.enabled:
             self.failed_listener = f"{self.config.tls.host}:{self.config.tls.port} (AMQPS)"
             self.server.listen_tls()

@@ -230,6 +230,18 @@ class Config:
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     exchanges: dict[str, ExchangeConfig] = field(default_factory=dict)
     bindings: list[BindingConfig] = field(default_factory=list)
+    listeners: list[ListenerConfig] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ListenerConfig:
+    """Another plain AMQP listener (``listeners:``), with a largest frame of its own: test
+    suites that check frame sizes (Qpid Interop Test 2.0) want a 4 KiB and a 1 MiB port on
+    one broker. ``host`` and ``max_frame_size`` default to the ``broker`` section's."""
+
+    port: int
+    host: str | None = None
+    max_frame_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +341,9 @@ def _build(raw: dict[str, Any]) -> Config:
             continue
         if section == "bindings":
             config.bindings = _bindings(values)
+            continue
+        if section == "listeners":
+            config.listeners = _listeners(values)
             continue
         cls = _SECTIONS.get(section)
         if cls is None:
@@ -460,6 +475,28 @@ def _bindings(values: Any) -> list[BindingConfig]:
         found.append(
             BindingConfig(given["exchange"], given["queue"], key, _arguments(where, given))
         )
+    return found
+
+
+def _listeners(values: Any) -> list[ListenerConfig]:
+    if values is None:
+        return []
+    if not isinstance(values, list):
+        raise ConfigError("listeners: must be a list of {port, host, max_frame_size}")
+    found = []
+    for number, entry in enumerate(values):
+        where = f"listeners[{number}]"
+        given = _entry(where, entry, required=(), optional=("port", "host", "max_frame_size"))
+        port = given.get("port")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ConfigError(f"{where}.port: is required, a port number from 0 to 65535")
+        host = given.get("host")
+        if host is not None and (not isinstance(host, str) or not host):
+            raise ConfigError(f"{where}.host: must be a non-empty string")
+        size = given.get("max_frame_size")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 512):
+            raise ConfigError(f"{where}.max_frame_size: must be an integer of at least 512")
+        found.append(ListenerConfig(port, host, size))
     return found
 
 

@@ -94,6 +94,18 @@ def test_exchanges_and_bindings_can_be_declared_in_the_file(tmp_path: Path) -> N
     ]
 
 
+def test_more_listeners_can_be_declared_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text(
+        "listeners:\n  - {port: 5673, max_frame_size: 4096}\n  - {port: 0, host: 'localhost'}\n"
+    )
+    loaded = config.load(path, environ={})
+    assert loaded.listeners == [
+        config.ListenerConfig(5673, None, 4096),
+        config.ListenerConfig(0, "localhost", None),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "complaint"),
     [
@@ -106,6 +118,11 @@ def test_exchanges_and_bindings_can_be_declared_in_the_file(tmp_path: Path) -> N
         ("bindings:\n  - {queue: q}", "bindings[0].exchange: is required"),
         ("bindings:\n  - {exchange: x, queue: q, key: 5}", "bindings[0].key: must be a string"),
         ("bindings:\n  - {exchange: x, queue: q, arguments: 5}", "bindings[0].arguments"),
+        ("listeners: {port: 5673}", "listeners: must be a list"),
+        ("listeners:\n  - {host: h}", "listeners[0].port: is required"),
+        ("listeners:\n  - {port: 70000}", "listeners[0].port: is required, a port number"),
+        ("listeners:\n  - {port: 5673, max_frame_size: 100}", "listeners[0].max_frame_size"),
+        ("listeners:\n  - {port: 5673, frame: 4096}", "listeners[0].frame: unknown"),
     ],
 )
 def test_a_wrong_exchange_or_binding_stops_start_up_naming_it(

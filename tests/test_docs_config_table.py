@@ -79,19 +79,19 @@ def test_conf_broker_yaml_mentions_every_key() -> None:
     assert isinstance(conf, dict)
     config = Config()
     sections = {f.name for f in fields(Config) if is_dataclass(getattr(config, f.name))}
-    declared = {"queues", "exchanges", "bindings"}  # lists of names, not fixed keys
+    declared = {f.name for f in fields(Config)} - sections  # lists and maps: no fixed keys
     assert set(conf) - declared == sections, "conf/broker.yaml: sections differ from the schema"
     for section in sections:
         expected = {f.name for f in fields(getattr(config, section))}
         assert set(conf[section] or {}) == expected, f"conf/broker.yaml: section {section}"
-    # `queues`, `exchanges`, `bindings` may be absent or empty: they have no fixed names
+    # `queues`, `exchanges`, `bindings`, `listeners` may be absent or empty: no fixed names
 
 
 def test_conf_broker_yaml_gives_the_schema_defaults() -> None:
     conf = yaml.safe_load(BROKER_YAML.read_text(encoding="utf-8"))
     defaults = schema_defaults()
     for section, values in conf.items():
-        if section in ("queues", "exchanges", "bindings"):
+        if section in ("queues", "exchanges", "bindings", "listeners"):
             continue
         for key, value in (values or {}).items():
             assert value == defaults[f"{section}.{key}"], f"conf/broker.yaml: {section}.{key}"

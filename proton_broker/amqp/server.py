@@ -204,6 +204,9 @@ class Server(Handler):
             self.broker.store.batching = True  # flushed once per pass (_BrokerContainer)
         self._acceptor: Any = None
         self._tls_acceptor: Any = None  # the AMQPS listener, when config ``tls`` enables it
+        # The other plain listeners (config ``listeners``): acceptor -> its largest frame.
+        self._frame_sizes: dict[Any, int] = {}
+        self.other_addresses: list[tuple[str, int]] = []  # theirs, in the config's order
         self.tls_address: tuple[str, int] | None = None
         self.address: tuple[str, int] | None = None
         self._stopping = False
@@ -215,6 +218,21 @@ class Server(Handler):
         self._acceptor = self.container.acceptor(host, port)
         self.address = self.container.listening(self._acceptor)
         return self.address
+
+    def listen_also(self, host: str, port: int, max_frame_size: int) -> tuple[str, int]:
+        """Another plain AMQP listener (config ``listeners``) whose connections are told
+        ``max_frame_size``; returns its address."""
+        acceptor = self.container.acceptor(host, port)
+        self._frame_sizes[acceptor] = max_frame_size
+        address = self.container.listening(acceptor)
+        self.other_addresses.append(address)
+        log.info("AMQP listener on %s:%d (max_frame_size %d)", *address, max_frame_size)
+        return address
+
+    def _max_frame_size(self, conn: Connection) -> int:
+        """The largest frame ``conn``'s listener takes (config ``listeners``)."""
+        acceptor = getattr(conn, "_acceptor", None)
+        return self._frame_sizes.get(acceptor, self.config.broker.max_frame_size)
 
     def listen_tls(self) -> tuple[str, int]:
         """The AMQPS listener (config ``tls``): the same broker over TLS on its own port;
@@ -410,6 +428,8 @@ class Server(Handler):
             self._acceptor.close()
         if self._tls_acceptor is not None:
             self._tls_acceptor.close()
+        for acceptor in self._frame_sizes:
+            acceptor.close()
         for conn in list(self.connections.values()):
             conn.condition = Condition("amqp:connection:forced", "broker shutting down")
             conn.close()
@@ -486,7 +506,7 @@ class Server(Handler):
         # Until the client's open is handled, frames are held to PRE_OPEN_FRAME_SIZE: the
         # engine buffers a frame whole, so a socket that never opens could otherwise make
         # it hold max_frame_size bytes (raised before the broker's open says it).
-        transport.max_frame_size = min(PRE_OPEN_FRAME_SIZE, self.config.broker.max_frame_size)
+        transport.max_frame_size = min(PRE_OPEN_FRAME_SIZE, self._max_frame_size(conn))
         transport.channel_max = self.config.broker.max_sessions_per_connection - 1
         transport.idle_timeout = self.config.broker.idle_timeout
         self.connections[event.connection._impl] = event.connection
@@ -580,7 +600,7 @@ class Server(Handler):
             self._second_open(conn)
             return
         if conn.transport is not None:  # said in the open that follows (on_connection_bound)
-            conn.transport.max_frame_size = self.config.broker.max_frame_size
+            conn.transport.max_frame_size = self._max_frame_size(conn)
         if not self._authenticated(conn):
             return
         user = sasl.user_of(conn.transport, self.config.sasl)

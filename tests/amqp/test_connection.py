@@ -7,11 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from proton import Array, Connection, Data, Message, Transport
+from proton import Array, Connection, Data, Endpoint, Message, Transport
 
-from proton_broker.config import Config
+from proton_broker.config import Config, ListenerConfig
 from tests.amqp.test_authentication import read_until_closed
 from tests.conftest import RunningBroker
+from tests.engine_client import EngineClient
 
 
 def symbols_of(data: Data) -> list[str]:
@@ -151,5 +152,27 @@ def test_a_second_open_frame_closes_the_connection_with_illegal_state_and_counts
         first.wait(lambda: first.conn.remote_container)
         second.wait(lambda: second.conn.remote_container)
         assert first.conn.remote_condition is None and second.conn.remote_condition is None
+    finally:
+        running.stop()
+
+
+def test_another_listener_tells_its_own_largest_frame_and_takes_messages_larger_than_it(
+    broker_config: Config,
+) -> None:
+    broker_config.listeners = [ListenerConfig(0, None, 4096)]  # port 0: a free one
+    running = RunningBroker(broker_config)
+    try:
+        host, port = running.server.other_addresses[0]
+        small = EngineClient(host, port)
+        small.wait(lambda: small.conn.state & Endpoint.REMOTE_ACTIVE)
+        assert small.transport.remote_max_frame_size == 4096
+        body = "x" * 100_000  # some 25 frames there
+        small.wait_settled(small.send(small.sender("framed"), Message(body=body), pump=False))
+        main = running.client()
+        main.wait(lambda: main.conn.state & Endpoint.REMOTE_ACTIVE)
+        assert main.transport.remote_max_frame_size == broker_config.broker.max_frame_size
+        receiver = main.receiver("framed", credit=1)
+        assert main.wait_received(receiver, 1)[0].message.body == body
+        small.close()
     finally:
         running.stop()
