@@ -267,8 +267,6 @@ class ProducerLink:
                 self._arrived()
                 _settle(dlv)
             return
-        if self._unfinished:  # the last frame of a message that came in many
-            self._arrived()
         if size > self.max_size:
             self._refuse_oversized(dlv)
             return
@@ -504,6 +502,8 @@ class ProducerLink:
         budget = self._budget
         budget.unfinished += pending - self._unfinished
         self._unfinished = pending
+        if "on_delivery" not in self.__dict__:  # its last frame is seen by _completing
+            self.on_delivery = self._completing  # type: ignore[method-assign]
         if budget.unfinished > budget.limit:
             description = (
                 f"a message arriving in frames ({pending} bytes so far) would take the "
@@ -515,11 +515,22 @@ class ProducerLink:
             self._stop_storing()
             close_link(self.link, RESOURCE_LIMIT_EXCEEDED, description)
 
+    def _completing(self, dlv: Any) -> None:
+        """``on_delivery`` while a message arrives in frames, so that the plain path pays
+        nothing for them: its last frame (or its abort) ends its count (:meth:`_arrived`),
+        then it is handled as any transfer. While credit is withdrawn
+        :meth:`_without_credit` stands in for this, and does the same."""
+        if _transfer_size(dlv) != PARTIAL:
+            self._arrived()
+        ProducerLink.on_delivery(self, dlv)
+
     def _arrived(self) -> None:
         """The message that was arriving in frames is complete, aborted or refused: its
         frames stop counting (a complete one counts as it joins its queue)."""
         self._budget.unfinished -= self._unfinished
         self._unfinished = 0
+        if self.__dict__.get("on_delivery") == self._completing:
+            del self.on_delivery
 
     def _stop_storing(self) -> None:
         """We are detaching this link: transfers that come after, which the client sent
@@ -617,12 +628,16 @@ class ProducerLink:
         self._allowance = None
         if self.__dict__.get("on_delivery") == self._without_credit:
             del self.on_delivery
+            if self._unfinished:  # a message still arriving in frames (see _arriving)
+                self.on_delivery = self._completing  # type: ignore[method-assign]
 
     def _without_credit(self, dlv: Any) -> None:
         """A transfer while our credit is withdrawn: taken as any other while it is one of
         those in flight when it was; one more is over the credit the client was given."""
         allowance = self._allowance or 0
         if _link_credit(self.impl) > -allowance:  # Proton counts each taken one down
+            if self._unfinished and _transfer_size(dlv) != PARTIAL:
+                self._arrived()  # the last frame of a message that came in many
             ProducerLink.on_delivery(self, dlv)
             return
         self._exceeded(dlv, allowance)

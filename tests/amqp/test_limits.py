@@ -571,3 +571,28 @@ def test_unfinished_multi_frame_messages_are_bounded_together_by_max_memory(
         assert running.call(lambda: budget.unfinished) == 0
     finally:
         running.stop()
+
+
+def test_a_message_finished_in_frames_stops_counting_and_is_stored_whole(
+    broker_config: Config,
+) -> None:
+    broker_config.broker.max_message_size = 100_000
+    running = RunningBroker(broker_config)
+    try:
+        client = running.client()
+        link = client.sender("finished")
+        client.wait(lambda: link.credit > 0)
+        budget = running.broker.loop_hooks.budget
+        body = Message(body=b"z" * 60_000).encode()
+        delivery = link.delivery("whole")
+        link.send(body[:30_000])  # the first frames; the rest later
+        client.pump(0.3)
+        assert running.call(lambda: budget.unfinished) >= 30_000
+        link.send(body[30_000:])
+        link.advance()
+        client.wait_settled(delivery)
+        assert running.call(lambda: budget.unfinished) == 0
+        receiver = client.receiver("finished", credit=1)
+        assert client.wait_received(receiver, 1)[0].message.body == b"z" * 60_000
+    finally:
+        running.stop()
