@@ -94,6 +94,18 @@ def close_link(link: Link, name: str, description: str, info: dict[str, Any] | N
     link.close()
 
 
+def refuse_beyond_credit(link: Link, why: str, allowance: int) -> None:
+    """Detach ``link``, whose client sent more than the ``allowance`` transfers in flight
+    when its credit was withdrawn (``why``), with ``amqp:link:transfer-limit-exceeded``
+    (AMQP 1.0 2.8.15): a producer's and a management requester's alike."""
+    description = (
+        f"transfer sent without link credit: credit was withdrawn because {why}, and "
+        f"more than the {allowance} transfers in flight then have arrived since"
+    )
+    log.warning("%s on link '%s': %s", TRANSFER_LIMIT_EXCEEDED, link.name, description)
+    close_link(link, TRANSFER_LIMIT_EXCEEDED, description)
+
+
 def refuse_oversized(link: Link, delivery: Delivery, most: int) -> None:
     """A message over ``most`` bytes (``broker.max_message_size``): refused before the rest
     of it is buffered (AMQP 1.0 2.7.3: the link is detached with message-size-exceeded)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from proton import Delivery, Link
 
-from proton_broker.amqp.conditions import TRANSFER_LIMIT_EXCEEDED, close_link, refuse_oversized
+from proton_broker.amqp.conditions import refuse_beyond_credit, refuse_oversized
 
 
 class ControlLink:
@@ -93,13 +93,7 @@ class ControlLink:
         """A request beyond the credit the client was given: the link is detached, the
         request not performed (nor any after it)."""
         self.closed = True
-        close_link(
-            self.link,
-            TRANSFER_LIMIT_EXCEEDED,
-            f"transfer sent without link credit: credit was withdrawn because "
-            f"{self.withheld_because()}, and more than the {allowance} transfers "
-            "in flight then have arrived since",
-        )
+        refuse_beyond_credit(self.link, self.withheld_because(), allowance)
 
     def handle(self, delivery: Delivery, data: bytes) -> None:
         """Perform one request and settle its delivery."""

@@ -76,10 +76,10 @@ from proton_broker.amqp.conditions import (
     DECODE_ERROR,
     RESOURCE_DELETED,
     RESOURCE_LIMIT_EXCEEDED,
-    TRANSFER_LIMIT_EXCEEDED,
     allows_rejected,
     close_link,
     condition_for,
+    refuse_beyond_credit,
     refuse_oversized,
     reject,
 )
@@ -647,20 +647,12 @@ class ProducerLink:
         ``amqp:link:transfer-limit-exceeded``; the transfer is read and dropped, unsettled,
         as are those after it (_stop_storing)."""
         if self._budget.full:
-            why = (
-                f"the broker's memory budget is full ({self._budget.used} bytes queued, "
-                f"broker.max_memory {self._budget.limit})"
-            )
+            why = self._budget.why_full()
         else:
             name = self.queue.name if self.queue is not None else "?"
             why = f"queue '{name}' stops its producers (flow control)"
-        description = (
-            f"transfer sent without link credit: credit was withdrawn because {why}, and "
-            f"more than the {allowance} transfers in flight then have arrived since"
-        )
-        log.warning("%s on link '%s': %s", TRANSFER_LIMIT_EXCEEDED, self.link.name, description)
         self._stop_storing()
-        close_link(self.link, TRANSFER_LIMIT_EXCEEDED, description)
+        refuse_beyond_credit(self.link, why, allowance)
         self._discard(dlv)
 
     def memory_full(self, full: bool) -> None:

@@ -25,7 +25,7 @@ as qpidd's and Broker-J's TLS ports, where the bytes go to the TLS engine and fa
 handshake. The other way round, a TLS handshake on the plain listener, Proton's sniffing
 recognises as TLS and closes without a word; the loop answers it as Proton answers any
 other protocol there, with AMQP's header and a close carrying
-``amqp:connection:framing-error`` (:func:`proton_broker.amqp.tls.framing_error`).
+``amqp:connection:framing-error`` (:func:`proton_broker.amqp.tls.refusal`).
 
 Private APIs used here: ``proton._selectable`` and its
 ``_delegate`` socket and ``_deadline``, ``IOHandler._selector`` (replaced) and
@@ -54,7 +54,7 @@ from proton.reactor import Container
 from proton_broker.amqp import engine
 from proton_broker.amqp.lingering import Lingerer
 from proton_broker.amqp.poller import PollSelector, readable_now
-from proton_broker.amqp.tls import TLS_ON_PLAIN_PORT, framing_error, starts_handshake
+from proton_broker.amqp.tls import FRAMING_ERROR, TLS_ON_PLAIN_PORT, refusal, starts_handshake
 from proton_broker.queues.queue import Queue
 
 if TYPE_CHECKING:
@@ -185,8 +185,7 @@ class BrokerContainer(Container):
         selectable = getattr(transport, "_selectable", None)
         if selectable is not None:
             self._first_reads.pop(selectable, None)
-            with contextlib.suppress(OSError):
-                selectable._delegate.send(frames)
+            _send_now(selectable, frames)
         transport.close_tail()
         transport.close_head()
 
@@ -284,8 +283,7 @@ class BrokerContainer(Container):
         if starts_handshake(data) == tls_listener:
             return True
         if not tls_listener:
-            with contextlib.suppress(OSError):  # a few hundred bytes: the socket takes them
-                s._delegate.send(framing_error(TLS_ON_PLAIN_PORT))
+            _send_now(s, refusal(FRAMING_ERROR, TLS_ON_PLAIN_PORT))
         refused()
         return False
 
@@ -491,3 +489,10 @@ def bytes_written(connection: Any) -> int:
         return 0
     selectable = getattr(Transport.wrap(transport), "_selectable", None)
     return int(getattr(selectable, "bytes_out", 0))
+
+
+def _send_now(s: Selectable, frames: bytes) -> None:
+    """Write a refusal's ``frames`` to ``s``'s socket before Proton writes a byte of it: a
+    few hundred bytes, which a new socket takes at once (a peer already gone is no matter)."""
+    with contextlib.suppress(OSError):
+        s._delegate.send(frames)

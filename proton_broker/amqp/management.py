@@ -312,11 +312,7 @@ class RequestLink(ControlLink):
         return not self._budget.full
 
     def withheld_because(self) -> str:
-        budget = self._budget
-        return (
-            f"the broker's memory budget is full ({budget.used} bytes queued, "
-            f"broker.max_memory {budget.limit})"
-        )
+        return self._budget.why_full()
 
     def memory_full(self, full: bool) -> None:
         """The broker's memory budget filled (credit withdrawn) or has room again."""

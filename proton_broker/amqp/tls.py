@@ -32,14 +32,6 @@ def starts_handshake(data: bytes) -> bool:
     return bool(data) and data[0] == TLS_HANDSHAKE
 
 
-def framing_error(description: str) -> bytes:
-    """What Proton writes to a client whose first bytes are not AMQP: the AMQP header and a
-    close with ``amqp:connection:framing-error`` and ``description`` (to which Proton adds
-    "(connection aborted)"). Made by a Proton transport of its own, on Proton's error path
-    (a condition, then the input closed), so the frames are Proton's."""
-    return refusal(FRAMING_ERROR, description)
-
-
 def refusal(name: str, description: str) -> bytes:
     """What Proton writes to a client it refuses before reading a word from it: the AMQP
     header, an open and a close carrying the condition ``name`` and ``description`` (to

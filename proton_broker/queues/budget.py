@@ -67,6 +67,13 @@ class MemoryBudget:
         if self.full and self.used <= self.resume:
             self.came_back()
 
+    def why_full(self) -> str:
+        """What a client whose credit the full budget withdrew is told."""
+        return (
+            f"the broker's memory budget is full ({self.used} bytes queued, "
+            f"broker.max_memory {self.limit})"
+        )
+
     def went_over(self) -> None:
         """Called by a queue once ``used`` exceeds ``limit``."""
         if not self.full:
