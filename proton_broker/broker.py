@@ -832,7 +832,7 @@ class Broker:
         unit = Unit()
         now = time.time()
         if self.store is not None:
-            for queue, message in txn.sends:
+            for queue, message, _ in txn.sends:
                 if queue.keeps(message) and self.is_live(queue):
                     message.store_id = self.store.next_id()
                     if message.sequence is not None:  # numbered when it was sent
@@ -854,12 +854,12 @@ class Broker:
         def written(error: BaseException | None) -> None:
             self.transactions.end(txn)
             if error is not None:
-                for _, message in txn.sends:
+                for _, message, _ in txn.sends:
                     message.store_id = None
                 txn.rollback()
                 done(error)
                 return
-            for queue, message in txn.sends:
+            for queue, message, _ in txn.sends:
                 # deleted meanwhile: it goes with the queue's others
                 if not self.is_live(queue) or not queue.enqueue(message, admitted=True):
                     self.forget(message)

@@ -18,10 +18,11 @@ Rules owned here, for memory (a queue holds millions of these records):
   bytes when asked: nearly every message carries a message-id, few features read it
   (duplicate detection, selectors, management), and its decoded text would cost each
   queued message about 140 bytes with its tuple.
-* What few messages need (decoded sections, kept once a feature has decoded them, and where
-  a paged-out message's bytes are) lives in a side record, :class:`Extras`, made on first
-  use. A copy of a record (:meth:`Message.__copy__`, one per queue when a message fans out)
-  gets its own side record, since paging is per queue.
+* What few messages need (decoded sections, kept once a feature has decoded them, where
+  a paged-out message's bytes are, and when a transaction's message was received) lives
+  in a side record, :class:`Extras`, made on first use. A copy of a record
+  (:meth:`Message.__copy__`, one per queue when a message fans out) gets its own side
+  record, since paging is per queue.
 * A record is out of the cyclic collector's view from the moment it is made
   (:func:`proton_broker.collector.untrack`): it holds values only, never anything that could
   refer back to it, so no reference cycle can pass through it. A slot added here must keep
@@ -75,6 +76,7 @@ class Extras:
         "properties_cache",
         "page_id",
         "paged_size",
+        "received",
     )
 
     def __init__(self) -> None:
@@ -87,6 +89,10 @@ class Extras:
         # (durable) or ``page_id`` (a page, dropped at restart); ``paged_size`` its size.
         self.page_id: int | None = None
         self.paged_size = 0
+        # A message sent under a transaction joins its queue at commit, but its time to
+        # live counts from when the broker received it (seconds since the epoch), as in
+        # both Qpid brokers: set by the transaction (transactions.py), None for the others.
+        self.received: float | None = None
 
     def copy(self) -> Extras:
         twin = Extras()
@@ -95,6 +101,7 @@ class Extras:
         twin.properties_cache = self.properties_cache
         twin.page_id = self.page_id
         twin.paged_size = self.paged_size
+        twin.received = self.received
         return twin
 
 
@@ -283,6 +290,7 @@ class Message:
     properties_cache = _extra("properties_cache", "the decoded properties list")
     page_id = _extra("page_id", "where a paged-out transient message's bytes are")
     paged_size = _extra("paged_size", "a paged-out message's size")
+    received = _extra("received", "when a transaction's message was received, if it has a TTL")
 
     @property
     def application_properties(self) -> dict[Any, Any]:

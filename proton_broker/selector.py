@@ -815,11 +815,13 @@ _HEADERS: dict[str, Evaluate] = {
 def _expiration(message: Message) -> int:
     """When the broker expires ``message``, in milliseconds since the epoch (its arrival plus
     its ttl; 0: never), as Broker-J's ``getExpiration`` reads it: the broker expires by the
-    ttl alone (queues/expiry.py), not by the producer's absolute-expiry-time."""
+    ttl alone (queues/expiry.py), not by the producer's absolute-expiry-time. A
+    transaction's message counts from its receipt, as its expiry does."""
     ttl = message.ttl
     if not ttl:
         return 0
-    arrival = message.arrival or time.time()  # a subscription selects before it enqueues
+    # a subscription selects before it enqueues
+    arrival = message.received or message.arrival or time.time()
     return int(arrival * 1000) + ttl
 
 

@@ -5,7 +5,15 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
 
 * A message sent under a transaction is *staged*: no consumer sees it and nothing is
   written until commit. A reject-policy queue that is full refuses it when it is sent, as it
-  would outside a transaction.
+  would outside a transaction, and a staged message counts on its queue's limit until the
+  transaction ends (``Queue.pending``, as Broker-J's reject policy counts uncommitted
+  messages): so the messages of one transaction, or of several, cannot together take the
+  queue past its limit, and neither can other producers' sends between a staged send and
+  the commit, which are refused as if the staged messages were on the queue.
+* A staged message's time to live counts from when it was received, not from the commit
+  (qpidd and Broker-J alike): its record keeps that time (``Message.received``), and one
+  whose time is up by the commit joins its queue expired and is not delivered. It joins
+  its queue at commit, in the order sent, as qpidd's ``TxPublish::commit`` adds it.
 * An acknowledgement (an outcome given under a transaction) leaves the message acquired by
   its consumer until the transaction ends: commit applies the outcome, rollback applies
   nothing, and the message is again an unsettled delivery of that consumer (as the AMQP
@@ -50,11 +58,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from proton_broker.errors import BrokerError, ResourceLimitExceeded, UnknownTransaction
 from proton_broker.message import Message
 from proton_broker.queues.budget import MemoryBudget
 from proton_broker.queues.entries import Entry
+from proton_broker.queues.expiry import has_ttl_bounds
 from proton_broker.queues.queue import Queue
 
 
@@ -73,6 +83,15 @@ class Acknowledgement:
     removes: bool
     apply: Callable[[], None]
     undo: Callable[[], None]
+
+
+class Staged(NamedTuple):
+    """A message held for its queue until commit; ``size``: its bytes as it was sent, what
+    it counts in its queue's pending bytes and in the memory budget."""
+
+    queue: Queue
+    message: Message
+    size: int
 
 
 @dataclass
@@ -102,34 +121,50 @@ class Transaction:
         self.counts = TransactionCounts() if counts is None else counts  # its connection's
         self.started = time.time()
         self.refused: str | None = None  # a settled send it could not take: rollback only
-        self.sends: list[tuple[Queue, Message]] = []
+        self.sends: list[Staged] = []
         self.acks: list[Acknowledgement] = []
         self.discharging = False  # a commit is being written: no more work may join
         # The broker's memory budget, where the staged bytes count (see the module rules).
         self.budget = budget
         self.staged_bytes = 0
+        self.ended = False  # unstaged: its messages no longer count anywhere
 
     def stage(self, copies: Iterable[tuple[Queue, Message]]) -> None:
         """Hold each message for its queue until commit: all of them, or (one refused now,
-        as its queue would refuse it) none."""
-        before = len(self.sends)
+        as its queue would refuse it) none. Each counts on its queue's limit from now
+        until the transaction ends (see the module rules)."""
+        sends = self.sends
+        before = len(sends)
+        received = time.time()
         try:
             for queue, message in copies:
                 queue.check_admission(message)
                 queue.number(message)  # a sequence number now, and a bad custom one refused
-                self.sends.append((queue, message))
+                size = len(message.data)
+                queue.add_pending(size)
+                sends.append(Staged(queue, message, size))
+                if message.header.ttl or has_ttl_bounds(queue.settings):
+                    message.received = received  # its time to live counts from now
         except BrokerError:
-            del self.sends[before:]
+            for staged in sends[before:]:
+                staged.queue.remove_pending(staged.size)
+            del sends[before:]
             raise
         self.counts.messages_in += 1
-        added = sum(len(message.data) for _, message in self.sends[before:])
+        added = sum(staged.size for staged in sends[before:])
         self.staged_bytes += added
         self.budget.add(added)
 
     def unstage(self) -> None:
-        """The transaction has ended: its staged bytes no longer count here."""
+        """The transaction has ended: its staged messages no longer count, in the memory
+        budget or on their queues' limits (once, however it ended)."""
+        if self.ended:
+            return
+        self.ended = True
         self.budget.remove(self.staged_bytes)
         self.staged_bytes = 0
+        for staged in self.sends:
+            staged.queue.remove_pending(staged.size)
 
     def acknowledge(self, ack: Acknowledgement) -> None:
         self.acks.append(ack)
@@ -139,7 +174,7 @@ class Transaction:
         """Why a commit would lose work (see the module rules), or None."""
         if self.refused is not None:
             return f"a message sent settled under it was refused: {self.refused}"
-        for queue, _ in self.sends:
+        for queue, _, _ in self.sends:
             if not live(queue):
                 return f"queue '{queue.name}', which a message was sent to, has been deleted"
         return None

@@ -17,6 +17,7 @@ from typing import Any
 
 from proton import (
     Collector,
+    Condition,
     Connection,
     Data,
     DataException,
@@ -233,10 +234,12 @@ class EngineClient:
         settle: bool = True,
         pump: bool = True,
         annotations: dict[Any, Any] | None = None,
+        error: Condition | None = None,
     ) -> None:
         """Give ``outcome``; ``txn``: under that transaction, as ``transactional-state``
         (``settle=False`` leaves the delivery unsettled, as most clients do until discharge);
-        ``annotations``: a modified outcome's message-annotations.
+        ``annotations``: a modified outcome's message-annotations; ``error``: a rejected
+        outcome's error.
         Then pump about 50 ms, so that the broker has mostly taken it by the time this
         returns; ``pump=False`` leaves it buffered (for many: :meth:`settle_all`)."""
         delivery = received.delivery
@@ -244,6 +247,8 @@ class EngineClient:
             fields: list[Any] = []
             if outcome == Disposition.MODIFIED:
                 fields = [failed, undeliverable] + ([annotations] if annotations else [])
+            elif outcome == Disposition.REJECTED and error is not None:
+                fields = [Described(ulong(0x1D), [symbol(error.name), error.description])]
             delivery.local.data = [txn, Described(ulong(outcome), fields)]
             delivery.update(TRANSACTIONAL_STATE)
             if settle:
@@ -254,6 +259,8 @@ class EngineClient:
                 delivery.local.undeliverable = undeliverable
                 if annotations:
                     delivery.local.annotations = annotations
+            if error is not None:
+                delivery.local.condition = error
             delivery.update(outcome)
             delivery.settle()
         if pump:

@@ -69,7 +69,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from cproton_ffi import ffi, lib
-from proton import Data, Delivery, Link
+from proton import Data, Delivery, Described, Link
 
 from proton_broker.amqp import engine
 from proton_broker.amqp.conditions import (
@@ -169,13 +169,16 @@ def _header_now(entry: Entry, sent: Header) -> bytes | None:
     sent (None: that one): the entry's own delivery count (as qpidd sends it), a time to
     live less the time the message has spent here (as both Qpid brokers send it), and
     ``first-acquirer`` true only if the producer said so and no delivery of it has failed
-    here (a count above 0: qpidd sends false once a message was acquired before)."""
+    here (a count above 0: qpidd sends false once a message was acquired before). A
+    transaction's message has been here since it was received, not since its commit."""
     ttl = sent.ttl
     count = entry.delivery_count
     if ttl is None and count == sent.delivery_count and not (count and sent.first_acquirer):
         return None
     if ttl is not None:
-        ttl = max(0, ttl - int((time.time() - entry.arrival) * 1000))
+        extras = entry.message.extras  # Extras.received: a transaction's message
+        since = entry.arrival if extras is None or extras.received is None else extras.received
+        ttl = max(0, ttl - int((time.time() - since) * 1000))
     first = sent.first_acquirer and count == 0
     return encode_header(sent.durable, sent.priority, ttl, first, count)
 
@@ -187,10 +190,28 @@ def _rejection(dlv: Any) -> str | None:
         return None
     name = lib.pn_condition_get_name(condition)
     description = lib.pn_condition_get_description(condition)
+    return _error_text(
+        *(None if text == ffi.NULL else ffi.string(text) for text in (name, description))
+    )
+
+
+def _rejection_in(fields: list[Any]) -> str | None:
+    """The same for a ``rejected`` outcome given under a transaction, whose fields Proton
+    leaves undecoded: its ``error``, an ``amqp:error:list`` (condition, description, info)."""
+    error = fields[0] if fields else None
+    if not isinstance(error, Described) or not isinstance(error.value, list):
+        return None
+    condition, description = (list(error.value) + [None, None])[:2]
+    return _error_text(condition, description)
+
+
+def _error_text(condition: object, description: object) -> str | None:
+    """``condition: description`` (either alone if the other is missing), as a rejected
+    message's ``x-opt-dead-letter-description`` gives it (deadletters.py)."""
     parts = [
-        ffi.string(text).decode("utf-8", "replace")
-        for text in (name, description)
-        if text != ffi.NULL
+        text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+        for text in (condition, description)
+        if text is not None
     ]
     return ": ".join(parts) or None
 
@@ -930,7 +951,7 @@ class ConsumerLink:
         elif state == PN_RELEASED:
             self._give_outcome(entry, state)
         elif state == PN_REJECTED:
-            self.queue.reject(entry, _rejection(dlv))
+            self._give_outcome(entry, state, detail=_rejection(dlv))
         elif state == PN_MODIFIED:
             remote = lib.pn_delivery_remote(dlv)
             self._give_outcome(
@@ -997,9 +1018,11 @@ class ConsumerLink:
         failed: bool = False,
         here: bool = False,
         annotations: bytes | None = None,
+        detail: str | None = None,
     ) -> None:
         """Apply a terminal outcome to the entry (modified: ``failed`` delivery-failed,
-        ``here`` undeliverable-here, ``annotations`` its message-annotations, encoded)."""
+        ``here`` undeliverable-here, ``annotations`` its message-annotations, encoded;
+        rejected: ``detail`` the consumer's error, for the dead letter's description)."""
         queue = self.queue
         most = self.max_message_size
         if annotations is not None and most and entry.message.size + len(annotations) > most:
@@ -1013,7 +1036,7 @@ class ConsumerLink:
         if kind == PN_ACCEPTED:
             queue.settle(entry)
         elif kind == PN_REJECTED:
-            queue.reject(entry)
+            queue.reject(entry, detail)
         elif kind == PN_RELEASED:
             queue.release(entry)
         else:
@@ -1025,19 +1048,23 @@ class ConsumerLink:
             )
 
     def _apply_txn_outcome(self, dlv: Any, entry: Entry, kind: int, fields: list[Any]) -> None:
-        # modified carries [delivery-failed, undeliverable-here, message-annotations]
-        annotations = None
-        if len(fields) > 2 and fields[2]:
-            data = Data()
-            data.put_object(fields[2])
-            annotations = _encoded(data)
-        self._give_outcome(
-            entry,
-            kind,
-            bool(fields[0]) if fields else False,
-            bool(fields[1]) if len(fields) > 1 else False,
-            annotations,
-        )
+        """The outcome an acknowledgement gave under a transaction, applied at commit as
+        the same outcome given outside one is (on_delivery)."""
+        if kind == PN_REJECTED:  # rejected carries [error]
+            self._give_outcome(entry, kind, detail=_rejection_in(fields))
+        else:  # modified carries [delivery-failed, undeliverable-here, message-annotations]
+            annotations = None
+            if len(fields) > 2 and fields[2]:
+                data = Data()
+                data.put_object(fields[2])
+                annotations = _encoded(data)
+            self._give_outcome(
+                entry,
+                kind,
+                bool(fields[0]) if fields else False,
+                bool(fields[1]) if len(fields) > 1 else False,
+                annotations,
+            )
         if self.in_txn.pop(dlv, None) is not None and not self.closed:
             _update(dlv, kind)
             _settle(dlv)

@@ -2,7 +2,11 @@
 
 Rules this module owns:
 
-* A message expires ``header.ttl`` after its arrival. Its ``properties.absolute-expiry-time``
+* A message expires ``header.ttl`` after its arrival; one sent under a transaction, which
+  joins its queue at commit, ``header.ttl`` after the broker received it
+  (``Message.received``), as qpidd computes the expiration on receipt
+  (``computeExpiration``) and Broker-J fixes the arrival time then: one whose time is up by
+  the commit joins expired and is never delivered. Its ``properties.absolute-expiry-time``
   is not read: it is the producer's clock's (Qpid JMS sets it beside the ttl), and both
   Qpid brokers expire by the ttl alone (qpidd's ``amqp::Message::onAbsoluteExpiryTime``
   does nothing; Broker-J's ``MessageMetaData_1_0`` expiration is ttl plus arrival). Then

@@ -4,7 +4,14 @@
 resume); this module acts on a queue, as Broker-J's overflow policy handlers do:
 
 * **reject**: a message that would take the queue over its limit is refused before anything
-  changes (:class:`~proton_broker.errors.ResourceLimitExceeded`).
+  changes (:class:`~proton_broker.errors.ResourceLimitExceeded`). The messages sent to the
+  queue under transactions still open (:attr:`Queue.pending`, :attr:`Queue.pending_bytes`:
+  they join it at commit) count on top of its depth, as Broker-J's ``RejectPolicyHandler``
+  counts them, for every send, transactional or not. So a transaction cannot stage more
+  than the queue has room for, and a commit cannot take the queue over its limit: the room
+  its messages need was theirs from the send (unless the limit was lowered meanwhile).
+  A transaction that ends gives its count back, committed (its messages are on the queue
+  now) or rolled back.
 * **ring**: the least significant *available* entries (the ordering's victim) are deleted
   until the queue is within its limit, never a message a consumer holds, so with only
   acquired messages left the queue stays over until they are settled. The message that just
@@ -65,10 +72,18 @@ class Limits:
         self.observers: dict[FlowObserver, None] = {} if observers is None else observers
 
     def admit(self, message: Message) -> None:
-        """A reject queue refuses what would take it over its limit."""
+        """A reject queue refuses what would take it over its limit, counting what open
+        transactions sent to it (see the module rules)."""
         limit, owner = self.limit, self.owner
         if type(limit) is RejectPolicy:
-            why = limit.refusal(owner.depth, owner.bytes, len(message.data))
+            pending, pending_bytes = owner.pending, owner.pending_bytes  # see the module rules
+            why = limit.refusal(
+                owner.depth + pending,
+                owner.bytes + pending_bytes,
+                len(message.data),
+                pending,
+                pending_bytes,
+            )
             if why is not None:
                 owner.stats.refused += 1
                 raise ResourceLimitExceeded(why)

@@ -13,7 +13,8 @@ Rules this module owns:
   queue is *over* a limit when either measure is strictly above it (Broker-J's
   ``depth > maximum``), so a limit of 5 messages holds 5.
 * **reject** refuses a message that would take the queue over a limit, before anything
-  changes, with a description naming the queue and the limit.
+  changes, with a description naming the queue and the limit. Messages sent to the queue
+  under transactions still open count as if they were on it (queues/limits.py).
 * **ring** only says whether the queue is over; which messages go is the queue's business
   (:meth:`proton_broker.queues.queue.Queue.enqueue`), since it owns the orderings.
 * **self-destruct** (the C++ broker's ``SelfDestructQueue``; Broker-J has no such policy):
@@ -147,16 +148,23 @@ class RejectPolicy(_Watch):
     cleared = "accepting new messages"
     dropping = "refused"
 
-    def refusal(self, depth: int, nbytes: int, size: int) -> str | None:
-        """Why a message of ``size`` bytes may not join the queue now (None: it may)."""
+    def refusal(
+        self, depth: int, nbytes: int, size: int, pending: int = 0, pending_bytes: int = 0
+    ) -> str | None:
+        """Why a message of ``size`` bytes may not join the queue now (None: it may).
+        ``depth`` and ``nbytes`` include ``pending`` messages of ``pending_bytes``, sent to
+        the queue under transactions still open (see queues/limits.py)."""
         limit = self.limit
         if limit.count is not None and depth + 1 > limit.count:
+            staged = f", {pending} of them in open transactions" if pending else ""
             why = (
-                f"Maximum depth exceeded on '{self.queue}': {depth} messages (limit {limit.count})"
+                f"Maximum depth exceeded on '{self.queue}': {depth} messages{staged} "
+                f"(limit {limit.count})"
             )
         elif limit.size is not None and nbytes + size > limit.size:
+            staged = f" ({pending_bytes} of them in open transactions)" if pending_bytes else ""
             why = (
-                f"Maximum depth exceeded on '{self.queue}': {nbytes} bytes plus "
+                f"Maximum depth exceeded on '{self.queue}': {nbytes} bytes{staged} plus "
                 f"{size} bytes for this message (limit {limit.size} bytes)"
             )
         else:

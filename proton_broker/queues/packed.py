@@ -18,7 +18,8 @@ Rules owned here:
   ordering, exactly where the entries would have been.
 * A packed message is available and nothing else: not acquired, not held (no delivery
   time), not written to the store (the store's bookkeeping follows the record), not paged,
-  numbered and nothing more. A message that is any of these is never packed, and one
+  not a transaction's message whose time to live counts from its receipt (the record keeps
+  that time), numbered and nothing more. A message that is any of these is never packed, and one
   arriving behind a packed tail has the whole tail unpacked first. So each message is
   packed at most once and unpacked at most once: O(1) amortised.
 * A packed message may expire (Qpid JMS producers often give every message a time to

@@ -159,6 +159,10 @@ class Queue:
         self.stats = QueueStats()
         self.depth = 0  # live messages (available or acquired)
         self.bytes = 0
+        # Messages sent to it under transactions still open, and their bytes: they join at
+        # commit, and a reject policy counts them meanwhile (queues/limits.py).
+        self.pending = 0
+        self.pending_bytes = 0
         self._reset_at = (0, 0)  # depth and bytes when the statistics were last reset
         self._last_arrival = 0.0  # the arrival time the last message got (see the rules)
         self._lvq = parts.history is not None and parts.history.indexes  # a last-value queue
@@ -328,11 +332,13 @@ class Queue:
         if id_key is not None:  # it can no longer be refused
             numbers.remember(id_key, arrival, self.persistent and message.store_id is not None)
         message.arrival = arrival
-        expires = (
-            expiry_time(message, arrival, self.settings)
-            if self._ttl_bounds or message.header.ttl
-            else None
-        )
+        received = expires = None
+        if self._ttl_bounds or message.header.ttl:
+            # A transaction's message counts its time from its receipt (see Extras.received;
+            # read without the property's call, on the path of every message with a TTL).
+            extras = message.extras
+            received = None if extras is None else extras.received
+            expires = expiry_time(message, arrival if received is None else received, self.settings)
         # Hold until valid, delivery time: when it may go (ms), if later than now.
         until = held_until(message, arrival, self._hold) if self._hold or annotated else None
         numbers.next = seq + 1
@@ -353,7 +359,11 @@ class Queue:
         # deep queue with no consumer waiting, which would take it at once (queues/packed.py).
         if packed is not None and (packed.size or (self.depth > packed.after and not self._ready)):
             if (
-                until is None and number is None and message.store_id is None and not message.paged
+                until is None
+                and number is None
+                and message.store_id is None
+                and not message.paged
+                and received is None  # the record keeps when it was received
             ):  # nothing but available (see queues/packed.py)
                 packed.pack(message, seq, arrival, expires)
                 if limited:
@@ -531,6 +541,19 @@ class Queue:
         so a committed transaction never loses a message to a queue that filled meanwhile)."""
         if self.limits is not None:
             self.limits.admit(message)
+
+    def add_pending(self, size: int) -> None:
+        """A message of ``size`` bytes was sent to this queue under a transaction, which
+        has checked its admission: until the transaction ends it counts as if it were here,
+        so no other send can take its room and the commit, which enqueues it ``admitted``,
+        keeps the queue within its limit (Broker-J's reject policy). O(1)."""
+        self.pending += 1
+        self.pending_bytes += size
+
+    def remove_pending(self, size: int) -> None:
+        """The transaction that sent a message of ``size`` bytes here has ended."""
+        self.pending -= 1
+        self.pending_bytes -= size
 
     def ring_victim(self) -> Entry | None:
         """The least significant available entry (a ring's next deletion)."""

@@ -324,6 +324,36 @@ def test_a_transactional_rejection_dead_letters_when_it_commits(broker: RunningB
     assert depth(broker, "txq") == 0
 
 
+def test_a_rejection_under_a_transaction_gives_the_dead_letter_the_consumers_error(
+    broker: RunningBroker,
+) -> None:
+    declare(broker, "dead")
+    declare(broker, "txwhy", DLQ)
+    client = broker.client()
+    send(client, "txwhy", Message(body="plain"), Message(body="in a transaction"))
+    link = client.receiver("txwhy", credit=2)
+    plain, transactional = client.wait_received(link, 2)
+    client.settle(plain, Disposition.REJECTED, error=Condition("app:bad", "plain rejection"))
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    client.settle(
+        transactional,
+        Disposition.REJECTED,
+        txn=txn,
+        error=Condition("app:bad", "rejected in a transaction"),
+    )
+    client.wait_settled(client.discharge(coordinator, txn))
+    dead = client.receiver("dead", credit=2)
+    found = {
+        got.message.body: annotations(got)["x-opt-dead-letter-description"]
+        for got in client.wait_received(dead, 2)
+    }
+    assert found == {
+        "plain": "app:bad: plain rejection",
+        "in a transaction": "app:bad: rejected in a transaction",
+    }
+
+
 def test_the_broker_defaults_give_queues_made_on_demand_a_dead_letter_queue(
     tmp_path: Path,
 ) -> None:

@@ -254,6 +254,65 @@ def test_a_full_reject_queue_refuses_a_transactional_send_when_it_is_sent(
     assert depth(broker, "txfull") == 1
 
 
+def test_staged_messages_hold_their_room_on_a_reject_queue_until_the_transaction_ends(
+    broker: RunningBroker,
+) -> None:
+    """As Broker-J's reject policy counts uncommitted messages: a transaction cannot stage
+    more than the queue has room for, and a rollback gives the room back."""
+    client, coordinator, txn = declared(broker)
+    limits = {"qpid.max_count": 3, "qpid.policy_type": "reject"}
+    sender = client.sender("txroom", node_properties=limits)
+
+    def stage(txn: bytes, count: int) -> list[tuple[int, str | None]]:
+        sent = [client.send(sender, Message(body=i), txn=txn, pump=False) for i in range(count)]
+        client.wait(lambda: all(d.remote_state for d in sent))
+        return [outcome_in(d, txn) for d in sent]
+
+    full = (REJECTED, "amqp:resource-limit-exceeded")
+    assert stage(txn, 5) == [(ACCEPTED, None)] * 3 + [full] * 2
+    assert client.discharge(coordinator, txn, fail=True).remote_state == Disposition.ACCEPTED
+    txn = client.declare(coordinator)
+    assert stage(txn, 4) == [(ACCEPTED, None)] * 3 + [full]
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    assert depth(broker, "txroom") == 3
+
+
+def test_a_send_outside_a_transaction_counts_its_staged_messages_so_the_commit_fits(
+    broker: RunningBroker,
+) -> None:
+    client, coordinator, txn = declared(broker)
+    limits = {"qpid.max_count": 1, "qpid.policy_type": "reject"}
+    sender = client.sender("txfits", node_properties=limits)
+    client.wait_settled(client.send(sender, Message(body="staged"), txn=txn, pump=False))
+    other = broker.client()
+    plain = other.sender("txfits")
+    refused = other.wait_settled(other.send(plain, Message(body="plain"), pump=False))
+    assert refused.remote_state == Disposition.REJECTED
+    assert refused.remote.condition.name == "amqp:resource-limit-exceeded"
+    assert "1 of them in open transactions" in refused.remote.condition.description
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    receiver = other.receiver("txfits", credit=5)
+    assert bodies(other, receiver, 1) == ["staged"]
+    assert nothing_more(other, receiver, 1)
+
+
+def test_a_staged_messages_time_to_live_counts_from_its_receipt_not_from_the_commit(
+    broker: RunningBroker,
+) -> None:
+    """As qpidd computes the expiration on receipt and Broker-J fixes the arrival time then."""
+    client, coordinator, txn = declared(broker)
+    sender = client.sender("txttl")
+    for body, ttl in (("short", 0.3), ("long", 5.0)):
+        client.wait_settled(client.send(sender, Message(body=body, ttl=ttl), txn=txn, pump=False))
+    client.pump(0.5)  # the short one's time is up before the commit
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    receiver = client.receiver("txttl", credit=5)
+    (got,) = client.wait_received(receiver, 1)
+    assert got.message.body == "long"
+    assert got.message.ttl <= 4.5  # what is left of it since its receipt
+    assert nothing_more(client, receiver, 1)
+
+
 def test_a_transactional_send_through_an_exchange_is_staged_for_every_queue_or_none(
     broker: RunningBroker,
 ) -> None:
