@@ -93,6 +93,9 @@ class EngineClient:
         # Rewrites the bytes on their way out (same length: frames keep their sizes), to
         # send what Proton itself would never encode.
         self.outgoing: Callable[[bytes], bytes] | None = None
+        # Sees the bytes the broker sent, as they arrive (to read a frame Proton's engine
+        # would decode with a loss, e.g. a source with no address).
+        self.incoming: Callable[[bytes], None] | None = None
 
     # ---- links --------------------------------------------------------------------------
 
@@ -375,6 +378,8 @@ class EngineClient:
         except OSError:
             data = b""
         if data:
+            if self.incoming is not None:
+                self.incoming(data)
             self.transport.push(data)
         else:
             self.transport.close_tail()

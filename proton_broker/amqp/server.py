@@ -887,11 +887,11 @@ class Server(Handler):
             capabilities.enter()
             capabilities.put_symbol(LOCAL_TRANSACTIONS)
             capabilities.exit()
-            link.source.copy(link.remote_source)
+            _answer_source(link)
             return CoordinatorLink(link, self.broker, self.config.broker.producer_credit)
         if target.address == MANAGEMENT_ADDRESS and not target.dynamic:
             echo_terminus(link.target, target, MANAGEMENT_ADDRESS, ())
-            link.source.copy(link.remote_source)
+            _answer_source(link)
             return RequestLink(
                 link,
                 self.management,
@@ -909,7 +909,7 @@ class Server(Handler):
         options = node_options(link, target)
         node = self._node(link, target, options, required=False)
         credit = self.config.broker.producer_credit
-        link.source.copy(link.remote_source)
+        _answer_source(link)
         if isinstance(node, ExchangeAddress):
             self._echo_exchange(link.target, target, node, options)
             return ProducerLink(link, self.broker, None, credit, self._user_of(link), node)
@@ -994,9 +994,16 @@ class Server(Handler):
         """The queue a terminus names, created as policy allows (and the connection's quota:
         see amqp/quotas.py), or the exchange it names (``exchange`` or
         ``exchange/subject``); a dynamic terminus gets a new temporary queue (or exchange:
-        see _new_exchange). ``None`` only for an anonymous-relay target. The ACL is asked
-        first (security/access.py), so a refused attach creates nothing."""
+        see _new_exchange). ``None`` only for an anonymous-relay target: a producer's
+        target with no address, or a blank one (Broker-J's reading, as Proton C++'s
+        ``open_sender("")`` and rhea's ``{target: {address: ''}}`` ask for the relay; a
+        source's blank address stays refused). The ACL is asked first
+        (security/access.py), so a refused attach creates nothing."""
         connection, user = link.connection._impl, self._user_of(link)
+        if not required and not terminus.dynamic and _blank(terminus.address):
+            if options:
+                raise InvalidField("queue options need a node address", next(iter(options)))
+            return None  # the anonymous relay
         exchange = self._exchange_node(link, terminus, options)
         if exchange is not None:
             return exchange
@@ -1010,10 +1017,6 @@ class Server(Handler):
             self.quotas.created(connection)
             self._created.add(link._impl)
             return queue
-        if terminus.address is None and not required:
-            if options:
-                raise InvalidField("queue options need a node address", next(iter(options)))
-            return None
         if terminus.address is None:
             raise NotFound("a receiving link needs a source address")
         existing = self.broker.queues.get(terminus.address)
@@ -1045,7 +1048,10 @@ class Server(Handler):
         address = terminus.address
         found = None
         if address is not None and not terminus.dynamic:
-            found = self.broker.node(address, link.is_receiver, node_type(terminus))
+            asked = node_type(terminus)
+            found = self.broker.node(address, link.is_receiver, asked)
+            if link.is_sender:  # a consumer's source: the kind it asked for, or not found
+                _refuse_other_kind(address, asked, found)
             if isinstance(found, Queue):
                 return None
         if found is None and not wanted:
@@ -1450,6 +1456,41 @@ class Server(Handler):
                 conn.close()
         except (SessionException, BrokerError, ValueError):  # pragma: no cover - best effort
             log.exception("could not close after a fault")
+
+
+def _blank(address: str | None) -> bool:
+    """Whether a target ``address`` names no node: none, or only blanks (Java's ``trim``,
+    as Broker-J's ``Session_1_0.getReceivingDestination`` reads it)."""
+    return address is None or all(c <= " " for c in address)
+
+
+def _answer_source(link: Link) -> None:
+    """Our half of a producer's source: the client's, echoed (as Broker-J echoes it).
+    Proton's engine reads a source with no address (the anonymous relay's, a
+    coordinator's) as no source at all, so such a source is answered as one with the
+    fields the engine kept: a producer that sent no source gets one it can ignore."""
+    link.source.copy(link.remote_source)
+    link.source.type = Terminus.SOURCE
+
+
+def _refuse_other_kind(
+    address: str, asked: str | None, found: Queue | ExchangeAddress | None
+) -> None:
+    """NotFound when a consumer asked for a ``queue`` or a ``topic`` (its source's
+    capability) and ``address`` names a node of the other kind: qpidd's
+    ``Session::resolve`` looks up only that kind. A Qpid JMS Topic consumer would
+    otherwise drain a queue, and a Queue consumer get a copy of everything an exchange
+    routes (Broker-J attaches to whatever the name is; producers still do here)."""
+    if asked == "topic" and isinstance(found, Queue):
+        raise NotFound(
+            f"Node not found: '{address}' is a queue, and the source's capability "
+            "'topic' asks for an exchange"
+        )
+    if asked == "queue" and isinstance(found, ExchangeAddress):
+        raise NotFound(
+            f"Node not found: '{address}' is an exchange, and the source's capability "
+            "'queue' asks for a queue"
+        )
 
 
 def _output_left(conn: Connection) -> bool:

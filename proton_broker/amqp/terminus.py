@@ -80,11 +80,13 @@ def symbols_in(value: Any) -> list[str]:
 def echo_terminus(
     local: Terminus, remote: Terminus, address: str | None, honoured: Iterable[str]
 ) -> None:
-    """Fill our side of the attach: the node address and the capabilities we honour.
+    """Fill our side of the attach: the node address, whether it is dynamic (echoed, as
+    Broker-J answers) and the capabilities we honour.
 
     The durability is at most ``configuration``, as Broker-J answers: the broker keeps a
     durable node and its subscriptions across a restart, never a link's unsettled state."""
     local.address = address
+    local.dynamic = remote.dynamic  # AMQP 1.0 3.5.3: the node was made for this link
     local.durability = min(remote.durability, Terminus.CONFIGURATION)
     local.expiry_policy = remote.expiry_policy
     local.timeout = remote.timeout

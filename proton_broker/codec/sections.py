@@ -94,7 +94,7 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
             if new_rank <= rank and (
                 new_rank < rank or new_rank != 5 or code != body or code == AMQP_VALUE
             ):
-                raise DecodeError(f"section 0x{code:02x} at offset {pos} is out of order")
+                raise _OutOfOrder(_out_of_order(data, pos, code))
             rank = new_rank
             kind = data[at]
             if new_rank == 5:  # a body section
@@ -126,11 +126,60 @@ def _parse(data: bytes, message: Message) -> Message:  # noqa: C901 - the hot co
                     message.annotations_span = _span(at, pos)
                 elif code == DELIVERY_ANNOTATIONS:
                     message.delivery_annotations_end = pos
+    except _OutOfOrder:
+        raise  # it names its sections itself
     except DecodeError as exc:
         raise _in_section(exc, code) from None
     if pos != end:
         raise _explain(data)
     return message
+
+
+class _OutOfOrder(DecodeError):
+    """A section out of its place: the description names the sections concerned, so it is
+    not prefixed with the section the walk had reached."""
+
+
+def _out_of_order(data: bytes, at: int, code: int) -> str:
+    """Why section ``code`` at offset ``at`` cannot follow the sections before it, naming
+    the section out of place: a footer that came early (rhea's ``message.encode`` puts a
+    footer before the body) rather than the body after it. The error path only: it walks
+    the sections before ``at`` again, which the hot walk has already checked."""
+    earlier: list[tuple[int, int]] = []  # (offset, code) of each section before ``at``
+    pos = 0
+    while pos < at:
+        section, value = section_code(data, pos, at)
+        earlier.append((pos, section))
+        pos = skip(data, value, at)
+    here = _section_label(code, at)
+    rank = SECTION_RANK[code]
+    after = [(pos, section) for pos, section in earlier if SECTION_RANK[section] > rank]
+    footer = next((pos for pos, section in after if section == FOOTER), None)
+    if footer is not None:
+        body = " (the body)" if rank == SECTION_RANK[AMQP_VALUE] else ""
+        return (
+            f"footer section (0x78) at offset {footer} comes before the {here}{body}: "
+            "the footer is a message's last section (AMQP 1.0 3.2)"
+        )
+    if after:
+        pos, section = after[0]
+        return (
+            f"{here} comes after the {_section_label(section, pos)}: "
+            "sections go header, delivery-annotations, message-annotations, properties, "
+            "application-properties, body, footer (AMQP 1.0 3.2)"
+        )
+    pos, section = earlier[-1]  # of the same rank: a section repeated, or bodies mixed
+    if section == code:
+        return f"{here} repeats the {_section_label(section, pos)}: a message has one"
+    return (
+        f"{here} follows the {_section_label(section, pos)}: a body is data sections, "
+        "amqp-sequence sections or one amqp-value section, not a mix (AMQP 1.0 3.2)"
+    )
+
+
+def _section_label(code: int, at: int) -> str:
+    """``code``'s section at offset ``at``, as an error names it."""
+    return f"{SECTION_NAMES.get(code, 'unknown')} section (0x{code:02x}) at offset {at}"
 
 
 _MAP_OR_NULL = (0xC1, 0xD1, 0x40)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from proton import Disposition, Link, Message, Terminus
+from proton import Data, Described, Disposition, Link, Message, Terminus
 
 from proton_broker.config import Config
 from tests.amqp.test_connection import symbols_of
@@ -175,3 +175,90 @@ def test_a_dynamic_source_gets_a_new_temporary_queue(broker: RunningBroker) -> N
     address = link.remote_source.address
     assert address.startswith("TempQueue")
     assert broker.call(lambda: address in broker.broker.queues)
+
+
+@pytest.mark.parametrize("address", ["", "  "], ids=["empty", "blank"])
+def test_a_sender_with_an_empty_or_blank_target_address_is_the_anonymous_relay(
+    broker: RunningBroker, address: str
+) -> None:
+    """Proton C++'s ``open_sender("")`` and rhea's ``{target: {address: ''}}`` ask for the
+    relay so, as Broker-J reads a blank address; a receiver still needs a source address."""
+    client = broker.client()
+    receiver = client.receiver("relayed-to", credit=1)
+    relay = client.sender(address, name="blank-relay")
+    assert relay.remote_condition is None
+    assert relay.remote_target.address is None  # answered as for a null address
+    sent = client.send(relay, Message(address="relayed-to", body="via blank"), pump=False)
+    assert client.wait_settled(sent).remote_state == Disposition.ACCEPTED
+    assert [r.message.body for r in client.wait_received(receiver, 1)] == ["via blank"]
+    nowhere = client.receiver("", name="blank-source")
+    client.wait_closed(nowhere)
+    assert nowhere.remote_condition.name == "amqp:not-found"
+
+
+def test_a_dynamic_node_is_answered_dynamic(broker: RunningBroker) -> None:
+    """AMQP 1.0 3.5.3: the node was made for the link, and the answer says so (Broker-J
+    echoes the flag), for a consumer's source and a producer's target alike."""
+    client = broker.client()
+    receiver = client.receiver(None, credit=1, dynamic=True)
+    assert receiver.remote_source.address.startswith("TempQueue")
+    assert receiver.remote_source.dynamic
+    sender = client.session.sender("dynamic-target")
+    sender.target.dynamic = True
+    sender.open()
+    client.answered(sender)
+    assert sender.remote_target.address.startswith("TempQueue")
+    assert sender.remote_target.dynamic
+
+
+def test_a_producers_source_with_no_address_is_answered_with_a_source(
+    broker: RunningBroker,
+) -> None:
+    """The relay's source has no address; Proton's engine reads it as none, so the
+    broker's answer must still carry a source (Broker-J echoes the client's): the raw
+    attach frame is read, as the client's engine would decode it with the same loss."""
+    client = broker.client()
+    client.pump(0.1)
+    seen: list[bytes] = []
+    client.incoming = seen.append
+    client.sender(None, name="sourced-relay")
+    attach = next(p for p in performatives(b"".join(seen)) if p.descriptor == 0x12)
+    source = attach.value[5]
+    assert isinstance(source, Described) and source.descriptor == 0x28, source
+
+
+def performatives(raw: bytes) -> list[Described]:
+    """The AMQP performatives in ``raw``, whole frames as the broker sent them."""
+    found, pos = [], 0
+    while pos + 8 <= len(raw):
+        size, offset = int.from_bytes(raw[pos : pos + 4], "big"), raw[pos + 4] * 4
+        if size > 8:  # not an empty (heartbeat) frame
+            data = Data()
+            data.decode(raw[pos + offset : pos + size])
+            data.rewind()
+            data.next()
+            found.append(data.get_object())
+        pos += size
+    return found
+
+
+def test_a_consumer_is_not_attached_to_a_node_of_the_other_kind_than_it_asked_for(
+    broker: RunningBroker,
+) -> None:
+    """qpidd's reading: ``topic`` looks up an exchange only, ``queue`` a queue only (a Qpid
+    JMS Topic subscriber must not drain a queue, nor a Queue consumer get a copy of what an
+    exchange routes). A producer is attached whatever it asks, as Broker-J attaches it."""
+    client = broker.client()
+    client.receiver("kinds", credit=1)
+    topic_on_queue = client.receiver("kinds", credit=1, capabilities=["topic"], name="t")
+    client.wait_closed(topic_on_queue)
+    assert topic_on_queue.remote_condition.name == "amqp:not-found"
+    assert "capability 'topic'" in topic_on_queue.remote_condition.description
+    queue_on_exchange = client.receiver("amq.topic", credit=1, capabilities=["queue"], name="q")
+    client.wait_closed(queue_on_exchange)
+    assert queue_on_exchange.remote_condition.name == "amqp:not-found"
+    assert "capability 'queue'" in queue_on_exchange.remote_condition.description
+    assert broker.call(lambda: "amq.topic" not in broker.broker.queues)  # nothing made
+    sender = client.sender("kinds", capabilities=["topic"], name="p")
+    sent = client.send(sender, Message(body="to the queue"), pump=False)
+    assert client.wait_settled(sent).remote_state == Disposition.ACCEPTED

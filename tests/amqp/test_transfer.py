@@ -194,6 +194,31 @@ def test_a_well_framed_message_no_client_could_read_is_rejected_with_decode_erro
     assert [r.message.body for r in client.wait_received(receiver, 1)] == ["good"]
 
 
+# What rhea 3's message.encode writes for {body: 'with footer', footer: {'x-foot': 'f'}}:
+# an empty header and properties, then the footer, then the body.
+RHEA_FOOTER_FIRST = bytes.fromhex(
+    "0053704500537345005378d10000000f00000002a106782d666f6f74a10166005377a10b7769746820666f6f746572"
+)
+
+
+def test_a_footer_before_the_body_is_refused_naming_the_footer_out_of_place(
+    broker: RunningBroker,
+) -> None:
+    """rhea puts a message's footer before its body: the refusal says so, rather than
+    blame the body, which is where it should be."""
+    client = broker.client()
+    sender = client.sender("footer-first")
+    delivery = client.send(sender, RHEA_FOOTER_FIRST)
+    client.wait_closed(sender)
+    assert delivery.remote_state == Disposition.REJECTED
+    assert delivery.remote.condition.name == "amqp:decode-error"
+    assert (
+        "footer section (0x78) at offset 8 comes before the amqp-value section (0x77) at "
+        "offset 31 (the body)"
+    ) in delivery.remote.condition.description
+    assert broker.call(lambda: broker.broker.queues["footer-first"].depth) == 0
+
+
 def test_random_bytes_as_a_message_are_refused_with_decode_error(broker: RunningBroker) -> None:
     client = broker.client()
     sender = client.sender("strict2")

@@ -186,3 +186,40 @@ def test_lists_and_maps_stay_allowed_in_bodies_and_annotations() -> None:
     )
     parsed = parse_message(message.encode())
     assert parsed.message_annotation("x-opt-list") == [1, 2]
+
+
+HEADER, PROPERTIES, FOOTER = section(0x70, b"\x45"), section(0x73, b"\x45"), section(0x78, b"\x40")
+DATA, SEQUENCE = section(0x75, b"\xa0\x01x"), section(0x76, b"\x45")
+
+
+@pytest.mark.parametrize(
+    ("data", "complaint"),
+    [
+        (
+            HEADER + FOOTER + NULL_BODY,
+            "footer section (0x78) at offset 4 comes before the amqp-value section (0x77) "
+            "at offset 8 (the body)",
+        ),
+        (
+            PROPERTIES + HEADER + NULL_BODY,
+            "header section (0x70) at offset 4 comes after the properties section (0x73) "
+            "at offset 0",
+        ),
+        (
+            NULL_BODY + NULL_BODY,
+            "amqp-value section (0x77) at offset 4 repeats the amqp-value section (0x77) "
+            "at offset 0",
+        ),
+        (
+            DATA + SEQUENCE,
+            "amqp-sequence section (0x76) at offset 6 follows the data section (0x75) at offset 0",
+        ),
+    ],
+    ids=["footer-first", "header-late", "two-values", "bodies-mixed"],
+)
+def test_a_section_out_of_order_is_named_with_the_one_it_came_before_or_after(
+    data: bytes, complaint: str
+) -> None:
+    with pytest.raises(DecodeError) as refused:
+        parse_message(data)
+    assert str(refused.value).startswith(complaint)
