@@ -34,7 +34,12 @@ from proton_broker.errors import (
     ResourceLimitExceeded,
     UnknownDestination,
 )
-from proton_broker.exchanges.exchange import Exchange, ExchangeAddress, unsupported_arguments
+from proton_broker.exchanges.exchange import (
+    DEFAULT_EXCHANGES,
+    Exchange,
+    ExchangeAddress,
+    unsupported_arguments,
+)
 from proton_broker.exchanges.registry import Exchanges
 from proton_broker.exchanges.subscriptions import Subscriptions
 from proton_broker.lifetime import Lifetimes
@@ -228,13 +233,8 @@ class Broker:
             return queue
         if not allowed:
             raise NotFound(f"Node not found: {name}")
-        self.check_name(name, "queue")
-        most = self.config.broker.max_queues
-        if len(self.queues) >= most:
-            raise ResourceLimitExceeded(
-                f"cannot create queue '{name}': the broker has {most} queues, the most it may "
-                "have (broker.max_queues)"
-            )
+        if not self._recovering:  # what the store holds comes back (_warn_over_limits)
+            self._check_creatable(name)
         settings = parsed.settings if parsed is not None else QueueSettings()
         if user is not None:
             self.access.create_queue(user, name, settings)
@@ -264,6 +264,17 @@ class Broker:
         for notice in parsed.notices if parsed is not None else ():
             log.warning('queue "%s": %s', name, notice)
         return queue
+
+    def _check_creatable(self, name: str) -> None:
+        """InvalidField or ResourceLimitExceeded unless a queue ``name`` may be created now:
+        its name (see :meth:`check_name`) and ``broker.max_queues``."""
+        self.check_name(name, "queue")
+        most = self.config.broker.max_queues
+        if len(self.queues) >= most:
+            raise ResourceLimitExceeded(
+                f"cannot create queue '{name}': the broker has {most} queues, the most it may "
+                "have (broker.max_queues)"
+            )
 
     def _alternate_of(self, name: str, settings: QueueSettings, on_demand: bool) -> str | None:
         """The alternate a new queue gets (see deadletters.py): the one it names (which
@@ -386,6 +397,17 @@ class Broker:
         log.info('QUE-1011 Purge : "%s" : %d message(s) removed by %s', name, purged, user)
         return purged
 
+    def when_removed(self, queue: Queue, removed: int, done: Completion) -> bool:
+        """After an operator removed ``removed`` messages from ``queue`` (a purge,
+        deleteMessages): whether their removals go to the store, and then ``done(error)``
+        runs once they are on disk (error: they could not be written yet; the store
+        retries them with its next write, and finishes them at the next start). False:
+        nothing to wait for (``done`` is not called)."""
+        if not removed or not queue.persistent or self.store is None:
+            return False
+        self.store.after_writes(done)
+        return True
+
     def is_live(self, queue: Queue) -> bool:
         """Whether ``queue`` is still the broker's (not deleted): messages whose store write
         finishes after a deletion must not join (or be left in the store for) it."""
@@ -482,7 +504,9 @@ class Broker:
         if existing is None and user is not None:
             properties = {"type": kind, "durable": "true" if durable else "false"}
             self.access.check(user, "create", "exchange", name, properties)
-        exchange, created = self.exchanges.declare(name, kind, durable, arguments)
+        exchange, created = self.exchanges.declare(
+            name, kind, durable, arguments, limited=not self._recovering
+        )
         if created and exchange.alternate is not None:
             if not self._starting:
                 try:
@@ -652,7 +676,7 @@ class Broker:
             self.declare_exchange(name, kind, True, arguments)
         for exchange_name, queue, key, arguments in recovered.bindings:
             if exchange_name in self.exchanges and queue in self.queues:
-                self.exchanges.bind(exchange_name, queue, key, arguments)
+                self.exchanges.bind(exchange_name, queue, key, arguments, limited=False)
             else:
                 store_log.warning(
                     "store: binding '%s' -> '%s' names what is gone; not restored",
@@ -680,28 +704,43 @@ class Broker:
             store_log.info("MST-1002 : Store location : %s", self.store.location)
         store_log.info("MST-1004 : Recovery Start")
         recovered = self.store.open()
+        try:
+            self._refuse_contradictions(recovered, self.store.location)
+        except ConfigError:
+            self.store.close()  # as it was: nothing recovered, nothing written
+            raise
         self._starting = True  # alternates are checked once everything is back
         self.loop_hooks.pager = StorePager(self.store) if self.store.pages else None
-        for queue in self.queues.values():  # declared by the config file
+        for queue in list(self.queues.values()):  # declared by the config file
             if queue.settings.durable:
+                _note_replaced_settings(queue, recovered.queues.get(queue.name))
                 self._make_durable(queue)
-        for name, options in recovered.queues.items():
-            self.declare(name, options)
-        self._recover_exchanges(recovered)
-        self._check_alternates(configured=False)
-        for name, records in recovered.seen.items():
-            seen_on = self.queues.get(name)
-            if seen_on is not None:
-                seen_on.numbers.restore_seen(records)
-        floors = _number_floors(recovered)
-        last: dict[str, int] = {}
-        self._recovering = True  # see _self_destruct
+        # Neither limits nor self-destruct apply to what the store brings back (see
+        # _get_or_create, declare_exchange, _self_destruct): it was allowed when it was made.
+        self._recovering = True
         try:
+            for name, options in recovered.queues.items():
+                if name not in self.queues:  # the config file's settings stand (see above)
+                    self.declare(name, options)
+            self._recover_exchanges(recovered)
+            self._check_alternates(configured=False)
+            for name, records in recovered.seen.items():
+                seen_on = self.queues.get(name)
+                if seen_on is not None:
+                    seen_on.numbers.restore_seen(records)
+            floors = _number_floors(recovered)
+            last: dict[str, int] = {}
+            orphans: dict[str, list[int]] = {}
             for stored in recovered.messages:
+                if stored.queue not in self.queues:
+                    orphans.setdefault(stored.queue, []).append(stored.id)
+                    continue
                 number, fresh = _recovered_number(stored, recovered, floors, last)
                 self._recover(stored, stored.id in recovered.retired, number, fresh)
         finally:
             self._recovering = False
+        self._remove_orphans(orphans)
+        self._warn_over_limits()
         for name, numbered in self.queues.items():
             if numbered.history is not None:
                 counters = recovered.sequences.get(name, {})
@@ -711,15 +750,105 @@ class Broker:
                 queue.numbers.restore(floors.get(queue.name, 1))
         _log_recovery(recovered)
 
-    def _recover(self, stored: StoredMessage, retired: bool, number: int, fresh: bool) -> None:
-        queue = self.queues.get(stored.queue)
-        if queue is None:  # cannot happen with the store's own deletes; keep the data
-            log.warning(
-                "store: message %d names unknown queue '%s'; left in the store",
-                stored.id,
-                stored.queue,
+    def _refuse_contradictions(self, recovered: Recovered, location: str | None) -> None:
+        """ConfigError if the config file declares other than the store holds: a queue or
+        an exchange the store keeps as durable declared not durable, or an exchange
+        declared with another type. Neither Qpid broker has start-up declarations that
+        could say otherwise than its store, so nothing tells which one is meant; either
+        guess loses something (a queue taken as not durable never removes its stored
+        messages, which come back at every start), so the broker starts with neither and
+        names both. A durable queue's other settings are the config file's
+        (:func:`_note_replaced_settings`)."""
+        where = location or "the store"
+        for name, queue in self.queues.items():
+            if name in recovered.queues and not queue.settings.durable:
+                declared = (
+                    f"queues.{name}: the config file declares it durable: false"
+                    if name in self.config.queues
+                    else "the config file declares it not durable (the dead-letter queue of "
+                    f"queue '{name.removesuffix(self.config.queue.dead_letter_suffix)}')"
+                )
+                raise ConfigError(
+                    f"{declared}, but queue '{name}' is stored as durable in {where}: delete "
+                    "the queue (start the broker without it in the config file, and delete "
+                    "it) or make it durable: true in the config file"
+                )
+        for name, declared_exchange in self.config.exchanges.items():
+            stored = recovered.exchanges.get(name)
+            if stored is None:
+                continue
+            if not declared_exchange.durable:
+                raise ConfigError(
+                    f"exchanges.{name}: the config file declares it durable: false, but "
+                    f"exchange '{name}' is stored as durable in {where}: delete the exchange "
+                    "(start the broker without it in the config file, and delete it) or make "
+                    "it durable: true in the config file"
+                )
+            if stored[0] != declared_exchange.type:
+                raise ConfigError(
+                    f"exchanges.{name}: the config file declares type "
+                    f"'{declared_exchange.type}', but exchange '{name}' is stored with type "
+                    f"'{stored[0]}' in {where}: delete the exchange (start the broker without "
+                    f"it in the config file, and delete it) or declare type '{stored[0]}'"
+                )
+
+    def _warn_over_limits(self) -> None:
+        """Recovery brings back everything the store holds, as both Qpid brokers do, over
+        the creation limits or not (they were lower when it was made, or the store came
+        from elsewhere): say which limit it is over, as nothing more of that kind can be
+        created until enough are deleted."""
+        section = self.config.broker
+        exchanges = len(self.exchanges) - len(DEFAULT_EXCHANGES)
+        counts = (
+            ("queues", len(self.queues), section.max_queues, "max_queues"),
+            ("exchanges", exchanges, section.max_exchanges, "max_exchanges"),
+            ("bindings", self.exchanges.binding_count, section.max_bindings, "max_bindings"),
+        )
+        for what, count, most, key in counts:
+            if count > most:
+                store_log.warning(
+                    "the broker has %d %s, more than broker.%s (%d), as recovered from the "
+                    "store: no more are created until fewer than %d remain",
+                    count,
+                    what,
+                    key,
+                    most,
+                    most,
+                )
+        longest = section.max_name_length
+        names = [*self.queues, *(exchange.name for exchange in self.exchanges)]
+        long_names = [name for name in names if len(name.encode("utf-8")) > longest]
+        if long_names:
+            store_log.warning(
+                "%d queues and exchanges recovered from the store have names longer than "
+                "broker.max_name_length (%d bytes), such as '%s': they are kept, but an "
+                "attach that names one is refused until the limit is raised",
+                len(long_names),
+                longest,
+                long_names[0],
             )
+
+    def _remove_orphans(self, orphans: dict[str, list[int]]) -> None:
+        """Remove the stored messages of queues the store no longer has: written after
+        their queue's deletion by a broker older than this one's store writer, which
+        writes none (store/sqlite.py). Kept, they would join a later queue of that name;
+        Broker-J's recoverer discards an enqueue whose queue it does not know, and qpidd
+        deletes a queue's journal with it."""
+        if not orphans:
             return
+        assert self.store is not None
+        for name, ids in orphans.items():
+            store_log.warning(
+                "MST-1015 : %d messages of queue '%s', which was deleted before they were "
+                "written, are removed from the store",
+                len(ids),
+                name,
+            )
+        gone = [message_id for ids in orphans.values() for message_id in ids]
+        self.store.commit(Unit(dequeues=gone, acknowledgements=True))
+
+    def _recover(self, stored: StoredMessage, retired: bool, number: int, fresh: bool) -> None:
+        queue = self.queues[stored.queue]
         try:
             message = parse_message(stored.data)
         except DecodeError as exc:
@@ -934,8 +1063,8 @@ def _log_recovery(recovered: Recovered) -> None:
     """MST-1005 per durable queue, then MST-1006 (Broker-J's recovery lines)."""
     counts = dict.fromkeys(recovered.queues, 0)
     for stored in recovered.messages:
-        if stored.id not in recovered.retired:
-            counts[stored.queue] = counts.get(stored.queue, 0) + 1
+        if stored.id not in recovered.retired and stored.queue in counts:
+            counts[stored.queue] += 1
     for name, count in counts.items():
         store_log.info("MST-1005 : Recovered %d messages for queue '%s'", count, name)
     store_log.info(
@@ -943,6 +1072,31 @@ def _log_recovery(recovered: Recovered) -> None:
         len(recovered.queues),
         sum(counts.values()),
     )
+
+
+def _note_replaced_settings(queue: Queue, stored: dict[str, Any] | None) -> None:
+    """A durable queue of the config file takes the file's settings, which replace those
+    stored (the file is what the operator declares now); say which differ."""
+    if stored is None:
+        return
+    try:
+        before = parse_options(stored)
+    except BrokerError:  # settings this broker no longer reads: replaced all the same
+        log.warning('queue "%s" takes the config file\'s settings, not %s', queue.name, stored)
+        return
+    declared = parse_options(queue.options)
+    keys = {**before.given, **declared.given}  # settings field -> the option name used
+    diffs = [
+        f"{key} {getattr(queue.settings, target)!r} (stored: {getattr(before.settings, target)!r})"
+        for target, key in keys.items()
+        if getattr(queue.settings, target) != getattr(before.settings, target)
+    ]
+    if diffs:
+        log.warning(
+            'queue "%s" takes the config file\'s settings, not those stored: %s',
+            queue.name,
+            "; ".join(diffs),
+        )
 
 
 def _note_differences(queue: Queue, parsed: ParsedOptions) -> None:

@@ -194,8 +194,8 @@ class Response:
     description: str
     body: Any = None
     properties: dict[str, Any] = field(default_factory=dict)
-    # An answer that waits for the store (moveMessages, copyMessages): status, description
-    # and body are its own once :meth:`finish` runs, and the reply goes then.
+    # An answer that waits for the store (moveMessages, copyMessages, the purges): status,
+    # description and body are its own once :meth:`finish` runs, and the reply goes then.
     pending: bool = False
     _waiters: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
@@ -531,7 +531,8 @@ class Management:
     ) -> Response:
         """Broker-J's queue operations (:data:`QUEUE_OPERATIONS`), each asking the ACL."""
         if operation == CLEAR_QUEUE:
-            return Response(OK, "OK", self.broker.purge_queue(queue.name, user=user))
+            purged = self.broker.purge_queue(queue.name, user=user)
+            return self._once_removed(Response(OK, "OK", purged), queue, purged)
         if operation == GET_STATISTICS:
             self._check(user, "access", queue)
             return Response(OK, "OK", self._statistics(queue, wanted_statistics(properties)))
@@ -554,10 +555,31 @@ class Management:
                 len(deleted),
                 user,
             )
-            return Response(OK, "OK", deleted)
+            return self._once_removed(Response(OK, "OK", deleted), queue, len(deleted))
         if user is not None:  # they show what messages say, as a browser sees them
             self.broker.access.receive(user, queue.name, queue.settings, browse=True)
         return Response(OK, "OK", message_operation(queue, operation, properties))
+
+    def _once_removed(self, response: Response, queue: Queue, removed: int) -> Response:
+        """``response`` to a purge (clearQueue, deleteMessages) of ``removed`` messages,
+        answered once their removals are on disk (pending until then), as Broker-J answers
+        after its transaction: a 200 means a restart does not bring them back. If the
+        store cannot write them yet, a 500 says so."""
+
+        def written(error: BaseException | None) -> None:
+            if error is not None:
+                response.status = INTERNAL_ERROR
+                response.description = (
+                    f"the messages are off '{queue.name}', but the store could not write "
+                    f"their removal yet: {error}; it is written with the next write that "
+                    "succeeds, or at the next start"
+                )
+            response.finish()
+
+        response.pending = True  # until written runs (at once, with a store in memory)
+        if not self.broker.when_removed(queue, removed, written):
+            response.pending = False  # nothing stored to wait for
+        return response
 
     def _transfer(
         self, operation: str, source: Queue, properties: Mapping[str, Any], user: str | None

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from proton import Message
+from proton import Message, symbol
+from proton.reactor import DynamicNodeProperties
 from proton.utils import BlockingConnection
 
 from proton_broker.__main__ import parse_args
@@ -246,6 +247,78 @@ def test_a_stored_queue_whose_options_are_not_json_stops_start_up_naming_it(
     result = run_cli("--port", "0", "--data-dir", str(data))
     said = "the queue 'orders' cannot be recovered: its stored settings are not JSON"
     refused_store(result, f"store {(data / FILE_NAME).resolve()}: {said}")
+
+
+# ---- the config file and the store: neither may say otherwise than the other -----------
+
+
+def config_file(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_stored_durable_queue_the_config_file_declares_not_durable_stops_start_up_naming_both(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    durable = config_file(tmp_path, "a.yaml", "queues:\n  q:\n    durable: true\n")
+    with BrokerProcess("--config", durable, data_dir=str(data)) as first:
+        conn = BlockingConnection(first.url)
+        conn.create_sender("q").send(Message(body="kept", durable=True))
+        conn.close()
+    transient = config_file(tmp_path, "b.yaml", "queues:\n  q:\n    durable: false\n")
+    result = run_cli("--port", "0", "--data-dir", str(data), "--config", transient)
+    assert result.returncode == 2, result.stderr
+    said = (
+        "configuration error: queues.q: the config file declares it durable: false, but "
+        f"queue 'q' is stored as durable in {(data / FILE_NAME).resolve()}: delete the queue"
+    )
+    assert said in result.stderr
+    with BrokerProcess("--config", durable, data_dir=str(data)) as again:  # nothing was lost
+        conn = BlockingConnection(again.url)
+        assert conn.create_receiver("q").receive(timeout=5).body == "kept"
+        conn.close()
+
+
+def test_a_stored_exchange_the_config_file_gives_another_type_stops_start_up_naming_both(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    exchange = "exchanges:\n  news:\n    type: {}\n    durable: true\n"
+    topic = config_file(tmp_path, "a.yaml", exchange.format("topic"))
+    with BrokerProcess("--config", topic, data_dir=str(data)):
+        pass
+    direct = config_file(tmp_path, "b.yaml", exchange.format("direct"))
+    result = run_cli("--port", "0", "--data-dir", str(data), "--config", direct)
+    assert result.returncode == 2, result.stderr
+    said = (
+        "configuration error: exchanges.news: the config file declares type 'direct', but "
+        f"exchange 'news' is stored with type 'topic' in {(data / FILE_NAME).resolve()}"
+    )
+    assert said in result.stderr
+
+
+def test_queues_stored_beyond_the_creation_limits_are_all_recovered_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    name = "a-queue-name-of-more-than-forty-bytes-in-all-{}"
+    with BrokerProcess(data_dir=str(data)) as first:
+        conn = BlockingConnection(first.url)
+        for n in range(5):
+            node = DynamicNodeProperties({symbol("durable"): True})
+            conn.create_sender(name.format(n), options=node).send(Message(body=n, durable=True))
+        conn.close()
+    limits = config_file(
+        tmp_path, "limits.yaml", "broker:\n  max_queues: 3\n  max_name_length: 40\n"
+    )
+    with BrokerProcess("--config", limits, data_dir=str(data)) as again:
+        log = "\n".join(again.output)
+    for n in range(5):
+        assert f"MST-1005 : Recovered 1 messages for queue '{name.format(n)}'" in log
+    assert "the broker has 5 queues, more than broker.max_queues (3)" in log
+    assert f"longer than broker.max_name_length (40 bytes), such as '{name.format(0)}'" in log
 
 
 def test_start_up_logs_the_config_file_the_data_dir_and_the_store(tmp_path: Path) -> None:

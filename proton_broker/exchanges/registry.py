@@ -8,7 +8,8 @@ Rules this module owns:
   (``InvalidField`` naming ``exchange-type``) if not; nothing changes.
 * Limits, on by default: how many exchanges (``broker.max_exchanges``, the defaults not
   counted) and how many bindings in all (``broker.max_bindings``); past them a declaration or
-  binding is refused with ``ResourceLimitExceeded`` and nothing changes.
+  binding is refused with ``ResourceLimitExceeded`` and nothing changes. They bound what is
+  created, not what the store brings back: the broker recovers with ``limited`` off.
 * Every binding is indexed by its queue too, so a deleted queue's bindings go at the cost of
   that queue's bindings, not of every exchange's.
 * This module knows no store and no queue objects: the broker persists durable exchanges
@@ -66,8 +67,10 @@ class Exchanges:
         kind: str,
         durable: bool = False,
         arguments: Mapping[str, Any] | None = None,
+        limited: bool = True,
     ) -> tuple[Exchange, bool]:
-        """The exchange ``name`` of type ``kind``, and whether it was created now."""
+        """The exchange ``name`` of type ``kind``, and whether it was created now
+        (``limited``: within ``broker.max_exchanges``)."""
         existing = self._all.get(name)
         if existing is not None:
             if existing.kind != kind:
@@ -77,7 +80,7 @@ class Exchanges:
                 )
             return existing, False
         check_declarable(name, kind)
-        if len(self._all) - len(DEFAULT_EXCHANGES) >= self.max_exchanges:
+        if limited and len(self._all) - len(DEFAULT_EXCHANGES) >= self.max_exchanges:
             raise ResourceLimitExceeded(
                 f"cannot create exchange '{name}': the broker has {self.max_exchanges} "
                 "exchanges, the most it may have (broker.max_exchanges)"
@@ -105,11 +108,13 @@ class Exchanges:
         queue: str,
         key: str = "",
         arguments: Mapping[str, Any] | None = None,
+        limited: bool = True,
     ) -> bool:
         """Bind ``queue`` to ``exchange`` with ``key``; False if that binding existed (its
-        arguments replaced)."""
+        arguments replaced). ``limited``: within ``broker.max_bindings``."""
         target = self.named(exchange)
-        if not target.is_bound(queue, key) and self.binding_count >= self.max_bindings:
+        full = self.binding_count >= self.max_bindings
+        if limited and full and not target.is_bound(queue, key):
             raise ResourceLimitExceeded(
                 f"cannot bind '{queue}' to '{exchange}': the broker has {self.max_bindings} "
                 "bindings, the most it may have (broker.max_bindings)"

@@ -310,10 +310,15 @@ def delete_queue(management: Management, user: str, name: str, force: str | bool
 
 
 def purge_queue(broker: Broker, user: str, name: str) -> Any:
+    """Purge queue ``name`` (``purge`` it), answered once the removals are on disk, as
+    management's clearQueue is (a 503 if the store cannot write them yet)."""
+    queue = _queue(broker, name)
     try:
-        return {"purged": broker.purge_queue(name, user=user)}
+        purged = broker.purge_queue(name, user=user)
     except BrokerError as exc:
         raise request_error(exc) from None
+    answer, written = when_written(lambda: {"purged": purged}, "the removals")
+    return answer if broker.when_removed(queue, purged, written) else {"purged": purged}
 
 
 def browse(broker: Broker, user: str, name: str, count: int, confidential: bool) -> Any:

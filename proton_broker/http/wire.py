@@ -87,18 +87,18 @@ class Deferred:
 
 
 def when_written(
-    answer: Callable[[], Any],
+    answer: Callable[[], Any], what: str = "the message"
 ) -> tuple[Deferred, Callable[[BaseException | None], None]]:
-    """A Deferred for a message the broker writes first, and the completion to give the
-    write (Broker.publish): it resolves with ``answer()`` once the message is on disk, or
-    with a 503 when it could not be written."""
+    """A Deferred for a message the broker writes first (or ``what`` else it writes: a
+    purge's removals), and the completion to give the write (Broker.publish): it resolves
+    with ``answer()`` once that is on disk, or with a 503 when it could not be written."""
     deferred = Deferred()
 
     def written(error: BaseException | None) -> None:
         if error is None:
             deferred.resolve(answer())
         else:
-            deferred.resolve(None, RequestError(503, f"the message could not be stored: {error}"))
+            deferred.resolve(None, RequestError(503, f"{what} could not be stored: {error}"))
 
     return deferred, written
 

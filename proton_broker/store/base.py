@@ -233,6 +233,12 @@ class Store(abc.ABC):
         """The bytes of a stored message (``page``: of a page), read now, on the loop thread."""
         raise StoreError("this store keeps no message bytes to read back")
 
+    def after_writes(self, done: Completion) -> None:
+        """``done(error)`` once everything handed to the store so far (writes, removals)
+        is on disk, or could not be written (``error``): an operator's purge is answered
+        then, as Broker-J answers once its store transaction is committed."""
+        self.commit(Unit(done=done))
+
     def flush(self) -> None:  # noqa: B027 - a no-op unless the backend buffers units
         """Hand buffered units to the writer (a backend that buffers: see SqliteStore)."""
 

@@ -7,12 +7,15 @@ holder's PID, instead of recovering the same messages and delivering them twice.
 drops the lock when the holder exits, however it exits (``kill -9`` included), so a stale
 lock file never blocks a restart: only a live holder does. A directory the broker cannot
 use (a file, read-only, not its user's to write) stops start-up the same way, as a
-StoreError naming it and what the system said, not as a traceback.
+StoreError naming it and what the system said, not as a traceback. A full disk (``ENOSPC``
+making the file or writing the PID) is not such a directory: the OSError goes to the store,
+which says a full disk in its own words, as for any write at start-up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -34,11 +37,13 @@ class DirectoryLock:
         """Take the lock, or raise StoreError naming the directory and the holder's PID, or
         naming the directory and what the system said when it cannot be used at all (not
         a directory, read-only, not the broker's to write): an operator's error to
-        correct, reported as one, not a traceback."""
+        correct, reported as one, not a traceback. OSError (ENOSPC) on a full disk."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise
             raise self._unusable(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -54,6 +59,8 @@ class DirectoryLock:
             os.write(fd, f"{os.getpid()}\n".encode())
         except OSError as exc:
             os.close(fd)  # the lock goes with it
+            if exc.errno == errno.ENOSPC:
+                raise
             raise self._unusable(exc) from exc
         self._fd = fd
 

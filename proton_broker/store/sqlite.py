@@ -14,6 +14,10 @@ Rules this module owns:
   each answer) are committed at once.
 * A message written and removed in the same group (a consumer took and settled it before
   its write began) is neither written nor removed: the transaction ends the same.
+* A message is written only while its queue is stored: one whose queue was deleted while
+  its write waited (``delete_queue`` removes the queue's row at once) is not, as nothing
+  would remove it later and a new queue of that name would recover it. Its completion
+  runs as for the others; the broker forgets it (its queue is gone).
 * Failure: if a transaction fails (disk full, I/O error) it is rolled back and every unit
   in it completes with a :class:`StoreError`; nothing of them is on disk. The writer
   carries on, so producers recover once space is freed. The first failed write of an
@@ -158,8 +162,8 @@ class SqliteStore(Store):
     # ---- opening and recovery ---------------------------------------------------------
 
     def open(self) -> Recovered:
-        self._lock.acquire()  # before anything is read: one broker per data directory
         try:
+            self._lock.acquire()  # before anything is read: one broker per data directory
             self._db = self._connect()
             self._check()
             self._finish_removals()
@@ -169,7 +173,7 @@ class SqliteStore(Store):
             if "full" in str(exc):  # SQLITE_FULL: "database or disk is full"
                 raise StoreError(self._full_disk()) from exc
             raise StoreError(f"store {self.path} cannot be read: {exc}") from exc
-        except OSError as exc:  # the ledger's reserved space
+        except OSError as exc:  # the lock's PID, the ledger's reserved space
             self._release()
             if exc.errno == errno.ENOSPC:
                 raise StoreError(self._full_disk()) from exc
@@ -211,7 +215,10 @@ class SqliteStore(Store):
 
     def _full_disk(self) -> str:
         """What to tell an operator whose disk is too full to open the store."""
-        free = shutil.disk_usage(self.path.parent).free
+        existing = self.path.parent  # not made yet, if the disk had no room for it
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        free = shutil.disk_usage(existing).free
         return (
             f"the disk holding {self.path.parent} is full ({free} bytes free): recovery "
             "needs room to write; free space on that file system (the store's own "
@@ -229,25 +236,28 @@ class SqliteStore(Store):
         return db
 
     def _check(self) -> None:
+        """Refuse a corrupt store or one of a schema this broker does not read, before
+        anything is written to it: a newer broker's store must stay as that broker left
+        it (an older broker would otherwise add its tables and drop its pages first)."""
         db = self._db
         assert db is not None
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise StoreError(f"store {self.path} is corrupt: {'; '.join(problems[:5])}")
+        schema = _stored_schema(db)
+        if schema not in (None, "1", SCHEMA_VERSION):
+            raise StoreError(
+                f"store {self.path} has schema {schema}, this broker reads schema {SCHEMA_VERSION}"
+            )
         db.executescript(_SCHEMA)
         db.execute("DELETE FROM pages")  # paged-out transient messages do not outlive us
-        row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is None:
+        if schema is None:
             db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        elif row[0] == "1":  # messages had no number column: their numbers are all rows
+        elif schema == "1":  # messages had no number column: their numbers are all rows
             db.execute("BEGIN")
             db.execute("ALTER TABLE messages ADD COLUMN number INTEGER")
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
             db.execute("COMMIT")
-        elif row[0] != SCHEMA_VERSION:
-            raise StoreError(
-                f"store {self.path} has schema {row[0]}, this broker reads schema {SCHEMA_VERSION}"
-            )
 
     def _recover(self) -> Recovered:
         db = self._db
@@ -471,6 +481,13 @@ class SqliteStore(Store):
         if not self.batching:
             self.flush()
 
+    def after_writes(self, done: Completion) -> None:
+        """In this pass's shared unit, so ``done`` runs with the commit of the removals the
+        pass made (those before it were handed to the writer first, and commit first)."""
+        (self._shared or self._shared_unit()).dones.append(done)
+        if not self.batching:
+            self.flush()
+
     def _shared_unit(self) -> Unit:
         unit = self._shared
         if unit is None:
@@ -594,7 +611,10 @@ class SqliteStore(Store):
             self._before_write()
         started = time.perf_counter()
         try:
-            db.execute("BEGIN")
+            # IMMEDIATE: the queues read below are the latest, and stay so until COMMIT
+            db.execute("BEGIN IMMEDIATE")
+            if rows:  # a queue deleted since its messages arrived keeps none of them
+                rows = _of_stored_queues(db, rows)
             _insert(db, _MESSAGE_ROW, 6, rows)
             if numbers:
                 _rows(db, "INSERT OR REPLACE INTO numbers", 2, numbers)
@@ -679,6 +699,23 @@ def _message_row(m: StoredMessage) -> tuple[Any, ...]:
     return (m.id, m.queue, m.arrival, zlib.crc32(m.data), m.number, m.data)
 
 
+def _of_stored_queues(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The message ``rows`` whose queue the store still has (see the module rules): a
+    queue's deletion (delete_queue, synchronous) removes its row first, so a message whose
+    write was under way then is not written after it, where no removal would ever reach it
+    and a later queue of that name would recover it."""
+    names = list({row[1] for row in rows})
+    if len(names) > _CHUNK:
+        stored = {name for (name,) in db.execute("SELECT name FROM queues")}
+    else:
+        marks = ", ".join("?" * len(names))
+        sql = f"SELECT name FROM queues WHERE name IN ({marks})"
+        stored = {name for (name,) in db.execute(sql, names)}
+    if len(stored) == len(names):
+        return rows
+    return [row for row in rows if row[1] in stored]
+
+
 def _unwritten(
     enqueues: list[StoredMessage], gone: list[tuple[int]]
 ) -> tuple[list[StoredMessage], list[tuple[int]]]:
@@ -746,6 +783,15 @@ def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:
         sql = f"DELETE FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})"
         removed += db.execute(sql, chunk).rowcount
     return removed
+
+
+def _stored_schema(db: sqlite3.Connection) -> str | None:
+    """The store's schema version, read without writing (None: a new, empty store)."""
+    table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    if db.execute(table).fetchone() is None:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def _completions(done: list[Completion], error: StoreError | None) -> Callable[[], None]:

@@ -5,6 +5,8 @@ answers accepted; a message a consumer accepted does not come back."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from proton import Disposition, Message
 
 from proton_broker.config import Config
+from proton_broker.store.sqlite import FILE_NAME
 from tests.conftest import RunningBroker
 
 DURABLE = {"durable": True}
@@ -95,6 +98,28 @@ def test_a_message_a_consumer_accepted_does_not_come_back(brokers: Restartable) 
     assert drain(broker, "work", 4) == [0, 1, 2, 3]  # received and accepted
     broker = brokers.restart()
     assert drain(broker, "work", 0) == []
+
+
+def test_stored_messages_of_a_queue_the_store_no_longer_has_are_removed_at_start_up(
+    brokers: Restartable, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = brokers.start()
+    send_all(broker, "kept", [Message(body="kept", durable=True)], DURABLE)
+    broker.stop()
+    with sqlite3.connect(brokers.data_dir / FILE_NAME) as db:  # as a broker before the fix left
+        db.execute("UPDATE messages SET queue = 'deleted'")  # one (its queue was deleted)
+        db.execute(
+            "INSERT INTO messages SELECT id + 1, queue, arrival, crc, data, number FROM messages"
+        )
+        db.execute("UPDATE messages SET queue = 'kept' WHERE id = (SELECT min(id) FROM messages)")
+    with caplog.at_level(logging.WARNING, logger="proton_broker.store"):
+        broker = brokers.start()
+    said = "MST-1015 : 1 messages of queue 'deleted', which was deleted before they were written"
+    assert said in caplog.text
+    send_all(broker, "deleted", [Message(body="new", durable=True)], DURABLE)  # a new queue
+    broker = brokers.restart()
+    assert drain(broker, "deleted", 1) == ["new"]
+    assert drain(broker, "kept", 1) == ["kept"]
 
 
 def test_queue_types_and_their_order_are_recovered(brokers: Restartable) -> None:

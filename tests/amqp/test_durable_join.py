@@ -273,3 +273,28 @@ def test_a_queue_deleted_while_a_durable_message_is_written_refuses_it_and_keeps
     broker = brokers.restart()
     store = broker.broker.store
     assert store._db.execute("SELECT count(*) FROM messages").fetchone() == (0,)  # type: ignore[union-attr]
+
+
+def test_a_durable_message_whose_queue_is_deleted_while_it_waits_for_the_disk_is_never_written(
+    brokers: Restartable,  # noqa: F811 - the fixture
+    gate: Gate,
+) -> None:
+    broker = brokers.start()
+    declare(broker, "short-lived")
+    store = broker.broker.store
+    assert store is not None
+    rows: list[int] = []  # messages on disk right after each commit, before any completion
+
+    def count_rows() -> None:
+        with sqlite3.connect(store.path) as db:  # type: ignore[attr-defined]
+            rows.append(db.execute("SELECT count(*) FROM messages").fetchone()[0])
+
+    store._before_write = gate  # type: ignore[attr-defined] # held before BEGIN
+    store._after_commit = count_rows  # type: ignore[attr-defined]
+    producer = broker.client()
+    sent = producer.send(producer.sender("short-lived"), Message(body="m", durable=True))
+    assert gate.entered.wait(5)
+    broker.call(lambda: broker.broker.delete_queue("short-lived", force=True))
+    gate.opened.set()
+    producer.wait_settled(sent)
+    assert rows and rows[0] == 0  # a crash now would leave nothing for a later queue

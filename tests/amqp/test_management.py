@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -625,6 +627,28 @@ def test_clear_queue_removes_the_available_messages_and_answers_how_many(
     assert broker.call(lambda: broker.broker.queues["clearing"].depth) == 1
     client.settle_all([held])
     assert status(node.ask(entity("clearQueue", "clearing")))[0] == 200
+
+
+@pytest.mark.parametrize("operation", ["clearQueue", "deleteMessages"])
+def test_a_purge_of_stored_messages_is_answered_only_once_their_removals_are_on_disk(
+    broker: RunningBroker, node: Node, operation: str
+) -> None:
+    node.ask(entity("CREATE", "purged"), {"durable": True})
+    send_all(broker, "purged", [Message(body=n, durable=True) for n in range(3)])
+    store = broker.broker.store
+    assert store is not None
+    writing = threading.Event()
+    store._before_write = lambda: writing.wait(10)  # type: ignore[attr-defined] # holds the writer
+    try:
+        node.send(entity(operation, "purged"))
+        node.client.pump(0.5)
+        assert len(node.client.received(node.replies)) == 1  # CREATE's: none while they wait
+    finally:
+        writing.set()
+    reply = node.client.wait_received(node.replies, 2)[-1].message
+    assert status(reply) == (200, "OK")
+    with sqlite3.connect(store.path) as db:  # type: ignore[attr-defined]
+        assert db.execute("SELECT count(*) FROM messages").fetchone() == (0,)
 
 
 def test_clear_queue_of_an_unknown_queue_is_a_404(node: Node) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -281,6 +282,36 @@ def test_a_purge_removes_the_available_messages_and_leaves_a_consumers_own(
     status, body = console.change("POST", queue_path("purged", "/purge"))
     assert status == 200 and body == {"purged": 2}
     assert held.body == "held" and depth_of(console, "purged") == 1
+
+
+def test_a_purge_of_stored_messages_is_answered_only_once_their_removals_are_on_disk(
+    start_gateway: Callable[[Config], Http],
+) -> None:
+    started = start_gateway(http_config(store="sqlite"))
+    console = ConsoleClient(started.base)
+    assert console.login()[0] == 200
+    made = {"name": "kept-purged", "options": {"durable": True}}
+    assert console.change("POST", "/console/api/queues", made)[0] == 201
+    amqp = BlockingConnection(started.running.url, timeout=10)
+    sender = amqp.create_sender("kept-purged")
+    for body in ("a", "b"):
+        sender.send(Message(body=body, durable=True))  # answered once written
+    amqp.close()
+    store = started.running.broker.store
+    writing = threading.Event()
+    store._before_write = lambda: writing.wait(10)  # type: ignore[union-attr] # holds the writer
+    answers: list[Any] = []
+    purging = threading.Thread(
+        target=lambda: answers.append(console.change("POST", queue_path("kept-purged", "/purge")))
+    )
+    try:
+        purging.start()
+        purging.join(0.5)
+        assert answers == []  # not while the removals wait
+    finally:
+        writing.set()
+    purging.join(10)
+    assert answers == [(200, {"purged": 2})]
 
 
 def test_a_queue_holding_messages_is_deleted_only_with_force(

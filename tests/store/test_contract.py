@@ -76,6 +76,7 @@ def test_committed_messages_are_recovered_in_order_with_their_queue(backend: Bac
 
 def test_dequeued_messages_are_not_recovered(backend: Backend) -> None:
     store = backend.store
+    store.save_queue("q", {})
     kept, gone = message(store, "q", b"kept"), message(store, "q", b"gone")
     backend.commit(Unit(enqueues=[kept, gone]))
     backend.commit(Unit(dequeues=[gone.id]))
@@ -84,6 +85,7 @@ def test_dequeued_messages_are_not_recovered(backend: Backend) -> None:
 
 
 def test_ids_keep_growing_across_a_restart(backend: Backend) -> None:
+    backend.store.save_queue("q", {})
     first = message(backend.store, "q", b"a")
     backend.commit(Unit(enqueues=[first]))
     backend.reopen()
@@ -99,6 +101,25 @@ def test_deleting_a_queue_forgets_its_messages(backend: Backend) -> None:
     recovered = backend.reopen()
     assert list(recovered.queues) == ["b"]
     assert [m.queue for m in recovered.messages] == ["b"]
+
+
+def test_a_message_whose_queue_was_deleted_before_its_write_is_not_written(tmp_path: Path) -> None:
+    posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    store = SqliteStore(tmp_path, posted.put)
+    store.open()
+    store.save_queue("q", {})
+    store.save_queue("other", {})
+    late, kept = message(store, "q", b"late"), message(store, "other", b"kept")
+    store.delete_queue("q")  # while their write waited
+    done: list[BaseException | None] = []
+    store.commit(Unit(enqueues=[late, kept], done=done.append))
+    posted.get(timeout=10)()
+    assert done == [None]
+    store.save_queue("q", {})  # a new queue of that name does not get it
+    store.close()
+    reopened = SqliteStore(tmp_path, posted.put)
+    assert [(m.queue, m.data) for m in reopened.open().messages] == [("other", b"kept")]
+    reopened.close()
 
 
 def test_the_last_sequence_number_of_each_key_is_recovered(backend: Backend) -> None:
@@ -167,6 +188,26 @@ def test_a_number_written_with_its_message_is_recovered_and_a_later_number_row_w
     assert backend.reopen().numbers == {numbered.id: 7, renumbered.id: 20, unnumbered.id: 21}
     backend.commit(Unit(dequeues=[numbered.id]))
     assert backend.reopen().numbers == {renumbered.id: 20, unnumbered.id: 21}
+
+
+def test_a_store_of_a_newer_schema_is_refused_before_anything_is_written_to_it(
+    tmp_path: Path,
+) -> None:
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:  # as a newer broker might leave it
+        db.executescript(
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO meta VALUES ('schema', '3');
+            CREATE TABLE pages (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+            INSERT INTO pages VALUES (1, x'00');
+            """
+        )
+    with pytest.raises(StoreError, match="has schema 3, this broker reads schema 2"):
+        SqliteStore(tmp_path, lambda fn: fn()).open()
+    with sqlite3.connect(tmp_path / FILE_NAME) as db:
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        assert tables == {"meta", "pages", "sqlite_autoindex_meta_1"}
+        assert db.execute("SELECT count(*) FROM pages").fetchone() == (1,)
 
 
 def test_a_store_of_schema_1_is_opened_and_keeps_its_messages_and_numbers(
@@ -242,6 +283,7 @@ def test_units_arriving_together_are_committed_in_one_group(tmp_path: Path) -> N
     posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
     store = SqliteStore(tmp_path, posted.put)
     store.open()
+    store.save_queue("q", {})
     done: list[BaseException | None] = []
     for i in range(500):
         store.commit(Unit(enqueues=[message(store, "q", b"%d" % i)], done=done.append))
@@ -258,6 +300,7 @@ def test_a_failed_write_completes_every_unit_with_an_error_and_writes_nothing(
 ) -> None:
     store = DiskFullStore(tmp_path)
     store.open()
+    store.save_queue("q", {})
     results: list[BaseException | None] = []
     store.commit(Unit(enqueues=[message(store, "q", b"lost")], done=results.append))
     store.posted.get(timeout=10)()
@@ -276,6 +319,7 @@ def test_a_message_whose_bytes_changed_on_disk_is_refused_naming_the_file(tmp_pa
     posted: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
     store = SqliteStore(tmp_path, posted.put)
     store.open()
+    store.save_queue("q", {})
     store.commit(Unit(enqueues=[message(store, "q", b"original")], done=lambda e: None))
     posted.get(timeout=10)()
     store.close()
@@ -297,6 +341,7 @@ def test_acknowledgements_a_full_disk_refused_are_written_once_space_is_freed(
     store = DiskFullStore(tmp_path)
     store.full = False
     store.open()
+    store.save_queue("q", {})
     results: list[BaseException | None] = []
     kept = [message(store, "q", f"m{i}".encode()) for i in range(3)]
     store.commit(Unit(enqueues=kept, done=results.append))
@@ -325,6 +370,8 @@ def test_a_move_a_full_disk_refused_is_not_finished_later_only_its_acknowledgeme
     store = DiskFullStore(tmp_path)
     store.full = False
     store.open()
+    store.save_queue("q", {})
+    store.save_queue("dlq", {})
     kept = [message(store, "q", f"m{i}".encode()) for i in range(3)]
     store.commit(Unit(enqueues=kept, done=lambda error: None))
     store.posted.get(timeout=10)()
@@ -355,6 +402,7 @@ def test_acknowledgements_a_full_disk_held_back_until_a_stop_are_finished_at_the
     store = DiskFullStore(tmp_path)
     store.full = False
     store.open()
+    store.save_queue("q", {})
     kept = [message(store, "q", f"m{i}".encode()) for i in range(4)]
     store.commit(Unit(enqueues=kept, done=lambda error: None))
     store.posted.get(timeout=10)()

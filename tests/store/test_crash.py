@@ -359,6 +359,27 @@ def test_acknowledgements_a_full_disk_held_back_are_finished_after_a_kill(
         broker.stop()
 
 
+def test_a_disk_too_full_for_the_lock_file_stops_start_up_saying_the_disk_is_full(
+    small_disk: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    data = small_disk / "data"
+    data.mkdir()
+    fill(small_disk, leave=0)
+    result = subprocess.run(
+        [sys.executable, "-m", "proton_broker", "--port", "0", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2, result.stderr
+    said = f"proton-broker: cannot open the store: the disk holding {data.resolve()} is full"
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

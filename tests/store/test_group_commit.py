@@ -40,6 +40,7 @@ def posted() -> queue.SimpleQueue[Post]:
 def store(tmp_path: Path, posted: queue.SimpleQueue[Post]) -> Iterator[TracedStore]:
     made = TracedStore(tmp_path, posted.put)
     made.open()
+    made.save_queue("q", {})  # the store writes messages of stored queues only
     made.batching = True  # units wait in the outbox until flush(), as in the broker
     yield made
     made.close()
