@@ -87,6 +87,7 @@ from proton_broker.http.wire import (
     version_json,
     when_written,
 )
+from proton_broker.message import Message
 from proton_broker.queues.history import sequence_start
 from proton_broker.queues.settings import parse_options
 
@@ -436,12 +437,14 @@ class Gateway:
         return watch
 
     def _enqueue(self, name: str, send: SendRequest, user: str) -> int | Deferred:
-        """The message joins its queue: its key's number now, or once it is written when
-        the queue keeps it (its messageDurability); 503 while the memory budget is full."""
+        """The message joins its queue: answered with the number it got as it joined, at
+        once, or once it is written when the queue keeps it (its messageDurability); 503
+        while the memory budget is full. The number is the message's own, not its key's
+        latest when the answer goes: other sends of the key may join while it is written."""
         watch = self._watch(name, user, sending=True)
         refuse_when_full(self.server.broker.loop_hooks.budget)
         message = build_message(send, watch.key_property)
-        answer, written = when_written(lambda: watch.history.current(send.key))
+        answer, written = when_written(lambda: _numbered(message))
         try:
             if self.server.broker.publish(message, watch.queue, written):
                 return answer
@@ -453,7 +456,7 @@ class Gateway:
             raise RequestError(503, exc.description) from None
         except BrokerError as exc:
             raise RequestError(400, exc.description) from None
-        return watch.history.current(send.key)
+        return _numbered(message)
 
     def _queue_deleted(self, queue: Queue) -> None:
         """A queue is being deleted: its waiting polls get a 404 and its streams close
@@ -522,6 +525,13 @@ async def _declared_body_size(
 
 def _too_large(limit: int) -> RequestError:
     return RequestError(413, f"the request body is over max_body_size ({limit} bytes)")
+
+
+def _numbered(message: Message) -> int:
+    """The number a message the gateway sent got as it joined its queue (it carries the
+    queue's key, so it has one)."""
+    assert message.sequence is not None  # numbered as it joined
+    return message.sequence
 
 
 def _start(value: str | None) -> int | str | None:

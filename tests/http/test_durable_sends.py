@@ -5,6 +5,8 @@ answer waits for the write."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,26 @@ def test_the_consoles_test_messages_are_kept_when_durable_or_when_the_queue_keep
     assert received(http.running, "audit", 1) == ["not durable"]
     assert received(http.running, "orders", 1) == ["durable"]
     assert http.running.call(lambda: http.running.broker.queues["orders"].depth) == 0
+
+
+def test_concurrent_sends_of_one_key_are_each_answered_with_the_sequence_they_got(
+    brokers: Restartable,
+) -> None:
+    http = Http(brokers.start())
+    keyed = {**KEEPS_ALL, "sequenceKey": "id"}
+    http.running.call(lambda: http.running.broker.declare("ticks", keyed))
+    threads, each = 6, 10
+
+    def sends(thread: int) -> list[tuple[str, int]]:
+        answers = []
+        for n in range(each):
+            status, body = http.send("ticks", {"id": "k", "payload": f"{thread}-{n}"})
+            assert status == 200
+            answers.append((body["payload"], body["sequence"]))
+        return answers
+
+    with ThreadPoolExecutor(threads) as pool:
+        answered = dict(chain.from_iterable(pool.map(sends, range(threads))))
+    assert sorted(answered.values()) == list(range(1, threads * each + 1))
+    for payload, sequence in answered.items():  # the version kept under that number
+        assert http.poll("ticks", f"sequence={sequence}", key="k")[1]["payload"] == payload
