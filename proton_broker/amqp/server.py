@@ -400,7 +400,8 @@ class Server(Handler):
         self.container.run()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the event-loop thread (safe to call from any thread)."""
+        """Run ``fn`` on the event-loop thread (safe to call from any thread): it is
+        queued, and one ``broker_call`` event triggered for it."""
         self._calls.put(fn)
         try:
             self._injector.trigger(ApplicationEvent("broker_call"))
@@ -408,12 +409,19 @@ class Server(Handler):
             log.debug("call after shutdown dropped")
 
     def on_broker_call(self, event: Any) -> None:
-        while not self._calls.empty():
-            call = self._calls.get()
-            try:
-                call()
-            except Exception:  # one failed call must not stop the loop
-                log.exception("call on the event loop failed")
+        """Run one queued call: every call has its own event, and the loop handles the
+        events its last select brought in before it selects again, so it runs the calls
+        queued by then and returns to the sockets. Running until the queue was empty kept
+        it from them for as long as other threads kept queueing: HTTP long polls, each
+        asking again as soon as it was answered, left AMQP clients unserved for minutes."""
+        try:
+            call = self._calls.get_nowait()
+        except _queue.Empty:  # cannot happen: each call is queued before its event
+            return
+        try:
+            call()
+        except Exception:  # one failed call must not stop the loop
+            log.exception("call on the event loop failed")
 
     def stop(self) -> None:
         """Close the listener and every connection, then end the loop (thread-safe)."""

@@ -76,7 +76,7 @@ from proton_broker.errors import (
 from proton_broker.http.auth import USER, Authenticator
 from proton_broker.http.console import Console
 from proton_broker.http.crossorigin import require_json, same_origin_only
-from proton_broker.http.watch import Item, Listener, QueueWatch
+from proton_broker.http.watch import Item, Listener, QueueWatch, Replay
 from proton_broker.http.wire import (
     Deferred,
     RequestError,
@@ -334,19 +334,26 @@ class Gateway:
 
         user = request[USER]
 
-        def subscribe() -> list[Item]:
+        def subscribe() -> tuple[Replay, list[Item]]:
             watch = self._watch(name, user, sending=False)
-            kept = watch.kept(start, key)
+            replay = watch.replay(start, key)  # up to now; the listener gets what follows
             watch.add(listener)
-            return kept
+            return replay, replay.next()
 
         self._hold(push)
         try:
-            for item in await self._on_broker(subscribe):  # errors answer before the upgrade
-                items.put_nowait(item)
+            replay, kept = await self._on_broker(subscribe)  # errors answer before the upgrade
+
+            async def more() -> list[Item]:
+                """The replay's next slice: one call on the broker's loop each, so the loop
+                serves its sockets in between (none once the gateway is stopping)."""
+                if replay.done or self._stop is None or self._stop.is_set():
+                    return []
+                return await self._on_broker(replay.next)
+
             ws = web.WebSocketResponse()
             await ws.prepare(request)
-            await _forward(ws, items)
+            await _forward(ws, items, kept, more)
             return ws
         finally:
             self._waiting.discard(push)
@@ -598,8 +605,15 @@ def _pusher(items: asyncio.Queue[Any], request: web.Request) -> Callable[[object
     return push
 
 
-async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None:
-    """Send the backlog and every new version until either side closes."""
+async def _forward(
+    ws: web.WebSocketResponse,
+    items: asyncio.Queue[Any],
+    kept: list[Item],
+    more: Callable[[], Awaitable[list[Item]]],
+) -> None:
+    """Send the replay, ``kept`` then each slice ``more`` gives until it gives none, at
+    the client's pace (a send waits while the socket's buffer is full), then the backlog
+    of new versions and every one after, until either side closes."""
 
     async def read() -> None:  # what the client sends is ignored; its close ends the stream
         async for _ in ws:
@@ -608,6 +622,12 @@ async def _forward(ws: web.WebSocketResponse, items: asyncio.Queue[Any]) -> None
 
     reader = asyncio.ensure_future(read())
     try:
+        while kept:
+            for item in kept:
+                if ws.closed:
+                    return
+                await ws.send_json(version_json(*item))
+            kept = await more()
         while True:
             item = await items.get()
             if item is None or ws.closed:

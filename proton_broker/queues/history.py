@@ -76,17 +76,28 @@ Rules owned here:
   they were.
 * Replay from a sequence ``N`` (or ``first``, ``last``): the kept versions with a number
   >= N, of one key or of all keys, in arrival order. ``first`` is the oldest kept version,
-  ``last`` the latest one (of each key, when replaying all keys). A replay of one key is
-  O(its versions); of all keys, O(n log n) in the kept versions (they are sorted by their
-  queue numbers: the history keeps no second arrival order of its own).
+  ``last`` the latest one (of each key, when replaying all keys). A key's versions are
+  kept in arrival order, and both their queue numbers and their key numbers ascend, so
+  where a key's run starts is found by bisection; all keys are merged by queue number
+  (the history keeps no arrival order of its own across keys: see :class:`Version`).
+  A long poll asks for the first version only (:meth:`History.first`): O(log n) for a
+  key, O(keys x log n) for all keys, never the whole list (a sorted list of every kept
+  version for each poll of a 200,000-version history held the loop for 0.2 s a poll). A
+  WebSocket stream reads its replay a slice at a time (:meth:`History.replay_slice`,
+  bounded by queue numbers: after the last one sent, up to the newest when it
+  subscribed), so the loop serves its sockets between slices; a slice costs
+  O(keys x log n + its length x log keys).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from heapq import merge
 from itertools import islice
 from operator import attrgetter
 from typing import NamedTuple
@@ -174,7 +185,7 @@ class History:
         # list of one costs 64 bytes more); more go in a list, dropped from the front in
         # O(keep), which is small, or a deque when there is no bound or a large one (a deque
         # of one takes about 600 bytes). There is no arrival log of versions: a replay of
-        # every key sorts the kept versions by their queue numbers.
+        # every key merges the keys' versions by their queue numbers.
         self._versions: dict[str, Kept] = {}
         self._small = self.keep is not None and self.keep <= _LIST_KEEP
         # What it holds beyond its queue, in the broker's budget (see the module rules),
@@ -500,14 +511,6 @@ class History:
             self._forget(key)
         self._ahead_limit = max(_AHEAD_FOLD, 2 * len(self._ahead))
 
-    def _versions_of(self, key: str) -> list[Version]:
-        """``key``'s kept versions, oldest first."""
-        versions = self._versions.get(key)
-        if versions is None:
-            return []
-        kept = versions if isinstance(versions, _MANY) else [versions]
-        return [_version(key, each) for each in kept]
-
     def _drop(self, message: Message) -> None:
         """A key has more versions than it keeps: its oldest, ``message``, goes, bytes and
         all (unless its entry is still on the queue)."""
@@ -618,25 +621,91 @@ class History:
 
     def replay(self, start: int | str, key: str | None = None) -> list[Version]:
         """The kept versions from ``start`` (a number, FIRST or LAST), arrival order."""
+        return self.replay_slice(start, key)
+
+    def replay_slice(
+        self,
+        start: int | str,
+        key: str | None = None,
+        after: int = 0,
+        upto: int = _EVERY,
+        limit: int | None = None,
+    ) -> list[Version]:
+        """Up to ``limit`` (None: all) of the versions :meth:`replay` lists, those whose
+        queue numbers are above ``after`` and at most ``upto``: a stream asks for its
+        replay a slice at a time, ``after`` the last one it was given, ``upto`` the newest
+        queue number when it subscribed (versions above it reach it as they arrive), so
+        the loop serves its sockets in between (see the module rules). O(keys x log n +
+        what it lists x log keys)."""
+        every = self._versions
         if key is not None:
-            versions = self._versions_of(key)
-            if start == LAST:
-                return versions[-1:]
-            if isinstance(start, str):
-                return versions  # FIRST
-            return [v for v in versions if v.seq >= start]
-        if start == LAST:
-            kept = [_version(k, _latest(versions)) for k, versions in self._versions.items()]
+            versions = every.get(key)
+            keys: Iterable[tuple[str, Kept]] = () if versions is None else ((key, versions),)
         else:
-            least = 0 if isinstance(start, str) else start  # FIRST: all of them
-            kept = [
-                version
-                for k, versions in self._versions.items()
-                for each in (versions if isinstance(versions, _MANY) else (versions,))
-                if (version := _version(k, each)).seq >= least
-            ]
-        kept.sort(key=_ORDER)
-        return kept
+            keys = every.items()
+        runs = []
+        for each, versions in keys:
+            many = versions if isinstance(versions, _MANY) else (versions,)
+            end = bisect_right(many, upto, key=_order_of)
+            begin = bisect_right(many, after, 0, end, key=_order_of)
+            if start == LAST:
+                begin = max(begin, end - 1)  # its latest up to ``upto``, if not given yet
+            elif start != FIRST:
+                begin = bisect_left(many, start, begin, end, key=_sequence_of)
+            if begin < end:
+                runs.append(map(partial(_version, each), islice(many, begin, end)))
+        if not runs:
+            return []
+        ordered = runs[0] if len(runs) == 1 else merge(*runs, key=_ORDER)
+        return list(ordered if limit is None else islice(ordered, limit))
+
+    def first(self, start: int | str, key: str | None = None) -> Version | None:
+        """What a long poll from ``start`` is answered at once: the first kept version
+        with a number >= ``start`` (FIRST: the oldest; LAST: the newest), of ``key`` or in
+        arrival order of all keys; None if there is none. Each key's candidate is found by
+        bisection and the earliest (LAST: the latest) taken: O(log n) for a key, O(keys x
+        log n) for all keys, not a list of every version (see the module rules)."""
+        every = self._versions
+        if key is not None:
+            versions = every.get(key)
+            found = None if versions is None else _first_of(versions, start)
+            return None if found is None else _version(key, found)
+        best: Message | Entry | None = None
+        best_key = ""
+        best_order = 0
+        latest = start == LAST
+        for each, versions in every.items():
+            found = _first_of(versions, start)
+            if found is None:
+                continue
+            order: int = _order_of(found)
+            if best is None or (order > best_order if latest else order < best_order):
+                best, best_key, best_order = found, each, order
+        return None if best is None else _version(best_key, best)
+
+
+def _first_of(versions: Kept, start: int | str) -> Message | Entry | None:
+    """A key's first kept version with a number >= ``start`` (FIRST: its oldest; LAST: its
+    latest), or None: its numbers ascend, so it is found by bisection."""
+    if not isinstance(versions, _MANY):
+        one: Message | Entry = versions  # one version alone
+        return one if isinstance(start, str) or _sequence_of(one) >= start else None
+    if start == LAST:
+        return versions[-1]
+    if start == FIRST:
+        return versions[0]
+    at = bisect_left(versions, start, key=_sequence_of)
+    return versions[at] if at < len(versions) else None
+
+
+def _order_of(version: Message | Entry) -> int:
+    """A kept version's queue number: its arrival order."""
+    return _message_of(version).number  # type: ignore[return-value] # numbered
+
+
+def _sequence_of(version: Message | Entry) -> int:
+    """A kept version's number of its key."""
+    return _message_of(version).sequence  # type: ignore[return-value] # numbered
 
 
 def _custom_sequence(key: str, custom: object, current: int) -> int:

@@ -1,14 +1,20 @@
-"""1,000 idle long polls held at once (no thread each), all answered by one send."""
+"""1,000 idle long polls held at once (no thread each), all answered by one send; long polls
+that ask again as soon as they are answered, on a large history, leave the broker's loop
+free to serve AMQP clients."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import aiohttp
+from proton import Message
 
-from tests.http.conftest import Http
+from proton_broker.config import Config
+from tests.conftest import RunningBroker
+from tests.http.conftest import Http, http_config
 
 POLLS = 1000
 
@@ -44,3 +50,57 @@ def test_a_thousand_waiting_polls_are_all_answered_by_one_send(http: Http) -> No
     assert len(answers) == POLLS
     assert all(a == (200, {"id": "k", "sequence": 2, "payload": "for everyone"}) for a in answers)
     assert http.listeners() == 0
+
+
+VERSIONS, KEYS = 50_000, 500  # a large history: 100 versions of each key
+
+
+def fill(running: RunningBroker, queue: str) -> None:
+    """VERSIONS versions over KEYS keys, sent settled over AMQP as fast as credit allows."""
+    client = running.client()
+    link = client.sender(queue)
+    sent = 0
+    while sent < VERSIONS:
+        while link.credit > 0 and sent < VERSIONS:
+            message = Message(body=sent, properties={"id": f"k{sent % KEYS}"})
+            client.send(link, message, settled=True, pump=False)
+            sent += 1
+        client.pump(0.01)
+    client.pump(0.2)
+
+
+def test_an_amqp_client_is_served_promptly_while_long_polls_hammer_a_large_history(
+    start_gateway: Callable[[Config], Http],
+) -> None:
+    config = http_config()
+    config.queues = {"big": {"sequenceKey": "id"}}
+    http = start_gateway(config)
+    fill(http.running, "big")
+    newest = VERSIONS // KEYS
+    deadline = time.monotonic() + 30
+    while http.poll("big", "sequence=last&timeout=0", key=f"k{KEYS - 1}")[1]["sequence"] < newest:
+        assert time.monotonic() < deadline, "the history was not filled"
+    stop = threading.Event()
+    answered: list[tuple[int, object]] = []
+
+    def hammer(query: str) -> None:  # each poll asks again as soon as it is answered
+        while not stop.is_set():
+            answered.append(http.poll("big", query, timeout=60))
+
+    queries = ["sequence=first&timeout=0", "sequence=last&timeout=0", f"sequence={newest}"]
+    hammers = [threading.Thread(target=hammer, args=(q,)) for q in [*queries, queries[0]]]
+    for thread in hammers:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        client = http.running.client()  # a new connection, a sender, one transfer settled
+        link = client.sender("other")
+        client.wait_settled(client.send(link, Message(body="served")), timeout=10)
+        assert time.monotonic() - started < 10
+    finally:
+        stop.set()
+        for thread in hammers:
+            thread.join(60)
+    assert answered and all(status == 200 for status, _ in answered)
+    assert answered[0][1] is not None

@@ -7,7 +7,9 @@ import time
 from typing import Any
 
 import aiohttp
+from proton import Message
 
+from proton_broker.http.gateway import STREAM_BACKLOG
 from tests.http.conftest import Http
 
 
@@ -86,3 +88,32 @@ def test_a_refused_stream_answers_json_before_any_upgrade(http: Http) -> None:
                 assert "WebSocket" in (await response.json())["error"]
 
     asyncio.run(scenario())
+
+
+def test_a_stream_replaying_more_than_its_backlog_follows_on_without_gap_or_repeat(
+    http: Http,
+) -> None:
+    kept, keys, payload = 2 * STREAM_BACKLOG, 40, "x" * 2000  # more than sockets hold
+    client = http.running.client()
+    link = client.sender("long", node_properties={"sequenceKey": "id"})
+    sent = 0
+    while sent < kept:
+        while link.credit > 0 and sent < kept:
+            body = Message(body=payload, properties={"id": f"k{sent % keys}"})
+            client.send(link, body, settled=True, pump=False)
+            sent += 1
+        client.pump(0.01)
+    client.pump(0.2)
+    expected = [(f"k{n % keys}", n // keys + 1) for n in range(kept)]
+    new = [("k0", kept // keys + 1 + n) for n in range(5)]
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with aiohttp.ClientSession() as session:
+            url = f"{http.ws_base}/queue/listen/ws/long?sequence=first"
+            async with session.ws_connect(url, max_msg_size=0) as ws:
+                for _ in new:  # subscribed (before the upgrade): the replay is under way
+                    await asyncio.to_thread(http.send, "long", {"id": "k0", "payload": "new"})
+                got = await receive(ws, kept + len(new))
+                return [(m["id"], m["sequence"]) for m in got]
+
+    assert asyncio.run(scenario()) == expected + new
