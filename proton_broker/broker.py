@@ -958,20 +958,24 @@ class Broker:
             self.rollback(txn)
             done(BrokerError(cannot))
             return
+        try:  # numbered in their keys now, in the order sent (see the transactions rules)
+            numbers = [queue.number(message) for queue, message, _ in txn.sends]
+        except BrokerError as exc:  # a custom number another send has gone past meanwhile
+            self.rollback(txn)
+            done(exc)
+            return
         unit = Unit()
         now = time.time()
         if self.store is not None:
-            for queue, message, _ in txn.sends:
+            for (queue, message, _), numbered in zip(txn.sends, numbers, strict=True):
                 if queue.keeps(message) and self.is_live(queue):
                     message.store_id = self.store.next_id()
-                    if message.sequence is not None:  # numbered when it was sent
-                        annotate(message, KEY_SEQUENCE, message.sequence)  # see codec/encode.py
+                    if numbered is not None:  # its bytes carry it: see codec/encode.py
+                        annotate(message, KEY_SEQUENCE, numbered[1])
+                        unit.sequences.append((queue.name, *numbered))
                     unit.enqueues.append(
                         StoredMessage(message.store_id, queue.name, message.data, now)
                     )
-                    numbered = queue.number(message) if message.sequence is not None else None
-                    if numbered is not None:  # numbered when it was sent
-                        unit.sequences.append((queue.name, *numbered))
             for ack in txn.acks:
                 message = ack.entry.message
                 if ack.removes and ack.queue.persistent and message.store_id:

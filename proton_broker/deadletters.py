@@ -24,7 +24,11 @@ Rules this module owns:
   (where it was), ``x-opt-dead-letter-time`` (a timestamp), ``x-opt-dead-letter-count``
   (how often it has been dead-lettered) and, when the consumer's rejection said why,
   ``x-opt-dead-letter-description``, and its number in its key (``x-opt-sequence``) from a
-  queue with a key, as a delivery from there would have carried it; and its header loses
+  queue with a key, as a delivery from there would have carried it (an alternate with a
+  key replaces it with the key's next number of its own, as it would number any message:
+  History.renumber, after qpidd's ``reroute``, which routes a message as a new delivery,
+  numbered by the queue that takes it; a stored copy is numbered as it is written, so its
+  row carries the number); and its header loses
   its time to live (the broker expires by the time to live alone), so a dead letter does
   not expire where it lands. A relative ``x-opt-delivery-delay`` it carries becomes 0: it
   has waited once, and would otherwise wait again where it lands (an absolute
@@ -43,7 +47,10 @@ Rules this module owns:
   store only, and its queue has it again at the next start. The first move that fails is
   logged as an error; those that fail after it are not, until one is written again, which
   is logged too (one episode of a full disk, two lines). qpidd and Broker-J stop serving
-  when their store fails, so neither says.
+  when their store fails, so neither says. A copy its queue refuses as it joins (after
+  the checks above, and numbered afresh, nothing in it is left to refuse: this is a
+  safeguard) is logged as an error, never dropped silently: a stored one stays in the
+  store, on that queue from the next start; one that is not stored is counted discarded.
 * **No route**: a message with nowhere to go (the maximum reached and no alternate, or an
   alternate that routes it nowhere) is discarded, logged (Broker-J's CHN-1009 and
   CHN-1010) and counted. A message dead-lettered more than :data:`MAX_DEAD_LETTERS` times
@@ -274,7 +281,7 @@ class DeadLetters:
 
         def join() -> None:
             for each, target in copies:
-                if not self.broker.is_live(target) or not target.enqueue(each, admitted=True):
+                if not self._lands(queue, each, target):
                     self.broker.forget(each)
 
         deletion = self._deletion
@@ -290,8 +297,39 @@ class DeadLetters:
             return self._commit_move(queue, message, stored, copies, join, written)
         return False
 
+    def _lands(self, queue: Queue, each: Message, target: Queue) -> bool:
+        """Whether the copy ``each`` of a message from ``queue`` joins ``target``, numbered
+        in its key by ``target`` (a stored copy was, as it was written). A refusal is
+        logged: a copy that is not stored is lost then, and is counted as discarded; a
+        stored one stays in the store, on ``target`` from the next start (its original's
+        row may be gone already)."""
+        if not self.broker.is_live(target):
+            return False  # deleted meanwhile: what it held went with it
+        try:
+            if each.sequence is None:
+                target.renumber(each)
+            if target.enqueue(each, admitted=True):
+                return True
+        except BrokerError as exc:
+            stored = each.store_id is not None
+            if not stored:
+                self.discarded += 1
+            log.error(
+                'CHN-1010 : queue "%s" refused a dead letter from "%s": %s; %s',
+                target.name,
+                queue.name,
+                exc.description,
+                "it stays in the store, on that queue from the next start"
+                if stored
+                else "it is discarded",
+            )
+            return stored  # a stored one is not forgotten: its row is all there is of it
+        return False
+
     def _stored_copies(self, copies: list[tuple[Message, Queue]]) -> list[StoredMessage]:
-        """The rows of the durable copies bound for durable queues (ids given now)."""
+        """The rows of the durable copies bound for durable queues (ids given now), each
+        numbered in its key by its queue first, so its row carries the number (the key's
+        number row goes with the pass's other writes, as a producer's does)."""
         store = self.broker.store
         if store is None:
             return []
@@ -299,6 +337,9 @@ class DeadLetters:
         for each, target in copies:
             if target.keeps(each):
                 each.store_id = store.next_id()
+                numbered = target.renumber(each)
+                if numbered is not None:
+                    store.sequence(target.name, *numbered)
                 rows.append(StoredMessage(each.store_id, target.name, each.data, time.time()))
         return rows
 

@@ -15,12 +15,21 @@ Rules this module owns:
   way (Broker-J's ``QueueSizeLimitRespectingTransaction``): nothing is refused or evicted
   because of a move. A destination whose policy is ``none`` enforces no limit, and takes
   every message (Broker-J's ``isUnderfull``). A message the destination refuses as it
-  joins (a duplicate it has seen, a number below its key's) goes back on the source, at
-  its end (a copy is dropped), and is not in the answer.
+  joins (a duplicate it has seen, a message its ``qpid.filter`` does not select) goes back
+  on the source, at its end, numbered there afresh (a copy is dropped), and is not in the
+  answer. Its row, if the move wrote one, names the destination: a restart finds it there.
+  A moved message that joins neither stays in the store when the move wrote it (the next
+  start finds it on the destination), logged; it is never deleted once its original's row
+  is gone.
 * **Each message lands as its producer sent it**: the same bytes, a record of its own on
   the destination with that queue's next number, a delivery count from 0, its arrival time
-  kept (so a time to live goes on running); a destination with a key numbers it in its key
-  as any message that arrives.
+  kept (so a time to live goes on running). A destination with a key gives it the key's
+  next number (``x-opt-sequence``), whatever number it carries: the one it had on the
+  source (a stored message's bytes carry it) or its producer's, which the source checked,
+  is no producer's choice for the destination (History.renumber; qpidd's ``reroute``
+  routes a message as a new delivery, and its queue numbers every message it is given).
+  A message the destination stores is numbered as it is written, so its row carries the
+  number; one it does not, as it joins.
 * **Nothing is lost or doubled**: one store transaction writes the durable messages bound
   for a durable destination and, for a move, removes those a durable source stored (those
   its history still keeps stay stored, as history). The messages join the destination once
@@ -111,6 +120,10 @@ class Transfer:
         store = self.broker.store
         if store is not None and self.destination.keeps(landing):
             landing.store_id = store.next_id()
+            # numbered in its key before it is written, so its row carries the number
+            numbered = self.destination.renumber(landing)
+            if numbered is not None:
+                self.unit.sequences.append((self.destination.name, *numbered))
             self.unit.enqueues.append(
                 StoredMessage(landing.store_id, self.destination.name, landing.data, time.time())
             )
@@ -152,7 +165,18 @@ class Transfer:
                     continue  # the original is back in its place
             if self._lands(message, self.destination):
                 joined.append(position)
-            elif not (self.move and self._lands(message, self.source)):
+            elif self.move and self._lands(message, self.source):
+                continue  # back on the source
+            elif self.move and message.store_id is not None:
+                # Its move is written: the original's row is gone, and this row is all
+                # there is of it (a restart finds it on the destination).
+                log.error(
+                    'a message moved from "%s" to "%s" joined neither; it stays in the store, '
+                    "on its destination from the next start",
+                    self.source.name,
+                    self.destination.name,
+                )
+            else:
                 self.broker.forget(message)  # a copy the destination would not take
         done(joined, error)
 
@@ -166,10 +190,14 @@ class Transfer:
             self.source.moved(entry, written)
 
     def _lands(self, message: Message, queue: Queue) -> bool:
-        """Whether ``message`` joins ``queue`` (still the broker's, and taking it)."""
+        """Whether ``message`` joins ``queue`` (still the broker's, and taking it), numbered
+        in its key by ``queue`` (a stored landing was, as it was written)."""
         if not self.broker.is_live(queue):
             return False
         try:
+            if message.sequence is None or queue is not self.destination:
+                message.sequence = None  # back on the source: the source's number
+                queue.renumber(message)
             return queue.enqueue(message, now=message.arrival, admitted=True)
         except BrokerError as exc:
             log.warning('"%s" refused a message moved to it: %s', queue.name, exc.description)

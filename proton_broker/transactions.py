@@ -14,6 +14,13 @@ protocol left to :mod:`proton_broker.amqp.coordinator`. Rules owned here:
   (qpidd and Broker-J alike): its record keeps that time (``Message.received``), and one
   whose time is up by the commit joins its queue expired and is not delivered. It joins
   its queue at commit, in the order sent, as qpidd's ``TxPublish::commit`` adds it.
+* On a queue with a key (queues/history.py) a staged message is numbered in its key at
+  commit, in the order sent, not when it is sent: qpidd's ``TxPublish::commit`` pushes it
+  onto its queue, which numbers it then. So a key's versions keep the order of their
+  numbers, whatever was sent to the key while the transaction was open. A custom number
+  (``x-opt-sequence``) is checked when the message is sent, as outside a transaction, and
+  again at commit: one that another send has gone past meanwhile fails the commit, which
+  rolls the transaction back.
 * An acknowledgement (an outcome given under a transaction) leaves the message acquired by
   its consumer until the transaction ends: commit applies the outcome, rollback applies
   nothing, and the message is again an unsettled delivery of that consumer (as the AMQP
@@ -139,7 +146,7 @@ class Transaction:
         try:
             for queue, message in copies:
                 queue.check_admission(message)
-                queue.number(message)  # a sequence number now, and a bad custom one refused
+                queue.check_number(message)  # a bad custom number refused now
                 size = len(message.data)
                 queue.add_pending(size)
                 sends.append(Staged(queue, message, size))

@@ -191,10 +191,18 @@ def replay_period(link: Link, source: Terminus) -> tuple[float | None, Any]:
 def sequence_filter(source: Terminus) -> tuple[tuple[int | str, str | None] | None, dict[str, Any]]:
     """The history replay a consumer asked for with the source filters ``x-opt-sequence``
     (a number, ``first`` or ``last``) and ``x-opt-sequence-key`` (one key), and the filter
-    entries to echo; (None, {}) without one."""
+    entries to echo; (None, {}) without one. ``x-opt-sequence-key`` alone is refused
+    (amqp:invalid-field): it says which key to replay, and without a replay it would be a
+    consumer taking every key's messages that believes it took one key's."""
     filters = _map_of(source.filter, "source filter")
     raw = filters.get(SEQUENCE)
     if raw is None:
+        if SEQUENCE_KEY in filters:
+            raise InvalidField(
+                f"{SEQUENCE_KEY} names the key of a replay: it needs the {SEQUENCE} filter "
+                "(a number, 'first' or 'last')",
+                SEQUENCE_KEY,
+            )
         return None, {}
     start = sequence_start(raw.value if isinstance(raw, DecodedDescribed) else raw)
     echoed = {SEQUENCE: raw}

@@ -14,7 +14,12 @@ import re
 import struct
 from typing import Any
 
-from proton_broker.codec.encode import with_annotation_at, with_annotation_map
+from proton_broker.codec.encode import (
+    encode_value,
+    with_annotation_at,
+    with_annotation_map,
+    with_annotations,
+)
 from proton_broker.codec.values import (
     AMQP_SEQUENCE,
     AMQP_VALUE,
@@ -560,6 +565,20 @@ def annotate(message: Message, key: str, value: int) -> None:
     if properties is not None and properties[0] >= place:
         message.app_properties_span = _span(properties[0] + grown, properties[1] + grown)
     message.data = data
+    if message.extras is not None:  # a decoded copy of the old section is stale now
+        message.annotations_cache = None
+
+
+def stamp(message: Message, key: str, value: int) -> None:
+    """Set the message annotation ``key`` (a long) in ``message``'s bytes, replacing one it
+    has, and move the record's section offsets with them: :func:`annotate` keeps one there,
+    this is for the few messages the broker numbers afresh (a copy it moves to a queue with
+    a key), so the message is parsed again."""
+    data = with_annotations(message, {key: encode_value(value)})
+    fresh = parse_message(data)  # only the annotations and what follows them moved
+    message.data = data
+    message.annotations_span = fresh.annotations_span
+    message.app_properties_span = fresh.app_properties_span
     if message.extras is not None:  # a decoded copy of the old section is stale now
         message.annotations_cache = None
 

@@ -466,8 +466,8 @@ class Gateway:
         return _numbered(message)
 
     def _queue_deleted(self, queue: Queue) -> None:
-        """A queue is being deleted: its waiting polls get a 404 and its streams close
-        (code 4404), rather than waiting on a queue nothing will reach any more."""
+        """A queue is being deleted: its waiting polls get a 410 (Gone) and its streams
+        close (code 4404), rather than waiting on a queue nothing will reach any more."""
         watch = self._watches.get(queue.name)
         if watch is not None and watch.queue is queue:
             del self._watches[queue.name]

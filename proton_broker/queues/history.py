@@ -8,9 +8,19 @@ Rules owned here:
   property's text as qpidd makes it (:mod:`proton_broker.queues.keys`: the boolean true is
   ``"1"``), compared whole (``1`` and ``10`` are different keys).
 * A producer may choose the number (``x-opt-sequence``, as a message annotation or an
-  application property). It must be an integer (a long) greater than the key's current
-  number, so history stays ordered, and at most 2^62 (:data:`CUSTOM_MAX`); anything else
-  is refused before the message joins the queue. The number is the record's
+  application property). It must be an integer (a long; not a string holding one, which
+  the HTTP gateway refuses too) greater than the key's current number, so history stays
+  ordered, and at most 2^62 (:data:`CUSTOM_MAX`); anything else
+  is refused before the message joins the queue. A custom number is a producer's only on
+  its own transfer or an HTTP send: a copy the broker makes of a message that was on
+  another queue (moved, copied, dead-lettered to this one) carries that queue's number
+  (a stored message's bytes and every dead letter do) or its producer's, checked there,
+  and gets its key's next number here instead, its annotation replaced (:meth:`renumber`;
+  qpidd's ``Queue::reroute`` routes a message as a new delivery, which its new
+  queue numbers as it numbers every message). A stored message recovered onto its own
+  queue keeps the number its bytes carry. A transaction's send is numbered at commit, in
+  the order sent (qpidd's ``TxPublish::commit``), its custom number checked when sent and
+  again then. The number is the record's
   ``sequence``; the message is delivered with it as the annotation ``x-opt-sequence``,
   added as it leaves, and a message written to the store carries it in its bytes
   (codec/encode.py).
@@ -64,7 +74,7 @@ Rules owned here:
   a restart, every key's that is not above it: no key can tell it was never forgotten). A
   number is never given out twice for a key, however long ago it was forgotten, and
   nothing of a key is kept once it is forgotten. Numbers given out for keys that never got
-  a version (a transaction rolled back) are kept for 10,000 such keys at most; past that
+  a version (a commit whose write failed) are kept for 10,000 such keys at most; past that
   those keys are forgotten too.
 * On a durable queue the store keeps each key's latest number with its stored versions;
   a version it does not keep (a message that arrived without a store id: not durable, or
@@ -103,7 +113,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from proton_broker.codec.encode import KEY_SEQUENCE
-from proton_broker.codec.sections import annotate
+from proton_broker.codec.sections import annotate, stamp
 from proton_broker.codec.values import contains, find_in_map, find_unmarked
 from proton_broker.collector import untrack
 from proton_broker.errors import InvalidField
@@ -504,7 +514,7 @@ class History:
             self.forgot(key, self.floor)
 
     def _fold_ahead(self) -> None:
-        """Numbers given out for keys that have no version (a transaction rolled back, a
+        """Numbers given out for keys that have no version (a commit whose write failed, a
         transfer refused after it was numbered) are kept only up to a point: past it those
         keys are forgotten (O(1) for each number given out)."""
         for key in [key for key in self._ahead if key not in self._versions]:
@@ -564,28 +574,11 @@ class History:
     def _numbered_further(self, message: Message) -> str | None:
         """:meth:`numbered` for a message that may have a custom number, was stored, or has
         its properties decoded already."""
-        props = message.app_properties_span
-        if props is not None and message.extras is None:  # Message.application_property,
-            value = find_in_map(message.data, props[0], props[1], self.key_property)  # inlined
-        else:
-            value = message.application_property(self.key_property)
-        key = value if type(value) is str else key_text(value, message, self.key_property)
+        key = self._key_of(message)
         if key is None:
             return None
         if message.sequence is None:
-            custom = None
-            # A custom number is a message annotation or an application property: it is
-            # looked for only if its bytes are in those sections (one C-speed search from
-            # the annotations to the end of the properties, never the body).
-            notes = message.annotations_span
-            if notes is None:
-                first = last = props
-            else:
-                first, last = notes, props or notes
-            if first is not None and contains(message.data, _SEQUENCE_BYTES, first[0], last[1]):  # type: ignore[index]
-                custom = message.message_annotation(SEQUENCE)
-                if custom is None:
-                    custom = message.application_property(SEQUENCE)
+            custom = self._custom_of(message)
             if custom is not None:
                 message.sequence = _custom_sequence(key, custom, self.current(key))
             elif message.store_id is not None:
@@ -595,6 +588,59 @@ class History:
             if message.store_id is not None:
                 annotate(message, SEQUENCE, message.sequence)  # type: ignore[arg-type] # numbered
         return key
+
+    def _key_of(self, message: Message) -> str | None:
+        """The text of ``message``'s key property; None when it has none."""
+        props = message.app_properties_span
+        if props is not None and message.extras is None:  # Message.application_property,
+            value = find_in_map(message.data, props[0], props[1], self.key_property)  # inlined
+        else:
+            value = message.application_property(self.key_property)
+        return value if type(value) is str else key_text(value, message, self.key_property)
+
+    def _custom_of(self, message: Message) -> object:
+        """The value ``message`` carries as ``x-opt-sequence`` (a message annotation, else
+        an application property; None: neither). It is looked for only if its bytes are in
+        those sections (one C-speed search from the annotations to the end of the
+        properties, never the body)."""
+        props = message.app_properties_span
+        notes = message.annotations_span
+        if notes is None:
+            first = last = props
+        else:
+            first, last = notes, props or notes
+        if first is None or not contains(message.data, _SEQUENCE_BYTES, first[0], last[1]):  # type: ignore[index]
+            return None
+        custom = message.message_annotation(SEQUENCE)
+        return message.application_property(SEQUENCE) if custom is None else custom
+
+    def check(self, message: Message) -> None:
+        """InvalidField if ``message`` carries a custom number its key would refuse now;
+        nothing is given out or kept. For a transaction's send, numbered when it commits
+        (:meth:`number`, which checks the number again then)."""
+        key = self._key_of(message)
+        if key is not None and message.sequence is None:
+            custom = self._custom_of(message)
+            if custom is not None:
+                _custom_sequence(key, custom, self.current(key))
+
+    def renumber(self, message: Message) -> tuple[str, int] | None:
+        """Give ``message``, a copy the broker makes of a message that was on another queue
+        (moved or dead-lettered to this one), its key's next number now, as qpidd's queue
+        numbers every message it is given: whatever ``x-opt-sequence`` it carries was the
+        other queue's number, or its producer's, checked there, not a producer's for this
+        queue. The annotation in its bytes, if any, is replaced (a delivery keeps one it
+        finds), and a message bound for the store gets it in its bytes, as
+        :meth:`numbered` gives a stored one. (key, number), or None without the key; the
+        number counts as given out from now on (see :meth:`number`)."""
+        key = self._key_of(message)
+        if key is None:
+            return None
+        seq = message.sequence = self.current(key) + 1
+        self.reserve(key, seq)
+        if message.store_id is not None or message.message_annotation(SEQUENCE) is not None:
+            stamp(message, SEQUENCE, seq)
+        return key, seq
 
     def recover(self, message: Message) -> Entry | None:
         """At start-up: a stored version that had left the queue but was kept. On a
@@ -711,11 +757,6 @@ def _sequence_of(version: Message | Entry) -> int:
 def _custom_sequence(key: str, custom: object, current: int) -> int:
     """``custom``, a producer's number for ``key``'s next version (its ``current`` one
     given out), if it is valid (see the module rules)."""
-    if isinstance(custom, str):
-        try:
-            custom = int(custom)
-        except ValueError:
-            custom = None
     if not isinstance(custom, int) or isinstance(custom, bool) or custom > _LONG_MAX:
         raise InvalidField(f"{SEQUENCE} must be an integer (a long), got {custom!r}", SEQUENCE)
     if custom > CUSTOM_MAX:

@@ -471,6 +471,18 @@ class Queue:
         a queue without sequence numbers."""
         return None if self.history is None else self.history.number(message)
 
+    def renumber(self, message: Message) -> tuple[str, int] | None:
+        """Give ``message``, a copy the broker moves or dead-letters here from another
+        queue, its key's next number now, whatever ``x-opt-sequence`` it carries: see
+        History.renumber. None on a queue without sequence numbers, or without its key."""
+        return None if self.history is None else self.history.renumber(message)
+
+    def check_number(self, message: Message) -> None:
+        """InvalidField if ``message`` carries a custom number (``x-opt-sequence``) its key
+        would refuse now (a transaction's send, numbered when it commits)."""
+        if self.history is not None:
+            self.history.check(message)
+
     def _version_dropped(self, message: Message) -> None:
         """The history let a version go: its stored bytes may go too, if the queue is done
         with them."""

@@ -89,6 +89,66 @@ def test_a_dead_letter_from_a_keyed_queue_keeps_its_number_in_its_key(
     assert annotations(dead)["x-opt-dead-letter-queue"] == "prices"
 
 
+def keyed_numbers(client: EngineClient, address: str, count: int) -> list[tuple[Any, int]]:
+    """The bodies and x-opt-sequence numbers of the first ``count`` messages on ``address``,
+    browsed."""
+    browser = client.receiver(address, credit=count + 5, browse=True)
+    client.wait_received(browser, count)
+    client.pump(0.1)
+    return [(r.message.body, annotations(r)["x-opt-sequence"]) for r in client.received(browser)]
+
+
+def test_a_dead_letter_to_an_alternate_keyed_on_the_same_property_is_numbered_there_afresh(
+    broker: RunningBroker,
+) -> None:
+    declare(broker, "keyed_dlq", {"sequenceKey": "id"})
+    declare(
+        broker,
+        "keyed_work",
+        {"sequenceKey": "id", "alternateBinding": {"destination": "keyed_dlq"}},
+    )
+    client = broker.client()
+    send(
+        client, "keyed_dlq", *(Message(body=f"direct{n}", properties={"id": "K"}) for n in range(3))
+    )
+    send(client, "keyed_work", Message(body="work", properties={"id": "K"}))
+    got = take_one(client, "keyed_work")
+    assert annotations(got)["x-opt-sequence"] == 1  # its number on its own queue
+    client.settle(got, Disposition.REJECTED)
+    client.wait(lambda: depth(broker, "keyed_dlq") == 4)  # not lost as a custom number 1
+    assert keyed_numbers(client, "keyed_dlq", 4)[3] == ("work", 4)  # the alternate's next
+
+
+def test_a_durable_dead_letter_keeps_its_alternates_number_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    from tests.amqp.test_durability import Restartable
+
+    brokers = Restartable(tmp_path / "data")
+    broker = brokers.start()
+    keyed = {"durable": True, "sequenceKey": "id"}
+    try:
+        declare(broker, "kdead", keyed)
+        declare(broker, "kwork", {**keyed, "alternateBinding": {"destination": "kdead"}})
+        client = broker.client()
+        direct = (
+            Message(body=f"direct{n}", durable=True, properties={"id": "K"}) for n in range(3)
+        )
+        send(client, "kdead", *direct)
+        send(client, "kwork", Message(body="work", durable=True, properties={"id": "K"}))
+        client.settle(take_one(client, "kwork"), Disposition.REJECTED)
+        client.wait(lambda: depth(broker, "kdead") == 4)
+        client.close()
+        broker = brokers.restart()
+        client = broker.client()
+        send(client, "kdead", Message(body="after", durable=True, properties={"id": "K"}))
+        numbers = keyed_numbers(client, "kdead", 5)
+        assert numbers[3:] == [("work", 4), ("after", 5)]  # its own number, not 1, and no reuse
+        client.close()
+    finally:
+        broker.stop()
+
+
 def test_qpidds_alternate_exchange_routes_a_rejected_message_by_its_subject(
     broker: RunningBroker,
 ) -> None:

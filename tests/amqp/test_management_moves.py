@@ -183,6 +183,44 @@ def test_durable_messages_move_in_the_store_too(brokers: Restartable) -> None:  
     assert message_ids(node, "landed") == ["d0", "d1", "d2"]
 
 
+def keyed_numbers(broker: RunningBroker, queue: str, count: int) -> list[tuple[str, int]]:
+    """The bodies and x-opt-sequence numbers of ``queue``'s messages, browsed."""
+    client = broker.client()
+    browser = client.receiver(queue, credit=count + 5, browse=True)
+    client.wait_received(browser, count)
+    client.pump(0.1)
+    return [
+        (r.message.body, r.message.annotations["x-opt-sequence"]) for r in client.received(browser)
+    ]
+
+
+def test_keyed_messages_moved_or_copied_to_a_queue_keyed_alike_are_numbered_there_afresh(
+    brokers: Restartable,  # noqa: F811 - the fixture
+) -> None:
+    broker = brokers.start()
+    node = Node(broker.client())
+    for name in ("keyed_from", "keyed_to"):
+        node.ask(entity("CREATE", name), {"durable": True, "sequenceKey": "id"})
+    keyed = [Message(body=f"from{n}", durable=True, properties={"id": "K"}) for n in range(2)]
+    send_all(broker, "keyed_from", keyed)  # numbered 1 and 2 there, in their stored bytes
+    send_all(
+        broker,
+        "keyed_to",
+        [Message(body=f"to{n}", durable=True, properties={"id": "K"}) for n in range(3)],
+    )
+    ids = ids_of(node, "keyed_from")
+    assert (
+        node.ask(entity("copyMessages", "keyed_from", destination="keyed_to", limit=1)).body
+        == ids[:1]
+    )
+    assert node.ask(entity("moveMessages", "keyed_from", destination="keyed_to")).body == ids
+    landed = [("to0", 1), ("to1", 2), ("to2", 3), ("from0", 4), ("from0", 5), ("from1", 6)]
+    assert keyed_numbers(broker, "keyed_to", 6) == landed  # none refused as a stale number
+    broker = brokers.restart()
+    send_all(broker, "keyed_to", [Message(body="after", durable=True, properties={"id": "K"})])
+    assert keyed_numbers(broker, "keyed_to", 7) == [*landed, ("after", 7)]  # and none reused
+
+
 MOVE_RULES = """\
 group admins alice@QPID
 acl allow admins all

@@ -127,6 +127,76 @@ def test_a_custom_sequence_beyond_a_long_is_rejected_and_the_link_goes_on(
     assert ok.remote_state == Disposition.ACCEPTED  # the same link: it was not closed
 
 
+def test_a_custom_sequence_that_is_not_an_integer_is_rejected_as_over_http(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    sender = client.sender("textual", node_properties={"sequenceKey": "id"})
+    for text in ("7", " 8 ", "1_0"):
+        refused = client.wait_settled(
+            client.send(
+                sender,
+                Message(body=text, properties={"id": "k"}, annotations={symbol(SEQUENCE): text}),
+                pump=False,
+            )
+        )
+        assert refused.remote_state == Disposition.REJECTED
+        assert refused.remote.condition.name == "amqp:invalid-field"
+        assert f"{SEQUENCE} must be an integer (a long), got {text!r}" in (
+            refused.remote.condition.description
+        )
+
+
+def test_a_sequence_key_filter_without_a_replay_is_refused_naming_it(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    send_updates(client, "keyonly", [("A", 1), ("B", 2)], node_properties={"sequenceKey": "id"})
+    link = client.receiver("keyonly", credit=10, filters={symbol("x-opt-sequence-key"): "A"})
+    client.wait_closed(link)
+    assert link.remote_condition.name == "amqp:invalid-field"
+    assert "x-opt-sequence-key" in link.remote_condition.description
+    assert broker.call(lambda: broker.broker.queues["keyonly"].depth) == 2  # nothing taken
+
+
+def test_a_transactional_send_is_numbered_in_its_key_when_it_commits(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("txorder", node_properties={"sequenceKey": "id"})
+    client.wait_settled(
+        client.send(sender, Message(body="staged", properties={"id": "K"}), txn=txn)
+    )
+    client.wait_settled(client.send(sender, Message(body="direct", properties={"id": "K"})))
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED
+    replay = replay_receiver(client, "txorder", "first", key="K")
+    client.wait_received(replay, 2)
+    assert seen(client, replay) == [("direct", 1), ("staged", 2)]  # in order, as qpidd
+
+
+def test_a_transactional_custom_sequence_passed_before_the_commit_rolls_it_back(
+    broker: RunningBroker,
+) -> None:
+    client = broker.client()
+    coordinator = client.coordinator()
+    txn = client.declare(coordinator)
+    sender = client.sender("txcustom", node_properties={"sequenceKey": "id"})
+    staged = Message(body="staged", properties={"id": "K", SEQUENCE: 5})
+    assert client.wait_settled(client.send(sender, staged, txn=txn)).remote_state
+    passed = Message(body="direct", properties={"id": "K", SEQUENCE: 7})
+    assert client.wait_settled(client.send(sender, passed)).remote_state == Disposition.ACCEPTED
+    discharge = client.discharge(coordinator, txn)
+    assert discharge.remote_state == Disposition.REJECTED
+    assert discharge.remote.condition.name == "amqp:transaction:rollback"
+    assert "not greater than its current sequence 7" in discharge.remote.condition.description
+    replay = replay_receiver(client, "txcustom", "first", key="K")
+    client.wait_received(replay, 1)
+    client.pump(0.2)
+    assert seen(client, replay) == [("direct", 7)]  # the history stays ordered
+
+
 def test_bad_replay_filters_are_refused_with_invalid_field(broker: RunningBroker) -> None:
     client = broker.client()
     send_updates(client, "badreplay", [("k", 1)])
@@ -307,10 +377,10 @@ def test_a_number_staged_in_a_transaction_and_committed_later_is_never_given_out
     txn = client.declare(coordinator)
     sender = client.sender("txnum", node_properties=keyed)
     staged = Message(body="staged", durable=True, properties={"id": "K"})
-    client.wait_settled(client.send(sender, staged, txn=txn, pump=False))  # numbered 1 now
+    client.wait_settled(client.send(sender, staged, txn=txn, pump=False))  # not numbered yet
     direct = Message(body="direct", durable=True, properties={"id": "K"})
-    client.wait_settled(client.send(sender, direct, pump=False))  # 2, written at once
-    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED  # 1 written
+    client.wait_settled(client.send(sender, direct, pump=False))  # 1, written at once
+    assert client.discharge(coordinator, txn).remote_state == Disposition.ACCEPTED  # 2 written
     receiver = client.receiver("txnum", credit=10, node_properties=keyed)
     client.settle_all(client.wait_received(receiver, 2))
     client.pump(0.2)
