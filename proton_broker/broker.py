@@ -729,14 +729,7 @@ class Broker:
                 if seen_on is not None:
                     seen_on.numbers.restore_seen(records)
             floors = _number_floors(recovered)
-            last: dict[str, int] = {}
-            orphans: dict[str, list[int]] = {}
-            for stored in recovered.messages:
-                if stored.queue not in self.queues:
-                    orphans.setdefault(stored.queue, []).append(stored.id)
-                    continue
-                number, fresh = _recovered_number(stored, recovered, floors, last)
-                self._recover(stored, stored.id in recovered.retired, number, fresh)
+            counts, orphans = self._recover_messages(recovered, floors)
         finally:
             self._recovering = False
         self._remove_orphans(orphans)
@@ -748,7 +741,35 @@ class Broker:
         for queue in self.queues.values():
             if queue.persistent:
                 queue.numbers.restore(floors.get(queue.name, 1))
-        _log_recovery(recovered)
+        _log_recovery(counts)
+
+    def _recover_messages(
+        self, recovered: Recovered, floors: dict[str, int]
+    ) -> tuple[dict[str, int], dict[str, list[int]]]:
+        """Put the stored messages back on their queues, in order, as the store reads them
+        (one at a time: a flow-to-disk queue over its limit pages each out as it joins, so
+        its backlog is never in memory). Returns how many came back per durable queue, and
+        the ids of those whose queue the store no longer has. A row the store cannot serve
+        (its checksum fails) stops start-up: the store is closed, and the error goes on."""
+        assert self.store is not None
+        counts = dict.fromkeys(recovered.queues, 0)
+        last: dict[str, int] = {}
+        orphans: dict[str, list[int]] = {}
+        retired = recovered.retired
+        try:
+            for stored in recovered.messages:
+                if stored.queue not in self.queues:
+                    orphans.setdefault(stored.queue, []).append(stored.id)
+                    continue
+                number, fresh = _recovered_number(stored, recovered, floors, last)
+                gone = stored.id in retired
+                self._recover(stored, gone, number, fresh)
+                if not gone and stored.queue in counts:
+                    counts[stored.queue] += 1
+        except StoreError:
+            self.store.close()
+            raise
+        return counts, orphans
 
     def _refuse_contradictions(self, recovered: Recovered, location: str | None) -> None:
         """ConfigError if the config file declares other than the store holds: a queue or
@@ -1063,17 +1084,14 @@ def _recovered_number(
     return number, fresh
 
 
-def _log_recovery(recovered: Recovered) -> None:
-    """MST-1005 per durable queue, then MST-1006 (Broker-J's recovery lines)."""
-    counts = dict.fromkeys(recovered.queues, 0)
-    for stored in recovered.messages:
-        if stored.id not in recovered.retired and stored.queue in counts:
-            counts[stored.queue] += 1
+def _log_recovery(counts: dict[str, int]) -> None:
+    """MST-1005 per durable queue (``counts``: its messages recovered), then MST-1006
+    (Broker-J's recovery lines)."""
     for name, count in counts.items():
         store_log.info("MST-1005 : Recovered %d messages for queue '%s'", count, name)
     store_log.info(
         "MST-1006 : Recovery Complete : %d durable queues, %d messages",
-        len(recovered.queues),
+        len(counts),
         sum(counts.values()),
     )
 
@@ -1114,12 +1132,11 @@ def _note_differences(queue: Queue, parsed: ParsedOptions) -> None:
 
 def _number_floors(recovered: Recovered) -> dict[str, int]:
     """Per queue, the lowest queue sequence number that may be given out anew: above the
-    store's reservation mark and above every recovered message's number."""
+    store's reservation mark and above every recovered message's number (known before
+    the messages are read: ``Recovered.highest``)."""
     floors = dict(recovered.marks)
-    by_id = {stored.id: stored.queue for stored in recovered.messages}
-    for message_id, number in recovered.numbers.items():
-        name = by_id.get(message_id)
-        if name is not None and number >= floors.get(name, 1):
+    for name, number in recovered.highest.items():
+        if number >= floors.get(name, 1):
             floors[name] = number + 1
     return floors
 

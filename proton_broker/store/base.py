@@ -28,7 +28,7 @@ import abc
 import bisect
 import itertools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -57,10 +57,16 @@ class StoredMessage(NamedTuple):
 
 @dataclass
 class Recovered:
-    """What :meth:`Store.open` found: durable queues and their messages, in order."""
+    """What :meth:`Store.open` found: durable queues and their messages, in order.
+
+    ``messages`` is read once, by id, as the broker takes them: a store on disk reads each
+    message's row as it is taken (and may raise :class:`StoreError` then: a row that fails
+    its checksum), so that the whole store is never in memory at once. A message its queue
+    pages out (flow to disk) keeps only its record, and its bytes stay where they are.
+    Everything else is read at :meth:`Store.open`, and knows its messages by id only."""
 
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> options
-    messages: list[StoredMessage] = field(default_factory=list)  # by id
+    messages: Iterable[StoredMessage] = field(default_factory=list)  # by id, read once
     # queue -> key -> the last sequence number given out (sequence history)
     sequences: dict[str, dict[str, int]] = field(default_factory=dict)
     retired: set[int] = field(default_factory=set)  # ids of messages kept as history only
@@ -75,6 +81,9 @@ class Recovered:
     bindings: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     # queue -> the highest sequence number its history forgot (numbers start above it)
     floors: dict[str, int] = field(default_factory=dict)
+    # queue -> the highest queue number among its messages' (``numbers``): new numbers
+    # are given out above it, before the messages that have them are read
+    highest: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

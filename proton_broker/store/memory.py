@@ -25,21 +25,32 @@ class MemoryStore(Store):
         self.bindings: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def open(self) -> Recovered:
+        numbers = {
+            **{m.id: m.number for m in self.messages.values() if m.number is not None},
+            **self.numbers,
+        }
         return Recovered(
             dict(self.queues),
             sorted(self.messages.values(), key=_by_id),
             {queue: dict(keys) for queue, keys in self.sequences.items()},
             set(self.retired),
-            {
-                **{m.id: m.number for m in self.messages.values() if m.number is not None},
-                **self.numbers,
-            },
+            numbers,
             dict(self.marks),
             {queue: sorted(keys.items(), key=_by_time) for queue, keys in self.seen_ids.items()},
             {name: (kind, dict(arguments)) for name, (kind, arguments) in self.exchanges.items()},
             [(*names, dict(arguments)) for names, arguments in self.bindings.items()],
             dict(self.floors),
+            self._highest(numbers),
         )
+
+    def _highest(self, numbers: dict[int, int]) -> dict[str, int]:
+        """Per queue, the highest of its messages' ``numbers`` (see Recovered.highest)."""
+        highest: dict[str, int] = {}
+        for message_id, number in numbers.items():
+            stored = self.messages.get(message_id)
+            if stored is not None and number > highest.get(stored.queue, 0):
+                highest[stored.queue] = number
+        return highest
 
     def save_queue(self, name: str, options: Mapping[str, Any]) -> None:
         self.queues[name] = dict(options)

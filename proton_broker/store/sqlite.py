@@ -39,6 +39,14 @@ Rules this module owns:
 * Integrity: each message row carries a CRC-32 of its bytes, checked at recovery, and the
   file passes SQLite's ``quick_check`` at open. A file that fails either is refused with an
   error naming it (and the row): altered data is never served silently.
+* Recovery reads everything but the messages' bytes at open: queues, exchanges, bindings,
+  numbers (with each queue's highest), marks, histories. The messages come after, in id
+  order, one row at a time as the broker takes them, each checksum checked as its row is
+  read, so the store is never in memory at once and a flow-to-disk queue pages each out
+  as it joins (Broker-J recovers its messages' metadata alone and reads their content on
+  demand). They are read in chunks of _CHUNK rows, up to the highest id stored at open
+  (messages stored during recovery are not recovered again), so no read transaction holds
+  the WAL for the whole recovery. A row that fails its checksum stops recovery there.
 
 Threading: the event-loop thread only enqueues units (a thread-safe queue) and runs the
 completions posted back to it; the writer thread never touches broker state.
@@ -56,7 +64,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +127,11 @@ CREATE TABLE IF NOT EXISTS messages (
 """
 # A message row's columns as written (the blob last: see _insert); schema 1 had no number.
 _MESSAGE_ROW = "INSERT INTO messages (id, queue, arrival, crc, number, data)"
+# Recovery reads the messages in id order, a chunk at a time: (after id, up to id, rows).
+_RECOVER_MESSAGES = (
+    "SELECT id, queue, arrival, crc, data FROM messages WHERE id > ? AND id <= ? ORDER BY id "
+    "LIMIT ?"
+)
 _GREATEST_SEQUENCE = " ON CONFLICT (queue, key) DO UPDATE SET seq = max(seq, excluded.seq)"
 _GREATEST_FLOOR = " ON CONFLICT (queue) DO UPDATE SET seq = max(seq, excluded.seq)"
 _MAX_GROUP = 4096  # units written in one transaction at most
@@ -288,28 +301,42 @@ class SqliteStore(Store):
         # A number whose message is gone (it cannot be written after the message's
         # removal, but a store from before numbers may hold neither) is dropped here.
         db.execute("DELETE FROM numbers WHERE id NOT IN (SELECT id FROM messages)")
-        recovered.numbers = dict(
-            db.execute("SELECT id, number FROM messages WHERE number IS NOT NULL")
-        )
-        recovered.numbers.update(db.execute("SELECT id, number FROM numbers"))  # they win
+        recovered.numbers, recovered.highest = _stored_numbers(db)
         recovered.marks = dict(db.execute("SELECT queue, upto FROM marks"))
         for queue, key, at in db.execute("SELECT queue, key, at FROM seen ORDER BY at"):
             recovered.seen.setdefault(queue, []).append((key, at))
         self._retired_rows = bool(recovered.retired)
         self._number_rows = bool(db.execute("SELECT 1 FROM numbers LIMIT 1").fetchone())
-        last = 0
-        rows = db.execute("SELECT id, queue, arrival, crc, data FROM messages ORDER BY id")
-        for message_id, queue, arrival, crc, data in rows:
-            data = bytes(data)
-            if zlib.crc32(data) != crc:
-                raise StoreError(
-                    f"store {self.path}: message {message_id} on queue "
-                    f"'{queue}' fails its checksum; refusing to serve it"
-                )
-            recovered.messages.append(StoredMessage(message_id, queue, data, arrival))
-            last = message_id
-        self._ids_after(last)
+        (last,) = db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+        self._ids_after(last)  # before a message is read: recovery may store new ones
+        recovered.messages = self._messages(db, last)
         return recovered
+
+    def _messages(self, db: sqlite3.Connection, last: int) -> Iterator[StoredMessage]:
+        """The stored messages by id up to ``last`` (those written before this start),
+        each row read as it is taken and its checksum checked then (see the module rules):
+        one message's bytes in hand at a time, however big the store. In statements of
+        _CHUNK rows, so that no read transaction lasts the whole recovery (the WAL is
+        checkpointed meanwhile, though the writer commits what recovery changes)."""
+        after = 0
+        try:
+            while after < last:
+                chunk_after = after
+                for message_id, queue, arrival, crc, data in db.execute(
+                    _RECOVER_MESSAGES, (after, last, _CHUNK)
+                ):
+                    data = bytes(data)
+                    if zlib.crc32(data) != crc:
+                        raise StoreError(
+                            f"store {self.path}: message {message_id} on queue "
+                            f"'{queue}' fails its checksum; refusing to serve it"
+                        )
+                    after = message_id
+                    yield StoredMessage(message_id, queue, data, arrival)
+                if after == chunk_after:
+                    return  # nothing left up to ``last``
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store {self.path} cannot be read: {exc}") from exc
 
     def _declared(self, text: str, what: str, read: Callable[[str], Any]) -> dict[str, Any]:
         """A declaration's options or arguments, as ``read`` reads their JSON; one that is
@@ -783,6 +810,23 @@ def _delete(db: sqlite3.Connection, table: str, ids: list[Any]) -> int:
         sql = f"DELETE FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})"
         removed += db.execute(sql, chunk).rowcount
     return removed
+
+
+def _stored_numbers(db: sqlite3.Connection) -> tuple[dict[int, int], dict[str, int]]:
+    """Each stored message's queue number (its number row's, else its own row's), and per
+    queue the highest, read in one pass over the messages without their bytes."""
+    numbers: dict[int, int] = {}
+    highest: dict[str, int] = {}
+    rows = db.execute(
+        "SELECT m.id, m.queue, coalesce(n.number, m.number) FROM messages AS m "
+        "LEFT JOIN numbers AS n ON n.id = m.id "
+        "WHERE n.number IS NOT NULL OR m.number IS NOT NULL"
+    )
+    for message_id, queue, number in rows:
+        numbers[message_id] = number
+        if number > highest.get(queue, 0):
+            highest[queue] = number
+    return numbers, highest
 
 
 def _stored_schema(db: sqlite3.Connection) -> str | None:

@@ -325,8 +325,11 @@ def test_a_message_whose_bytes_changed_on_disk_is_refused_naming_the_file(tmp_pa
     store.close()
     with sqlite3.connect(tmp_path / FILE_NAME) as db:
         db.execute("UPDATE messages SET data = ?", (b"altered!",))
-    with pytest.raises(StoreError, match=FILE_NAME):
-        SqliteStore(tmp_path, posted.put).open()
+    reopened = SqliteStore(tmp_path, posted.put)
+    recovered = reopened.open()  # the messages are read (and checked) as they are taken
+    with pytest.raises(StoreError, match=f"{FILE_NAME}: message 1 on queue 'q' fails"):
+        list(recovered.messages)
+    reopened.close()
 
 
 def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path) -> None:
