@@ -75,6 +75,8 @@ def client_rates(url: str, count: int) -> tuple[float, float]:
     started = time.perf_counter()
     got = sum(1 for _ in browse_range(url, queue, bounds.earliest, bounds.next))
     browse = got / (time.perf_counter() - started)
+    if got != count:  # a rate of a short read would hide a lost range
+        raise SystemExit(f"client: {got} messages browsed, {count} expected")
     return send, browse
 
 

@@ -43,7 +43,9 @@ Rules owned here:
   withdraws credit, and a Proton client then sends no more frames of a message it has
   begun, so counting them there could hold every producer stopped for good (neither Qpid
   broker bounds them together);
-* a consumer never receives more than its credit; drain is answered at once;
+* a consumer never receives more than its credit; a drain is answered as soon as the
+  queue has nothing more the consumer may take, never while its connection's backlog holds
+  it (amqp/output.py): a drain answered with credit left means "nothing more now";
 * deliveries, browsed (``copy``) ones too, are sent unsettled unless the receiver asked for
   ``snd-settle-mode = settled``, as qpidd (``Outgoing.cpp``) on a queue and Broker-J
   (``ConsumerTarget_1_0``) everywhere (qpidd pre-settles on its exclusive subscription
@@ -914,23 +916,29 @@ class ConsumerLink:
             self.credit = 0
 
     def let_go(self) -> None:
-        """Its connection's backlog is down again (amqp/output.py): the credit its client
-        gave it, and served."""
+        """Its connection's backlog is down again (amqp/output.py): served with the credit
+        its client gave it, and a drain it was asked for meanwhile answered if that leaves
+        it with nothing more to take."""
         self.held = False
-        self.credit = lib.pn_link_credit(self.impl)
-        if self.credit > 0:
-            self.queue.credit_granted(self)
+        self._serve()
 
     def on_flow(self) -> None:
         """The client changed our credit (or asked us to drain)."""
-        impl = self.impl
-        if self.held:  # nothing is available to it meanwhile (amqp/output.py)
-            if lib.pn_link_get_drain(impl):
-                lib.pn_link_drained(impl)
+        if self.held:  # served, and a drain answered, once let go (amqp/output.py)
             return
+        self._serve()
+
+    def _serve(self) -> None:
+        """Take up the client's credit, send what the queue has for it, and answer a drain
+        only if credit is left over though the backlog did not hold it: then the queue had
+        nothing more it may take (qpidd's ``pn_link_drained`` when its dispatch finds no
+        message). Held, it is not out of messages: let_go comes back here."""
+        impl = self.impl
         self.credit = lib.pn_link_credit(impl)
         if self.credit > 0:
             self.queue.credit_granted(self)
+            if self.held:  # by what it just sent: the drain waits for let_go
+                return
         if lib.pn_link_get_drain(impl):
             lib.pn_link_drained(impl)
             self.credit = 0

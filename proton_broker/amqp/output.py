@@ -20,8 +20,14 @@ Rules this module owns:
 * A consumer adds what it sent to the backlog and looks at it every :data:`CHECK_EVERY`
   bytes, not for every message. A connection with held consumers is looked at each time
   its socket is written.
-* A drain that arrives while a consumer is held is answered at once (its credit used up,
-  nothing sent): while its connection cannot take more, nothing is available to it.
+* A held consumer is not out of messages, so its drain waits: a drain that arrives while
+  it is held, or that it was serving as it was held, is answered only once it has been let
+  go and, served with its credit, finds nothing more on its queue that it may take. Clients
+  read a drain answered with credit left as "nothing more now" (Qpid JMS's
+  ``receiveNoWait``, Proton's ``drain``, the Spark connector's end of a range), and both
+  Qpid brokers answer it only when their queue has nothing more for the link (qpidd's
+  ``OutgoingFromQueue::doWork``, Broker-J's ``noMessagesAvailable``). A client that
+  drains and then does not read waits for its answer as it waits for its messages.
 """
 
 from __future__ import annotations

@@ -106,3 +106,48 @@ def test_a_browser_that_does_not_read_is_not_handed_the_whole_queue(
     got = stuck.wait_received(stuck.link, MESSAGES, timeout=60)  # type: ignore[attr-defined]
     assert len(got) == MESSAGES and depth(bounded, "browsed") == MESSAGES
     stuck.close()
+
+
+# ---- drain while held ----------------------------------------------------------------------
+# A drain means "send me everything you have, then tell me you are out" (JMS receiveNoWait,
+# Proton's drain, the Spark connector's end of a range). A consumer held for its
+# connection's backlog is not out: it is answered only once it has been let go and has
+# sent everything it may take.
+
+SMALL, SMALL_SIZE = 600, 1_000  # 600 kB: about ten times the backlog bound
+
+
+def fill_small(broker: RunningBroker, address: str) -> None:
+    client = broker.client()
+    sender = client.sender(address)
+    for n in range(SMALL):
+        client.send(sender, Message(body=b"y" * SMALL_SIZE, properties={"n": n}), pump=False)
+        client.pump(0.0)
+    client.wait(lambda: depth(broker, address) == SMALL, timeout=30)
+    client.close()
+
+
+def drained(broker: RunningBroker, address: str, browse: bool) -> list[int]:
+    """What a receiver that drains with credit for more than the queue gets before the
+    broker answers the drain (its numbers)."""
+    client = broker.client()
+    link = client.receiver(address, browse=browse)
+    link.drain(SMALL * 2)
+    client.wait(lambda: not link.draining(), timeout=30)
+    assert link.credit == 0
+    return [r.message.properties["n"] for r in client.received(link)]
+
+
+def test_a_drain_held_for_the_connections_backlog_is_answered_once_every_message_is_sent(
+    bounded: RunningBroker,
+) -> None:
+    fill_small(bounded, "held-drain")
+    assert drained(bounded, "held-drain", browse=False) == list(range(SMALL))
+    assert depth(bounded, "held-drain") == SMALL  # unsettled: acquired, not yet consumed
+
+
+def test_a_browser_drain_held_for_the_connections_backlog_is_answered_at_the_queues_end(
+    bounded: RunningBroker,
+) -> None:
+    fill_small(bounded, "browse-drained")
+    assert drained(bounded, "browse-drained", browse=True) == list(range(SMALL))

@@ -3,6 +3,8 @@ a range and its edges, management bounds, sends that must all be accepted."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from proton import Message
 from proton.reactor import Selector
@@ -16,6 +18,7 @@ from proton_broker.spark.client import (
     send_all,
     sequence_number,
 )
+from proton_broker.testing import BrokerProcess
 
 
 def _fill(url: str, queue: str, count: int, options: dict | None = None) -> tuple[int, int]:
@@ -75,6 +78,27 @@ def test_a_small_window_is_topped_up_until_the_range_is_read(
     )
     assert _numbers(broker_url, queue_name, earliest + 7, earliest + 20, window=4) == list(
         range(earliest + 7, earliest + 20)
+    )
+
+
+@pytest.fixture(scope="module")
+def backlogged_broker_url() -> Iterator[str]:
+    """A broker whose connections may hold little output (broker.max_connection_backlog at
+    its least, 64 KiB): a browser of a larger range is held and let go many times."""
+    env = {"PROTON_BROKER_BROKER_MAX_CONNECTION_BACKLOG": "65536"}
+    with BrokerProcess("--store", "memory", env=env) as process:
+        yield process.url
+
+
+def test_a_range_larger_than_the_connections_backlog_is_read_to_its_end(
+    backlogged_broker_url: str, queue_name: str
+) -> None:
+    url = backlogged_broker_url
+    send_all(url, queue_name, (encoding.message(None, {"n": n}, "z" * 1000) for n in range(600)))
+    bounds = queue_bounds(url, [queue_name])[queue_name]
+    assert bounds.next - bounds.earliest == 600
+    assert _numbers(url, queue_name, bounds.earliest, bounds.next) == list(
+        range(bounds.earliest, bounds.next)
     )
 
 
