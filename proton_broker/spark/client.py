@@ -18,13 +18,15 @@ Rules this module owns:
 * Earliest and next sequence numbers come from a management READ of the queue.
 * Writes are unsettled transfers, up to ``window`` in flight, each of which must come back
   ``accepted``; anything else (another outcome, a link or connection the broker closes,
-  the timeout) fails the write, and Spark retries the task.
+  the timeout) fails the write, and Spark retries the task. A timeout while the link has
+  no credit says that the broker gives none (a full, flow-stopped queue), not merely that
+  it did not answer.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,14 +350,31 @@ def _send(
             conn.flush()
             conn.read()
             if not room():
-                conn.wait(room, what)
+                _wait_for_broker(conn, impl, room, what, queue)
         sent += 1
         tag_bytes[:] = sent.to_bytes(8, "big")
         waiting.append(delivery(impl, tag[0]))
         send(impl, data, len(data))
         advance(impl)
-    conn.wait(outcomes.answered, f"waiting for '{queue}' to accept")
+    _wait_for_broker(conn, impl, outcomes.answered, f"waiting for '{queue}' to accept", queue)
     return sent
+
+
+def _wait_for_broker(
+    conn: AmqpConnection, impl: Any, ready: Callable[[], bool], what: str, queue: str
+) -> None:
+    """:meth:`AmqpConnection.wait`; a timeout while the broker withholds credit says so: a
+    flow-stopped queue takes the link's credit away (and holds the answers to what it
+    stored meanwhile) until it has room again, so no answer came because none may."""
+    try:
+        conn.wait(ready, what)
+    except ClientTimeout as exc:
+        if lib.pn_link_credit(impl) > 0:
+            raise
+        raise ClientTimeout(
+            f"the broker gives no credit on '{queue}' (the queue may be full and "
+            f"flow-stopped): {exc}"
+        ) from None
 
 
 def _not_accepted(queue: str, dlv: Any, state: int) -> str:

@@ -11,8 +11,11 @@ Rules this module owns:
   holds the two together): a header or properties field left out has Proton's default
   (not durable, priority 4, delivery count 0, a group sequence or time of 0 is null),
   times are UTC microseconds, bodies follow :func:`proton_broker.spark.rows.body_columns`,
-  and map values are text as :func:`proton_broker.spark.rows.text` makes it, decimals
-  included (Proton reads decimal32 and decimal64 as their integer bits).
+  map values are text as :func:`proton_broker.spark.rows.value_text` makes it (a map or
+  list as JSON), decimals included (Proton reads decimal32 and decimal64 as their integer
+  bits), and the key is the broker's text of the key property
+  (:func:`proton_broker.spark.rows.stored_key`; a string key, nearly every one, is itself
+  and costs nothing more).
 * Several data sections are one body, joined; several amqp-sequence sections one list.
 """
 
@@ -34,7 +37,15 @@ from proton_broker.codec.values import (
     skip_section_value,
     skip_values,
 )
-from proton_broker.spark.rows import COLUMNS, KEY_SEQUENCE, arrow_fields, body_columns, text
+from proton_broker.spark.rows import (
+    COLUMNS,
+    KEY_SEQUENCE,
+    arrow_fields,
+    body_columns,
+    stored_key,
+    text,
+    value_text,
+)
 
 _U32 = struct.Struct(">I")
 _NULLS13 = [None] * 13
@@ -64,6 +75,7 @@ class ColumnBatch:
         header: list[Any] = []
         fields: list[Any] = _NULLS13
         app: list[tuple[Any, Any]] = []
+        app_span: tuple[int, int] | None = None
         annotations: list[tuple[Any, Any]] = []
         content: Any = None
         pos, end = 0, len(data)
@@ -80,6 +92,7 @@ class ColumnBatch:
                 fields = _list(data, at, pos) + _NULLS13
             elif code == APPLICATION_PROPERTIES:
                 app = _pairs(data, at, pos)
+                app_span = (at, pos)
             elif code == MESSAGE_ANNOTATIONS:
                 annotations = _pairs(data, at, pos)
             elif code == DATA:
@@ -91,6 +104,22 @@ class ColumnBatch:
             elif code == AMQP_VALUE:
                 content = decode_at(data, at, pos)[0]
         self._append(seq, header, fields, app, annotations, content)
+        self.cols["key"].append(self._key(data, app, app_span))
+
+    def _key(
+        self, data: bytes, app: list[tuple[Any, Any]], span: tuple[int, int] | None
+    ) -> str | None:
+        """The key column: the key property's text as the broker's queues make it."""
+        name = self.key_property
+        if name is None:
+            return None
+        key = None
+        for prop, value in app:
+            if text(prop) == name:
+                key = value
+        if key is None or type(key) is str:
+            return key
+        return stored_key(data, name, span)
 
     def _append(
         self,
@@ -124,12 +153,6 @@ class ColumnBatch:
         c["durable"].append(bool(header[0]))
         c["priority"].append(4 if header[1] is None else header[1])
         c["delivery_count"].append(header[4] or 0)
-        key = None
-        if self.key_property is not None:
-            for name, value in app:
-                if text(name) == self.key_property:
-                    key = text(value)
-        c["key"].append(key)
         key_seq = None
         for name, value in annotations:
             if name == KEY_SEQUENCE:
@@ -201,7 +224,7 @@ def _add_map(target: tuple[list[int], list[str], list[str | None]], pairs: list[
     """Append one row's map, as text (a key repeated keeps its last value, as a dict)."""
     offsets, keys, values = target
     if pairs:
-        row = {str(text(k)): text(v) for k, v in pairs}
+        row = {str(text(k)): value_text(v) for k, v in pairs}
         keys.extend(row)
         values.extend(row.values())
     offsets.append(len(keys))

@@ -17,6 +17,9 @@ Rules this module owns:
   with an error condition (an unknown queue, an access rule, a malformed attach) raises
   :class:`BrokerRequestError` carrying the condition's name and description; a socket the
   broker closes raises it too.
+* The URL's password never appears in an error: a task's error becomes a Spark task
+  failure, shown in its logs and UI, so the URL is named as ``amqp://user:***@host:port``
+  (:func:`safe_url`).
 * A connection is opened and closed by one call and never shared or pickled: Spark runs the
   connector in Python workers that come and go.
 """
@@ -67,6 +70,7 @@ class AmqpConnection:
 
     def __init__(self, url: str, timeout: float) -> None:
         self.url = Url(url, defaults=True)
+        self.name = safe_url(url)  # how errors name the URL
         self.timeout = timeout
         self.sock = socket.create_connection(
             (str(self.url.host), int(self.url.port)), timeout=timeout
@@ -190,7 +194,7 @@ class AmqpConnection:
                 return
             except OSError as exc:
                 lib.pn_transport_close_tail(timpl)
-                raise BrokerRequestError(f"the connection to {self.url} failed: {exc}") from None
+                raise BrokerRequestError(f"the connection to {self.name} failed: {exc}") from None
             if not data:
                 lib.pn_transport_close_tail(timpl)
                 return
@@ -215,7 +219,7 @@ class AmqpConnection:
                 return
             except OSError as exc:
                 lib.pn_transport_close_head(timpl)
-                raise BrokerRequestError(f"the connection to {self.url} failed: {exc}") from None
+                raise BrokerRequestError(f"the connection to {self.name} failed: {exc}") from None
             lib.pn_transport_pop(timpl, sent)
             if sent < pending:
                 return
@@ -230,7 +234,7 @@ class AmqpConnection:
         if lib.pn_transport_closed(self.timpl):
             condition = self.transport.condition
             why = f"{condition.name}: {condition.description}" if condition else "closed"
-            raise BrokerRequestError(f"the connection to {self.url} ended: {why}")
+            raise BrokerRequestError(f"the connection to {self.name} ended: {why}")
 
     # ---- closing -----------------------------------------------------------------------------
 
@@ -250,6 +254,17 @@ class AmqpConnection:
         finally:
             self.sock.close()
             self.transport.unbind()
+
+
+def safe_url(url: str) -> str:
+    """``url`` as errors name it: its password, if any, masked (``amqp://alice:***@h:p``)."""
+    parsed = Url(url, defaults=True)
+    host = str(parsed.host)
+    user = parsed.username
+    who = f"{user}:***@" if parsed.password else f"{user}@" if user else ""
+    where = f"[{host}]" if ":" in host else host
+    path = f"/{parsed.path}" if parsed.path else ""
+    return f"{parsed.scheme}://{who}{where}:{int(parsed.port)}{path}"
 
 
 def _put_map(data: Data, values: dict[str, Any]) -> None:

@@ -4,8 +4,9 @@ Rules this module owns:
 
 * A message is written as Proton's ``Message.encode`` would write it, section for section,
   so a receiver decodes the same message: a header only when a field differs from the
-  defaults (not durable, priority 4, no ttl), a properties list with its trailing nulls
-  left out, the application properties as a map with string keys, and the body as one
+  defaults (not durable, priority 4, no ttl), the message annotations as a map with symbol
+  keys, a properties list with its trailing nulls left out, the application properties as
+  a map with string keys, and the body as one
   ``data`` section (bytes) or one ``amqp-value`` section (any other value). Python values
   take Proton's types: ``int`` a long, ``float`` a double, ``str`` a string, ``bytes`` a
   binary, ``bool``, ``None`` (a null, or no body), ``list``, ``dict``, ``uuid.UUID``; message-id and
@@ -29,6 +30,7 @@ _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 
 HEADER = b"\x00\x53\x70"
+MESSAGE_ANNOTATIONS = b"\x00\x53\x72"
 PROPERTIES = b"\x00\x53\x73"
 APPLICATION_PROPERTIES = b"\x00\x53\x74"
 DATA = b"\x00\x53\x75"
@@ -99,7 +101,15 @@ def compound_list(items: Sequence[bytes]) -> bytes:
 
 def string_map(values: Mapping[str, Any]) -> bytes:
     """A map with string keys (application properties), values as :func:`value`."""
-    body = b"".join(string(str(key)) + value(item) for key, item in values.items())
+    return _map(b"".join(string(str(key)) + value(item) for key, item in values.items()), values)
+
+
+def symbol_map(values: Mapping[str, Any]) -> bytes:
+    """A map with symbol keys (message annotations; ASCII), values as :func:`value`."""
+    return _map(b"".join(symbol(str(key)) + value(item) for key, item in values.items()), values)
+
+
+def _map(body: bytes, values: Mapping[str, Any]) -> bytes:
     count = 2 * len(values)
     if len(body) < 255 and count <= 255:
         return b"\xc1" + bytes((len(body) + 1, count)) + body

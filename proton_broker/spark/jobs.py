@@ -8,8 +8,11 @@ Rules this module owns:
   the live file, while the broker keeps writing), decodes it on the broker's machine and
   writes Parquet, which Spark reads from wherever the snapshot is put (local disk, HDFS, S3).
 * A snapshot is the messages on the queues at that moment and the past versions the
-  queues' sequence histories keep (``on_queue`` false), with their arrival times, plus each
-  queue's key and group property. The jobs are plain DataFrame code over it, so the same
+  queues' sequence histories keep (``on_queue`` false), with their arrival times and the
+  queue sequence numbers the store keeps for them, plus each queue's key and group
+  property. The ``key`` and ``group`` columns are the property's text as the broker's
+  queues make it (:func:`proton_broker.queues.keys.key_text`), so ``latest`` gives one
+  row for what the queue holds as one key. The jobs are plain DataFrame code over it, so the same
   command runs on ``local[*]`` and on a cluster (``--master``).
 * ``latest``: the latest version of each key of each keyed queue (a last-value queue or a
   queue with ``sequenceKey``) as of a time T: the highest per-key sequence among versions
@@ -66,22 +69,18 @@ def _message_rows(
 ) -> Iterator[dict[str, Any]]:
     from proton import Message
 
-    from proton_broker.spark.rows import COLUMNS, message_to_row
+    from proton_broker.spark.rows import COLUMNS, message_to_row, stored_key
 
     retired = {row[0] for row in db.execute("SELECT id FROM retired")}
-    query = "SELECT id, queue, arrival, data FROM messages ORDER BY id"
-    for store_id, queue, arrival, data in db.execute(query):
+    for store_id, queue, arrival, data, number in db.execute(_messages_query(db)):
         qs = settings.get(queue, QueueSettings())
         key_property = qs.lvq_key or qs.sequence_key
+        data = bytes(data)
         message = Message()
-        message.decode(bytes(data))
-        values = message_to_row(queue, 0, message, key_property)
+        message.decode(data)
+        values = message_to_row(queue, number, message, key_property, data)
         row = dict(zip(COLUMNS, values, strict=True))
-        seq = (message.annotations or {}).get("x-opt-sequence-number")
-        row["sequence_number"] = int(seq) if seq is not None else None
-        group_source = (
-            row["application_properties"].get(qs.group_key) if qs.group_key else row["group_id"]
-        )
+        group_source = stored_key(data, qs.group_key) if qs.group_key else row["group_id"]
         row.update(
             store_id=store_id,
             arrival=_dt.datetime.fromtimestamp(arrival, _dt.UTC),
@@ -90,6 +89,22 @@ def _message_rows(
             size=len(data),
         )
         yield row
+
+
+def _messages_query(db: sqlite3.Connection) -> str:
+    """The stored messages with their queue sequence numbers, as the store keeps them: a
+    row's own ``number``, or the ``numbers`` table's, which wins (a number written after
+    its message, see :mod:`proton_broker.store.sqlite`); a store from before numbers
+    (schema 1) has none."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    own = "m.number" if "number" in columns else "NULL"
+    if "numbers" in tables:
+        return (
+            f"SELECT m.id, m.queue, m.arrival, m.data, COALESCE(n.number, {own}) "
+            "FROM messages AS m LEFT JOIN numbers AS n ON n.id = m.id ORDER BY m.id"
+        )
+    return f"SELECT m.id, m.queue, m.arrival, m.data, {own} FROM messages AS m ORDER BY m.id"
 
 
 def _arrow_schema() -> Any:

@@ -7,6 +7,8 @@ Rules this module owns:
   with a message naming the option, before any connection is made.
 * The parsed options are a frozen dataclass: picklable, so readers and writers carry them
   to executors and never re-parse there.
+* Names the connector does not know are ignored, as Spark's Kafka source ignores them (so
+  one set of options can serve several formats); a misspelt name therefore has no effect.
 * Starting offsets are ``earliest``, ``latest``, or JSON mapping queue names to a sequence
   number or to ``"earliest"`` / ``"latest"``; a queue missing from the JSON starts at
   ``earliest``.
@@ -15,6 +17,7 @@ Rules this module owns:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +86,8 @@ def _float(options: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise OptionError(f"option {name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise OptionError(f"option {name} must be a finite number of seconds, got {raw!r}")
     if value <= 0:
         raise OptionError(f"option {name} must be greater than 0, got {value}")
     return value
@@ -100,6 +105,11 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 def _queues(options: Mapping[str, str]) -> tuple[str, ...]:
+    if _get(options, "queues") is not None and _get(options, "queue") is not None:
+        raise OptionError(
+            "options queue and queues are both given: give one of them (queues takes "
+            "several names, separated by commas)"
+        )
     raw = _get(options, "queues") or _get(options, "queue") or _get(options, "path")
     names = tuple(dict.fromkeys(q.strip() for q in (raw or "").split(",") if q.strip()))
     if not names:

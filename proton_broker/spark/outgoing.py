@@ -5,17 +5,22 @@ Rules this module owns:
 * The mapping is the row rules of :mod:`proton_broker.spark.rows` (as
   :func:`~proton_broker.spark.rows.row_to_message` states them for one row, which
   tests/spark/test_outgoing.py holds this module to): ``body`` (or ``body_text`` when
-  ``body`` is null) is the body, the property and header columns fill those fields, the
+  ``body`` is null) is the body, the property, time and header columns fill those fields
+  (durable unless the row says not), the ``annotations`` map the message annotations, the
   ``application_properties`` map and every other column become application properties
-  (a later column replacing an earlier key), nulls are left out, and the message id is the
-  row's own ``message_id`` or ``prefix/row``.
+  (a later column replacing an earlier key), the source-only columns are not written,
+  nulls are left out, and the message id is the row's own ``message_id`` or
+  ``prefix/row``.
+* A batch's header and property values are checked before any of its rows is sent: one
+  outside its AMQP type fails the task (:class:`~proton_broker.spark.rows.RowError`,
+  naming the column and the value) instead of being wrapped into another value.
 * Spark hands the rows over as Arrow record batches (``DataSourceArrowWriter``), so a row is
   never made a ``pyspark.sql.Row`` nor a ``proton.Message``: each column is read into a
   Python list once and the messages are joined from their encoded pieces
   (:mod:`proton_broker.spark.encoding`). Values that are not AMQP simple types become
   application properties as :func:`~proton_broker.spark.rows.row_to_message` makes them
-  (a timestamp as the ISO text of the local time a ``Row`` would hold, anything else its
-  ``str``).
+  (a timestamp as the ISO text of the local time a ``Row`` would hold, a map, list or
+  struct as JSON, anything else its ``str``); a map column is a dict, as in a ``Row``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from proton_broker.spark import encoding
-from proton_broker.spark.rows import scalar
+from proton_broker.spark.rows import (
+    QUEUE_ANNOTATIONS,
+    SOURCE_ONLY,
+    annotation_key,
+    check_header,
+    epoch_seconds,
+    scalar,
+)
 
 # Property columns: their place in the properties list, and how a value is encoded.
 _TEXT = encoding.string
@@ -39,9 +51,25 @@ _PROPERTY_COLUMNS: dict[str, tuple[int, Callable[[Any], bytes]]] = {
     "group_sequence": (encoding.GROUP_SEQUENCE, lambda v: encoding.uint(int(v))),
     "reply_to_group_id": (encoding.REPLY_TO_GROUP_ID, lambda v: _TEXT(str(v))),
     "user_id": (encoding.USER_ID, lambda v: encoding.binary(bytes(v))),
+    "absolute_expiry_time": (
+        encoding.ABSOLUTE_EXPIRY_TIME,
+        lambda v: encoding.timestamp(int(epoch_seconds("absolute_expiry_time", v) * 1000)),
+    ),
+    "creation_time": (
+        encoding.CREATION_TIME,
+        lambda v: encoding.timestamp(int(epoch_seconds("creation_time", v) * 1000)),
+    ),
 }
 _HEADER_COLUMNS = ("durable", "priority", "ttl")
-_NOT_PROPERTIES = ("message_id", "body", "body_text", *_HEADER_COLUMNS, *_PROPERTY_COLUMNS)
+_NOT_PROPERTIES = (
+    "message_id",
+    "body",
+    "body_text",
+    "annotations",
+    *_HEADER_COLUMNS,
+    *_PROPERTY_COLUMNS,
+    *SOURCE_ONLY,
+)
 
 
 def messages(batches: Iterator[Any], prefix: str) -> Iterator[bytes]:
@@ -49,9 +77,27 @@ def messages(batches: Iterator[Any], prefix: str) -> Iterator[bytes]:
     gets the id ``prefix/n`` unless it has its own."""
     index = 0
     for batch in batches:
-        columns = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+        columns = {name: _column(batch, i) for i, name in enumerate(batch.schema.names)}
+        _check(columns, batch.num_rows)
         yield from _batch_messages(columns, batch.num_rows, prefix, index)
         index += batch.num_rows
+
+
+def _column(batch: Any, index: int) -> list[Any]:
+    """One column's values; a map column's as dicts (Arrow gives lists of pairs)."""
+    values: list[Any] = batch.column(index).to_pylist()
+    if str(batch.schema.field(index).type).startswith("map<"):
+        return [None if value is None else dict(value) for value in values]
+    return values
+
+
+def _check(columns: dict[str, list[Any]], rows: int) -> None:
+    """Refuse the batch if a header or property value lies outside its AMQP type."""
+    checked = [columns.get(name) for name in ("priority", "ttl", "group_sequence")]
+    if any(checked):
+        nulls = [None] * rows
+        for priority, ttl, group_sequence in zip(*(c or nulls for c in checked), strict=True):
+            check_header(priority, ttl, group_sequence)
 
 
 def _batch_messages(
@@ -65,6 +111,7 @@ def _batch_messages(
         if name in columns
     ]
     header = [columns.get(name) for name in _HEADER_COLUMNS]
+    annotations = columns.get("annotations") or [None] * rows
     app = _application_columns(columns)
     for row in range(rows):
         fields = [encoding.NULL] * 13
@@ -78,6 +125,7 @@ def _batch_messages(
         yield b"".join(
             (
                 _header(header, row),
+                _annotations(annotations[row]),
                 encoding.properties(fields),
                 _application_properties(app, row),
                 bodies[row],
@@ -95,8 +143,21 @@ def _bodies(columns: dict[str, list[Any]], rows: int) -> list[bytes]:
 
 
 def _header(header: list[list[Any] | None], row: int) -> bytes:
+    """The header: durable unless the row's ``durable`` is false (see the module rules)."""
     durable, priority, ttl = (None if values is None else values[row] for values in header)
-    return encoding.header(bool(durable), priority, ttl)
+    return encoding.header(durable is None or bool(durable), priority, ttl)
+
+
+def _annotations(values: dict[Any, Any] | None) -> bytes:
+    """The ``annotations`` map as message annotations, without the source queue's numbers."""
+    if not values:
+        return b""
+    kept = {
+        annotation_key(key): scalar(value)
+        for key, value in values.items()
+        if value is not None and key not in QUEUE_ANNOTATIONS
+    }
+    return encoding.MESSAGE_ANNOTATIONS + encoding.symbol_map(kept) if kept else b""
 
 
 def _application_columns(columns: dict[str, list[Any]]) -> list[tuple[str | None, list[Any]]]:
@@ -119,12 +180,8 @@ def _application_properties(app: list[tuple[str | None, list[Any]]], row: int) -
             continue
         if name is not None:
             values[name] = scalar(value)
-        else:  # a map column: a list of (key, value) pairs in Arrow
-            values.update((str(k), v) for k, v in _pairs(value) if v is not None)
+        else:  # the application_properties map column
+            values.update((str(k), scalar(v)) for k, v in value.items() if v is not None)
     if not values:
         return b""
     return encoding.APPLICATION_PROPERTIES + encoding.string_map(values)
-
-
-def _pairs(value: Any) -> Any:
-    return value.items() if isinstance(value, dict) else value

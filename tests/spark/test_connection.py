@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from proton_broker.spark import connection
 from proton_broker.spark.client import browse_range, queue_bounds, send_all
 from proton_broker.spark.connection import AmqpConnection, BrokerRequestError, ClientTimeout
 
@@ -87,3 +88,23 @@ def test_a_connection_opens_attaches_and_closes_cleanly(broker_url: str, queue_n
     assert link.remote_target.address == queue_name
     conn.close()
     assert conn.sock.fileno() == -1
+
+
+def test_an_error_names_the_url_with_its_password_masked(broker_url: str) -> None:
+    url = broker_url.replace("amqp://", "amqp://alice:s3cretPW@")
+    with pytest.raises(BrokerRequestError) as failure:
+        send_all(url, "q", [b"\x00\x53\x77\x40"], timeout=5)
+    assert "s3cretPW" not in str(failure.value)
+    assert broker_url.replace("amqp://", "amqp://alice:***@") in str(failure.value)
+    assert (
+        connection.safe_url("amqps://bob:pw@[::1]:5671/vhost") == "amqps://bob:***@[::1]:5671/vhost"
+    )
+    assert connection.safe_url("amqp://bob@h") == "amqp://bob@h:5672"
+
+
+def test_a_flow_stopped_queue_is_named_as_giving_no_credit(
+    broker_url: str, queue_name: str
+) -> None:
+    messages = [b"\x00\x53\x77\xa1\x01x"] * 10
+    with pytest.raises(ClientTimeout, match=rf"the broker gives no credit on '{queue_name}'"):
+        send_all(broker_url, queue_name, messages, timeout=1, node_options={"qpid.max_count": 5})

@@ -123,6 +123,54 @@ def test_export_writes_every_durable_message_and_the_history_the_queues_keep(
     assert {q["queue"]: q["key_property"] for q in queues} == {"readings": "sensor", "work": None}
 
 
+def test_export_gives_each_message_the_queue_sequence_number_the_store_keeps(
+    snapshot: dict[str, Any],
+) -> None:
+    rows = pq.read_table(Path(snapshot["dir"]) / jobs.MESSAGES_DIR).to_pylist()
+    numbers = {
+        q: [r["sequence_number"] for r in rows if r["queue"] == q] for q in ("readings", "work")
+    }
+    assert numbers == {"readings": [1, 2, 3, 4, 5, 6], "work": [1, 2, 3, 4]}
+
+
+@pytest.fixture(scope="module")
+def number_keys(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A snapshot of a keyed queue and a grouped queue whose key properties are numbers
+    and booleans: the long 2 and the double 2.0 are one key to the broker, true and "1" one."""
+    with BrokerProcess() as broker:
+        keyed = {"durable": True, "sequenceKey": "sensor"}
+        _send(
+            broker.url,
+            "keyed",
+            keyed,
+            *((f"v{n}", k, None) for n, k in enumerate([2, 2.0, True, "1"])),
+        )
+        grouped = {"durable": True, "messageGroupType": "standard", "messageGroupKey": "sensor"}
+        _send(broker.url, "grouped", grouped, ("g1", 1, None), ("g2", True, None))
+        out = tmp_path_factory.mktemp("keys") / "snapshot"
+        jobs.export(broker.data_dir, out)
+    return str(out)
+
+
+def test_export_keys_and_groups_are_the_brokers_text_of_numbers_and_booleans(
+    spark: Any, number_keys: str
+) -> None:
+    rows = pq.read_table(Path(number_keys) / jobs.MESSAGES_DIR).to_pylist()
+    assert [(r["body_text"], r["key"], r["key_sequence"], r["group"]) for r in rows] == [
+        ("v0", "2", 1, None),
+        ("v1", "2", 2, None),
+        ("v2", "1", 1, None),
+        ("v3", "1", 2, None),
+        ("g1", None, None, "1"),
+        ("g2", None, None, "1"),
+    ]
+    latest = jobs.latest_values(spark, number_keys, dt.datetime(2100, 1, 1, tzinfo=dt.UTC))
+    assert sorted((r["key"], r["body_text"]) for r in latest.collect()) == [
+        ("1", "v3"),
+        ("2", "v1"),
+    ]
+
+
 def test_latest_value_per_key_as_of_a_time_matches_plain_sql(
     spark: Any, snapshot: dict[str, Any]
 ) -> None:

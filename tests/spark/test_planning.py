@@ -56,6 +56,9 @@ def test_source_options_read_queues_starting_offsets_and_limits_case_insensitive
         ({"queue": "a", "startingOffsets": '{"a": -3}'}, "startingOffsets"),
         ({"queue": "a", "failOnDataLoss": "perhaps"}, "failOnDataLoss"),
         ({"queue": "a", "timeout": "-1"}, "timeout"),
+        ({"queue": "a", "timeout": "nan"}, "option timeout must be a finite number"),
+        ({"queue": "a", "timeout": "inf"}, "option timeout must be a finite number"),
+        ({"queue": "a", "queues": "b"}, "options queue and queues are both given"),
     ],
 )
 def test_bad_source_options_are_refused_naming_the_option(
@@ -69,6 +72,10 @@ def test_the_sink_writes_to_exactly_one_queue() -> None:
     assert sink_options({"queue": "out"}).queue == "out"
     with pytest.raises(OptionError, match="one queue"):
         sink_options({"queue": "a,b"})
+    with pytest.raises(OptionError, match="options queue and queues are both given"):
+        sink_options({"queue": "a", "QUEUES": "b"})
+    with pytest.raises(OptionError, match="option timeout must be a finite number"):
+        sink_options({"queue": "a", "timeout": "infinity"})
 
 
 BOUNDS = {"a": QueueBounds(earliest=3, next=13), "b": QueueBounds(earliest=1, next=3)}
