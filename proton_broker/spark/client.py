@@ -12,10 +12,14 @@ Rules this module owns:
   has up to the credit and answers the drain when it runs out. Credit is a large window
   (``window``), topped up as messages arrive, never more than the numbers left in the
   range. A message numbered ``end`` or more, or a drain the broker answered by giving up
-  credit (the end of the queue), ends the read. Browsing takes nothing off the queue, so a
-  read can be repeated and gives the same messages while they are there. Messages come out
-  as their bytes, as the broker sent them: decoding is the caller's (no ``proton.Message``).
-* Earliest and next sequence numbers come from a management READ of the queue.
+  credit (the end of the queue), ends the read: browsers see the queue in number order, so
+  nothing of the range comes after it. That does not hold on a priority or sorted queue
+  (browsed in its own order), which the source refuses (:mod:`proton_broker.spark.offsets`).
+  Browsing takes nothing off the queue, so a read can be repeated and gives the same
+  messages while they are there. Messages come out as their bytes, as the broker sent
+  them: decoding is the caller's (no ``proton.Message``).
+* Earliest and next sequence numbers come from a management READ of the queue, with what
+  decides the order browsers see it in: its ``priorities`` (levels) and ``sortKey``.
 * Writes are unsettled transfers, up to ``window`` in flight, each of which must come back
   ``accepted``; anything else (another outcome, a link or connection the broker closes,
   the timeout) fails the write, and Spark retries the task. A timeout while the link has
@@ -72,11 +76,15 @@ _ACCEPTED = lib.PN_ACCEPTED
 class QueueBounds:
     """A queue's retained range: ``earliest`` is the lowest number still on the queue
     (equal to ``next`` when it is empty), ``next`` the number the next message will get;
-    ``key`` the application property that keys its messages (last-value or sequence key)."""
+    ``key`` the application property that keys its messages (last-value or sequence key);
+    ``priorities`` (levels) and ``sort_key`` what orders a priority or sorted queue, whose
+    browsers do not see it in sequence-number order."""
 
     earliest: int
     next: int
     key: str | None = None
+    priorities: int | None = None
+    sort_key: str | None = None
 
 
 # ---- management ----------------------------------------------------------------------------
@@ -129,7 +137,15 @@ def _bounds(queue: str, reply: bytes) -> QueueBounds:
             f"numbers (is the broker too old?): {attributes!r}"
         ) from exc
     key = attributes.get("lvqKey") or attributes.get("sequenceKey")
-    return QueueBounds(earliest, after, str(key) if key else None)
+    levels = attributes.get("priorities")
+    sort_key = attributes.get("sortKey")
+    return QueueBounds(
+        earliest,
+        after,
+        str(key) if key else None,
+        int(levels) if isinstance(levels, int) else None,
+        str(sort_key) if sort_key else None,
+    )
 
 
 def _sections(data: bytes) -> dict[int, tuple[int, int]]:

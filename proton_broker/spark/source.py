@@ -10,8 +10,13 @@ Rules this module owns:
   still on the queue, in sequence order. Spark keeps the offsets of every batch in its
   checkpoint and replays a failed batch from them; correctness lives there. ``commit()``
   only moves the optional named cursor (option ``cursor``) so people can watch progress.
-* A task that finds its start below the queue's earliest number at read time reports data
-  loss the same way the planner does (see :mod:`proton_broker.spark.offsets`).
+* A stream's task that finds its start below the queue's earliest number at read time, or
+  its end above the queue's next one, reports data loss the same way the planner does (see
+  :mod:`proton_broker.spark.offsets`). A batch read is a snapshot of what the queues hold
+  when its tasks run: a task reads what is left of its range, with no data-loss check
+  (messages another consumer took meanwhile were not lost to it).
+* Priority and sorted queues are refused, by the planner and by each task
+  (:func:`proton_broker.spark.offsets.check_order`).
 """
 
 from __future__ import annotations
@@ -52,11 +57,18 @@ class InjectedFailure(RuntimeError):
 ROWS_PER_BATCH = 5000  # rows per Arrow record batch handed to Spark
 
 
-def read_range(opts: SourceOptions, part: RangePartition) -> Iterator[Any]:
+def read_range(opts: SourceOptions, part: RangePartition, snapshot: bool = False) -> Iterator[Any]:
     """The rows of one range as Arrow record batches, built column-wise from the
-    messages' bytes (:mod:`proton_broker.spark.columns`); runs on an executor."""
+    messages' bytes (:mod:`proton_broker.spark.columns`); runs on an executor. A
+    ``snapshot`` (a batch read) reads what is on the queue of the range, whatever was
+    consumed since planning; a stream's range checks for data loss first."""
     bounds = client.queue_bounds(opts.url, [part.queue], opts.timeout)[part.queue]
-    start = offsets.effective_start(part.queue, part.start, bounds, opts.fail_on_data_loss)
+    offsets.check_order({part.queue: bounds})
+    start = part.start
+    if not snapshot:
+        start = offsets.effective_start(
+            part.queue, start, bounds, opts.fail_on_data_loss, end=part.end
+        )
     fail_at = _fail_point(opts.fail_once_file, part)
     rows = ColumnBatch(part.queue, opts.key_property or bounds.key)
     browsed = client.browse_range(
@@ -91,7 +103,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[str, int] | None = None  # available-now: stop here
 
     def _bounds(self) -> dict[str, client.QueueBounds]:
-        return client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+        bounds = client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+        offsets.check_order(bounds)
+        return bounds
 
     def initialOffset(self) -> dict:
         return offsets.initial(self.opts.starting, self._bounds())
@@ -124,14 +138,16 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class AmqpBatchReader(DataSourceReader):
-    """A bounded read of the queues' current contents: ``[earliest, next)`` of each,
-    fixed when the query is planned."""
+    """A bounded read of the queues' current contents: ``[earliest, next)`` of each as
+    planned, each task reading what is still there of its range when it runs (a
+    snapshot: no data-loss check)."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
         bounds = client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+        offsets.check_order(bounds)
         start = {q: b.earliest for q, b in bounds.items()}
         end = {q: b.next for q, b in bounds.items()}
         found = offsets.ranges(start, end, self.opts.max_per_partition)
@@ -144,7 +160,7 @@ class AmqpBatchReader(DataSourceReader):
         assert isinstance(partition, RangePartition)
         if partition.end <= partition.start:
             return iter(())
-        return read_range(self.opts, partition)
+        return read_range(self.opts, partition, snapshot=True)
 
 
 CURSOR_KEY = "cursor"

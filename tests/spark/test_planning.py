@@ -109,7 +109,9 @@ def test_an_available_now_target_caps_the_end_offset() -> None:
 
 
 def test_a_start_below_the_earliest_retained_number_is_data_loss() -> None:
-    with pytest.raises(offsets.DataLossError, match="'a': messages numbered 1 to 2"):
+    with pytest.raises(
+        offsets.DataLossError, match="'a': messages numbered 1 to 2 were consumed or"
+    ):
         offsets.latest({"a": 1, "b": 1}, BOUNDS, None, True)
 
 
@@ -122,6 +124,30 @@ def test_an_emptied_queue_behind_the_start_is_loss_but_one_at_the_start_is_not()
     with pytest.raises(offsets.DataLossError):
         offsets.latest({"a": 4}, empty, None, True)
     assert offsets.latest({"a": 9}, empty, None, True) == {"a": 9}
+
+
+def test_a_start_above_the_next_number_is_data_loss_or_moves_back_to_the_earliest() -> None:
+    restarted = {"a": QueueBounds(earliest=2, next=5), "b": QueueBounds(earliest=1, next=3)}
+    with pytest.raises(offsets.DataLossError, match="'a': the query counted numbers up to 8, but"):
+        offsets.latest({"a": 9, "b": 1}, restarted, None, True)
+    end = offsets.latest({"a": 9, "b": 1}, restarted, 10, False)
+    assert end == {"a": 2, "b": 3}  # a goes back to its earliest; b reads as before
+    assert [(r.queue, r.start, r.end) for r in offsets.ranges({"a": 9, "b": 1}, end, None)] == [
+        ("b", 1, 3)
+    ]
+    assert offsets.latest(end, restarted, 10, False) == {"a": 5, "b": 3}
+    # A task whose range [1, 9) was planned before a's numbering started again.
+    with pytest.raises(offsets.DataLossError, match="counted numbers up to 8"):
+        offsets.effective_start("a", 1, restarted["a"], True, end=9)
+    assert offsets.effective_start("a", 1, restarted["a"], False, end=9) == 9  # reads nothing
+
+
+def test_priority_and_sorted_queues_are_refused_naming_their_order() -> None:
+    offsets.check_order({"a": QueueBounds(1, 5, priorities=1)})  # one level: number order
+    with pytest.raises(offsets.UnorderedQueueError, match="'p' is a priority queue"):
+        offsets.check_order({"a": BOUNDS["a"], "p": QueueBounds(1, 5, priorities=10)})
+    with pytest.raises(offsets.UnorderedQueueError, match="'s' is a sorted queue"):
+        offsets.check_order({"s": QueueBounds(1, 5, sort_key="price")})
 
 
 def test_ranges_split_by_partition_size_and_skip_empty_queues() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from proton import Message
 from proton.reactor import Copy
 from proton.utils import BlockingConnection
 
+from proton_broker.cli.client import ManagementClient
 from proton_broker.spark.client import send_all
 
 
@@ -44,6 +46,20 @@ def _drain(url: str, queue: str, browse: bool = False) -> list[Message]:
                 return got
             if not browse:
                 receiver.accept()
+    finally:
+        conn.close()
+
+
+def _take(url: str, queue: str, count: int) -> list[str]:
+    """The bodies of the first ``count`` messages on ``queue``, consumed."""
+    conn = BlockingConnection(url, timeout=10)
+    try:
+        receiver = conn.create_receiver(queue, credit=count)
+        got = []
+        for _ in range(count):
+            got.append(receiver.receive(timeout=5).body)
+            receiver.accept()
+        return got
     finally:
         conn.close()
 
@@ -325,3 +341,71 @@ def test_the_stream_sink_with_an_injected_task_failure_leaves_every_row_once(
     run().awaitTermination(120)  # the batch is replayed with the same message ids
     got = _drain(broker_url, queue_name)
     assert sorted(m.body for m in got) == sorted(f"row {i}" for i in range(40))
+
+
+@pytest.mark.parametrize(
+    ("order", "named"),
+    [
+        pytest.param({"qpid.priorities": 10}, "a priority queue (10 levels)", id="priority"),
+        pytest.param({"qpid.queue_sort_key": "n"}, "a sorted queue (sortKey 'n')", id="sorted"),
+    ],
+)
+def test_a_priority_or_sorted_queue_is_refused_rather_than_read_with_gaps(
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path, order: dict, named: str
+) -> None:
+    # Browsers see these queues in their own order (here 6..10 before 1..5), not in
+    # sequence-number order, so ranges of numbers would skip messages.
+    send_all(
+        broker_url,
+        queue_name,
+        [
+            Message(body=f"m{n}", priority=0 if n < 5 else 9, properties={"n": 9 - n})
+            for n in range(10)
+        ],
+        node_options=order,
+    )
+    with pytest.raises(Exception, match=rf"queue '{queue_name}' is {re.escape(named)}"):
+        _run_to_parquet(
+            _stream(spark, broker_url, queue_name, maxMessagesPerBatch="5"),
+            tmp_path / "out",
+            tmp_path / "checkpoint",
+        )
+    frame = spark.read.format("amqp").option("url", broker_url).option("queue", queue_name)
+    with pytest.raises(Exception, match=rf"queue '{queue_name}' is {re.escape(named)}"):
+        frame.load().count()
+
+
+def test_a_queue_whose_numbering_started_again_is_data_loss_or_read_again_from_its_start(
+    spark: Any, broker_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _send(broker_url, queue_name, range(5))  # numbered 1..5: the query goes on from 6
+    _run_to_parquet(_stream(spark, broker_url, queue_name), out, checkpoint)
+    with ManagementClient(broker_url) as admin:
+        assert admin.request("DELETE", "org.apache.qpid.Queue", queue_name, force=True).ok
+    _send(broker_url, queue_name, range(5, 8))  # a new queue: numbered 1..3
+    with pytest.raises(
+        Exception, match=f"queue '{queue_name}': the query counted numbers up to 5, but"
+    ):
+        _run_to_parquet(_stream(spark, broker_url, queue_name), out, checkpoint)
+    _run_to_parquet(_stream(spark, broker_url, queue_name, failOnDataLoss="false"), out, checkpoint)
+    bodies = sorted(r["body_text"] for r in spark.read.parquet(str(out)).collect())
+    assert bodies == sorted(f"m{i}" for i in range(8))
+
+
+def test_a_batch_read_is_what_is_left_when_a_consumer_took_messages_after_planning(
+    spark: Any, broker_url: str, queue_name: str
+) -> None:
+    _send(broker_url, queue_name, range(12))
+    frame = (
+        spark.read.format("amqp")
+        .option("url", broker_url)
+        .option("queue", queue_name)
+        .option("maxMessagesPerPartition", "4")
+        .load()
+    )
+    planned = frame.select("body_text").rdd  # the ranges are planned here, not read
+    taken = _take(broker_url, queue_name, 6)
+    assert taken == [f"m{i}" for i in range(6)]
+    left = sorted(int(r["body_text"][1:]) for r in planned.collect())
+    assert left == list(range(6, 12))
