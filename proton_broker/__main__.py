@@ -67,7 +67,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="serve AMQPS (TLS) on this port too (turns it on; 0 = any free); "
         "needs tls.cert_file and tls.key_file in the config",
     )
-    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL")
     parser.add_argument("--version", action="version", version=f"proton-broker {__version__}")
     return parser.parse_args(argv)
 

@@ -21,7 +21,7 @@ from typing import Any
 from proton_broker.amqp.sasl import check_mechanisms
 from proton_broker.amqp.server import Server
 from proton_broker.broker import Broker
-from proton_broker.config import Config
+from proton_broker.config import Config, check_tls_files
 from proton_broker.errors import BrokerError, Unauthorized
 from proton_broker.metrics import fetch_from_loop
 from proton_broker.security.acl import AclError
@@ -32,12 +32,14 @@ acl_log = logging.getLogger("proton_broker.acl")
 
 class App:
     """A broker and its listeners, built from ``config`` (nothing listens until
-    :meth:`listen`). Raises ConfigError for SASL mechanisms the build cannot offer,
-    BrokerError for a bad declared queue, StoreError for a store that does not open (or
-    whose data directory another broker holds)."""
+    :meth:`listen`). Raises ConfigError for SASL mechanisms the build cannot offer, a
+    user database or TLS file that is not there, BrokerError for a bad declared queue,
+    StoreError for a store that does not open (or whose data directory another broker
+    holds)."""
 
     def __init__(self, config: Config) -> None:
         check_mechanisms(config)  # before anything is opened
+        check_tls_files(config)
         self.config = config
         self.broker = Broker(config)
         self.server = Server(self.broker, config)

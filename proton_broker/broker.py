@@ -125,7 +125,10 @@ class Broker:
         self._recovering = False  # bringing back the store's messages (open_store)
         self.lifetimes = Lifetimes(self)  # auto-delete, exclusive, the idle sweep (lifetime.py)
         for name, options in self.config.queues.items():
-            self.declare(name, options)
+            try:
+                self.declare(name, options)
+            except BrokerError as exc:  # the config file's: say where in it
+                raise ConfigError(f"queues.{name}: {exc.description}") from None
         self._declare_configured_exchanges()
         self._check_alternates(configured=True)
 

@@ -10,10 +10,32 @@ matched exactly, except log levels, whose case does not matter. An explicit conf
 that does not exist is an error; the default one may be absent. Environment variables are named
 ``PROTON_BROKER_<SECTION>_<KEY>`` (e.g. ``PROTON_BROKER_BROKER_PORT=5673``) and their values
 are read as YAML scalars, so ``true``, ``5`` and ``[a, b]`` have their natural types.
+
+What else a wrong file cannot do:
+
+* Say a key twice. YAML's last-one-wins would drop a whole section silently (a second
+  ``sasl:`` losing ``anonymous: never``): a key repeated in one mapping is refused with the
+  file, its line and the dotted key (:class:`_StrictLoader`).
+* Give a number that is not finite: ``.nan`` passes every range check and ``.inf`` turns a
+  period into never, so both are refused for every number, from the file or the environment.
+* Give a number the wire or a C call cannot carry: frame sizes and message sizes are AMQP
+  ``uint`` and ``ulong``, link credit Proton's C ``int``, the idle timeout Proton's ``uint``
+  milliseconds, handles a ``uint``; each such key has that as its upper bound.
+* Name a queue, an exchange or a binding's ends with a YAML non-string (``yes``, ``010``,
+  ``12:30``, ``~``), which YAML would turn into ``True``, 8, 750 or None; or leave a host
+  empty, which would listen on every interface.
+* Ask an exchange for an argument this broker does not know (Broker-J: "Unknown attributes
+  provided"): a misspelt ``unroutableMessageBehavior`` would otherwise be kept and ignored.
+* Name a TLS file that is not there (:func:`check_tls_files`, at start-up before the store
+  is opened): the key and the path are said, for AMQPS and HTTPS alike.
+
+A file that is not UTF-8, or a path that is a directory, is a configuration error too. A
+section whose keys are all commented out (``broker:`` alone) is an empty section.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -23,9 +45,14 @@ from typing import Any, get_type_hints
 import yaml
 
 from proton_broker.errors import ConfigError
-from proton_broker.exchanges.exchange import EXCHANGE_TYPES
+from proton_broker.exchanges.exchange import EXCHANGE_TYPES, unknown_argument
 
 ENV_PREFIX = "PROTON_BROKER_"
+# What the wire (AMQP's uint and ulong) and Proton's C calls can carry.
+UINT_MAX = 2**32 - 1  # max-frame-size, handle-max; Proton's idle timeout, in milliseconds
+ULONG_MAX = 2**64 - 1  # max-message-size
+CREDIT_MAX = 2**31 - 1  # pn_link_flow takes a C int
+IDLE_TIMEOUT_MAX = UINT_MAX // 1000  # seconds whose milliseconds are a uint
 
 
 def _port(default: int) -> Any:
@@ -35,6 +62,11 @@ def _port(default: int) -> Any:
 
 def _at_least(default: float | None, low: float, high: float | None = None) -> Any:
     return field(default=default, metadata={"low": low, "high": high})
+
+
+def _host(default: str) -> Any:
+    """An address to listen on: "" would be every interface, so it must be said (0.0.0.0)."""
+    return field(default=default, metadata={"nonempty": True})
 
 
 def _one_of(default: str, *choices: str, fold: bool = False) -> Any:
@@ -52,15 +84,15 @@ PEER_POLICIES = ("never", "loopback", "always")  # from which client addresses a
 class BrokerSection:
     """Listener and node-creation settings."""
 
-    host: str = "127.0.0.1"
+    host: str = _host("127.0.0.1")
     port: int = _port(5672)
     data_dir: str = "./data"
     container_id: str = "proton-broker"
-    max_frame_size: int = _at_least(1048576, 512)  # AMQP's smallest max-frame-size
-    idle_timeout: float = _at_least(60.0, 0)
+    max_frame_size: int = _at_least(1048576, 512, UINT_MAX)  # AMQP's smallest max-frame-size
+    idle_timeout: float = _at_least(60.0, 0, IDLE_TIMEOUT_MAX)
     auto_create: bool = True
     auto_create_patterns: list[str] = field(default_factory=lambda: ["*"])
-    producer_credit: int = _at_least(1000, 1)
+    producer_credit: int = _at_least(1000, 1, CREDIT_MAX)
     expiry_interval: float = _at_least(1.0, 0.001)
     default_message_group: str = "qpid.no-group"
     # "sqlite" (in data_dir) or "memory" (nothing survives a restart)
@@ -77,14 +109,14 @@ class BrokerSection:
     # Sessions (the channel-max of the broker's open frame is one less) and links one
     # connection may have at once.
     max_sessions_per_connection: int = _at_least(256, 1, 65536)
-    max_links_per_connection: int = _at_least(10000, 1)
+    max_links_per_connection: int = _at_least(10000, 1, UINT_MAX)
     # Bytes (UTF-8) of a name a client gives: a container id, a link name, an address, a
     # queue or exchange made on demand, by $management or over HTTP.
     max_name_length: int = _at_least(1024, 1)
     # Exchanges declared (the four defaults not counted), and bindings in all.
     max_exchanges: int = _at_least(10000, 1)
     max_bindings: int = _at_least(1000000, 1)
-    max_message_size: int = _at_least(104857600, 512)
+    max_message_size: int = _at_least(104857600, 512, ULONG_MAX)
     # Bytes of deliveries handed to one connection that its socket has not taken yet (a
     # client that does not read) before its consumers get nothing more until half that is
     # left (amqp/output.py).
@@ -150,7 +182,7 @@ class HttpSection:
     """The HTTP gateway (docs/sequence-history.md): off unless enabled; local-only by default."""
 
     enabled: bool = False
-    host: str = "127.0.0.1"
+    host: str = _host("127.0.0.1")
     port: int = _port(8081)  # 0 picks a free port
     # Seconds a long poll waits when it names no timeout.
     longpoll_timeout: float = _at_least(30.0, 0)
@@ -182,7 +214,7 @@ class MetricsSection:
     serves ``/metrics`` as well, whatever this says."""
 
     enabled: bool = False
-    host: str = "127.0.0.1"
+    host: str = _host("127.0.0.1")
     port: int = _port(9464)  # 0 picks a free port
     open: bool = False  # serve /metrics to anyone, without authentication
 
@@ -193,7 +225,7 @@ class TlsSection:
     SASL applies inside TLS as on the plain port (docs/security.md)."""
 
     enabled: bool = False
-    host: str = "127.0.0.1"
+    host: str = _host("127.0.0.1")
     port: int = _port(5671)  # 0 picks a free port
     cert_file: str = ""  # PEM: the broker's certificate (chain)
     key_file: str = ""  # PEM: its private key
@@ -285,7 +317,7 @@ def load(
     """Build the configuration from the file at ``path`` (may be absent, unless
     ``must_exist``: the user named it), the environment and the ``overrides`` from
     command-line flags (``{section: {key: value}}``)."""
-    if must_exist and path is not None and not Path(path).is_file():
+    if must_exist and path is not None and not Path(path).exists():
         raise ConfigError(f"configuration file {path} does not exist")
     raw = _read_file(path)
     _merge(raw, _from_environment(os.environ if environ is None else environ))
@@ -294,15 +326,68 @@ def load(
 
 
 def _read_file(path: str | Path | None) -> dict[str, Any]:
+    """The file's sections, read as UTF-8 YAML with no key said twice (see the module
+    rules); a file that cannot be read as such is a ConfigError naming it."""
     if path is None or not Path(path).exists():
         return {}
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text ({exc.object[exc.start]:#04x} at byte offset {exc.start}); "
+            "save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    loader = _StrictLoader(text, str(path))
+    try:
+        data = loader.get_single_data() or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
     return data
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key said twice in one mapping (YAML keeps the last
+    silently), naming the file, the line and the dotted key (``sasl.anonymous``,
+    ``bindings[1].queue``). Each mapping is built before what it holds, so it hands its
+    values their dotted paths as it checks its own keys. Merged keys (``<<: *base``) may be
+    overridden: only keys written in the mapping itself count."""
+
+    def __init__(self, text: str, name: str) -> None:
+        super().__init__(text)
+        self.name = name  # in YAML's own messages too
+        self._paths: dict[int, str] = {}  # id(node) -> its dotted path
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        where = self._paths.get(id(node), "")
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            dotted = f"{where}.{key}" if where else str(key)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # not hashable: YAML's own constructor says so
+                continue
+            if first is not key_node:
+                raise ConfigError(
+                    f"{self.name}, line {key_node.start_mark.line + 1}: '{dotted}' is given "
+                    f"twice (first on line {first.start_mark.line + 1}); say each key once"
+                )
+            self._paths[id(value_node)] = dotted
+        return super().construct_mapping(node, deep)
+
+    def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:
+        where = self._paths.get(id(node), "")
+        for number, item in enumerate(node.value):
+            self._paths[id(item)] = f"{where}[{number}]"
+        return super().construct_sequence(node, deep)
 
 
 def _from_environment(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
@@ -323,8 +408,12 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 
 
 def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    """Add ``more``'s keys to ``into``'s sections; a section with nothing in it (``broker:``
+    and only comments) is an empty one, as :func:`_build` takes it."""
     for section, values in more.items():
-        current = into.setdefault(section, {})
+        current = into.get(section)
+        if current is None:
+            current = into[section] = {}
         if not isinstance(current, dict) or not isinstance(values, Mapping):
             raise ConfigError(f"{section}: must be a mapping")
         current.update(values)
@@ -415,6 +504,8 @@ def _check_type(name: str, hint: Any, value: Any) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif hint is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and not _finite(value):
+            raise ConfigError(f"configuration key '{name}' must be a finite number, got {value!r}")
         value = float(value) if ok else value
     elif hint is str:
         ok = isinstance(value, str)
@@ -423,6 +514,15 @@ def _check_type(name: str, hint: Any, value: Any) -> Any:
     if not ok:
         raise ConfigError(f"configuration key '{name}' must be {_type_name(hint)}, got {value!r}")
     return value
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a number a range can hold: ``.nan`` compares false with every
+    bound, and ``.inf`` (or an integer beyond a float) would make a period never end."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _type_name(hint: Any) -> str:
@@ -436,9 +536,20 @@ def _queues(values: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(values, dict):
         raise ConfigError("queues: must be a mapping of queue name to settings")
     for name, settings in values.items():
+        _name("queues", name)
         if settings is not None and not isinstance(settings, dict):
             raise ConfigError(f"queues.{name}: settings must be a mapping")
-    return {str(name): dict(settings or {}) for name, settings in values.items()}
+    return {name: dict(settings or {}) for name, settings in values.items()}
+
+
+def _name(where: str, name: Any) -> str:
+    """A queue's or exchange's name as written: YAML reads ``yes``, ``010``, ``12:30`` and
+    ``~`` as True, 8, 750 and None, which would silently become other names."""
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}: name {name} is not a string (quote it)")
+    if not name:
+        raise ConfigError(f"{where}: a name must not be empty")
+    return name
 
 
 def _exchanges(values: Any) -> dict[str, ExchangeConfig]:
@@ -448,6 +559,7 @@ def _exchanges(values: Any) -> dict[str, ExchangeConfig]:
         raise ConfigError("exchanges: must be a mapping of exchange name to settings")
     found = {}
     for name, settings in values.items():
+        _name("exchanges", name)
         where = f"exchanges.{name}"
         given = _entry(where, settings, required=("type",), optional=("durable", "arguments"))
         kind = given["type"]
@@ -456,7 +568,12 @@ def _exchanges(values: Any) -> dict[str, ExchangeConfig]:
         durable = given.get("durable", False)
         if not isinstance(durable, bool):
             raise ConfigError(f"{where}.durable: must be a boolean")
-        found[str(name)] = ExchangeConfig(kind, durable, _arguments(where, given))
+        arguments = _arguments(where, given)
+        problem = unknown_argument(arguments)
+        if problem is not None:
+            key, why = problem
+            raise ConfigError(f"{where}.arguments.{key}: {why}")
+        found[name] = ExchangeConfig(kind, durable, arguments)
     return found
 
 
@@ -471,7 +588,7 @@ def _bindings(values: Any) -> list[BindingConfig]:
         given = _entry(where, entry, required=("exchange", "queue"), optional=("key", "arguments"))
         key = given.get("key", "")
         if not isinstance(key, str):
-            raise ConfigError(f"{where}.key: must be a string")
+            raise ConfigError(f"{where}.key: must be a string (quote it)")
         found.append(
             BindingConfig(given["exchange"], given["queue"], key, _arguments(where, given))
         )
@@ -494,8 +611,12 @@ def _listeners(values: Any) -> list[ListenerConfig]:
         if host is not None and (not isinstance(host, str) or not host):
             raise ConfigError(f"{where}.host: must be a non-empty string")
         size = given.get("max_frame_size")
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 512):
-            raise ConfigError(f"{where}.max_frame_size: must be an integer of at least 512")
+        if size is not None and (
+            isinstance(size, bool) or not isinstance(size, int) or not 512 <= size <= UINT_MAX
+        ):
+            raise ConfigError(
+                f"{where}.max_frame_size: must be an integer from 512 to {UINT_MAX}, got {size!r}"
+            )
         found.append(ListenerConfig(port, host, size))
     return found
 
@@ -511,7 +632,10 @@ def _entry(
         known = ", ".join(required + optional)
         raise ConfigError(f"{where}.{unknown[0]}: unknown setting (known: {known})")
     for key in required:
-        if not isinstance(entry.get(key), str) or not entry[key]:
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}.{key}: {value} is not a string (quote it)")
+        if not value:
             raise ConfigError(f"{where}.{key}: is required, a non-empty string")
     return entry
 
@@ -521,3 +645,41 @@ def _arguments(where: str, given: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         raise ConfigError(f"{where}.arguments: must be a mapping")
     return {str(k): v for k, v in arguments.items()}
+
+
+def check_tls_files(config: Config) -> None:
+    """ConfigError naming the key and the path of a TLS file that AMQPS (``tls.enabled``) or
+    HTTPS (``http.tls``) needs and cannot have, at start-up before the store is opened (a
+    listener would otherwise fail later, saying neither)."""
+    https = config.http.enabled and config.http.tls
+    if not (config.tls.enabled or https):
+        return
+    problem = tls_file_problem(config.tls)
+    if problem is not None:
+        users = "tls.enabled" if config.tls.enabled else "http.tls"
+        raise ConfigError(f"configuration key {problem} (needed by {users})")
+
+
+def tls_file_problem(section: TlsSection) -> str | None:
+    """What is wrong with the first of the certificate, the key and (``verify_clients``)
+    the CA file that is missing, not a file, unreadable or empty, as ``'tls.KEY': ...``
+    naming the path; None if each can be read. (Whether the TLS library takes their
+    contents is for the listener to find out.)"""
+    wanted = ("cert_file", "key_file") + (("ca_file",) if section.verify_clients else ())
+    for key in wanted:
+        path = getattr(section, key)
+        if not path:
+            because = " with tls.verify_clients" if key == "ca_file" else ""
+            return f"'tls.{key}' is required{because}"
+        if not Path(path).exists():
+            return f"'tls.{key}': no such file: {path}"
+        if not Path(path).is_file():
+            return f"'tls.{key}': not a file: {path}"
+        try:
+            with open(path, "rb") as file:
+                empty = not file.read(1)
+        except OSError as exc:
+            return f"'tls.{key}': cannot read {path}: {exc.strerror or exc}"
+        if empty:
+            return f"'tls.{key}': the file is empty: {path}"
+    return None

@@ -6,9 +6,11 @@ Rules this module owns (Broker-J's entity names, qpid-config's behaviour):
   ``org.apache.qpid.DirectExchange``, ``TopicExchange``, ``FanoutExchange`` and
   ``HeadersExchange``. CREATE takes ``type`` or ``qpid-type`` (``direct``, ``topic``,
   ``fanout``, ``headers``, or the kind's class name; a kind in the request implies it; all
-  given must agree), ``durable`` (true unless given: Broker-J's default), ``arguments``,
-  and Broker-J's ``alternateBinding``, ``unroutableMessageBehaviour``, ``lifetimePolicy``
-  (``PERMANENT`` only), ``description`` and ``context``; one that exists is a 409.
+  given must agree), ``durable`` (true unless given: Broker-J's default), ``arguments``
+  (only names an exchange knows, see exchanges/exchange.py: another is a 400, as Broker-J
+  refuses unknown attributes), and Broker-J's ``alternateBinding``,
+  ``unroutableMessageBehaviour``, ``lifetimePolicy`` (``PERMANENT`` only), ``description``
+  and ``context``; one that exists is a 409.
   READ and QUERY give ``name``, ``id``, ``type`` (as Broker-J: the class name,
   ``org.apache.qpid.TopicExchange``), ``qpid-type`` (the kind, ``topic``), ``durable``,
   ``arguments``, those attributes of Broker-J's, and the statistics
@@ -52,6 +54,7 @@ from proton_broker.exchanges.exchange import (
     UNROUTABLE,
     Binding,
     Exchange,
+    unknown_argument,
 )
 from proton_broker.management_paths import named_by_path, object_path
 from proton_broker.queues.settings import to_bool, to_context, to_description
@@ -288,6 +291,9 @@ class ExchangeEntities:
         arguments = attributes.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             raise InvalidField("'arguments' must be a map")
+        stray = unknown_argument(arguments)
+        if stray is not None:  # Broker-J: "Unknown attributes provided"
+            raise InvalidField(stray[1], stray[0])
         kept = {k: _kept_value(k, v) for k, v in attributes.items() if k in _KEPT and v is not None}
         arguments = {**arguments, **kept}
         exchange = self.broker.declare_exchange(name, exchange_type, durable, arguments, user)

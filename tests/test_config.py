@@ -147,10 +147,10 @@ def test_a_wrong_exchange_or_binding_stops_start_up_naming_it(
         ("http", "port", 70000, "must be between 0 and 65535"),
         ("metrics", "port", 65536, "must be between 0 and 65535"),
         ("tls", "port", -5, "must be between 0 and 65535"),
-        ("broker", "idle_timeout", -1, "must be at least 0, got -1"),
+        ("broker", "idle_timeout", -1, "must be between 0 and 4294967, got -1"),
         ("broker", "expiry_interval", 0, "must be at least 0.001, got 0"),
-        ("broker", "producer_credit", 0, "must be at least 1, got 0"),
-        ("broker", "max_frame_size", 100, "must be at least 512, got 100"),
+        ("broker", "producer_credit", 0, "must be between 1 and 2147483647, got 0"),
+        ("broker", "max_frame_size", 100, "must be between 512 and 4294967295, got 100"),
         ("http", "longpoll_timeout", -2.5, "must be at least 0"),
         ("http", "max_body_size", 0, "must be at least 1"),
         ("logging", "level", "LOUD", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
@@ -184,3 +184,164 @@ def test_the_edges_of_each_range_are_accepted() -> None:
 def test_a_config_file_that_was_named_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"configuration file .*nope.yaml does not exist"):
         config.load(tmp_path / "nope.yaml", environ={}, must_exist=True)
+
+
+# ---- what YAML or a typo would otherwise change silently ----------------------------------
+
+
+def load_text(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> config.Config:
+    path = tmp_path / "b.yaml"
+    path.write_text(text, encoding="utf-8")
+    return config.load(path, environ=environ or {})
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        (
+            "sasl:\n  anonymous: never\nacl: {file: ''}\nsasl:\n  mechanisms: PLAIN\n",
+            "line 4: 'sasl' is given twice (first on line 1)",
+        ),
+        ("broker: {store: memory, store: sqlite}\n", "line 1: 'broker.store' is given twice"),
+        ("queues:\n  q: {x-max-count: 1}\n  q: {}\n", "line 3: 'queues.q' is given twice"),
+        (
+            "bindings:\n  - {exchange: x, queue: q}\n  - {exchange: x, queue: q, queue: r}\n",
+            "line 3: 'bindings[1].queue' is given twice",
+        ),
+    ],
+)
+def test_a_key_or_section_given_twice_is_refused_naming_file_line_and_key(
+    tmp_path: Path, text: str, complaint: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_text(tmp_path, text)
+    assert str(refused.value).startswith(f"{tmp_path / 'b.yaml'}, {complaint}")
+    # a key merged from an anchor may still be overridden: it is not written twice
+    text = "queues:\n  a: &opts {durable: true}\n  b:\n    <<: *opts\n    durable: false\n"
+    assert load_text(tmp_path, text).queues == {"a": {"durable": True}, "b": {"durable": False}}
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("sasl", "failed_login_window", ".nan"),
+        ("broker", "expiry_interval", ".nan"),
+        ("broker", "expiry_interval", ".inf"),
+        ("broker", "idle_timeout", ".nan"),
+        ("broker", "handshake_timeout", ".nan"),
+        ("console", "sample_interval", ".nan"),
+        ("http", "read_timeout", ".nan"),
+        ("http", "longpoll_timeout", ".inf"),
+        ("broker", "idle_queue_timeout", "-.inf"),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused_from_the_file_and_the_environment(
+    tmp_path: Path, section: str, key: str, value: str
+) -> None:
+    complaint = f"configuration key '{section}.{key}' must be a finite number"
+    with pytest.raises(ConfigError, match=re.escape(complaint)):
+        load_text(tmp_path, f"{section}:\n  {key}: {value}\n")
+    variable = f"PROTON_BROKER_{section.upper()}_{key.upper()}"
+    with pytest.raises(ConfigError, match=re.escape(complaint)):
+        config.load(None, environ={variable: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "most"),
+    [
+        ("max_frame_size", 2**32 - 1),
+        ("producer_credit", 2**31 - 1),
+        ("max_message_size", 2**64 - 1),
+        ("idle_timeout", 4294967),
+        ("max_links_per_connection", 2**32 - 1),
+    ],
+)
+def test_a_number_the_wire_cannot_carry_is_refused_and_the_largest_it_can_is_taken(
+    key: str, most: int
+) -> None:
+    assert getattr(config.load(None, environ={}, overrides={"broker": {key: most}}).broker, key)
+    with pytest.raises(ConfigError, match=re.escape(f"'broker.{key}' must be between")):
+        config.load(None, environ={}, overrides={"broker": {key: most + 1}})
+
+
+def test_a_listener_frame_size_the_wire_cannot_carry_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"listeners\[0\].max_frame_size: .* 4294967295"):
+        load_text(tmp_path, "listeners:\n  - {port: 0, max_frame_size: 4294967296}\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("queues: {~: {}}", "queues: name None is not a string (quote it)"),
+        ("queues: {yes: {}}", "queues: name True is not a string (quote it)"),
+        ("queues: {010: {}}", "queues: name 8 is not a string (quote it)"),
+        ("queues: {12:30: {}}", "queues: name 750 is not a string (quote it)"),
+        ("queues: {'': {}}", "queues: a name must not be empty"),
+        ("exchanges: {yes: {type: topic}}", "exchanges: name True is not a string (quote it)"),
+        ("bindings: [{exchange: x, queue: 010}]", "bindings[0].queue: 8 is not a string"),
+        ("bindings: [{exchange: no, queue: q}]", "bindings[0].exchange: False is not a string"),
+    ],
+)
+def test_a_name_yaml_reads_as_another_type_is_refused_not_changed(
+    tmp_path: Path, text: str, complaint: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(complaint)):
+        load_text(tmp_path, text + "\n")
+    quoted = load_text(tmp_path, "queues: {'010': {}, 'yes': {}}\n")  # as written
+    assert list(quoted.queues) == ["010", "yes"]
+
+
+@pytest.mark.parametrize(
+    ("argument", "complaint"),
+    [
+        (
+            "unroutableMessageBehavior: REJECT",
+            "exchanges.x.arguments.unroutableMessageBehavior: unknown exchange argument "
+            "'unroutableMessageBehavior' (did you mean 'unroutableMessageBehaviour'?",
+        ),
+        (
+            "alternate_exchange: dlq",
+            "exchanges.x.arguments.alternate_exchange: unknown exchange argument "
+            "'alternate_exchange' (did you mean 'alternate-exchange'?",
+        ),
+    ],
+)
+def test_an_exchange_argument_the_broker_does_not_know_is_refused_naming_it(
+    tmp_path: Path, argument: str, complaint: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(complaint)):
+        load_text(tmp_path, f"exchanges:\n  x: {{type: direct, arguments: {{{argument}}}}}\n")
+    known = load_text(
+        tmp_path,
+        "exchanges:\n  x: {type: direct, arguments: {unroutableMessageBehaviour: REJECT,"
+        " alternate-exchange: dlq, description: d, qpid.ive: false}}\n",
+    )
+    assert known.exchanges["x"].arguments["unroutableMessageBehaviour"] == "REJECT"
+
+
+@pytest.mark.parametrize("section", ["broker", "http", "metrics", "tls"])
+def test_an_empty_host_is_refused_rather_than_listening_everywhere(section: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"'{section}.host' must not be empty")):
+        config.load(None, environ={}, overrides={section: {"host": ""}})
+
+
+def test_a_section_whose_keys_are_all_commented_out_is_empty(tmp_path: Path) -> None:
+    text = "broker:\n  # port: 5672\nsasl:\n"
+    loaded = load_text(tmp_path, text, environ={"PROTON_BROKER_BROKER_PORT": "5673"})
+    assert loaded.broker.port == 5673
+    assert loaded.sasl == config.SaslSection()
+
+
+def test_a_file_that_is_not_utf8_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_bytes(b"broker: {container_id: caf\xe9}\n")
+    with pytest.raises(
+        ConfigError, match=re.escape(f"{path}: not UTF-8 text (0xe9 at byte offset 26)")
+    ):
+        config.load(path, environ={})
+
+
+def test_a_config_path_that_is_a_directory_is_a_configuration_error(tmp_path: Path) -> None:
+    for must_exist in (True, False):
+        with pytest.raises(ConfigError, match=re.escape(f"{tmp_path}: cannot be read")):
+            config.load(tmp_path, environ={}, must_exist=must_exist)

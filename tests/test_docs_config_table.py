@@ -1,10 +1,12 @@
-"""The README's configuration table, the schema in ``proton_broker.config`` and
-``conf/broker.yaml`` name the same keys, with the same defaults.
+"""The README's configuration table, the tables of docs/configuration.md, the schema in
+``proton_broker.config`` and ``conf/broker.yaml`` name the same keys, with the same defaults.
 
 A row of the table is one whose first cell is a key in backticks (``section.key``, or
 ``queues``); its second cell is the default in backticks, written as YAML. A key added to the
-schema must be added to the README and to ``conf/broker.yaml`` too, and a default changed in
-one place must be changed in the others.
+schema must be added to the README, docs/configuration.md (whose rows have the same form; the
+declarations ``queues``, ``exchanges``, ``bindings`` and ``listeners`` are described there in
+prose) and ``conf/broker.yaml`` too, and a default changed in one place must be changed in the
+others.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from proton_broker.config import Config
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+CONFIGURATION = REPO / "docs" / "configuration.md"
 BROKER_YAML = REPO / "conf" / "broker.yaml"
 ROW = re.compile(r"^\|\s*`(?P<key>[a-z_]+(?:\.[a-z_]+)?)`\s*\|\s*`(?P<default>[^`]*)`\s*\|")
 
@@ -40,16 +43,39 @@ def schema_defaults() -> dict[str, Any]:
     return defaults
 
 
-def readme_rows() -> dict[str, str]:
-    """The configuration table of the README: key -> the default cell's text."""
+def table_rows(page: Path = README) -> dict[str, str]:
+    """The configuration rows of ``page``: key -> the default cell's text."""
     rows: dict[str, str] = {}
-    for line in README.read_text(encoding="utf-8").splitlines():
+    for line in page.read_text(encoding="utf-8").splitlines():
         match = ROW.match(line)
         if match:
             key = match.group("key")
-            assert key not in rows, f"README.md: `{key}` has two rows"
+            assert key not in rows, f"{page.name}: `{key}` has two rows"
             rows[key] = match.group("default")
     return rows
+
+
+def readme_rows() -> dict[str, str]:
+    """The configuration table of the README: key -> the default cell's text."""
+    return table_rows(README)
+
+
+def test_the_configuration_page_has_a_row_for_every_key_of_each_section_and_no_other() -> None:
+    documented = set(table_rows(CONFIGURATION))
+    schema = {key for key in schema_defaults() if "." in key}
+    assert documented == schema, (
+        f"missing from docs/configuration.md: {sorted(schema - documented)}; "
+        f"not in the schema: {sorted(documented - schema)}"
+    )
+
+
+@pytest.mark.parametrize("key", sorted(k for k in schema_defaults() if "." in k))
+def test_the_configuration_page_gives_the_schema_default(key: str) -> None:
+    cell = table_rows(CONFIGURATION).get(key)
+    assert cell is not None, f"docs/configuration.md has no row for `{key}`"
+    assert yaml.safe_load(cell) == schema_defaults()[key], (
+        f"docs/configuration.md: `{key}` default `{cell}` is not {schema_defaults()[key]!r}"
+    )
 
 
 def test_the_schema_is_read() -> None:

@@ -87,6 +87,75 @@ def test_a_bad_environment_value_stops_start_up_with_its_name() -> None:
     assert "broker.idle_timeout" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "sasl:\n  anonymous: never\nsasl:\n  mechanisms: PLAIN\n",
+            "{dir}/b.yaml, line 3: 'sasl' is given twice (first on line 1)",
+        ),
+        (
+            "queues:\n  q: {{x-max-cuont: 10}}\n",
+            "queues.q: unknown queue option(s) for 'q': 'x-max-cuont'=10",
+        ),
+        (
+            "queues:\n  q: {{qpid.max_count: ten}}\n",
+            "queues.q: queue option 'qpid.max_count' must be an integer",
+        ),
+        (
+            "exchanges:\n  x: {{type: direct, arguments: {{unroutableMessageBehavior: REJECT}}}}\n",
+            "exchanges.x.arguments.unroutableMessageBehavior: unknown exchange argument",
+        ),
+        (
+            "http: {{enabled: true, port: 0, tls: true}}\n"
+            "tls: {{cert_file: '{dir}/none.pem', key_file: '{dir}/none.key'}}\n",
+            "configuration key 'tls.cert_file': no such file: {dir}/none.pem (needed by http.tls)",
+        ),
+        (
+            "tls: {{enabled: true, port: 0, cert_file: '{dir}/empty.pem', key_file: x}}\n",
+            "configuration key 'tls.cert_file': the file is empty: {dir}/empty.pem",
+        ),
+        (
+            "sasl: {{user_db: '{dir}/nobody.sasldb'}}\n",
+            "configuration key 'sasl.user_db': no such file: {dir}/nobody.sasldb",
+        ),
+        ("sasl: {{user_db: '{dir}'}}\n", "configuration key 'sasl.user_db': not a file: {dir}"),
+    ],
+    ids=[
+        "section-twice",
+        "queue-option",
+        "queue-option-type",
+        "exchange-argument",
+        "https-cert",
+        "amqps-empty-cert",
+        "user-db-missing",
+        "user-db-directory",
+    ],
+)
+def test_a_wrong_config_stops_start_up_with_status_2_naming_key_and_value_before_the_store(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    (tmp_path / "empty.pem").write_text("")
+    path = tmp_path / "b.yaml"
+    path.write_text(text.format(dir=tmp_path))
+    data = tmp_path / "data"
+    result = run_cli("--config", str(path), "--port", "0", "--data-dir", str(data))
+    assert (result.returncode, "Traceback" in result.stderr) == (2, False), result.stderr
+    assert f"configuration error: {said.format(dir=tmp_path)}" in result.stderr
+    assert not data.exists()
+
+
+def test_a_config_file_that_is_not_utf8_or_is_a_directory_stops_start_up_with_status_2(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_bytes(b"broker: {container_id: caf\xe9}\n")
+    for named, said in ((path, "not UTF-8 text"), (tmp_path, "cannot be read: Is a directory")):
+        result = run_cli("--config", str(named), "--port", "0")
+        assert (result.returncode, "Traceback" in result.stderr) == (2, False), result.stderr
+        assert f"configuration error: {named}: {said}" in result.stderr
+
+
 def test_help_describes_the_flags() -> None:
     result = run_cli("--help")
     assert result.returncode == 0

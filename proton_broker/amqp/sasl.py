@@ -11,7 +11,10 @@ Rules this module owns:
   mechanism list) to a private directory and asks Cyrus, through an in-memory Proton
   connection, which mechanisms it really offers. A configured mechanism it does not offer
   stops start-up naming ``sasl.mechanisms``, the mechanism and the Debian package that
-  provides it, instead of starting a broker that offers clients an empty list.
+  provides it, instead of starting a broker that offers clients an empty list. When a
+  mechanism reads passwords, a ``sasl.user_db`` that is named must be a readable file
+  (fail closed: start-up stops naming the key and the path, rather than every login
+  failing); the default one in the data directory may be absent (no users yet).
 * Per connection, from the client's address and the listener: ANONYMOUS (and a client that
   sends no SASL header at all) is accepted where ``sasl.anonymous`` allows it (``loopback``
   by default, so the quick start needs no user); PLAIN without TLS where
@@ -35,11 +38,12 @@ from proton_broker.config import Config, SaslSection
 from proton_broker.errors import ConfigError
 from proton_broker.security.peers import allowed
 from proton_broker.security.subjects import common_name
-from proton_broker.security.users import password_user, user_db_path
+from proton_broker.security.users import password_user, user_db_path, user_db_problem
 
 CONFIG_NAME = "proton-broker"  # Cyrus reads <dir>/proton-broker.conf
 BUILT_IN = ("ANONYMOUS", "EXTERNAL")  # what Proton offers without Cyrus SASL
 PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256")
+WITHOUT_PASSWORDS = ("EXTERNAL", "GSSAPI")  # mechanisms that never read the sasldb file
 # The Debian package that gives Cyrus each mechanism (EXTERNAL is built into libsasl2).
 PACKAGES = {
     "PLAIN": "libsasl2-modules (libplain)",
@@ -90,6 +94,10 @@ def check_mechanisms(config: Config) -> None:
                 f"{' and '.join(BUILT_IN)} (scripts/setup-sasl.sh builds Proton with it)"
             )
         return
+    if any(m not in WITHOUT_PASSWORDS for m in wanted):
+        problem = user_db_problem(config)
+        if problem is not None:
+            raise ConfigError(problem)
     offered = _set_up_cyrus(config, wanted)
     missing = [m for m in wanted if m not in offered and m != "EXTERNAL"]
     if missing:

@@ -2,8 +2,10 @@
 
 Proton does the TLS itself, inside the transport, so the broker's socket loop is the same
 for both listeners; only the acceptor differs (``Acceptor.set_ssl_domain``). The files are
-checked here, at start-up, so that a missing or unreadable certificate is a clear error
-naming the file rather than every client's handshake failing later.
+checked at start-up, by the configuration step (:func:`proton_broker.config.tls_file_problem`,
+which the HTTPS gateway's check shares) and here again, so that a missing or unreadable
+certificate is a clear error naming the key and the file rather than every client's
+handshake failing later.
 
 The TLS listener speaks TLS only, as qpidd's and Broker-J's TLS ports: the domain never
 allows unsecured clients (``SSLDomain.allow_unsecured_client``), and since Proton's server
@@ -14,12 +16,10 @@ TLS handshake record's (:func:`starts_handshake`) before Proton reads it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cproton_ffi import lib
 from proton import Condition, Connection, SSLDomain, SSLException, Transport
 
-from proton_broker.config import TLS_VERSIONS, TlsSection
+from proton_broker.config import TLS_VERSIONS, TlsSection, tls_file_problem
 
 TLS_HANDSHAKE = 0x16  # the content type of a handshake record (RFC 8446 5.1): a ClientHello
 TLS_ON_PLAIN_PORT = "TLS handshake on the plain AMQP port: connect with amqps to the TLS port"
@@ -53,12 +53,9 @@ class TlsConfigError(OSError):
 def server_domain(section: TlsSection) -> SSLDomain:
     """The server-side domain: the broker's certificate and key; client certificates
     required and checked against ``ca_file`` when ``verify_clients``, else not asked for."""
-    for key in ("cert_file", "key_file") + (("ca_file",) if section.verify_clients else ()):
-        path = getattr(section, key)
-        if not path:
-            raise TlsConfigError(f"tls.{key} is required")
-        if not Path(path).is_file():
-            raise TlsConfigError(f"tls.{key}: no such file: {path}")
+    problem = tls_file_problem(section)
+    if problem is not None:
+        raise TlsConfigError(problem)
     domain = SSLDomain(SSLDomain.MODE_SERVER)
     try:
         domain.set_credentials(section.cert_file, section.key_file, section.key_password or None)

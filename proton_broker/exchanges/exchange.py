@@ -34,6 +34,15 @@ Rules this module owns (qpidd's and Broker-J's exchanges, AMQP 0-10's types):
   the exchange routes) and ``qpid.ive`` (the last message replayed to each new binding)
   are not implemented: a new exchange that asks for them (a true value) is refused
   (:func:`unsupported_arguments`, ``amqp:not-implemented`` / 501) rather than made without.
+* Argument names: those above are the ones an exchange here reads, with Broker-J's
+  ``description`` and ``context`` (kept, no effect). An exchange declared by the
+  configuration file or by management with any other name is refused
+  (:func:`unknown_argument`), as Broker-J's exchanges refuse "Unknown attributes
+  provided": a misspelt ``unroutableMessageBehavior`` or ``alternate_exchange`` would
+  otherwise be kept, unread, and the messages it was meant to keep lost. qpidd keeps any
+  argument, and an AMQP attach's node properties still become a new exchange's arguments
+  as qpidd keeps them (what qpid::messaging's ``x-declare`` sends is not this broker's to
+  vet).
 * Counters: ``routed`` (messages that reached at least one queue) and ``dropped`` (reached
   none: unroutable, counted, and what happens to them is the broker's rule), each with its
   bytes; management's ``resetStatistics`` sets them back to zero.
@@ -41,6 +50,7 @@ Rules this module owns (qpidd's and Broker-J's exchanges, AMQP 0-10's types):
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -397,6 +407,22 @@ def unsupported_arguments(arguments: Mapping[str, Any]) -> None:
                 f"exchange argument '{name}' (qpidd's: the exchange {what}) is not "
                 "supported by this broker"
             )
+
+
+KNOWN_ARGUMENTS = (*ALTERNATE_ARGUMENTS, UNROUTABLE, "description", "context", *_UNSUPPORTED)
+
+
+def unknown_argument(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first argument name this broker does not know (see the module rules) and a
+    sentence saying so, with the known name it is closest to; None if all are known."""
+    for name in arguments:
+        if name not in KNOWN_ARGUMENTS:
+            close = difflib.get_close_matches(str(name), KNOWN_ARGUMENTS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            return str(name), (
+                f"unknown exchange argument '{name}' ({hint}known: {', '.join(KNOWN_ARGUMENTS)})"
+            )
+    return None
 
 
 def _unroutable(arguments: Mapping[str, Any]) -> str:

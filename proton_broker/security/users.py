@@ -58,6 +58,26 @@ def user_db_path(config: Config) -> Path:
     return Path(path).resolve()
 
 
+def user_db_problem(config: Config) -> str | None:
+    """Why the broker cannot read its users, or None. A ``sasl.user_db`` that is named must
+    be a file: a missing one (a typo, a volume not mounted) would fail every password login
+    with nothing said at start-up. The default file in the data directory may be absent
+    (a new broker has no users yet); a directory in its place is wrong all the same."""
+    path = user_db_path(config)
+    named = f"configuration key 'sasl.user_db'{'' if config.sasl.user_db else ' (default)'}"
+    if not path.exists():
+        if not config.sasl.user_db:
+            return None
+        return f"{named}: no such file: {path} (proton-broker-config user add makes it)"
+    if not path.is_file():
+        return f"{named}: not a file: {path}"
+    try:
+        path.open("rb").close()
+    except OSError as exc:
+        return f"{named}: cannot read {path}: {exc.strerror or exc}"
+    return None
+
+
 class UserError(Exception):
     """A user command that cannot be done, said plainly."""
 

@@ -56,6 +56,19 @@ def test_creating_what_cannot_be_is_refused_and_changes_nothing(broker: RunningB
     assert names == {"amq.direct", "amq.topic", "amq.fanout", "amq.match"}
 
 
+def test_an_exchange_argument_the_broker_does_not_know_is_refused_and_nothing_is_made(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    misspelt = {"type": "direct", "arguments": {"unroutableMessageBehavior": "REJECT"}}
+    refused = node.ask(entity("CREATE", "strict", EXCHANGE), misspelt)
+    assert status(refused)[0] == 400
+    assert "unknown exchange argument 'unroutableMessageBehavior'" in status(refused)[1]
+    assert status(node.ask(entity("READ", "strict", EXCHANGE)))[0] == 404
+    known = {"type": "direct", "arguments": {"unroutableMessageBehaviour": "REJECT"}}
+    assert status(node.ask(entity("CREATE", "strict", EXCHANGE), known))[0] == 201
+
+
 def test_a_binding_named_by_a_number_of_an_amqp_type_has_its_decimal_text_as_key(
     broker: RunningBroker,
 ) -> None:

@@ -139,18 +139,19 @@ def test_with_verify_clients_only_a_client_with_a_certificate_from_the_ca_gets_i
 
 
 @pytest.mark.parametrize(
-    "broken, words",
+    "broken, status, words",
     [
-        (
+        (  # files that are not there: the configuration step, before the store is opened
             {"cert_file": "/nonexistent/cert.pem"},
-            "tls.cert_file: no such file: /nonexistent/cert.pem",
+            2,
+            "configuration key 'tls.cert_file': no such file: /nonexistent/cert.pem",
         ),
-        ({"key_file": ""}, "tls.key_file is required"),
-        ({"cert_file": "CA"}, "tls: cannot use"),  # a CA certificate without its key
+        ({"key_file": ""}, 2, "configuration key 'tls.key_file' is required"),
+        ({"cert_file": "CA"}, 1, "(AMQPS): tls: cannot use"),  # a CA certificate, no key
     ],
 )
 def test_a_broker_with_unusable_tls_files_says_which_and_exits(
-    files: dict[str, str], tmp_path: Path, broken: dict[str, str], words: str
+    files: dict[str, str], tmp_path: Path, broken: dict[str, str], status: int, words: str
 ) -> None:
     values = {"cert_file": files["cert"], "key_file": files["key"], **broken}
     if values["cert_file"] == "CA":
@@ -175,8 +176,8 @@ def test_a_broker_with_unusable_tls_files_says_which_and_exits(
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1
-    assert "(AMQPS)" in done.stderr and words in done.stderr
+    assert done.returncode == status
+    assert words in done.stderr and "Traceback" not in done.stderr
 
 
 def tls_handshake(port: int, ca_file: str, newest: ssl.TLSVersion) -> str:
