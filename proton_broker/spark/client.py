@@ -52,11 +52,13 @@ from proton_broker.spark.connection import (
     BrokerRequestError,
     ClientTimeout,
 )
+from proton_broker.spark.options import TlsFiles
 
 __all__ = [
     "BrokerRequestError",
     "ClientTimeout",
     "QueueBounds",
+    "TlsFiles",
     "browse_range",
     "queue_bounds",
     "send_all",
@@ -90,9 +92,11 @@ class QueueBounds:
 # ---- management ----------------------------------------------------------------------------
 
 
-def queue_bounds(url: str, queues: list[str], timeout: float = 30.0) -> dict[str, QueueBounds]:
+def queue_bounds(
+    url: str, queues: list[str], timeout: float = 30.0, tls: TlsFiles | None = None
+) -> dict[str, QueueBounds]:
     """Earliest and next sequence numbers of each queue, by management READ."""
-    conn = AmqpConnection(url, timeout)
+    conn = AmqpConnection(url, timeout, tls)
     try:
         replies = conn.receiver(None, dynamic=True)
         reply_to = replies.remote_source.address
@@ -189,12 +193,13 @@ def browse_range(
     end: int,
     window: int = BROWSE_WINDOW,
     timeout: float = 30.0,
+    tls: TlsFiles | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """Yield ``(sequence number, message bytes)`` for the messages of ``queue`` numbered in
     ``[start, end)`` that are still on it, in order, then close the connection."""
     if end <= start:
         return
-    conn = AmqpConnection(url, timeout)
+    conn = AmqpConnection(url, timeout, tls)
     try:
         link = conn.receiver(
             queue,
@@ -291,12 +296,13 @@ def send_all(
     window: int = SEND_WINDOW,
     timeout: float = 30.0,
     node_options: dict[str, Any] | None = None,
+    tls: TlsFiles | None = None,
 ) -> int:
     """Send every message (its encoded bytes, or anything with ``encode()`` such as a
     ``proton.Message``) unsettled and wait until each is ``accepted``; at most ``window``
     are in flight. ``node_options``: queue options, should the attach create the queue.
     Returns how many were sent."""
-    conn = AmqpConnection(url, timeout)
+    conn = AmqpConnection(url, timeout, tls)
     try:
         link = conn.sender(queue, node_options)
         return _send(conn, link, messages, window, f"sending to '{queue}'", queue)

@@ -47,6 +47,8 @@ from proton import (
     symbol,
 )
 
+from proton_broker.spark.options import TlsFiles
+
 READ_SIZE = 256 * 1024  # bytes read from the socket at a time (when the engine takes them)
 CLOSE_WAIT = 2.0  # seconds to wait for the broker to answer a close, at most
 
@@ -68,10 +70,11 @@ class AmqpConnection:
     """An open connection with one session; make links with :meth:`receiver` and
     :meth:`sender`, wait with :meth:`wait`, and :meth:`close` it."""
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, tls: TlsFiles | None = None) -> None:
         self.url = Url(url, defaults=True)
         self.name = safe_url(url)  # how errors name the URL
         self.timeout = timeout
+        self.tls = tls
         self.sock = socket.create_connection(
             (str(self.url.host), int(self.url.port)), timeout=timeout
         )
@@ -103,7 +106,7 @@ class AmqpConnection:
         if self.url.password:
             self.connection.password = self.url.password
         if self.url.scheme == "amqps":
-            tls = SSL(transport, SSLDomain(SSLDomain.MODE_CLIENT))
+            tls = SSL(transport, client_domain(self.tls))
             tls.peer_hostname = str(self.url.host)
 
     # ---- links -------------------------------------------------------------------------------
@@ -254,6 +257,21 @@ class AmqpConnection:
         finally:
             self.sock.close()
             self.transport.unbind()
+
+
+def client_domain(files: TlsFiles | None) -> SSLDomain:
+    """A client's TLS settings: the broker's certificate always verified, its name too
+    (``VERIFY_PEER_NAME``, Proton's default for a client), against ``files.ca_file`` when
+    given; this client's certificate when given."""
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    if files is None:
+        return domain
+    if files.ca_file:
+        domain.set_trusted_ca_db(files.ca_file)
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, files.ca_file)
+    if files.cert_file:
+        domain.set_credentials(files.cert_file, files.key_file, files.key_password)
+    return domain
 
 
 def safe_url(url: str) -> str:

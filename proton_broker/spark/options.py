@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,21 @@ DEFAULT_URL = "amqp://127.0.0.1:5672"
 
 class OptionError(ValueError):
     """An option is missing or has a bad value."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """What an ``amqps`` connection trusts and shows (PEM files, at the same path on the
+    driver and on every executor, as Spark's Kafka connector reads its trust store):
+    ``ca_file`` the CAs the broker's certificate is checked against (empty: OpenSSL's
+    default store, which ``SSL_CERT_FILE`` can point elsewhere); ``cert_file`` and
+    ``key_file`` this client's certificate and key, for a broker with
+    ``tls.verify_clients`` (SASL EXTERNAL); ``key_password`` the key's, if it has one."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    key_password: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,7 @@ class SourceOptions:
     credit: int = 10_000  # the browse window: messages the broker may send ahead
     cursor: str | None = None  # committed offsets go to this LVQ on the broker
     fail_once_file: str | None = None  # fault tests: fail one read if this file exists
+    tls: TlsFiles | None = None  # an amqps URL's files (None: OpenSSL's defaults)
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,7 @@ class SinkOptions:
     window: int = 1000
     timeout: float = 30.0
     fail_once_file: str | None = None  # fault tests: fail one task half way
+    tls: TlsFiles | None = None  # an amqps URL's files (None: OpenSSL's defaults)
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -168,6 +186,7 @@ def source_options(options: Mapping[str, str]) -> SourceOptions:
         credit=_int(options, "credit") or 10_000,
         cursor=_get(options, "cursor"),
         fail_once_file=_get(options, "failOnceFile"),
+        tls=_tls(options),
     )
 
 
@@ -182,4 +201,26 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         window=_int(options, "maxInFlight") or 1000,
         timeout=_float(options, "timeout", 30.0),
         fail_once_file=_get(options, "failOnceFile"),
+        tls=_tls(options),
     )
+
+
+_TLS_FILES = {"caFile": "ca_file", "certFile": "cert_file", "keyFile": "key_file"}
+
+
+def _tls(options: Mapping[str, str]) -> TlsFiles | None:
+    """The TLS files named by ``caFile``, ``certFile``, ``keyFile`` and ``keyPassword``
+    (None if none is): each must be a file this process can read (checked on the driver,
+    so a wrong path fails the query before any connection is made), and a certificate
+    goes with its key."""
+    files = {field: _get(options, name) or "" for name, field in _TLS_FILES.items()}
+    password = _get(options, "keyPassword")
+    if not any(files.values()) and password is None:
+        return None
+    for name, field_name in _TLS_FILES.items():
+        path = files[field_name]
+        if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            raise OptionError(f"option {name}: no file this process can read at {path}")
+    if bool(files["cert_file"]) != bool(files["key_file"]):
+        raise OptionError("options certFile and keyFile go together: give both or neither")
+    return TlsFiles(**files, key_password=password)

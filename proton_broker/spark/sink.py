@@ -52,11 +52,11 @@ def write_rows(opts: SinkOptions, batches: Iterator[Any], prefix: str, partition
     if _take_fail_file(opts.fail_once_file):
         every = list(messages)
         half = every[: (len(every) + 1) // 2]
-        client.send_all(opts.url, opts.queue, iter(half), opts.window, opts.timeout)
+        client.send_all(opts.url, opts.queue, iter(half), opts.window, opts.timeout, tls=opts.tls)
         raise InjectedFailure(
             f"injected failure writing to {opts.queue} after {len(half)} of {len(every)} rows"
         )
-    count = client.send_all(opts.url, opts.queue, messages, opts.window, opts.timeout)
+    count = client.send_all(opts.url, opts.queue, messages, opts.window, opts.timeout, tls=opts.tls)
     return Sent(partition, count)
 
 

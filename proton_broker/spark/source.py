@@ -62,7 +62,7 @@ def read_range(opts: SourceOptions, part: RangePartition, snapshot: bool = False
     messages' bytes (:mod:`proton_broker.spark.columns`); runs on an executor. A
     ``snapshot`` (a batch read) reads what is on the queue of the range, whatever was
     consumed since planning; a stream's range checks for data loss first."""
-    bounds = client.queue_bounds(opts.url, [part.queue], opts.timeout)[part.queue]
+    bounds = client.queue_bounds(opts.url, [part.queue], opts.timeout, opts.tls)[part.queue]
     offsets.check_order({part.queue: bounds})
     start = part.start
     if not snapshot:
@@ -72,7 +72,7 @@ def read_range(opts: SourceOptions, part: RangePartition, snapshot: bool = False
     fail_at = _fail_point(opts.fail_once_file, part)
     rows = ColumnBatch(part.queue, opts.key_property or bounds.key)
     browsed = client.browse_range(
-        opts.url, part.queue, start, part.end, opts.credit, timeout=opts.timeout
+        opts.url, part.queue, start, part.end, opts.credit, timeout=opts.timeout, tls=opts.tls
     )
     for count, (seq, data) in enumerate(browsed):
         if count == fail_at:
@@ -103,7 +103,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[str, int] | None = None  # available-now: stop here
 
     def _bounds(self) -> dict[str, client.QueueBounds]:
-        bounds = client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+        bounds = client.queue_bounds(
+            self.opts.url, list(self.opts.queues), self.opts.timeout, self.opts.tls
+        )
         offsets.check_order(bounds)
         return bounds
 
@@ -146,7 +148,9 @@ class AmqpBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        bounds = client.queue_bounds(self.opts.url, list(self.opts.queues), self.opts.timeout)
+        bounds = client.queue_bounds(
+            self.opts.url, list(self.opts.queues), self.opts.timeout, self.opts.tls
+        )
         offsets.check_order(bounds)
         start = {q: b.earliest for q, b in bounds.items()}
         end = {q: b.next for q, b in bounds.items()}
@@ -180,4 +184,5 @@ def move_cursor(opts: SourceOptions, end: dict) -> None:
         messages,
         timeout=opts.timeout,
         node_options={"qpid.last_value_queue_key": CURSOR_KEY},
+        tls=opts.tls,
     )
