@@ -45,6 +45,7 @@ from proton_broker.exchanges.subscriptions import Subscriptions
 from proton_broker.lifetime import Lifetimes
 from proton_broker.message import Message
 from proton_broker.queues.budget import HistoryBudget, MemoryBudget
+from proton_broker.queues.expiry import SWEEP_BATCH
 from proton_broker.queues.factory import build_queue
 from proton_broker.queues.history import SEQUENCE
 from proton_broker.queues.ports import LoopHooks
@@ -87,6 +88,7 @@ class Broker:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.queues: dict[str, Queue] = {}
+        self._sweeping: list[Queue] = []  # queues the expiry sweep under way has still to do
         # How the event loop drives every queue, present and future (filled in by the
         # server and the store): one object all the queues share.
         self.loop_hooks = LoopHooks(
@@ -1058,9 +1060,29 @@ class Broker:
             store_log.info("MST-1003 : Closed")
 
     def purge_expired(self, now: float | None = None) -> int:
-        """Drop expired messages from every queue (called on a timer)."""
+        """Drop expired messages from every queue, all in one go (the loop sweeps in
+        slices instead, :meth:`sweep_expired`)."""
         now = time.time() if now is None else now
         return sum(queue.purge_expired(now) for queue in self.queues.values())
+
+    def sweep_expired(self, most: int = SWEEP_BATCH, now: float | None = None) -> bool:
+        """One slice of the expiry sweep (called on a timer): the queues, one after the
+        other, drop expired messages, ``most`` looked at in all (a queue counts as one), so
+        that the loop serves its sockets between slices (queues/expiry.py). True: the
+        sweep has more to do, and wants the next slice at once."""
+        now = time.time() if now is None else now
+        if not self._sweeping:  # a new sweep
+            self._sweeping = list(self.queues.values())
+        while self._sweeping and most > 0:
+            queue = self._sweeping[-1]
+            if self.queues.get(queue.name) is not queue:  # deleted meanwhile
+                self._sweeping.pop()
+                continue
+            most -= 1 + queue.purge_expired(now, most)
+            if queue.expiry_due(now):
+                return True  # its slice took what was left: the rest in the next
+            self._sweeping.pop()
+        return bool(self._sweeping)
 
 
 def _run(steps: list[Callable[[], None]]) -> None:

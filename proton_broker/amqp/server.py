@@ -462,7 +462,12 @@ class Server(Handler):
         self.container.schedule(interval, Callback(self._purge_expired))
 
     def _purge_expired(self) -> None:
-        self.broker.purge_expired()
+        """A slice of the expiry sweep; while it has more to do, the next slice runs on
+        the loop's next turn, after the sockets (queues/expiry.py), and the periodic work
+        once it is done."""
+        if self.broker.sweep_expired() and not self._stopping:
+            self.container.schedule(0.0, Callback(self._purge_expired))
+            return
         self._check_lifetimes()  # queues waiting to be empty, and the idle sweep
         if not self._stopping:
             self.container.schedule(

@@ -148,15 +148,24 @@ class PackedTail:
     def unpack_all(self) -> None:
         self.unpack(len(self))
 
-    def due_through(self, now: float) -> int | None:
+    def due_through(self, now: float, most: int | None = None) -> int | None:
         """The greatest number among the packed messages whose expiry time is ``now`` or
-        earlier (the queue unpacks through it), or None; O(k log n) for k of them."""
+        earlier (the queue unpacks through it), or None, looking at ``most`` of them at
+        most (None: all; the queue's expiry sweep goes in slices, queues/expiry.py), each
+        once; O(k log n) for k of them."""
         due, first, last = self._due, self.first, None
-        while due and due[0][0] <= now:
+        left = len(due) if most is None else most
+        while left > 0 and due and due[0][0] <= now:
+            left -= 1
             number = heapq.heappop(due)[1]
             if number >= first and (last is None or number > last):
                 last = number  # below first: unpacked already, the queue expires it
         return last
+
+    def any_due(self, now: float) -> bool:
+        """Whether a packed (or since unpacked) message's expiry time is ``now`` or
+        earlier. O(1)."""
+        return bool(self._due) and self._due[0][0] <= now
 
     def first_since(self, arrival: float) -> int | None:
         """The number of the first packed message that arrived at or after ``arrival``

@@ -78,7 +78,7 @@ from proton_broker.queues.entries import (
 )
 from proton_broker.queues.expiry import Expiries, expiry_time, has_ttl_bounds
 from proton_broker.queues.filters import default_replay_seconds
-from proton_broker.queues.holds import Holds, held_until
+from proton_broker.queues.holds import RELEASE_BATCH, Holds, held_until
 from proton_broker.queues.limits import Limits, read_back
 from proton_broker.queues.numbering import Numbering
 from proton_broker.queues.overflow import (
@@ -196,6 +196,9 @@ class Queue:
         # Whether enqueue screens messages at all: one test for both, most queues do neither.
         self._screens = self.numbers.dedupe is not None or self._filter is not None
         self._expiry = Expiries()  # queues/expiry.py
+        # The last packed message a sweep found due (queues/packed.py): the sweep unpacks
+        # the tail through it, a slice at a time.
+        self._expire_through = -1
         # The queue's order as browsers and consumers with a selector walk it.
         walk = Walk(self._order, self._log)  # queues/walking.py
         self._browsers = Browsers(  # queues/browsing.py
@@ -511,12 +514,13 @@ class Queue:
 
     # ---- hold until valid (Broker-J holdOnPublishEnabled) ----------------------------------
 
-    def release_held(self, now: float | None = None) -> int:
-        """Make the held entries whose time has come available, in their normal positions;
-        returns how many. Browsers already past one get it next."""
+    def release_held(self, now: float | None = None, most: int | None = RELEASE_BATCH) -> int:
+        """Make the held entries whose time has come available, in their normal positions,
+        ``most`` at most (None: all; the loop is asked to wake the queue at once for the
+        rest, queues/holds.py); returns how many. Browsers already past one get it next."""
         now = time.time() if now is None else now
         released = 0
-        for entry in self._held.due(now):
+        for entry in self._held.due(now, most):
             if self._superseded(entry):
                 self._remove(entry)
                 self.stats.replaced += 1
@@ -744,7 +748,7 @@ class Queue:
                 entry.excluded = set()
             entry.excluded.add(undeliverable_for)
         self.stats.released += 1
-        self._dispatcher.made_available(entry)
+        self._available_again(entry)
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
         if self._ready:
@@ -772,9 +776,16 @@ class Queue:
             self._remove(entry)
             self.stats.replaced += 1
             return
-        self._dispatcher.made_available(entry)
+        self._available_again(entry)
         if self._groups is not None:  # after the requeue, so the group is not forgotten
             self._groups.done(entry)
+
+    def _available_again(self, entry: Entry) -> None:
+        """An acquired entry back at its original position; one whose time passed while
+        it was held is tracked for expiry again (queues/expiry.py)."""
+        self._dispatcher.made_available(entry)
+        if entry.expires_at is not None:
+            self._expiry.returned(entry)
 
     def _merge_annotations(self, message: Message, annotations: bytes) -> None:
         """A consumer's annotations into a message it gives back; the queue's byte counts
@@ -789,19 +800,35 @@ class Queue:
 
     # ---- expiry and housekeeping ---------------------------------------------------------
 
-    def purge_expired(self, now: float | None = None) -> int:
-        """Drop available entries whose time has passed; O(k log n) for k expiries."""
+    def purge_expired(self, now: float | None = None, most: int | None = None) -> int:
+        """Drop available entries whose time has passed, looking at ``most`` at most (None:
+        all; see queues/expiry.py for the slices): how many were dropped. O(k log n) for
+        k expiries; :meth:`expiry_due` says whether more are due."""
         dropped = 0
         now = time.time() if now is None else now
         packed = self._packed
         if packed is not None and packed.size:
-            last = packed.due_through(now)
-            if last is not None:  # packed ones whose time has come become entries first
-                packed.unpack(last - packed.first + 1)
-        for entry in self._expiry.due(now):
+            last = packed.due_through(now, most)
+            if last is not None and last > self._expire_through:
+                self._expire_through = last
+            count = self._expire_through - packed.first + 1
+            if count > 0:  # packed ones whose time has come become entries first
+                packed.unpack(count if most is None else min(count, most))
+        for entry in self._expiry.due(now, most):
             self._expire(entry)
             dropped += 1
         return dropped
+
+    def expiry_due(self, now: float) -> bool:
+        """Whether :meth:`purge_expired` has work left at ``now``. O(1)."""
+        packed = self._packed
+        if packed is None or not packed.size:
+            return self._expiry.any_due(now)
+        return (
+            self._expire_through >= packed.first
+            or packed.any_due(now)
+            or (self._expiry.any_due(now))
+        )
 
     def _dead_letter(
         self, entry: Entry, reason: str, detail: str | None = None, held: bool = False
@@ -867,8 +894,8 @@ class Queue:
             self._held.hold(entry, until)  # valid later: held again, out of the ordering
         else:
             self._dispatcher.made_available(entry)
-        if entry.expires_at is not None:
-            self._expiry.track(entry)  # the sweep may have let it go: it tries again
+        if entry.expires_at is not None:  # the sweep may have let it go: it tries again
+            self._expiry.returned(entry, popped=True)
         if held and self._groups is not None:
             self._groups.done(entry)
         if self._ready or self._browse_cursors:

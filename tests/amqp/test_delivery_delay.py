@@ -9,6 +9,7 @@ from pathlib import Path
 
 from proton import Disposition, Message, symbol
 
+from tests.amqp.canary import Canary, fill
 from tests.amqp.test_durability import Restartable
 from tests.conftest import RunningBroker
 from tests.engine_client import EngineClient
@@ -106,3 +107,20 @@ def test_a_durable_delayed_message_keeps_its_time_across_a_restart(tmp_path: Pat
         assert bodies(client, receiver) == ["kept"]
     finally:
         second.stop()
+
+
+def test_messages_due_at_one_instant_are_released_in_slices_while_other_clients_are_served(
+    broker: RunningBroker,
+) -> None:
+    """1000 a loop turn, as qpidd's maxPurgeBatch, not 400,000 in one go (a stall of half
+    a second before; they take less work than expiring ones, hence the tighter bound)."""
+    canary = Canary(broker)
+    broker.client().sender("due-together")  # the queue
+    due = time.time() + 5.0  # after the queue is filled
+    when = {symbol("x-opt-delivery-time"): int(due * 1000)}
+    fill(broker, "due-together", 400_000, Message(body="x" * 20, annotations=when), time.time())
+    queue = broker.broker.queues["due-together"]
+    assert broker.call(queue.available_count) == 0
+    worst = canary.worst_round_trip(due - time.time() + 1.0)
+    assert broker.call(queue.available_count) == 400_000
+    assert worst < 0.25, f"a round trip took {worst:.2f} s while messages became due"

@@ -6,6 +6,7 @@ import time
 
 from proton import Disposition, Message
 
+from tests.amqp.canary import Canary, fill
 from tests.amqp.test_disposition import depth
 from tests.conftest import RunningBroker
 
@@ -83,3 +84,36 @@ def test_a_delivery_carries_the_time_to_live_left_as_both_qpid_brokers_send_it(
     again = client.wait_received(receiver, 2)[1]
     assert again.message.ttl <= first.message.ttl - 0.4
     assert again.message.delivery_count == 1
+
+
+def test_messages_expiring_together_leave_in_slices_while_other_clients_are_served(
+    broker: RunningBroker,
+) -> None:
+    """As qpidd's maxPurgeBatch: the sweep drops 1000 a loop turn, not 200,000 in one go
+    (a stall of about a second before), the packed tail of the deep queue unpacked in
+    slices too."""
+    canary = Canary(broker)
+    broker.client().sender("expiring")  # the queue
+    fill(broker, "expiring", 200_000, Message(body="x" * 20, ttl=1.0), now=time.time())
+    worst = canary.worst_round_trip(2.5)
+    assert depth(broker, "expiring") == 0
+    assert broker.call(lambda: broker.broker.queues["expiring"].stats.expired) == 200_000
+    assert worst < 0.5, f"a round trip took {worst:.2f} s while messages expired"
+
+
+def test_a_message_that_expired_while_held_is_dropped_once_released_and_not_before(
+    broker: RunningBroker,
+) -> None:
+    """The sweep lets go of a held message whose time passed (it looked at every one on
+    every sweep) and tracks it again when it comes back."""
+    broker.config.broker.expiry_interval = 0.1
+    client = broker.client()
+    sender = client.sender("held-ttl")
+    client.wait_settled(client.send(sender, Message(body="held", ttl=0.2), pump=False))
+    receiver = client.receiver("held-ttl", credit=1)
+    (held,) = client.wait_received(receiver, 1)
+    client.pump(0.5)  # a few sweeps past its time
+    assert depth(broker, "held-ttl") == 1  # never expired under its consumer
+    client.settle(held, Disposition.RELEASED)
+    client.wait(lambda: depth(broker, "held-ttl") == 0, timeout=5)
+    assert broker.call(lambda: broker.broker.queues["held-ttl"].stats.expired) == 1
