@@ -106,7 +106,7 @@ from proton_broker.management_messages import (
 )
 from proton_broker.management_messages import confidential as is_confidential
 from proton_broker.management_paths import named_by_path, object_path
-from proton_broker.moving import Transfer
+from proton_broker.moving import MAX_TRANSFER, Transfer
 from proton_broker.queues.queue import Queue
 from proton_broker.queues.settings import (
     DELETE_IF_UNUSED,
@@ -548,17 +548,45 @@ class Management:
             return Response(OK, "OK", answer)
         if operation == DELETE_MESSAGES:  # management_messages.py
             self._check(user, "purge", queue)
-            deleted = message_operation(queue, operation, properties)
+            return self._delete_messages(queue, properties, user)
+        if user is not None:  # they show what messages say, as a browser sees them
+            self.broker.access.receive(user, queue.name, queue.settings, browse=True)
+        return Response(OK, "OK", message_operation(queue, operation, properties))
+
+    def _delete_messages(
+        self, queue: Queue, properties: Mapping[str, Any], user: str | None
+    ) -> Response:
+        """Broker-J's deleteMessages, at most :data:`MAX_TRANSFER` messages a request, in
+        slices of as many looked at, one a pass of the broker's loop, so that a deep queue
+        never holds it; answered once the last slice's removals are on disk."""
+        wanted, matches, limit = selection(properties)
+        limit = MAX_TRANSFER if limit < 0 else min(limit, MAX_TRANSFER)
+        response = Response(OK, "OK", pending=True)
+        deleted: list[int] = []
+
+        def step(start: int) -> None:
+            following = None
+            if self.broker.is_live(queue):  # a deleted queue took the rest with it
+                removed, following = queue.delete_slice(
+                    wanted, matches, limit - len(deleted), start, MAX_TRANSFER
+                )
+                deleted.extend(removed)
+            if following is not None:
+                queue.hooks.later(lambda: step(following))
+                return
             log.info(
                 'QUE-1011 Purge : "%s" : %d message(s) deleted by %s',
                 queue.name,
                 len(deleted),
                 user,
             )
-            return self._once_removed(Response(OK, "OK", deleted), queue, len(deleted))
-        if user is not None:  # they show what messages say, as a browser sees them
-            self.broker.access.receive(user, queue.name, queue.settings, browse=True)
-        return Response(OK, "OK", message_operation(queue, operation, properties))
+            response.body = deleted
+            self._once_removed(response, queue, len(deleted))
+            if not response.pending:
+                response.finish()
+
+        step(0)
+        return response
 
     def _once_removed(self, response: Response, queue: Queue, removed: int) -> Response:
         """``response`` to a purge (clearQueue, deleteMessages) of ``removed`` messages,

@@ -109,9 +109,8 @@ def confidential(operation: Any, properties: Mapping[str, Any]) -> bool:
 
 
 def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any]) -> Any:
-    """Answer ``operation`` (one of :data:`MESSAGE_OPERATIONS`) on ``queue``."""
-    if operation == DELETE_MESSAGES:
-        return _delete_messages(queue, properties)
+    """Answer ``operation`` (one of :data:`MESSAGE_OPERATIONS` but deleteMessages, which
+    management runs in slices) on ``queue``."""
     if operation == GET_MESSAGE_CONTENT:
         return message_content(queue, properties)
     headers = _boolean(properties, "includeHeaders", operation == GET_MESSAGE_INFO_BY_ID)
@@ -126,10 +125,6 @@ def message_operation(queue: Queue, operation: str, properties: Mapping[str, Any
     count = MAX_MESSAGE_INFO if last is None or last < 0 else last - first + 1
     listed = queue.listed(first, min(count, MAX_MESSAGE_INFO))
     return [_info(entry, data, headers) for entry, data in listed]
-
-
-def _delete_messages(queue: Queue, properties: Mapping[str, Any]) -> list[int]:
-    return queue.delete_messages(*selection(properties))
 
 
 def selection(properties: Mapping[str, Any]) -> Selection:

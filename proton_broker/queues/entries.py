@@ -523,6 +523,40 @@ class ArrivalLog:
             return len(self._entries) + seq - packed.first
         return bisect_left(self._entries, seq, key=_seq)
 
+    def live_index(self, position: int) -> int:
+        """The index of the live entry at ``position`` (0: the oldest live one), an index
+        past the held entries when it is packed; unpacks nothing. O(1) while every
+        tombstone lies ahead of the oldest live entry (a queue consumed from its head),
+        O(position) otherwise (the tombstones on the way are stepped over)."""
+        entries, head = self._entries, self._head
+        while head < len(entries) and entries[head].state == DEAD:
+            head += 1
+        self._head = head
+        if self._dead <= head:  # no tombstone after the oldest live entry
+            return head + position
+        index = head
+        while index < len(entries):
+            if entries[index].state != DEAD:
+                if not position:
+                    return index
+                position -= 1
+            index += 1
+        return index + position
+
+    def peek(self, index: int) -> Entry | None:
+        """The entry at ``index`` as :meth:`at` reads it, but a packed one stays packed:
+        a stand-in entry is made for the reader (not the queue's: it is on no list)."""
+        entries = self._entries
+        if index < len(entries):
+            return entries[index]
+        packed = self.packed
+        offset = index - len(entries)
+        found = None if packed is None else packed.peek(offset)
+        if found is None:
+            return None
+        message, expires = found
+        return Entry(packed.first + offset, message, expires)  # type: ignore[union-attr] # found: packed
+
     def at(self, index: int) -> Entry | None:
         entries = self._entries
         if index < len(entries):

@@ -145,6 +145,17 @@ class PackedTail:
         self.joined(records, expiring)
         return True
 
+    def peek(self, offset: int) -> tuple[Message, float | None] | None:
+        """A record of the packed message ``offset`` after the oldest, with its expiry time,
+        made for a reader and left packed (None past the last): what management shows of
+        a message it reads, as a read must not change what the queue keeps. O(1)."""
+        if not 0 <= offset < self.size:
+            return None
+        row, number = self._head + offset, self.first + offset
+        data, layout = self._data[row], self._layouts[row]
+        assert data is not None and layout is not None  # a packed row is set
+        return unpack(data, layout, self._arrivals[row], number), self._expiries.get(number)
+
     def unpack_all(self) -> None:
         self.unpack(len(self))
 

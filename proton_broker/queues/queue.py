@@ -992,16 +992,16 @@ class Queue:
     def listed(self, first: int, count: int) -> list[tuple[Entry, bytes]]:
         """Up to ``count`` live entries from the ``first`` (0: the oldest) in arrival order,
         each with its bytes (read back if paged out), taking none: what management's
-        getMessageInfo shows. O(first + count): packed messages on the way are unpacked,
-        as a consumer reaching them would."""
+        getMessageInfo shows. It jumps to ``first`` (O(1) while no tombstone lies behind
+        the oldest entry, O(first) otherwise, as Broker-J's), then O(count); a packed
+        message is read where it is and stays packed: a read changes nothing."""
         found: list[tuple[Entry, bytes]] = []
-        if count <= 0:
-            return found
-        for position, entry in enumerate(self._walk()):
-            if position >= first:
+        log = self._log
+        index = log.live_index(first)
+        while len(found) < count and (entry := log.peek(index)) is not None:
+            index += 1
+            if entry.state != DEAD:
                 found.append((entry, self._bytes_of(entry.message)))
-                if len(found) >= count:
-                    break
         return found
 
     def delete_messages(
@@ -1012,8 +1012,80 @@ class Queue:
         bound), as management's deleteMessages asks; their positions, in that order. Only
         messages nobody holds go: available ones, and held ones not valid yet. Messages
         consumers hold stay with them, as a purge leaves them, and nothing goes to the
-        alternate. O(n) at most (packed messages on the way are unpacked)."""
-        return self.select_messages(numbers, matches, limit)
+        alternate. All at once: management deletes in slices (:meth:`delete_slice`)."""
+        deleted: list[int] = []
+        start: int | None = 0
+        while start is not None and limit != 0:
+            removed, start = self.delete_slice(numbers, matches, limit, start, sys.maxsize)
+            deleted += removed
+            limit -= len(removed)
+        return deleted
+
+    def delete_slice(
+        self,
+        numbers: set[int] | None,
+        matches: MessageFilter | None,
+        limit: int,
+        start: int,
+        examine: int,
+    ) -> tuple[list[int], int | None]:
+        """One slice of :meth:`delete_messages`: from queue position ``start`` on, looking
+        at no more than ``examine`` messages (those named in ``numbers``, each found in
+        O(log n); otherwise every live one on the way; a packed one counts as it is
+        unpacked). The positions removed, and the position the next slice starts from
+        (None: nothing is left to look at, or ``limit`` were removed)."""
+        if numbers is not None:
+            return self._delete_numbered(
+                sorted(n for n in numbers if n >= start), matches, limit, examine
+            )
+        selected: list[int] = []
+        for entry in self._walk(start):
+            if limit == 0:
+                return selected, None
+            if examine <= 0:
+                return selected, entry.seq
+            examine -= 1
+            if self._deletes(entry, matches):
+                selected.append(entry.seq)
+                limit -= 1
+        return selected, None
+
+    def _delete_numbered(
+        self, numbers: list[int], matches: MessageFilter | None, limit: int, examine: int
+    ) -> tuple[list[int], int | None]:
+        """:meth:`delete_slice` with the positions named (ascending)."""
+        selected: list[int] = []
+        log, packed = self._log, self._packed
+        for number in numbers:
+            if limit == 0:
+                return selected, None
+            if examine <= 0:
+                return selected, number
+            if packed is not None and packed.size and number >= packed.first:
+                behind = number - packed.first + 1  # unpacked on the way to it
+                if behind > examine:
+                    packed.unpack(examine)
+                    return selected, number
+                examine -= behind
+            examine -= 1
+            entry = log.at(log.index_of(number))
+            if entry is None or entry.seq != number:
+                continue
+            if self._deletes(entry, matches):
+                selected.append(number)
+                limit -= 1
+        return selected, None
+
+    def _deletes(self, entry: Entry, matches: MessageFilter | None) -> bool:
+        """Remove ``entry`` if nobody holds it and ``matches`` (None: any) selects it."""
+        if entry.state not in (AVAILABLE, HELD):
+            return False
+        message = entry.message
+        with self._read_back(message) if message.paged else nullcontext():
+            if matches is not None and not matches.matches(message):
+                return False
+        self._remove(entry)
+        return True
 
     def select_messages(
         self,
@@ -1057,11 +1129,13 @@ class Queue:
             limit -= 1
         return selected
 
-    def _walk(self) -> Iterator[Entry]:
-        """The live entries, oldest first, read as they are reached (packed ones unpacked
-        on the way, none before it is needed). The caller may remove the entry it was
-        given: a compaction of the log meanwhile is followed."""
-        log, index = self._log, 0
+    def _walk(self, start: int = 0) -> Iterator[Entry]:
+        """The live entries from queue position ``start`` (0: the oldest), read as they
+        are reached (packed ones unpacked on the way, none before it is needed). The
+        caller may remove the entry it was given: a compaction of the log meanwhile is
+        followed."""
+        log = self._log
+        index = log.index_of(start) if start else 0
         while (entry := log.at(index)) is not None:
             generation = log.generation
             if entry.state != DEAD:
