@@ -531,8 +531,13 @@ class Management:
     ) -> Response:
         """Broker-J's queue operations (:data:`QUEUE_OPERATIONS`), each asking the ACL."""
         if operation == CLEAR_QUEUE:
-            purged = self.broker.purge_queue(queue.name, user=user)
-            return self._once_removed(Response(OK, "OK", purged), queue, purged)
+            response = Response(OK, "OK", pending=True)
+            self.broker.purge_queue(
+                queue.name,
+                user,
+                lambda purged: self._answer_removed(response, queue, purged, purged),
+            )
+            return response
         if operation == GET_STATISTICS:
             self._check(user, "access", queue)
             return Response(OK, "OK", self._statistics(queue, wanted_statistics(properties)))
@@ -564,29 +569,34 @@ class Management:
         response = Response(OK, "OK", pending=True)
         deleted: list[int] = []
 
-        def step(start: int) -> None:
-            following = None
-            if self.broker.is_live(queue):  # a deleted queue took the rest with it
-                removed, following = queue.delete_slice(
-                    wanted, matches, limit - len(deleted), start, MAX_TRANSFER
-                )
-                deleted.extend(removed)
-            if following is not None:
-                queue.hooks.later(lambda: step(following))
-                return
+        def step(start: int) -> int | None:
+            if not self.broker.is_live(queue):  # a deleted queue took the rest with it
+                return None
+            removed, following = queue.delete_slice(
+                wanted, matches, limit - len(deleted), start, MAX_TRANSFER
+            )
+            deleted.extend(removed)
+            return following
+
+        def done() -> None:
             log.info(
                 'QUE-1011 Purge : "%s" : %d message(s) deleted by %s',
                 queue.name,
                 len(deleted),
                 user,
             )
-            response.body = deleted
-            self._once_removed(response, queue, len(deleted))
-            if not response.pending:
-                response.finish()
+            self._answer_removed(response, queue, deleted, len(deleted))
 
-        step(0)
+        queue.in_slices(step, done)
         return response
+
+    def _answer_removed(self, response: Response, queue: Queue, body: Any, removed: int) -> None:
+        """Finish a pending ``response`` (``body``) to a purge that removed ``removed``
+        messages from ``queue`` in slices, once their removals are on disk."""
+        response.body = body
+        self._once_removed(response, queue, removed)
+        if not response.pending:
+            response.finish()
 
     def _once_removed(self, response: Response, queue: Queue, removed: int) -> Response:
         """``response`` to a purge (clearQueue, deleteMessages) of ``removed`` messages,

@@ -313,12 +313,19 @@ def purge_queue(broker: Broker, user: str, name: str) -> Any:
     """Purge queue ``name`` (``purge`` it), answered once the removals are on disk, as
     management's clearQueue is (a 503 if the store cannot write them yet)."""
     queue = _queue(broker, name)
+    purged = [0]
+    answer, written = when_written(lambda: {"purged": purged[0]}, "the removals")
+
+    def done(removed: int) -> None:  # after the last slice
+        purged[0] = removed
+        if not broker.when_removed(queue, removed, written):
+            written(None)  # nothing stored to wait for
+
     try:
-        purged = broker.purge_queue(name, user=user)
+        broker.purge_queue(name, user, done)
     except BrokerError as exc:
         raise request_error(exc) from None
-    answer, written = when_written(lambda: {"purged": purged}, "the removals")
-    return answer if broker.when_removed(queue, purged, written) else {"purged": purged}
+    return answer
 
 
 def browse(broker: Broker, user: str, name: str, count: int, confidential: bool) -> Any:

@@ -135,6 +135,9 @@ class QueueStats:
 # Why a message left for the alternate (the x-opt-dead-letter-reason it carries there).
 REJECTED, EXPIRED, EVICTED = "rejected", "expired", "ring-overflow"
 EXHAUSTED, DELETED = "maximum-delivery-attempts", "queue-deleted"
+# Live messages a slice of a purge or a deletion looks at, one slice a pass of the broker's
+# loop (Queue.in_slices), as management's deleteMessages and moveMessages go.
+SLICE = 10_000
 
 
 class Queue:
@@ -953,35 +956,87 @@ class Queue:
     def clear(self) -> int:
         """Remove every message, whatever its state (the queue is being deleted: its
         consumers are gone and nothing may come back), each to the alternate if the queue
-        has one, and its history leaves the broker's history budget; O(n). Returns how
-        many."""
-        if self.history is not None:  # first: what its messages leave behind counts no more
-            self.history.leave()  # and what it held beyond the queue is let go with it
-        dropped = 0
-        for entry in list(self._log):
-            if entry.state != DEAD:
-                held = self._moving.pop(entry, None)
-                if held is None:  # not on its way elsewhere already
-                    self._dead_letter(entry, DELETED)
-                    self._remove(entry)
-                else:
-                    self._leave_move(entry, held)
-                dropped += 1
+        has one, and its history leaves the broker's history budget; O(n), all at once (the
+        broker deletes in slices: :meth:`begin_clear`, :meth:`clear_slice`,
+        :meth:`end_clear`). Returns how many."""
+        self.begin_clear()
+        dropped, _ = self.clear_slice(0, sys.maxsize)
+        self.end_clear()
+        return dropped
+
+    def begin_clear(self) -> None:
+        """Before the first slice of a clear: the history leaves the broker's budget (what
+        its messages leave behind counts no more, and what it held beyond the queue is let
+        go with it), and nothing is held for later or swept for expiry any more, so that
+        no timer touches the queue between slices."""
+        if self.history is not None:
+            self.history.leave()
         self._held.clear()
         self._expiry.clear()
+
+    def clear_slice(self, start: int, examine: int) -> tuple[int, int | None]:
+        """One slice of a clear: at most ``examine`` live messages from queue position
+        ``start`` on leave, in arrival order (so their dead letters reach the alternate in
+        order). How many left, and the position the next slice starts from (None: none is
+        left)."""
+        dropped = 0
+        for entry in self._walk(start):
+            if examine <= 0:
+                return dropped, entry.seq
+            examine -= 1
+            held = self._moving.pop(entry, None)
+            if held is None:  # not on its way elsewhere already
+                self._dead_letter(entry, DELETED)
+                self._remove(entry)
+            else:
+                self._leave_move(entry, held)
+            dropped += 1
+        return dropped, None
+
+    def end_clear(self) -> None:
+        """After the last slice of a clear: no consumer holds anything."""
         self._dispatcher.acquired = 0
-        return dropped
 
     def purge(self) -> int:
         """Remove every available message (qpidd's purge, Broker-J's clearQueue): messages
         consumers hold stay with them, held ones (not valid yet) stay held, and nothing goes
-        to the alternate. O(n). Returns how many."""
+        to the alternate. O(n), all at once (the broker purges in slices:
+        :meth:`purge_slice`). Returns how many."""
+        purged, start = 0, 0  # type: tuple[int, int | None]
+        while start is not None:
+            removed, start = self.purge_slice(start, sys.maxsize)
+            purged += removed
+        return purged
+
+    def purge_slice(self, start: int, examine: int) -> tuple[int, int | None]:
+        """One slice of :meth:`purge`: from queue position ``start`` on, looking at no more
+        than ``examine`` live messages (a packed one counts as it is unpacked). How many
+        were removed, and the position the next slice starts from (None: the end)."""
         purged = 0
-        for entry in list(self._log):
+        for entry in self._walk(start):
+            if examine <= 0:
+                return purged, entry.seq
+            examine -= 1
             if entry.state == AVAILABLE:
                 self._remove(entry)
                 purged += 1
-        return purged
+        return purged, None
+
+    def in_slices(
+        self, step: Callable[[int], int | None], done: Callable[[], None], start: int = 0
+    ) -> None:
+        """Run ``step(start)``, then ``step`` again from the position each returns, one a
+        pass of the broker's loop (``hooks.later``), and ``done()`` once one returns None:
+        how management's deleteMessages, a purge and a deletion walk a deep queue without
+        holding every client (at once without a loop)."""
+        following = step(start)
+        while following is not None and self.hooks.soon is None:
+            following = step(following)
+        if following is None:
+            done()
+            return
+        resume: int = following
+        self.hooks.later(lambda: self.in_slices(step, done, resume))
 
     def peek(self, count: int) -> list[tuple[int, int, bytes]]:
         """The first ``count`` messages on the queue, in arrival order, as (number, state,

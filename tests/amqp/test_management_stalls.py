@@ -1,6 +1,7 @@
 """Management operations on a deep queue leave the broker's one event loop free: a canary
 connection sending and receiving a message at a time keeps its round trips short while
-deleteMessages and getMessageInfo run on a queue of several hundred thousand messages."""
+deleteMessages, getMessageInfo, clearQueue and a forced DELETE run on a queue of several
+hundred thousand messages."""
 
 from __future__ import annotations
 
@@ -121,3 +122,50 @@ def test_get_message_info_at_the_end_of_a_deep_queue_neither_stalls_nor_unpacks(
     assert [info["id"] for info in reply.body] == list(range(DEEP - 9, DEEP + 1))
     assert worst < BOUND
     assert broker.call(lambda: len(queue._packed)) == packed  # still packed: nothing changed
+
+
+def test_clear_queue_of_a_deep_queue_leaves_the_loop_free_and_empties_it(
+    broker: RunningBroker, deep: Node
+) -> None:
+    reply, worst = while_watched(broker, lambda: deep.ask(entity("clearQueue", "deep")))
+    assert status(reply) == (200, "OK") and reply.body == DEEP
+    assert worst < BOUND
+    assert broker.call(lambda: broker.broker.queues["deep"].depth) == 0
+
+
+def body_of(data: bytes) -> Any:
+    message = Message()
+    message.decode(data)
+    return message.body
+
+
+def test_a_forced_delete_of_a_deep_queue_leaves_the_loop_free_and_dead_letters_all_in_order(
+    broker: RunningBroker,
+) -> None:
+    node = Node(broker.client())
+    assert status(node.ask(entity("CREATE", "graveyard")))[0] == 201
+    created = node.ask(
+        entity("CREATE", "doomed"), {"alternateBinding": {"destination": "graveyard"}}
+    )
+    assert status(created)[0] == 201
+
+    def mark(name: str, body: str) -> None:
+        data = bytes(Message(body=body).encode())
+        broker.call(lambda: broker.broker.queues[name].enqueue(parse_message(data)))
+
+    mark("doomed", "first")
+    fill(broker, "doomed", DEEP)
+    mark("doomed", "last")
+    reply, worst = while_watched(broker, lambda: node.ask(entity("DELETE", "doomed", force=True)))
+    assert status(reply)[0] in (200, 204) and worst < BOUND
+    assert status(node.ask(entity("CREATE", "doomed")))[0] == 201  # while the old one clears
+    mark("doomed", "new")
+    graveyard = broker.call(lambda: broker.broker.queues["graveyard"])
+    deadline = time.monotonic() + 30
+    while broker.call(lambda: graveyard.depth) < DEEP + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert broker.call(lambda: graveyard.depth) == DEEP + 2
+    first, last = broker.call(lambda: (graveyard.peek(1), graveyard.listed(DEEP + 1, 1)))
+    assert body_of(first[0][2]) == "first" and body_of(last[0][1]) == "last"
+    new = broker.call(lambda: broker.broker.queues["doomed"])
+    assert broker.call(lambda: (new.depth, body_of(new.peek(1)[0][2]))) == (1, "new")
