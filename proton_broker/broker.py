@@ -13,6 +13,7 @@ import fnmatch
 import itertools
 import logging
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -352,9 +353,16 @@ class Broker:
         del self.queues[name]
         dropped = [0]
         alternate = queue.alternate
+        persistent = queue.persistent and self.store is not None
         # A dead letter costs some 20 us, a discard far less: 1000 a pass to an alternate
-        # (as the expiry sweep's, qpidd's maxPurgeBatch), SLICE a pass otherwise.
+        # (as the expiry sweep's, qpidd's maxPurgeBatch), SLICE a pass otherwise. A stored
+        # queue's messages going to an alternate go in one pass, stored with the deletion
+        # of the queue's rows in one write: in slices, a stop between two would lose those
+        # not moved yet, their rows gone with the queue's (docs/management.md).
         most = SLICE if alternate is None else SWEEP_BATCH
+        on_disk = self.store is not None and self.store.location is not None
+        if persistent and on_disk and alternate is not None:
+            most = sys.maxsize  # see above
         first = [True]
 
         def step(start: int) -> int | None:
@@ -379,7 +387,6 @@ class Broker:
             where = f"moved to '{alternate}'" if alternate else "discarded"
             log.info('QUE-1002 Deleted : "%s" : %d message(s) %s', name, dropped[0], where)
 
-        persistent = queue.persistent and self.store is not None
         total = queue.depth
         queue.in_slices(step, done)
         return total

@@ -5,6 +5,7 @@ lost; nothing that was never sent may appear; duplicates come only from the in-f
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -17,6 +18,7 @@ from proton_broker.broker import CRASH_EXIT_CODE
 from proton_broker.store.base import StoredMessage, Unit
 from proton_broker.store.sqlite import SqliteStore
 from proton_broker.testing import BrokerProcess
+from tests.amqp.test_management import Node, entity, status
 from tests.engine_client import EngineClient
 
 DURABLE = {"durable": True}
@@ -488,6 +490,45 @@ def test_recovering_a_flow_to_disk_queue_keeps_the_broker_memory_bounded(tmp_pat
                 client.settle(received, pump=False)  # the next wait pumps
                 seen += 1
             receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
+    finally:
+        broker.stop()
+
+
+def test_a_durable_queue_deleted_with_force_into_its_alternate_loses_nothing_to_a_kill(
+    tmp_path: Path,
+) -> None:
+    """A durable queue deleted with force sends its messages to its alternate: killed right
+    after the answer, the restarted broker has each of them on the deleted queue (its
+    deletion not yet written) or on the alternate, never neither and never both."""
+    count, graveyard = 30_000, {"durable": True}
+    doomed = {"durable": True, "alternate-exchange": "graveyard"}
+    broker = start(tmp_path)
+    client = EngineClient(broker.host, broker.port)
+    client.answered(client.sender("graveyard", node_properties=graveyard))
+    client.answered(client.sender("doomed", node_properties=doomed))
+    client.close()
+    broker.stop()
+    store = SqliteStore(tmp_path, lambda fn: fn())  # filled straight through the store
+    store.open()
+    for first in range(0, count, 1000):
+        batch = [
+            StoredMessage(store.next_id(), "doomed", Message(body=i, durable=True).encode(), 0.0)
+            for i in range(first, first + 1000)
+        ]
+        store.commit(Unit(enqueues=batch))
+    store.close()
+    broker = start(tmp_path)
+    reply = Node(EngineClient(broker.host, broker.port)).ask(entity("DELETE", "doomed", force=True))
+    broker.proc.kill()  # type: ignore[union-attr]
+    broker.proc.wait()  # type: ignore[union-attr]
+    assert status(reply)[0] in (200, 204)
+    broker = start(tmp_path)
+    try:
+        listed = Node(EngineClient(broker.host, broker.port)).ask(entity("QUERY"))
+        stored = "doomed" in json.dumps(listed.body)
+        left = drain(broker, "doomed", doomed) if stored else []
+        moved = drain(broker, "graveyard", graveyard)
+        assert sorted(left + moved) == list(range(count))
     finally:
         broker.stop()
 
