@@ -591,18 +591,12 @@ class Management:
         return response
 
     def _answer_removed(self, response: Response, queue: Queue, body: Any, removed: int) -> None:
-        """Finish a pending ``response`` (``body``) to a purge that removed ``removed``
-        messages from ``queue`` in slices, once their removals are on disk."""
+        """Finish the pending ``response`` (``body``) to a purge (clearQueue,
+        deleteMessages) that removed ``removed`` messages from ``queue`` once their
+        removals are on disk, as Broker-J answers after its transaction: a 200 means a
+        restart does not bring them back. If the store cannot write them yet, a 500 says
+        so."""
         response.body = body
-        self._once_removed(response, queue, removed)
-        if not response.pending:
-            response.finish()
-
-    def _once_removed(self, response: Response, queue: Queue, removed: int) -> Response:
-        """``response`` to a purge (clearQueue, deleteMessages) of ``removed`` messages,
-        answered once their removals are on disk (pending until then), as Broker-J answers
-        after its transaction: a 200 means a restart does not bring them back. If the
-        store cannot write them yet, a 500 says so."""
 
         def written(error: BaseException | None) -> None:
             if error is not None:
@@ -614,10 +608,8 @@ class Management:
                 )
             response.finish()
 
-        response.pending = True  # until written runs (at once, with a store in memory)
         if not self.broker.when_removed(queue, removed, written):
-            response.pending = False  # nothing stored to wait for
-        return response
+            response.finish()  # nothing stored to wait for
 
     def _transfer(
         self, operation: str, source: Queue, properties: Mapping[str, Any], user: str | None

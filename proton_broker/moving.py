@@ -97,7 +97,7 @@ class Transfer:
         they are on the destination (at once when nothing is stored)."""
         limit = MAX_TRANSFER if limit < 0 else min(limit, MAX_TRANSFER)
         positions = self.source.select_messages(
-            numbers, matches, limit, self._take, self.move, self._entries if self.move else None
+            numbers, matches, limit, self._take, self._entries if self.move else None
         )
         landing = list(zip(positions, self._records, strict=True))
         unit = self.unit

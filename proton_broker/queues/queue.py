@@ -1002,11 +1002,7 @@ class Queue:
         consumers hold stay with them, held ones (not valid yet) stay held, and nothing goes
         to the alternate. O(n), all at once (the broker purges in slices:
         :meth:`purge_slice`). Returns how many."""
-        purged, start = 0, 0  # type: tuple[int, int | None]
-        while start is not None:
-            removed, start = self.purge_slice(start, sys.maxsize)
-            purged += removed
-        return purged
+        return self.purge_slice(0, sys.maxsize)[0]
 
     def purge_slice(self, start: int, examine: int) -> tuple[int, int | None]:
         """One slice of :meth:`purge`: from queue position ``start`` on, looking at no more
@@ -1068,13 +1064,7 @@ class Queue:
         messages nobody holds go: available ones, and held ones not valid yet. Messages
         consumers hold stay with them, as a purge leaves them, and nothing goes to the
         alternate. All at once: management deletes in slices (:meth:`delete_slice`)."""
-        deleted: list[int] = []
-        start: int | None = 0
-        while start is not None and limit != 0:
-            removed, start = self.delete_slice(numbers, matches, limit, start, sys.maxsize)
-            deleted += removed
-            limit -= len(removed)
-        return deleted
+        return self.delete_slice(numbers, matches, limit, 0, sys.maxsize)[0]
 
     def delete_slice(
         self,
@@ -1148,20 +1138,20 @@ class Queue:
         matches: MessageFilter | None,
         limit: int,
         act: Callable[[Message], bool] | None = None,
-        remove: bool = True,
         taken: list[Entry] | None = None,
     ) -> list[int]:
-        """The messages :meth:`delete_messages` selects, for management's deleteMessages,
-        moveMessages and copyMessages: ``act`` (if any) is given each one first, its bytes
-        in memory (a paged one's read back), and answers False to stop before it. With
-        ``remove`` each then leaves the queue, as :meth:`delete_messages` says; without it
-        every live message may be selected, those consumers hold too, and each stays; with
-        ``taken`` (a move the store writes) each is taken for the move instead
-        (:meth:`take_for_move`) and added to it, and the caller says :meth:`moved`.
-        Their positions, in order."""
+        """The messages at the queue positions ``numbers`` (None: any) that ``matches``
+        selects (None: all), oldest first, at most ``limit``, for management's moveMessages
+        and copyMessages: ``act`` (if any) is given each one first, its bytes in memory (a
+        paged one's read back), and answers False to stop before it. With ``taken`` (a
+        move) only messages nobody holds are selected, as :meth:`delete_messages` selects
+        them, and each is taken for the move (:meth:`take_for_move`) and added to
+        ``taken``, and the caller says :meth:`moved`; without it (a copy) every live
+        message may be selected, those consumers hold too, and each stays. Their
+        positions, in order."""
         selected: list[int] = []
         wanted = None if numbers is None else set(numbers)
-        states = (AVAILABLE, HELD) if remove else (AVAILABLE, HELD, ACQUIRED)
+        states = (AVAILABLE, HELD) if taken is not None else (AVAILABLE, HELD, ACQUIRED)
         for entry in self._walk():
             if limit == 0 or wanted == set():
                 break
@@ -1179,8 +1169,6 @@ class Queue:
             if taken is not None:
                 self.take_for_move(entry)
                 taken.append(entry)
-            elif remove:
-                self._remove(entry)
             limit -= 1
         return selected
 
