@@ -671,15 +671,24 @@ def tls_file_problem(section: TlsSection) -> str | None:
         if not path:
             because = " with tls.verify_clients" if key == "ca_file" else ""
             return f"'tls.{key}' is required{because}"
-        if not Path(path).exists():
-            return f"'tls.{key}': no such file: {path}"
-        if not Path(path).is_file():
-            return f"'tls.{key}': not a file: {path}"
-        try:
-            with open(path, "rb") as file:
-                empty = not file.read(1)
-        except OSError as exc:
-            return f"'tls.{key}': cannot read {path}: {exc.strerror or exc}"
-        if empty:
-            return f"'tls.{key}': the file is empty: {path}"
+        problem = file_problem(path, empty_too=True)
+        if problem is not None:
+            return f"'tls.{key}': {problem}"
     return None
+
+
+def file_problem(path: str | Path, empty_too: bool = False) -> str | None:
+    """What keeps ``path`` from being read as a file (missing, not a file, unreadable, or
+    with ``empty_too`` empty), naming it; None if it can be read. The checks of every file
+    a key names (TLS files, the SASL users' database) at start-up."""
+    path = Path(path)
+    if not path.exists():
+        return f"no such file: {path}"
+    if not path.is_file():
+        return f"not a file: {path}"
+    try:
+        with path.open("rb") as file:
+            empty = not file.read(1)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    return f"the file is empty: {path}" if empty and empty_too else None

@@ -27,7 +27,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from proton_broker.config import Config
+from proton_broker.config import Config, file_problem
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 QPID_REALM = "QPID"  # qpidd's default realm (its --realm)
@@ -64,18 +64,15 @@ def user_db_problem(config: Config) -> str | None:
     with nothing said at start-up. The default file in the data directory may be absent
     (a new broker has no users yet); a directory in its place is wrong all the same."""
     path = user_db_path(config)
+    missing = not path.exists()
+    if missing and not config.sasl.user_db:
+        return None
+    problem = file_problem(path)
+    if problem is None:
+        return None
     named = f"configuration key 'sasl.user_db'{'' if config.sasl.user_db else ' (default)'}"
-    if not path.exists():
-        if not config.sasl.user_db:
-            return None
-        return f"{named}: no such file: {path} (proton-broker-config user add makes it)"
-    if not path.is_file():
-        return f"{named}: not a file: {path}"
-    try:
-        path.open("rb").close()
-    except OSError as exc:
-        return f"{named}: cannot read {path}: {exc.strerror or exc}"
-    return None
+    hint = " (proton-broker-config user add makes it)" if missing else ""
+    return f"{named}: {problem}{hint}"
 
 
 class UserError(Exception):
