@@ -163,16 +163,22 @@ def add_user(data_dir: str | Path, name: str, password: str) -> None:
     assert made.returncode == 0, made.stderr
 
 
-def server_certificates(directory: str | Path, host: str = "localhost") -> dict[str, Path]:
-    """PEM files for a broker serving TLS as ``host``, made by a throwaway CA (trustme, a
-    test dependency): ``ca`` (the CA's certificate, for clients to trust), ``cert`` and
-    ``key`` (the broker's)."""
+def server_certificates(directory: str | Path, *hosts: str) -> dict[str, Path]:
+    """PEM files for a broker serving TLS as ``hosts`` (default ``localhost``), made by a
+    throwaway CA (trustme, a test dependency): ``ca`` (the CA's certificate, for clients
+    to trust), ``cert`` and ``key`` (the broker's), ``client_cert`` and ``client_key`` (a
+    client's the CA signed, for a broker that asks for one), and ``other_ca`` (a CA that
+    signed none of them)."""
     import trustme
 
     ca = trustme.CA()
-    issued = ca.issue_cert(host)
-    files = {name: Path(directory) / f"{name}.pem" for name in ("ca", "cert", "key")}
+    issued, client = ca.issue_cert(*(hosts or ("localhost",))), ca.issue_cert("a-client")
+    names = ("ca", "cert", "key", "client_cert", "client_key", "other_ca")
+    files = {name: Path(directory) / f"{name}.pem" for name in names}
     ca.cert_pem.write_to_path(str(files["ca"]))
     issued.cert_chain_pems[0].write_to_path(str(files["cert"]))
     issued.private_key_pem.write_to_path(str(files["key"]))
+    client.cert_chain_pems[0].write_to_path(str(files["client_cert"]))
+    client.private_key_pem.write_to_path(str(files["client_key"]))
+    trustme.CA().cert_pem.write_to_path(str(files["other_ca"]))
     return files

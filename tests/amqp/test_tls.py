@@ -11,38 +11,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
 from proton import ConnectionException, Message, SSLDomain
 from proton.utils import BlockingConnection
 
 from proton_broker.config import Config
+from proton_broker.testing import server_certificates
 from tests.conftest import RunningBroker
 
 HOST = "localhost"  # the name the broker's certificate is for
 
 
 @pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
-def files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """PEM files: the CA, the broker's certificate and key, a client's certificate and
     key, and a CA nobody trusts."""
-    where = tmp_path_factory.mktemp("tls")
-    server, client = ca.issue_cert(HOST, "127.0.0.1"), ca.issue_cert("a-client")
-    paths = {
-        name: str(where / f"{name}.pem")
-        for name in ("ca", "cert", "key", "client_cert", "client_key", "other_ca")
-    }
-    ca.cert_pem.write_to_path(paths["ca"])
-    server.cert_chain_pems[0].write_to_path(paths["cert"])
-    server.private_key_pem.write_to_path(paths["key"])
-    client.cert_chain_pems[0].write_to_path(paths["client_cert"])
-    client.private_key_pem.write_to_path(paths["client_key"])
-    trustme.CA().cert_pem.write_to_path(paths["other_ca"])
-    return paths
+    made = server_certificates(tmp_path_factory.mktemp("tls"), HOST, "127.0.0.1")
+    return {name: str(path) for name, path in made.items()}
 
 
 def tls_config(files: dict[str, str], verify_clients: bool = False) -> Config:

@@ -79,16 +79,7 @@ def test_an_amqps_url_to_a_broker_it_cannot_verify_fails_and_sends_nothing(
 def mutual_tls_broker(tmp_path: Path) -> Iterator[tuple[RunningBroker, dict[str, str]]]:
     """A broker that asks every AMQPS client for a certificate its CA signed; the PEM files
     of the CA, of a client the CA signed, and of a CA nobody trusts."""
-    ca = trustme.CA()
-    server, client = ca.issue_cert("localhost"), ca.issue_cert("spark-job")
-    names = ("ca", "cert", "key", "client_cert", "client_key", "other_ca")
-    files = {name: str(tmp_path / f"{name}.pem") for name in names}
-    ca.cert_pem.write_to_path(files["ca"])
-    server.cert_chain_pems[0].write_to_path(files["cert"])
-    server.private_key_pem.write_to_path(files["key"])
-    client.cert_chain_pems[0].write_to_path(files["client_cert"])
-    client.private_key_pem.write_to_path(files["client_key"])
-    trustme.CA().cert_pem.write_to_path(files["other_ca"])
+    files = {name: str(path) for name, path in server_certificates(tmp_path).items()}
     config = Config()
     config.broker.store = "memory"
     config.tls.enabled, config.tls.port = True, 0
