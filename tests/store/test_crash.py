@@ -9,7 +9,9 @@ import json
 import random
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from proton import Described, Disposition, Endpoint, Message, ulong
@@ -424,17 +426,40 @@ def test_flow_to_disk_keeps_the_broker_memory_bounded_while_the_queue_grows(tmp_
         assert {d.remote_state for d in deliveries} == {Disposition.ACCEPTED}
         grown = settled_rss_mb(broker.pid) - before
         assert grown < 100, f"the broker grew by {grown:.0f} MB holding 200 MB paged out"
-        receiver = client.receiver("paged", credit=50)
-        seen = 0
-        while seen < count:
-            got = client.wait_received(receiver, seen + 1, timeout=30)
-            for received in got[seen:]:
-                assert received.message.body == body + b"%06d" % seen
-                client.settle(received, pump=False)  # the next wait pumps
-                seen += 1
-            receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
+        receive_in_order(client, client.receiver("paged", credit=50), body, count)
     finally:
         broker.stop()
+
+
+def receive_in_order(client: EngineClient, receiver: Any, body: bytes, count: int) -> None:
+    """Take ``count`` messages from ``receiver``, 50 credits at a time, each ``body`` and
+    its number in six digits, in order."""
+    seen = 0
+    while seen < count:
+        got = client.wait_received(receiver, seen + 1, timeout=30)
+        for received in got[seen:]:
+            assert received.message.body == body + b"%06d" % seen
+            client.settle(received, pump=False)  # the next wait pumps
+            seen += 1
+        receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
+
+
+def store_directly(data_dir: Path, queue: str, bodies: Iterable[Any], batch: int) -> None:
+    """Write durable messages of ``bodies`` for ``queue`` straight through the store (a
+    broker stopped), ``batch`` a write: a deep backlog in seconds, where sending it over
+    AMQP would take most of a test's time for nothing it checks."""
+    store = SqliteStore(data_dir, lambda fn: fn())
+    store.open()
+    pending: list[StoredMessage] = []
+    for body in bodies:
+        data = Message(body=body, durable=True).encode()
+        pending.append(StoredMessage(store.next_id(), queue, data, time.time()))
+        if len(pending) == batch:
+            store.commit(Unit(enqueues=pending))
+            pending = []
+    if pending:
+        store.commit(Unit(enqueues=pending))
+    store.close()
 
 
 def peak_mb(pid: int) -> float:
@@ -459,22 +484,7 @@ def test_recovering_a_flow_to_disk_queue_keeps_the_broker_memory_bounded(tmp_pat
     client.close()
     idle = peak_mb(broker.pid)
     broker.stop()
-    # The backlog is written straight through the store (as bench/recovery.py fills it):
-    # sending 200 MB over AMQP would take most of the test's time for nothing it checks.
-    store = SqliteStore(tmp_path, lambda fn: fn())
-    store.open()
-    for first in range(0, count, 64):
-        batch = [
-            StoredMessage(
-                store.next_id(),
-                "paged",
-                Message(body=body + b"%06d" % i, durable=True).encode(),
-                time.time(),
-            )
-            for i in range(first, first + 64)
-        ]
-        store.commit(Unit(enqueues=batch))
-    store.close()
+    store_directly(tmp_path, "paged", (body + b"%06d" % i for i in range(count)), batch=64)
     broker = start(tmp_path)  # listening: recovery is over
     try:
         grown = peak_mb(broker.pid) - idle
@@ -482,14 +492,7 @@ def test_recovering_a_flow_to_disk_queue_keeps_the_broker_memory_bounded(tmp_pat
         assert "MST-1005 : Recovered 1024 messages for queue 'paged'" in "\n".join(broker.output)
         client = EngineClient(broker.host, broker.port)
         receiver = client.receiver("paged", credit=50, node_properties=options)
-        seen = 0
-        while seen < count:
-            got = client.wait_received(receiver, seen + 1, timeout=30)
-            for received in got[seen:]:
-                assert received.message.body == body + b"%06d" % seen
-                client.settle(received, pump=False)  # the next wait pumps
-                seen += 1
-            receiver.flow(50 - receiver.credit) if receiver.credit < 25 else None
+        receive_in_order(client, receiver, body, count)
     finally:
         broker.stop()
 
@@ -508,15 +511,7 @@ def test_a_durable_queue_deleted_with_force_into_its_alternate_loses_nothing_to_
     client.answered(client.sender("doomed", node_properties=doomed))
     client.close()
     broker.stop()
-    store = SqliteStore(tmp_path, lambda fn: fn())  # filled straight through the store
-    store.open()
-    for first in range(0, count, 1000):
-        batch = [
-            StoredMessage(store.next_id(), "doomed", Message(body=i, durable=True).encode(), 0.0)
-            for i in range(first, first + 1000)
-        ]
-        store.commit(Unit(enqueues=batch))
-    store.close()
+    store_directly(tmp_path, "doomed", range(count), batch=1000)
     broker = start(tmp_path)
     reply = Node(EngineClient(broker.host, broker.port)).ask(entity("DELETE", "doomed", force=True))
     broker.proc.kill()  # type: ignore[union-attr]
