@@ -17,7 +17,7 @@ from proton.utils import BlockingConnection
 from proton_broker.cli.client import ManagementClient
 from tests.amqp.test_durability import send_all
 from tests.amqp.test_management import QUEUE, Node, entity, status
-from tests.amqp.test_tls import amqps, ca, client_domain, files, tls_config  # noqa: F401 - fixtures
+from tests.amqp.test_tls import amqps, client_domain, files, tls_config  # noqa: F401 - fixtures
 from tests.conftest import RunningBroker
 
 
